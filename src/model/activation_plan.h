@@ -1,0 +1,57 @@
+#pragma once
+// Every activation buffer of a training step, laid out in one arena before
+// step 1. Saved tensors (needed by backward) get a slot per layer; backward
+// scratch is shared by all layers. The plan is pure arithmetic, so the memory
+// estimate used to refuse runs that cannot fit is the same number the run
+// allocates.
+#include <cstdint>
+#include <vector>
+
+#include "core/mat.h"
+#include "model/config.h"
+
+namespace tinyllama {
+
+// A buffer's place in the arena: byte offset and 2-D shape.
+struct Slot {
+  std::int64_t offset = -1;  // -1: not used at this level
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  DType dtype = DType::F32;
+  bool used() const { return offset >= 0; }
+};
+
+struct LayerActivations {
+  Slot residual_in;  // x entering the block [N, D]
+  Slot norm1, rstd1;
+  Slot qkv;          // after RoPE on the q and k columns [N, (H+2K)hd]
+  Slot attn_out, lse;
+  Slot probs;        // materialised attention only [B*H*S, S]
+  Slot residual_mid; // h = x + Wo(attn) [N, D]
+  Slot norm2, rstd2;
+  Slot gate_up;      // [N, 2F]
+  Slot silu_gate;    // unfused SwiGLU only [N, F]
+  Slot ffn_hidden;   // silu(g) * u [N, F]
+};
+
+struct ActivationPlan {
+  ActivationPlan(const ModelConfig& cfg, const LevelOptions& level, Precision precision,
+                 BatchShape shape);
+
+  std::vector<LayerActivations> layers;
+  Slot residual_out;  // output of the last block [N, D]
+  Slot final_norm, final_rstd;
+  Slot logits;        // [N, V]; backward overwrites it with dlogits
+  Slot losses;        // [N, 1]
+  // Backward scratch, shared across layers.
+  Slot d_residual_a, d_residual_b, d_norm_out, d_norm_in;
+  Slot d_qkv, d_attn, d_gate_up, d_ffn_hidden, d_silu_gate;
+  std::int64_t bytes = 0;
+
+  Mat view(void* arena, const Slot& s) const;
+
+ private:
+  Slot take(std::int64_t rows, std::int64_t cols, DType dtype);
+};
+
+}  // namespace tinyllama

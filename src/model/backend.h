@@ -1,0 +1,134 @@
+#pragma once
+// The op set the model's hand-written forward and backward passes call.
+// The CPU backend is the obviously-correct reference; the CUDA backend
+// implements the same contract with kernels. Every op takes Mat views, so a
+// fused buffer can be handed out in column blocks without copies.
+//
+// Conventions shared by all backends:
+//  * activations are in the precision's compute dtype; parameter gradients
+//    in the master dtype; statistics (rstd, lse, losses) in Precision::stats();
+//  * outputs are overwritten unless the op says it accumulates;
+//  * no op allocates device memory (the arena is planned before step 1).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/mat.h"
+#include "model/config.h"
+
+namespace tinyllama {
+
+struct AttentionShape {
+  int batch = 0;
+  int seq = 0;
+  int heads = 0;     // query heads H
+  int kv_heads = 0;  // K; query head h reads kv head h / (H / K)
+  int head_dim = 0;
+};
+
+struct AdamWHyper {
+  float lr = 3e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+  int step = 1;  // 1-based, for bias correction
+};
+
+// Marks points in the backend's stream of work and reports the time between
+// them: CUDA events on the GPU, a steady clock on the CPU. Recording never
+// blocks; elapsed_ms waits for the later mark to complete.
+class EventTimer {
+ public:
+  virtual ~EventTimer() = default;
+  virtual void record(int mark) = 0;
+  virtual double elapsed_ms(int from_mark, int to_mark) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // One line: the device's name and size.
+  virtual std::string device_description() const = 0;
+
+  // Called once, before step 1, with everything that sizes the backend's own
+  // workspaces (GEMM workspace, attention scratch), so that no op allocates.
+  virtual void prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) = 0;
+  // Bytes of those workspaces.
+  virtual std::int64_t workspace_bytes() const = 0;
+  // High-water mark of memory in use on the device as the driver sees it
+  // (every allocation of the process, libraries' included); -1 if unknown.
+  virtual std::int64_t device_peak_used_bytes() = 0;
+  virtual std::unique_ptr<EventTimer> make_timer(int marks) = 0;
+
+  // --- memory (setup time only) -------------------------------------------
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, std::size_t bytes) = 0;
+  virtual void fill_zero(void* dst, std::size_t bytes) = 0;
+  virtual void synchronize() {}
+
+  // dst = src converted to dst.dtype (master weights -> compute copy).
+  virtual void convert(Mat dst, Mat src) = 0;
+
+  // --- dense algebra -------------------------------------------------------
+  // c = alpha * op(a) * op(b) + beta * c, row-major; op transposes when the
+  // flag is set. c may be wider-typed than a and b (fp32 weight gradients
+  // from bf16 activations).
+  virtual void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) = 0;
+  // out = a + b elementwise; out may alias a or b.
+  virtual void add(Mat out, Mat a, Mat b) = 0;
+  // out = a * b elementwise; out may alias a or b.
+  virtual void mul(Mat out, Mat a, Mat b) = 0;
+
+  // --- embedding -----------------------------------------------------------
+  // out[i] = table[tokens[i]]; tokens has out.rows entries (device memory).
+  virtual void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) = 0;
+  // dtable[tokens[i]] += dout[i] (accumulates: the tied LM head wrote first).
+  virtual void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) = 0;
+
+  // --- RMSNorm: y = x / sqrt(mean(x^2) + eps) * w --------------------------
+  // rstd: [rows, 1] in stats dtype, saved for backward.
+  virtual void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) = 0;
+  // dx and dweight ([1, D], master dtype) are overwritten.
+  virtual void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) = 0;
+
+  // --- RoPE, interleaved pairs, in place -----------------------------------
+  // x: [batch*seq, n_heads*head_dim]; row r is position r % seq.
+  virtual void rope_forward(Mat x, int seq, int head_dim, double theta) = 0;
+  // The inverse rotation: the gradient of an orthogonal map.
+  virtual void rope_backward(Mat dx, int seq, int head_dim, double theta) = 0;
+
+  // --- causal GQA attention, scale 1/sqrt(hd) -------------------------------
+  // q, out: [B*S, H*hd]; k, v: [B*S, K*hd]; lse: [B*H, S] stats dtype.
+  // probs: [B*H*S, S] softmax probabilities kept for backward (materialised
+  // attention), or empty for flash attention, which recomputes from lse.
+  virtual void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+                                 const AttentionShape& shape) = 0;
+  // dq, dk, dv overwritten; dk/dv sum over the query heads of each group.
+  virtual void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out,
+                                  Mat lse, Mat probs, const AttentionShape& shape) = 0;
+
+  // --- SwiGLU pieces --------------------------------------------------------
+  virtual void silu_forward(Mat out, Mat x) = 0;
+  virtual void silu_backward(Mat dx, Mat dout, Mat x) = 0;
+  // Fused: out = silu(gate) * up.
+  virtual void swiglu_forward(Mat out, Mat gate, Mat up) = 0;
+  virtual void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) = 0;
+
+  // --- loss ------------------------------------------------------------------
+  // losses[i] = logsumexp(logits[i]) - logits[i][targets[i]]  ([rows,1] stats dtype)
+  virtual void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) = 0;
+  // dlogits = (softmax(logits) - onehot(targets)) * scale; dlogits may alias logits.
+  virtual void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                                      float scale) = 0;
+
+  // --- optimizer ---------------------------------------------------------------
+  // PyTorch AdamW on one contiguous block (param, grad, m, v share a shape).
+  virtual void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) = 0;
+};
+
+}  // namespace tinyllama

@@ -1,0 +1,166 @@
+#include "model/model.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "core/errors.h"
+
+namespace tinyllama {
+namespace {
+
+// Host-side conversion between the exchange format (double) and the master
+// dtype, which is fp32 for training and fp64 for gradient checks.
+std::vector<char> pack(const std::vector<double>& host, DType dtype) {
+  std::vector<char> raw(host.size() * dtype_size(dtype));
+  if (dtype == DType::F64) {
+    std::memcpy(raw.data(), host.data(), raw.size());
+  } else if (dtype == DType::F32) {
+    auto* out = reinterpret_cast<float*>(raw.data());
+    for (std::size_t i = 0; i < host.size(); ++i) out[i] = static_cast<float>(host[i]);
+  } else {
+    throw std::invalid_argument("master weights must be float32 or float64");
+  }
+  return raw;
+}
+
+std::vector<double> unpack(const std::vector<char>& raw, DType dtype) {
+  std::vector<double> host(raw.size() / dtype_size(dtype));
+  if (dtype == DType::F64) {
+    std::memcpy(host.data(), raw.data(), raw.size());
+  } else {
+    const auto* in = reinterpret_cast<const float*>(raw.data());
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = in[i];
+  }
+  return host;
+}
+
+}  // namespace
+
+Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precision, BatchShape shape,
+             Backend& backend)
+    : cfg_(cfg),
+      level_(level),
+      precision_(precision),
+      shape_(shape),
+      backend_(backend),
+      layout_(cfg),
+      plan_(cfg, level, precision, shape) {
+  cfg_.validate();
+  backend_.prepare(cfg_, shape_, level_);
+  const auto master_bytes = static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master);
+  params_ = backend_.allocate(master_bytes);
+  grads_ = backend_.allocate(master_bytes);
+  adam_m_ = backend_.allocate(master_bytes);
+  adam_v_ = backend_.allocate(master_bytes);
+  // Padding between parameter slots must stay zero in all four blocks, so
+  // that the optimizer can sweep whole blocks.
+  for (void* p : {params_, grads_, adam_m_, adam_v_}) backend_.fill_zero(p, master_bytes);
+  if (precision_.mixed()) {
+    compute_params_ =
+        backend_.allocate(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.compute));
+  }
+  arena_ = backend_.allocate(static_cast<std::size_t>(plan_.bytes));
+  const auto token_bytes = static_cast<std::size_t>(shape_.tokens()) * sizeof(std::int32_t);
+  tokens_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
+  targets_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
+}
+
+Model::~Model() {
+  for (void* p : {params_, grads_, adam_m_, adam_v_, compute_params_, arena_,
+                  static_cast<void*>(tokens_), static_cast<void*>(targets_)}) {
+    if (p != nullptr) backend_.release(p);
+  }
+}
+
+MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, const LevelOptions& level,
+                                       Precision precision, BatchShape shape) {
+  const ParamLayout layout(cfg);
+  const ActivationPlan plan(cfg, level, precision, shape);
+  const std::int64_t master = layout.total() * static_cast<std::int64_t>(dtype_size(precision.master));
+  MemoryBreakdown m;
+  m.parameters = master;
+  if (precision.mixed()) {
+    m.parameters += layout.total() * static_cast<std::int64_t>(dtype_size(precision.compute));
+  }
+  m.gradients = master;
+  m.optimizer = 2 * master;
+  m.activations = plan.bytes + 2 * shape.tokens() * static_cast<std::int64_t>(sizeof(std::int32_t));
+  return m;
+}
+
+MemoryBreakdown Model::memory() const { return estimate_memory(cfg_, level_, precision_, shape_); }
+
+Mat Model::param(const ParamSlot& s) const {
+  auto* base = static_cast<char*>(params_) + s.offset * static_cast<std::int64_t>(dtype_size(precision_.master));
+  return Mat(base, precision_.master, s.rows, s.cols);
+}
+
+Mat Model::grad(const ParamSlot& s) const {
+  auto* base = static_cast<char*>(grads_) + s.offset * static_cast<std::int64_t>(dtype_size(precision_.master));
+  return Mat(base, precision_.master, s.rows, s.cols);
+}
+
+Mat Model::compute_weight(const ParamSlot& s) const {
+  if (!precision_.mixed()) return param(s);
+  auto* base = static_cast<char*>(compute_params_) +
+               s.offset * static_cast<std::int64_t>(dtype_size(precision_.compute));
+  return Mat(base, precision_.compute, s.rows, s.cols);
+}
+
+void Model::refresh_compute_weights() {
+  if (!precision_.mixed()) return;
+  backend_.convert(Mat(compute_params_, precision_.compute, 1, layout_.total()),
+                   Mat(params_, precision_.master, 1, layout_.total()));
+}
+
+void Model::set_params(const std::vector<double>& host) {
+  if (static_cast<std::int64_t>(host.size()) != layout_.total()) {
+    throw std::invalid_argument("set_params: expected " + std::to_string(layout_.total()) + " values");
+  }
+  const auto raw = pack(host, precision_.master);
+  backend_.upload(params_, raw.data(), raw.size());
+  refresh_compute_weights();
+}
+
+std::vector<double> Model::params() const {
+  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
+  backend_.download(raw.data(), params_, raw.size());
+  return unpack(raw, precision_.master);
+}
+
+std::vector<double> Model::grads() const {
+  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
+  backend_.download(raw.data(), grads_, raw.size());
+  return unpack(raw, precision_.master);
+}
+
+void Model::set_batch(const std::vector<std::int32_t>& rows) {
+  const std::int64_t s = shape_.seq;
+  if (static_cast<std::int64_t>(rows.size()) != shape_.batch * (s + 1)) {
+    throw std::invalid_argument("set_batch: expected batch * (seq + 1) tokens");
+  }
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(shape_.tokens()));
+  std::vector<std::int32_t> targets(inputs.size());
+  for (std::int64_t b = 0; b < shape_.batch; ++b) {
+    for (std::int64_t t = 0; t < s; ++t) {
+      inputs[b * s + t] = rows[b * (s + 1) + t];
+      targets[b * s + t] = rows[b * (s + 1) + t + 1];
+    }
+  }
+  const std::size_t bytes = inputs.size() * sizeof(std::int32_t);
+  backend_.upload(tokens_, inputs.data(), bytes);
+  backend_.upload(targets_, targets.data(), bytes);
+}
+
+double Model::loss() const {
+  const Mat losses = plan_.view(arena_, plan_.losses);
+  std::vector<char> raw(static_cast<std::size_t>(losses.numel()) * dtype_size(losses.dtype));
+  backend_.download(raw.data(), losses.data, raw.size());
+  const std::vector<double> values = unpack(raw, losses.dtype);
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+}  // namespace tinyllama

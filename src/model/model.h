@@ -1,0 +1,91 @@
+#pragma once
+// The Tiny LLaMA model: parameters in one flat block, activations in one
+// arena planned from the config, and the forward and backward passes written
+// out by hand (no autograd) against the Backend op set.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/activation_plan.h"
+#include "model/backend.h"
+#include "model/config.h"
+#include "model/param_layout.h"
+
+namespace tinyllama {
+
+// Bytes the model holds on its device, by category (exact, from the plan).
+struct MemoryBreakdown {
+  std::int64_t parameters = 0;     // master weights (+ compute copy under AMP)
+  std::int64_t gradients = 0;
+  std::int64_t optimizer = 0;      // AdamW m and v
+  std::int64_t activations = 0;    // the planned arena
+  std::int64_t total() const { return parameters + gradients + optimizer + activations; }
+};
+
+class Model {
+ public:
+  Model(const ModelConfig& cfg, const LevelOptions& level, Precision precision, BatchShape shape,
+        Backend& backend);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  const ParamLayout& layout() const { return layout_; }
+  const LevelOptions& level() const { return level_; }
+  Precision precision() const { return precision_; }
+  BatchShape shape() const { return shape_; }
+  Backend& backend() { return backend_; }
+  MemoryBreakdown memory() const;
+  static MemoryBreakdown estimate_memory(const ModelConfig& cfg, const LevelOptions& level,
+                                         Precision precision, BatchShape shape);
+
+  // Host exchange of the flat parameter / gradient blocks (layout().total()
+  // elements, padding included), converted from or to the master dtype.
+  void set_params(const std::vector<double>& host);
+  std::vector<double> params() const;
+  std::vector<double> grads() const;
+
+  // rows: batch rows of seq+1 tokens each, row-major; inputs are row[0:S],
+  // targets row[1:S+1]. Copied into fixed device buffers.
+  void set_batch(const std::vector<std::int32_t>& rows);
+
+  void forward();   // fills the per-position losses
+  double loss() const;  // mean loss of the last forward (synchronises)
+  // Gradients of loss() * loss_scale with respect to every parameter.
+  void backward(float loss_scale = 1.0f);
+  void optimizer_step(const AdamWHyper& hp);
+
+  // Views into the flat blocks, for tests and I/O.
+  Mat param(const ParamSlot& s) const;
+  Mat grad(const ParamSlot& s) const;
+
+ private:
+  Mat compute_weight(const ParamSlot& s) const;  // master, or its low-precision copy
+  void refresh_compute_weights();
+  void forward_layer(int l);
+  void backward_layer(int l, Mat dres_in, Mat dres_out);
+  void qkv_forward(int l);
+  void qkv_backward(int l, Mat dn1);
+  void ffn_up_forward(int l);
+  void ffn_up_backward(int l, Mat dn2);
+
+  ModelConfig cfg_;
+  LevelOptions level_;
+  Precision precision_;
+  BatchShape shape_;
+  Backend& backend_;
+  ParamLayout layout_;
+  ActivationPlan plan_;
+
+  void* params_ = nullptr;   // master weights
+  void* grads_ = nullptr;    // master dtype
+  void* adam_m_ = nullptr;
+  void* adam_v_ = nullptr;
+  void* compute_params_ = nullptr;  // low-precision copy under AMP, else null
+  void* arena_ = nullptr;
+  std::int32_t* tokens_ = nullptr;   // [B*S] inputs (device)
+  std::int32_t* targets_ = nullptr;  // [B*S] targets (device)
+};
+
+}  // namespace tinyllama

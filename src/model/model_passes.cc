@@ -1,0 +1,246 @@
+// The hand-written forward and backward passes (DESIGN §1). Each level's
+// toggles pick between running one fused op or composing primitives on slices
+// of the same buffers, so every level trains the same parameters.
+#include "model/model.h"
+
+namespace tinyllama {
+
+void Model::forward() {
+  const Mat x0 = plan_.view(arena_, plan_.layers[0].residual_in);
+  backend_.embedding_forward(x0, tokens_, compute_weight(layout_.embedding()));
+  for (int l = 0; l < cfg_.num_layers; ++l) forward_layer(l);
+
+  const Mat xl = plan_.view(arena_, plan_.residual_out);
+  const Mat nf = plan_.view(arena_, plan_.final_norm);
+  backend_.rmsnorm_forward(nf, plan_.view(arena_, plan_.final_rstd), xl,
+                           compute_weight(layout_.final_norm()), cfg_.rms_eps);
+  // Tied LM head: logits = nf · Eᵀ.
+  const Mat logits = plan_.view(arena_, plan_.logits);
+  backend_.gemm(logits, nf, false, compute_weight(layout_.embedding()), true, 1.0f, 0.0f);
+  backend_.cross_entropy_forward(plan_.view(arena_, plan_.losses), logits, targets_);
+}
+
+void Model::forward_layer(int l) {
+  const LayerActivations& a = plan_.layers[l];
+  const Mat x = plan_.view(arena_, a.residual_in);
+  const Mat out = plan_.view(arena_, l + 1 < cfg_.num_layers ? plan_.layers[l + 1].residual_in
+                                                             : plan_.residual_out);
+  const Mat n1 = plan_.view(arena_, a.norm1);
+  const Mat qkv = plan_.view(arena_, a.qkv);
+  const Mat attn = plan_.view(arena_, a.attn_out);
+  const Mat h = plan_.view(arena_, a.residual_mid);
+  const int qd = cfg_.q_dim();
+  const int kvd = cfg_.kv_dim();
+
+  backend_.rmsnorm_forward(n1, plan_.view(arena_, a.rstd1), x,
+                           compute_weight(layout_.layer(l, &LayerSlots::attn_norm)), cfg_.rms_eps);
+  qkv_forward(l);
+  // q and k heads sit side by side in qkv, so one call rotates both.
+  backend_.rope_forward(qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(), cfg_.rope_theta);
+  const AttentionShape as{shape_.batch, shape_.seq, cfg_.num_heads, cfg_.num_kv_heads,
+                          cfg_.head_dim()};
+  backend_.attention_forward(attn, plan_.view(arena_, a.lse), plan_.view(arena_, a.probs),
+                             qkv.col_block(0, qd), qkv.col_block(qd, kvd),
+                             qkv.col_block(qd + kvd, kvd), as);
+  backend_.gemm(h, attn, false, compute_weight(layout_.layer(l, &LayerSlots::wo)), true, 1.0f, 0.0f);
+  backend_.add(h, h, x);
+
+  const Mat n2 = plan_.view(arena_, a.norm2);
+  const Mat gu = plan_.view(arena_, a.gate_up);
+  const Mat hidden = plan_.view(arena_, a.ffn_hidden);
+  const int f = cfg_.ffn_dim;
+  backend_.rmsnorm_forward(n2, plan_.view(arena_, a.rstd2), h,
+                           compute_weight(layout_.layer(l, &LayerSlots::ffn_norm)), cfg_.rms_eps);
+  ffn_up_forward(l);
+  const Mat gate = gu.col_block(0, f);
+  const Mat up = gu.col_block(f, f);
+  if (level_.swiglu_fusion) {
+    backend_.swiglu_forward(hidden, gate, up);
+  } else {
+    const Mat s = plan_.view(arena_, a.silu_gate);
+    backend_.silu_forward(s, gate);
+    backend_.mul(hidden, s, up);
+  }
+  backend_.gemm(out, hidden, false, compute_weight(layout_.layer(l, &LayerSlots::wdown)), true, 1.0f,
+                0.0f);
+  backend_.add(out, out, h);
+}
+
+void Model::qkv_forward(int l) {
+  const LayerActivations& a = plan_.layers[l];
+  const Mat n1 = plan_.view(arena_, a.norm1);
+  const Mat qkv = plan_.view(arena_, a.qkv);
+  const Mat w = compute_weight(layout_.layer(l, &LayerSlots::wqkv));
+  if (level_.qkv_fusion) {
+    backend_.gemm(qkv, n1, false, w, true, 1.0f, 0.0f);
+    return;
+  }
+  // Three GEMMs on row slices of the fused weight, into column slices.
+  const int qd = cfg_.q_dim();
+  const int kvd = cfg_.kv_dim();
+  const int starts[3] = {0, qd, qd + kvd};
+  const int widths[3] = {qd, kvd, kvd};
+  for (int i = 0; i < 3; ++i) {
+    backend_.gemm(qkv.col_block(starts[i], widths[i]), n1, false, w.row_block(starts[i], widths[i]),
+                  true, 1.0f, 0.0f);
+  }
+}
+
+void Model::ffn_up_forward(int l) {
+  const LayerActivations& a = plan_.layers[l];
+  const Mat n2 = plan_.view(arena_, a.norm2);
+  const Mat gu = plan_.view(arena_, a.gate_up);
+  const Mat w = compute_weight(layout_.layer(l, &LayerSlots::wgu));
+  if (level_.swiglu_fusion) {
+    backend_.gemm(gu, n2, false, w, true, 1.0f, 0.0f);
+    return;
+  }
+  const int f = cfg_.ffn_dim;
+  for (int i = 0; i < 2; ++i) {
+    backend_.gemm(gu.col_block(i * f, f), n2, false, w.row_block(i * f, f), true, 1.0f, 0.0f);
+  }
+}
+
+void Model::backward(float loss_scale) {
+  const float scale = loss_scale / static_cast<float>(shape_.tokens());
+  const Mat logits = plan_.view(arena_, plan_.logits);
+  backend_.cross_entropy_backward(logits, logits, targets_, scale);  // in place: dlogits
+
+  const Mat nf = plan_.view(arena_, plan_.final_norm);
+  const Mat dnf = plan_.view(arena_, plan_.d_norm_out);
+  const ParamSlot& emb = layout_.embedding();
+  backend_.gemm(dnf, logits, false, compute_weight(emb), false, 1.0f, 0.0f);
+  // The tied head writes the embedding gradient first; the embedding lookup
+  // accumulates into it at the end.
+  backend_.gemm(grad(emb), logits, true, nf, false, 1.0f, 0.0f);
+
+  const Mat d_out = plan_.view(arena_, plan_.d_residual_a);
+  const Mat d_scratch = plan_.view(arena_, plan_.d_residual_b);
+  backend_.rmsnorm_backward(d_out, grad(layout_.final_norm()), dnf,
+                            plan_.view(arena_, plan_.residual_out),
+                            compute_weight(layout_.final_norm()),
+                            plan_.view(arena_, plan_.final_rstd));
+  for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch);
+  backend_.embedding_backward(grad(emb), tokens_, d_out);
+}
+
+// On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
+void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
+  const LayerActivations& a = plan_.layers[l];
+  const int f = cfg_.ffn_dim;
+  const int qd = cfg_.q_dim();
+  const int kvd = cfg_.kv_dim();
+  const Mat d_norm_out = plan_.view(arena_, plan_.d_norm_out);
+  const Mat d_norm_in = plan_.view(arena_, plan_.d_norm_in);
+
+  // Feed-forward half: out = h + Wdown(silu(g) * u).
+  const Mat hidden = plan_.view(arena_, a.ffn_hidden);
+  const Mat d_hidden = plan_.view(arena_, plan_.d_ffn_hidden);
+  const ParamSlot& wdown = layout_.layer(l, &LayerSlots::wdown);
+  backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
+  backend_.gemm(grad(wdown), d_out, true, hidden, false, 1.0f, 0.0f);
+
+  const Mat gu = plan_.view(arena_, a.gate_up);
+  const Mat d_gu = plan_.view(arena_, plan_.d_gate_up);
+  const Mat gate = gu.col_block(0, f);
+  const Mat up = gu.col_block(f, f);
+  const Mat d_gate = d_gu.col_block(0, f);
+  const Mat d_up = d_gu.col_block(f, f);
+  if (level_.swiglu_fusion) {
+    backend_.swiglu_backward(d_gate, d_up, d_hidden, gate, up);
+  } else {
+    const Mat s = plan_.view(arena_, a.silu_gate);
+    const Mat d_s = plan_.view(arena_, plan_.d_silu_gate);
+    backend_.mul(d_up, d_hidden, s);
+    backend_.mul(d_s, d_hidden, up);
+    backend_.silu_backward(d_gate, d_s, gate);
+  }
+  ffn_up_backward(l, d_norm_out);
+  const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
+  backend_.rmsnorm_backward(d_norm_in, grad(ffn_norm), d_norm_out, plan_.view(arena_, a.residual_mid),
+                            compute_weight(ffn_norm), plan_.view(arena_, a.rstd2));
+  const Mat d_h = d_scratch;
+  backend_.add(d_h, d_out, d_norm_in);
+
+  // Attention half: h = x + Wo(attn(rope(q), rope(k), v)).
+  const Mat attn = plan_.view(arena_, a.attn_out);
+  const Mat d_attn = plan_.view(arena_, plan_.d_attn);
+  const ParamSlot& wo = layout_.layer(l, &LayerSlots::wo);
+  backend_.gemm(d_attn, d_h, false, compute_weight(wo), false, 1.0f, 0.0f);
+  backend_.gemm(grad(wo), d_h, true, attn, false, 1.0f, 0.0f);
+
+  const Mat qkv = plan_.view(arena_, a.qkv);
+  const Mat d_qkv = plan_.view(arena_, plan_.d_qkv);
+  const AttentionShape as{shape_.batch, shape_.seq, cfg_.num_heads, cfg_.num_kv_heads,
+                          cfg_.head_dim()};
+  backend_.attention_backward(d_qkv.col_block(0, qd), d_qkv.col_block(qd, kvd),
+                              d_qkv.col_block(qd + kvd, kvd), d_attn, qkv.col_block(0, qd),
+                              qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), attn,
+                              plan_.view(arena_, a.lse), plan_.view(arena_, a.probs), as);
+  backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(), cfg_.rope_theta);
+  qkv_backward(l, d_norm_out);
+  const ParamSlot& attn_norm = layout_.layer(l, &LayerSlots::attn_norm);
+  backend_.rmsnorm_backward(d_norm_in, grad(attn_norm), d_norm_out, plan_.view(arena_, a.residual_in),
+                            compute_weight(attn_norm), plan_.view(arena_, a.rstd1));
+  backend_.add(d_out, d_h, d_norm_in);
+}
+
+// d(norm1) = d(qkv) · Wqkv and d(Wqkv) = d(qkv)ᵀ · norm1, fused or per slice.
+void Model::qkv_backward(int l, Mat d_n1) {
+  const LayerActivations& a = plan_.layers[l];
+  const Mat n1 = plan_.view(arena_, a.norm1);
+  const Mat d_qkv = plan_.view(arena_, plan_.d_qkv);
+  const ParamSlot& slot = layout_.layer(l, &LayerSlots::wqkv);
+  const Mat w = compute_weight(slot);
+  const Mat dw = grad(slot);
+  if (level_.qkv_fusion) {
+    backend_.gemm(d_n1, d_qkv, false, w, false, 1.0f, 0.0f);
+    backend_.gemm(dw, d_qkv, true, n1, false, 1.0f, 0.0f);
+    return;
+  }
+  const int qd = cfg_.q_dim();
+  const int kvd = cfg_.kv_dim();
+  const int starts[3] = {0, qd, qd + kvd};
+  const int widths[3] = {qd, kvd, kvd};
+  for (int i = 0; i < 3; ++i) {
+    const Mat d_part = d_qkv.col_block(starts[i], widths[i]);
+    backend_.gemm(d_n1, d_part, false, w.row_block(starts[i], widths[i]), false, 1.0f,
+                  i == 0 ? 0.0f : 1.0f);
+    backend_.gemm(dw.row_block(starts[i], widths[i]), d_part, true, n1, false, 1.0f, 0.0f);
+  }
+}
+
+void Model::ffn_up_backward(int l, Mat d_n2) {
+  const LayerActivations& a = plan_.layers[l];
+  const Mat n2 = plan_.view(arena_, a.norm2);
+  const Mat d_gu = plan_.view(arena_, plan_.d_gate_up);
+  const ParamSlot& slot = layout_.layer(l, &LayerSlots::wgu);
+  const Mat w = compute_weight(slot);
+  const Mat dw = grad(slot);
+  if (level_.swiglu_fusion) {
+    backend_.gemm(d_n2, d_gu, false, w, false, 1.0f, 0.0f);
+    backend_.gemm(dw, d_gu, true, n2, false, 1.0f, 0.0f);
+    return;
+  }
+  const int f = cfg_.ffn_dim;
+  for (int i = 0; i < 2; ++i) {
+    const Mat d_part = d_gu.col_block(i * f, f);
+    backend_.gemm(d_n2, d_part, false, w.row_block(i * f, f), false, 1.0f, i == 0 ? 0.0f : 1.0f);
+    backend_.gemm(dw.row_block(i * f, f), d_part, true, n2, false, 1.0f, 0.0f);
+  }
+}
+
+void Model::optimizer_step(const AdamWHyper& hp) {
+  // One optimizer call per parameter tensor, like PyTorch's for-loop AdamW
+  // (the multi-tensor sweep over the flat block is a later level's toggle).
+  const auto elem = static_cast<std::int64_t>(dtype_size(precision_.master));
+  for (const ParamSlot& s : layout_.slots()) {
+    auto at = [&](void* block) {
+      return Mat(static_cast<char*>(block) + s.offset * elem, precision_.master, 1, s.numel());
+    };
+    backend_.adamw(at(params_), at(grads_), at(adam_m_), at(adam_v_), hp);
+  }
+  refresh_compute_weights();
+}
+
+}  // namespace tinyllama

@@ -1,0 +1,35 @@
+#include "model/param_layout.h"
+
+#include <utility>
+
+namespace tinyllama {
+
+// Alignment of each slot, in elements: keeps every tensor 256-byte aligned
+// for fp32 so vectorised kernels and cuBLASLt see aligned pointers.
+constexpr std::int64_t kSlotAlign = 64;
+
+ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg) {
+  const std::int64_t d = cfg.hidden_dim;
+  embedding_ = add("embedding", cfg.vocab_size, d, false);
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    LayerSlots s{};
+    s.attn_norm = add(p + "attn_norm", 1, d, true);
+    s.wqkv = add(p + "wqkv", cfg.qkv_dim(), d, false);
+    s.wo = add(p + "wo", d, cfg.q_dim(), false);
+    s.ffn_norm = add(p + "ffn_norm", 1, d, true);
+    s.wgu = add(p + "wgu", 2LL * cfg.ffn_dim, d, false);
+    s.wdown = add(p + "wdown", d, cfg.ffn_dim, false);
+    layers_.push_back(s);
+  }
+  final_norm_ = add("final_norm", 1, d, true);
+}
+
+int ParamLayout::add(std::string name, std::int64_t rows, std::int64_t cols, bool is_norm) {
+  ParamSlot s{std::move(name), total_, rows, cols, is_norm};
+  total_ += (s.numel() + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  slots_.push_back(std::move(s));
+  return static_cast<int>(slots_.size()) - 1;
+}
+
+}  // namespace tinyllama

@@ -1,0 +1,49 @@
+#pragma once
+// Where every parameter lives inside the one flat parameter buffer. The same
+// offsets index the gradient and both AdamW moment buffers, so all four are
+// one allocation each and the optimizer can run over them in one pass.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace tinyllama {
+
+// One parameter tensor: a row-major [rows, cols] block at `offset` elements.
+struct ParamSlot {
+  std::string name;  // tinyllama's own name, e.g. "layers.3.wqkv"
+  std::int64_t offset = 0;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  bool is_norm = false;  // initialised to ones rather than N(0, 0.02)
+  std::int64_t numel() const { return rows * cols; }
+};
+
+struct LayerSlots {
+  int attn_norm, wqkv, wo, ffn_norm, wgu, wdown;  // indices into ParamLayout::slots
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const ModelConfig& cfg);
+
+  const std::vector<ParamSlot>& slots() const { return slots_; }
+  const ParamSlot& embedding() const { return slots_[embedding_]; }
+  const ParamSlot& final_norm() const { return slots_[final_norm_]; }
+  const ParamSlot& layer(int l, int LayerSlots::*which) const { return slots_[layers_[l].*which]; }
+  std::int64_t total() const { return total_; }
+  const ModelConfig& config() const { return cfg_; }
+
+ private:
+  int add(std::string name, std::int64_t rows, std::int64_t cols, bool is_norm);
+
+  ModelConfig cfg_;
+  std::vector<ParamSlot> slots_;
+  std::vector<LayerSlots> layers_;
+  int embedding_ = 0;
+  int final_norm_ = 0;
+  std::int64_t total_ = 0;
+};
+
+}  // namespace tinyllama

@@ -1,0 +1,134 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "core/errors.h"
+#include "io/hf_weights.h"
+#include "io/safetensors.h"
+#include "model/backend_factory.h"
+#include "model/init.h"
+#include "train/synthetic_data.h"
+
+namespace tinyllama {
+namespace {
+
+// Timer marks around the three phases of a step.
+enum Mark { kStart, kForwardDone, kBackwardDone, kOptimizerDone, kMarks };
+
+TensorData token_tensor(const std::vector<std::int32_t>& rows, int batch, int seq) {
+  TensorData t;
+  t.dtype = "I32";
+  t.shape = {batch, seq + 1};
+  t.bytes.resize(rows.size() * sizeof(std::int32_t));
+  std::memcpy(t.bytes.data(), rows.data(), t.bytes.size());
+  return t;
+}
+
+// --dump-dir: the initial weights, every timed batch and step 1's gradients,
+// so an independent implementation can replay the run (tests/python).
+class RunDump {
+ public:
+  explicit RunDump(std::string dir) : dir_(std::move(dir)) {
+    if (!dir_.empty()) std::filesystem::create_directories(dir_);
+  }
+  bool enabled() const { return !dir_.empty(); }
+  void initial_weights(const Model& m) const {
+    if (enabled()) save_hf_weights(dir_ + "/init.safetensors", m.layout(), m.params());
+  }
+  void batch(int step, const std::vector<std::int32_t>& rows, BatchShape shape) {
+    if (enabled()) batches_.emplace_back("step" + std::to_string(step), token_tensor(rows, shape.batch, shape.seq));
+  }
+  void gradients(const Model& m) const {
+    if (enabled()) {
+      write_safetensors(dir_ + "/grads_step1.safetensors", to_hf_tensors(m.layout(), m.grads(), DType::F32));
+    }
+  }
+  void finish() const {
+    if (enabled()) write_safetensors(dir_ + "/batches.safetensors", batches_);
+  }
+
+ private:
+  std::string dir_;
+  std::vector<std::pair<std::string, TensorData>> batches_;
+};
+
+void fill_averages(TrainSummary& s, const TrainOptions& opts) {
+  const double n = static_cast<double>(s.steps.size());
+  for (const StepRecord& r : s.steps) {
+    s.ms_per_step += r.ms / n;
+    s.forward_ms += r.forward_ms / n;
+    s.backward_ms += r.backward_ms / n;
+    s.optimizer_ms += r.optimizer_ms / n;
+  }
+  s.final_loss = s.steps.back().loss;
+  s.samples_per_s = opts.shape.batch / (s.ms_per_step / 1e3);
+  s.tokens_per_s = static_cast<double>(opts.shape.tokens()) / (s.ms_per_step / 1e3);
+}
+
+}  // namespace
+
+TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
+  opts.model.validate();
+  std::unique_ptr<Backend> backend = make_backend(opts.device, opts.precision);
+  Model model(opts.model, opts.level, opts.precision, opts.shape, *backend);
+
+  TrainSummary summary;
+  summary.device_name = backend->device_description();
+  summary.memory = model.memory();
+  for (const ParamSlot& s : model.layout().slots()) summary.parameter_count += s.numel();
+  const double planned_bytes = static_cast<double>(summary.memory.total() + backend->workspace_bytes());
+
+  model.set_params(opts.init_from.empty() ? initial_weights(model.layout(), opts.seed)
+                                          : load_hf_weights(opts.init_from, model.layout()));
+  RunDump dump(opts.dump_dir);
+  dump.initial_weights(model);
+
+  SyntheticData data(opts.model.vocab_size, opts.shape.seq, opts.data_pool_rows, opts.seed);
+  std::unique_ptr<EventTimer> timer = backend->make_timer(kMarks);
+  AdamWHyper hp;
+  hp.lr = static_cast<float>(opts.learning_rate);
+
+  const int total = opts.warmup_steps + opts.num_steps;
+  for (int i = 0; i < total; ++i) {
+    const bool timed = i >= opts.warmup_steps;
+    const int step = i - opts.warmup_steps + 1;
+    const std::vector<std::int32_t> rows = data.next_batch(opts.shape.batch);
+    model.set_batch(rows);
+
+    timer->record(kStart);
+    model.forward();
+    timer->record(kForwardDone);
+    model.backward();
+    timer->record(kBackwardDone);
+    hp.step = i + 1;
+    model.optimizer_step(hp);
+    timer->record(kOptimizerDone);
+
+    StepRecord r;
+    r.step = step;
+    r.loss = model.loss();  // waits for the step to finish
+    r.forward_ms = timer->elapsed_ms(kStart, kForwardDone);
+    r.backward_ms = timer->elapsed_ms(kForwardDone, kBackwardDone);
+    r.optimizer_ms = timer->elapsed_ms(kBackwardDone, kOptimizerDone);
+    r.ms = timer->elapsed_ms(kStart, kOptimizerDone);
+
+    const double device_peak = static_cast<double>(backend->device_peak_used_bytes());
+    summary.peak_mb = std::max(summary.peak_mb, planned_bytes / 1e6);
+    summary.device_used_peak_mb = std::max(summary.device_used_peak_mb, device_peak / 1e6);
+    if (!timed) continue;
+    dump.batch(step, rows, opts.shape);
+    if (step == 1) dump.gradients(model);
+    summary.steps.push_back(r);
+    if (on_step) on_step(r, opts, summary);
+  }
+  dump.finish();
+  fill_averages(summary, opts);
+  if (!opts.save_weights.empty()) save_hf_weights(opts.save_weights, model.layout(), model.params());
+  return summary;
+}
+
+}  // namespace tinyllama

@@ -1,0 +1,50 @@
+#pragma once
+// The training loop: warm-up steps, timed steps, per-phase timing, loss
+// history and the summary every report is made from.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "train/options.h"
+
+namespace tinyllama {
+
+struct StepRecord {
+  int step = 0;           // 1-based among the timed steps
+  double loss = 0;
+  double ms = 0;          // whole step
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double optimizer_ms = 0;
+  bool skipped = false;   // fp16 overflow: update skipped
+  double loss_scale = 1;  // fp16 dynamic loss scale in force
+};
+
+struct TrainSummary {
+  std::vector<StepRecord> steps;  // timed steps only
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  double ms_per_step = 0;  // mean over timed steps
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double optimizer_ms = 0;
+  double final_loss = 0;
+  // Peak memory in MB (1e6 bytes): everything tinyllama allocated on the
+  // device (parameters, gradients, optimizer state, activation arena, library
+  // workspaces) -- the analog of torch.cuda.max_memory_allocated.
+  double peak_mb = 0;
+  // The driver's high-water mark of used device memory for the whole process
+  // (CUDA context included); 0 on the CPU.
+  double device_used_peak_mb = 0;
+  MemoryBreakdown memory;
+  std::string device_name;   // e.g. "cpu (x86_64, 2 threads)" or "NVIDIA H100 80GB HBM3"
+  std::int64_t parameter_count = 0;
+};
+
+using StepCallback = std::function<void(const StepRecord&, const TrainOptions&, const TrainSummary&)>;
+
+// Runs the whole job described by opts. Throws UsageError / RuntimeFailure.
+TrainSummary train(const TrainOptions& opts, const StepCallback& on_step);
+
+}  // namespace tinyllama
