@@ -6,8 +6,8 @@ namespace tinyllama {
 // loads want, with room to spare.
 constexpr std::int64_t kAlignBytes = 256;
 
-ActivationPlan::ActivationPlan(const ModelConfig& cfg, const LevelOptions& level, Precision precision,
-                               BatchShape shape) {
+ActivationPlan::ActivationPlan(const ModelConfig& cfg, const LevelOptions& level,
+                               Precision precision, BatchShape shape) {
   const std::int64_t n = shape.tokens();
   const std::int64_t d = cfg.hidden_dim;
   const std::int64_t f = cfg.ffn_dim;

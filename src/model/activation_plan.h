@@ -24,14 +24,14 @@ struct Slot {
 struct LayerActivations {
   Slot residual_in;  // x entering the block [N, D]
   Slot norm1, rstd1;
-  Slot qkv;          // after RoPE on the q and k columns [N, (H+2K)hd]
+  Slot qkv;  // after RoPE on the q and k columns [N, (H+2K)hd]
   Slot attn_out, lse;
-  Slot probs;        // materialised attention only [B*H*S, S]
-  Slot residual_mid; // h = x + Wo(attn) [N, D]
+  Slot probs;         // materialised attention only [B*H*S, S]
+  Slot residual_mid;  // h = x + Wo(attn) [N, D]
   Slot norm2, rstd2;
-  Slot gate_up;      // [N, 2F]
-  Slot silu_gate;    // unfused SwiGLU only [N, F]
-  Slot ffn_hidden;   // silu(g) * u [N, F]
+  Slot gate_up;     // [N, 2F]
+  Slot silu_gate;   // unfused SwiGLU only [N, F]
+  Slot ffn_hidden;  // silu(g) * u [N, F]
 };
 
 struct ActivationPlan {
@@ -41,8 +41,8 @@ struct ActivationPlan {
   std::vector<LayerActivations> layers;
   Slot residual_out;  // output of the last block [N, D]
   Slot final_norm, final_rstd;
-  Slot logits;        // [N, V]; backward overwrites it with dlogits
-  Slot losses;        // [N, 1]
+  Slot logits;  // [N, V]; backward overwrites it with dlogits
+  Slot losses;  // [N, 1]
   // Backward scratch, shared across layers.
   Slot d_residual_a, d_residual_b, d_norm_out, d_norm_in;
   Slot d_qkv, d_attn, d_gate_up, d_ffn_hidden, d_silu_gate;

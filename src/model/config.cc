@@ -9,7 +9,8 @@ namespace {
 
 void require_positive(const char* flag, long long value) {
   if (value < 1) {
-    throw UsageError(std::string("--") + flag + " " + std::to_string(value) + ": must be at least 1");
+    throw UsageError(std::string("--") + flag + " " + std::to_string(value) +
+                     ": must be at least 1");
   }
 }
 
@@ -25,8 +26,8 @@ void ModelConfig::validate() const {
   require_positive("num-kv-heads", num_kv_heads);
   require_positive("ffn-dim", ffn_dim);
   if (hidden_dim % num_heads != 0) {
-    throw UsageError("--hidden-dim " + std::to_string(hidden_dim) + ": must be divisible by --num-heads " +
-                     std::to_string(num_heads));
+    throw UsageError("--hidden-dim " + std::to_string(hidden_dim) +
+                     ": must be divisible by --num-heads " + std::to_string(num_heads));
   }
   if (head_dim() % 2 != 0) {
     throw UsageError("--hidden-dim " + std::to_string(hidden_dim) + " / --num-heads " +
@@ -34,8 +35,8 @@ void ModelConfig::validate() const {
                      ": head_dim must be even for RoPE");
   }
   if (num_heads % num_kv_heads != 0) {
-    throw UsageError("--num-heads " + std::to_string(num_heads) + ": must be divisible by --num-kv-heads " +
-                     std::to_string(num_kv_heads));
+    throw UsageError("--num-heads " + std::to_string(num_heads) +
+                     ": must be divisible by --num-kv-heads " + std::to_string(num_kv_heads));
   }
 }
 

@@ -37,8 +37,8 @@ std::vector<double> unpack(const std::vector<char>& raw, DType dtype) {
 
 }  // namespace
 
-Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precision, BatchShape shape,
-             Backend& backend)
+Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precision,
+             BatchShape shape, Backend& backend)
     : cfg_(cfg),
       level_(level),
       precision_(precision),
@@ -48,17 +48,20 @@ Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precis
       plan_(cfg, level, precision, shape) {
   cfg_.validate();
   backend_.prepare(cfg_, shape_, level_);
-  const auto master_bytes = static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master);
-  params_ = backend_.allocate(master_bytes);
-  grads_ = backend_.allocate(master_bytes);
-  adam_m_ = backend_.allocate(master_bytes);
-  adam_v_ = backend_.allocate(master_bytes);
+  const auto master_bytes =
+      static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master);
+  state_ = backend_.allocate(4 * master_bytes);
+  auto* base = static_cast<char*>(state_);
+  params_ = base;
+  grads_ = base + master_bytes;
+  adam_m_ = base + 2 * master_bytes;
+  adam_v_ = base + 3 * master_bytes;
   // Padding between parameter slots must stay zero in all four blocks, so
   // that the optimizer can sweep whole blocks.
-  for (void* p : {params_, grads_, adam_m_, adam_v_}) backend_.fill_zero(p, master_bytes);
+  backend_.fill_zero(state_, 4 * master_bytes);
   if (precision_.mixed()) {
-    compute_params_ =
-        backend_.allocate(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.compute));
+    compute_params_ = backend_.allocate(static_cast<std::size_t>(layout_.total()) *
+                                        dtype_size(precision_.compute));
   }
   arena_ = backend_.allocate(static_cast<std::size_t>(plan_.bytes));
   const auto token_bytes = static_cast<std::size_t>(shape_.tokens()) * sizeof(std::int32_t);
@@ -67,8 +70,8 @@ Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precis
 }
 
 Model::~Model() {
-  for (void* p : {params_, grads_, adam_m_, adam_v_, compute_params_, arena_,
-                  static_cast<void*>(tokens_), static_cast<void*>(targets_)}) {
+  for (void* p : {state_, compute_params_, arena_, static_cast<void*>(tokens_),
+                  static_cast<void*>(targets_)}) {
     if (p != nullptr) backend_.release(p);
   }
 }
@@ -77,7 +80,8 @@ MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, const LevelOption
                                        Precision precision, BatchShape shape) {
   const ParamLayout layout(cfg);
   const ActivationPlan plan(cfg, level, precision, shape);
-  const std::int64_t master = layout.total() * static_cast<std::int64_t>(dtype_size(precision.master));
+  const std::int64_t master =
+      layout.total() * static_cast<std::int64_t>(dtype_size(precision.master));
   MemoryBreakdown m;
   m.parameters = master;
   if (precision.mixed()) {
@@ -89,15 +93,19 @@ MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, const LevelOption
   return m;
 }
 
-MemoryBreakdown Model::memory() const { return estimate_memory(cfg_, level_, precision_, shape_); }
+MemoryBreakdown Model::memory() const {
+  return estimate_memory(cfg_, level_, precision_, shape_);
+}
 
 Mat Model::param(const ParamSlot& s) const {
-  auto* base = static_cast<char*>(params_) + s.offset * static_cast<std::int64_t>(dtype_size(precision_.master));
+  auto* base = static_cast<char*>(params_) +
+               s.offset * static_cast<std::int64_t>(dtype_size(precision_.master));
   return Mat(base, precision_.master, s.rows, s.cols);
 }
 
 Mat Model::grad(const ParamSlot& s) const {
-  auto* base = static_cast<char*>(grads_) + s.offset * static_cast<std::int64_t>(dtype_size(precision_.master));
+  auto* base = static_cast<char*>(grads_) +
+               s.offset * static_cast<std::int64_t>(dtype_size(precision_.master));
   return Mat(base, precision_.master, s.rows, s.cols);
 }
 
@@ -116,7 +124,8 @@ void Model::refresh_compute_weights() {
 
 void Model::set_params(const std::vector<double>& host) {
   if (static_cast<std::int64_t>(host.size()) != layout_.total()) {
-    throw std::invalid_argument("set_params: expected " + std::to_string(layout_.total()) + " values");
+    throw std::invalid_argument("set_params: expected " + std::to_string(layout_.total()) +
+                                " values");
   }
   const auto raw = pack(host, precision_.master);
   backend_.upload(params_, raw.data(), raw.size());

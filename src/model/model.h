@@ -15,10 +15,10 @@ namespace tinyllama {
 
 // Bytes the model holds on its device, by category (exact, from the plan).
 struct MemoryBreakdown {
-  std::int64_t parameters = 0;     // master weights (+ compute copy under AMP)
+  std::int64_t parameters = 0;  // master weights (+ compute copy under AMP)
   std::int64_t gradients = 0;
-  std::int64_t optimizer = 0;      // AdamW m and v
-  std::int64_t activations = 0;    // the planned arena
+  std::int64_t optimizer = 0;    // AdamW m and v
+  std::int64_t activations = 0;  // the planned arena
   std::int64_t total() const { return parameters + gradients + optimizer + activations; }
 };
 
@@ -50,7 +50,7 @@ class Model {
   // targets row[1:S+1]. Copied into fixed device buffers.
   void set_batch(const std::vector<std::int32_t>& rows);
 
-  void forward();   // fills the per-position losses
+  void forward();       // fills the per-position losses
   double loss() const;  // mean loss of the last forward (synchronises)
   // Gradients of loss() * loss_scale with respect to every parameter.
   void backward(float loss_scale = 1.0f);
@@ -78,8 +78,12 @@ class Model {
   ParamLayout layout_;
   ActivationPlan plan_;
 
-  void* params_ = nullptr;   // master weights
-  void* grads_ = nullptr;    // master dtype
+  // Master weights, gradients and both AdamW moments: four equal blocks of
+  // one allocation (state_), so the optimizer state is one region to sweep,
+  // capture or profile.
+  void* state_ = nullptr;
+  void* params_ = nullptr;  // master weights
+  void* grads_ = nullptr;   // master dtype
   void* adam_m_ = nullptr;
   void* adam_v_ = nullptr;
   void* compute_params_ = nullptr;  // low-precision copy under AMP, else null

@@ -23,8 +23,8 @@ void Model::forward() {
 void Model::forward_layer(int l) {
   const LayerActivations& a = plan_.layers[l];
   const Mat x = plan_.view(arena_, a.residual_in);
-  const Mat out = plan_.view(arena_, l + 1 < cfg_.num_layers ? plan_.layers[l + 1].residual_in
-                                                             : plan_.residual_out);
+  const Mat out = plan_.view(
+      arena_, l + 1 < cfg_.num_layers ? plan_.layers[l + 1].residual_in : plan_.residual_out);
   const Mat n1 = plan_.view(arena_, a.norm1);
   const Mat qkv = plan_.view(arena_, a.qkv);
   const Mat attn = plan_.view(arena_, a.attn_out);
@@ -42,7 +42,8 @@ void Model::forward_layer(int l) {
   backend_.attention_forward(attn, plan_.view(arena_, a.lse), plan_.view(arena_, a.probs),
                              qkv.col_block(0, qd), qkv.col_block(qd, kvd),
                              qkv.col_block(qd + kvd, kvd), as);
-  backend_.gemm(h, attn, false, compute_weight(layout_.layer(l, &LayerSlots::wo)), true, 1.0f, 0.0f);
+  backend_.gemm(h, attn, false, compute_weight(layout_.layer(l, &LayerSlots::wo)), true, 1.0f,
+                0.0f);
   backend_.add(h, h, x);
 
   const Mat n2 = plan_.view(arena_, a.norm2);
@@ -61,8 +62,8 @@ void Model::forward_layer(int l) {
     backend_.silu_forward(s, gate);
     backend_.mul(hidden, s, up);
   }
-  backend_.gemm(out, hidden, false, compute_weight(layout_.layer(l, &LayerSlots::wdown)), true, 1.0f,
-                0.0f);
+  backend_.gemm(out, hidden, false, compute_weight(layout_.layer(l, &LayerSlots::wdown)), true,
+                1.0f, 0.0f);
   backend_.add(out, out, h);
 }
 
@@ -116,10 +117,9 @@ void Model::backward(float loss_scale) {
 
   const Mat d_out = plan_.view(arena_, plan_.d_residual_a);
   const Mat d_scratch = plan_.view(arena_, plan_.d_residual_b);
-  backend_.rmsnorm_backward(d_out, grad(layout_.final_norm()), dnf,
-                            plan_.view(arena_, plan_.residual_out),
-                            compute_weight(layout_.final_norm()),
-                            plan_.view(arena_, plan_.final_rstd));
+  backend_.rmsnorm_backward(
+      d_out, grad(layout_.final_norm()), dnf, plan_.view(arena_, plan_.residual_out),
+      compute_weight(layout_.final_norm()), plan_.view(arena_, plan_.final_rstd));
   for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch);
   backend_.embedding_backward(grad(emb), tokens_, d_out);
 }
@@ -157,8 +157,9 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
   }
   ffn_up_backward(l, d_norm_out);
   const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
-  backend_.rmsnorm_backward(d_norm_in, grad(ffn_norm), d_norm_out, plan_.view(arena_, a.residual_mid),
-                            compute_weight(ffn_norm), plan_.view(arena_, a.rstd2));
+  backend_.rmsnorm_backward(d_norm_in, grad(ffn_norm), d_norm_out,
+                            plan_.view(arena_, a.residual_mid), compute_weight(ffn_norm),
+                            plan_.view(arena_, a.rstd2));
   const Mat d_h = d_scratch;
   backend_.add(d_h, d_out, d_norm_in);
 
@@ -177,11 +178,13 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
                               d_qkv.col_block(qd + kvd, kvd), d_attn, qkv.col_block(0, qd),
                               qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), attn,
                               plan_.view(arena_, a.lse), plan_.view(arena_, a.probs), as);
-  backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(), cfg_.rope_theta);
+  backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
+                         cfg_.rope_theta);
   qkv_backward(l, d_norm_out);
   const ParamSlot& attn_norm = layout_.layer(l, &LayerSlots::attn_norm);
-  backend_.rmsnorm_backward(d_norm_in, grad(attn_norm), d_norm_out, plan_.view(arena_, a.residual_in),
-                            compute_weight(attn_norm), plan_.view(arena_, a.rstd1));
+  backend_.rmsnorm_backward(d_norm_in, grad(attn_norm), d_norm_out,
+                            plan_.view(arena_, a.residual_in), compute_weight(attn_norm),
+                            plan_.view(arena_, a.rstd1));
   backend_.add(d_out, d_h, d_norm_in);
 }
 

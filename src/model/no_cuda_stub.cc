@@ -5,11 +5,21 @@
 namespace tinyllama {
 
 std::unique_ptr<Backend> make_cuda_backend(Precision) {
-  throw RuntimeFailure("--device cuda: this build of tinyllama has no CUDA backend (built without the CUDA toolkit)");
+  throw RuntimeFailure(
+      "--device cuda: this build of tinyllama has no CUDA backend (built without the CUDA "
+      "toolkit)");
 }
-bool cuda_device_available() { return false; }
-std::string cuda_device_description() { return "none (built without CUDA)"; }
-bool cuda_memory_info(std::size_t*, std::size_t*) { return false; }
-std::string cuda_build_versions() { return "CUDA none, cuDNN none (CPU-only build)"; }
+bool cuda_device_available() {
+  return false;
+}
+std::string cuda_device_description() {
+  return "none (built without CUDA)";
+}
+bool cuda_memory_info(std::size_t*, std::size_t*) {
+  return false;
+}
+std::string cuda_build_versions() {
+  return "CUDA none, cuDNN none (CPU-only build)";
+}
 
 }  // namespace tinyllama

@@ -11,11 +11,14 @@ namespace tinyllama {
 constexpr std::uint64_t kDrawStream = 0x9E3779B97F4A7C15ULL;
 
 SyntheticData::SyntheticData(int vocab, int seq, int pool_rows, std::uint64_t seed)
-    : row_len_(seq + 1), pool_rows_(pool_rows), order_(static_cast<std::size_t>(pool_rows)),
+    : row_len_(seq + 1),
+      pool_rows_(pool_rows),
+      order_(static_cast<std::size_t>(pool_rows)),
       draw_(seed ^ kDrawStream) {
   Rng fill(seed);
   pool_.resize(static_cast<std::size_t>(pool_rows) * row_len_);
-  for (auto& t : pool_) t = static_cast<std::int32_t>(1 + fill.below(static_cast<std::uint64_t>(vocab - 1)));
+  for (auto& t : pool_)
+    t = static_cast<std::int32_t>(1 + fill.below(static_cast<std::uint64_t>(vocab - 1)));
   std::iota(order_.begin(), order_.end(), 0);
 }
 

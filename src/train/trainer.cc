@@ -40,11 +40,14 @@ class RunDump {
     if (enabled()) save_hf_weights(dir_ + "/init.safetensors", m.layout(), m.params());
   }
   void batch(int step, const std::vector<std::int32_t>& rows, BatchShape shape) {
-    if (enabled()) batches_.emplace_back("step" + std::to_string(step), token_tensor(rows, shape.batch, shape.seq));
+    if (enabled())
+      batches_.emplace_back("step" + std::to_string(step),
+                            token_tensor(rows, shape.batch, shape.seq));
   }
   void gradients(const Model& m) const {
     if (enabled()) {
-      write_safetensors(dir_ + "/grads_step1.safetensors", to_hf_tensors(m.layout(), m.grads(), DType::F32));
+      write_safetensors(dir_ + "/grads_step1.safetensors",
+                        to_hf_tensors(m.layout(), m.grads(), DType::F32));
     }
   }
   void finish() const {
@@ -80,7 +83,8 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   summary.device_name = backend->device_description();
   summary.memory = model.memory();
   for (const ParamSlot& s : model.layout().slots()) summary.parameter_count += s.numel();
-  const double planned_bytes = static_cast<double>(summary.memory.total() + backend->workspace_bytes());
+  const double planned_bytes =
+      static_cast<double>(summary.memory.total() + backend->workspace_bytes());
 
   model.set_params(opts.init_from.empty() ? initial_weights(model.layout(), opts.seed)
                                           : load_hf_weights(opts.init_from, model.layout()));
@@ -127,7 +131,8 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   }
   dump.finish();
   fill_averages(summary, opts);
-  if (!opts.save_weights.empty()) save_hf_weights(opts.save_weights, model.layout(), model.params());
+  if (!opts.save_weights.empty())
+    save_hf_weights(opts.save_weights, model.layout(), model.params());
   return summary;
 }
 

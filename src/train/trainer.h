@@ -11,9 +11,9 @@
 namespace tinyllama {
 
 struct StepRecord {
-  int step = 0;           // 1-based among the timed steps
+  int step = 0;  // 1-based among the timed steps
   double loss = 0;
-  double ms = 0;          // whole step
+  double ms = 0;  // whole step
   double forward_ms = 0;
   double backward_ms = 0;
   double optimizer_ms = 0;
@@ -38,11 +38,12 @@ struct TrainSummary {
   // (CUDA context included); 0 on the CPU.
   double device_used_peak_mb = 0;
   MemoryBreakdown memory;
-  std::string device_name;   // e.g. "cpu (x86_64, 2 threads)" or "NVIDIA H100 80GB HBM3"
+  std::string device_name;  // e.g. "cpu (x86_64, 2 threads)" or "NVIDIA H100 80GB HBM3"
   std::int64_t parameter_count = 0;
 };
 
-using StepCallback = std::function<void(const StepRecord&, const TrainOptions&, const TrainSummary&)>;
+using StepCallback =
+    std::function<void(const StepRecord&, const TrainOptions&, const TrainSummary&)>;
 
 // Runs the whole job described by opts. Throws UsageError / RuntimeFailure.
 TrainSummary train(const TrainOptions& opts, const StepCallback& on_step);

@@ -1,0 +1,52 @@
+// tinyllama's command line: dispatch to a command, and turn every failure
+// into one line and an exit code (DESIGN §4: 2 bad usage, 1 runtime failure;
+// never a stack trace).
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+#include <new>
+#include <string>
+
+#include "core/errors.h"
+#include "parse_error.h"
+#include "train_command.h"
+#include "version.h"
+
+namespace {
+
+int fail(int code, std::string message) {
+  for (char& c : message) {
+    if (c == '\n') c = ' ';
+  }
+  std::cout.flush();  // keep step lines printed so far ahead of the error
+  std::cerr << "error: " << message << std::endl;
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tinyllama;
+  CLI::App app(
+      "tinyllama: trains the workshop's Tiny LLaMA model on CPU or CUDA and reports its speed.",
+      "tinyllama");
+  app.set_version_flag("--version", cli::version_text,
+                       "print the version and the build's CUDA/cuDNN versions, then exit");
+  cli::TrainCommand train(app);
+  try {
+    app.parse(argc, argv);
+    if (train.selected()) return train.run();
+    throw UsageError("missing command; available: train (see 'tinyllama --help')");
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return fail(kExitUsage, cli::one_line_parse_error(e, app));
+  } catch (const UsageError& e) {
+    return fail(kExitUsage, e.what());
+  } catch (const RuntimeFailure& e) {
+    return fail(kExitRuntime, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(kExitRuntime, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(kExitRuntime, e.what());
+  }
+}

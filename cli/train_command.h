@@ -1,0 +1,56 @@
+#pragma once
+// `tinyllama train`: its flags (DESIGN §1 defaults), their conversion into
+// TrainOptions, and the run itself with its per-step lines, summary and
+// JSON report.
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "train/level_select.h"
+#include "train/options.h"
+
+namespace tinyllama::cli {
+
+// Every value as typed: numbers are converted after parsing by our own rules
+// (flag_values.h), so a bad value gets our one-line message and --help wins
+// over any bad value next to it.
+struct TrainArgs {
+  std::string vocab_size = "1000";
+  std::string hidden_dim = "512";
+  std::string num_layers = "8";
+  std::string num_heads = "8";
+  std::string num_kv_heads;  // empty: derived from --num-heads
+  std::string ffn_dim;       // empty: derived from --hidden-dim
+  std::string seq_len = "256";
+  std::string batch_size = "8";
+  std::string num_steps = "50";
+  std::string warmup_steps = "5";
+  std::string learning_rate = "3e-4";
+  std::string seed = "1234";
+  std::string log_every = "10";
+  std::string device;  // empty: cuda when a device is present, else cpu
+  std::string level{kDefaultLevel};
+  bool use_amp = false;
+  std::string amp_dtype = "bfloat16";
+  ToggleFlags toggles;
+  std::string json_path;
+  std::string save_weights;
+  std::string init_from;
+  std::string dump_dir;
+};
+
+class TrainCommand {
+ public:
+  explicit TrainCommand(CLI::App& app);  // registers the subcommand
+  bool selected() const { return cmd_->parsed(); }
+  int run() const;  // throws UsageError / RuntimeFailure
+
+ private:
+  CLI::App* cmd_;
+  TrainArgs args_;
+};
+
+// TrainArgs -> TrainOptions; prints the note when no CUDA device is found
+// and --device was not given. Throws UsageError on a bad value.
+TrainOptions to_train_options(const TrainArgs& args);
+
+}  // namespace tinyllama::cli

@@ -1,0 +1,122 @@
+#include "cpu/cpu_backend.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "cpu/cpu_common.h"
+#include "cpu/cpu_ops.h"
+
+namespace tinyllama {
+namespace {
+
+class SteadyClockTimer final : public EventTimer {
+ public:
+  explicit SteadyClockTimer(int marks) : marks_(static_cast<std::size_t>(marks)) {}
+  void record(int mark) override { marks_.at(static_cast<std::size_t>(mark)) = Clock::now(); }
+  double elapsed_ms(int from_mark, int to_mark) override {
+    const auto d = marks_.at(static_cast<std::size_t>(to_mark)) -
+                   marks_.at(static_cast<std::size_t>(from_mark));
+    return std::chrono::duration<double, std::milli>(d).count();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> marks_;
+};
+
+}  // namespace
+
+std::string CpuBackend::device_description() const {
+  return "cpu (" + std::to_string(cpu::worker_count()) + " threads)";
+}
+
+std::unique_ptr<EventTimer> CpuBackend::make_timer(int marks) {
+  return std::make_unique<SteadyClockTimer>(marks);
+}
+
+void* CpuBackend::allocate(std::size_t bytes) {
+  // 64-byte alignment keeps every planned offset aligned for vector loads.
+  const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void CpuBackend::release(void* p) {
+  std::free(p);
+}
+void CpuBackend::upload(void* dst, const void* host_src, std::size_t bytes) {
+  std::memcpy(dst, host_src, bytes);
+}
+void CpuBackend::download(void* host_dst, const void* src, std::size_t bytes) {
+  std::memcpy(host_dst, src, bytes);
+}
+void CpuBackend::fill_zero(void* dst, std::size_t bytes) {
+  std::memset(dst, 0, bytes);
+}
+
+void CpuBackend::convert(Mat dst, Mat src) {
+  cpu::convert(dst, src);
+}
+void CpuBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) {
+  cpu::gemm(c, a, trans_a, b, trans_b, alpha, beta);
+}
+void CpuBackend::add(Mat out, Mat a, Mat b) {
+  cpu::add(out, a, b);
+}
+void CpuBackend::mul(Mat out, Mat a, Mat b) {
+  cpu::mul(out, a, b);
+}
+void CpuBackend::embedding_forward(Mat out, const std::int32_t* tokens, Mat table) {
+  cpu::embedding_forward(out, tokens, table);
+}
+void CpuBackend::embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) {
+  cpu::embedding_backward(dtable, tokens, dout);
+}
+void CpuBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
+  cpu::rmsnorm_forward(out, rstd, x, weight, eps);
+}
+void CpuBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
+  cpu::rmsnorm_backward(dx, dweight, dout, x, weight, rstd);
+}
+void CpuBackend::rope_forward(Mat x, int seq, int head_dim, double theta) {
+  cpu::rope(x, seq, head_dim, theta, +1);
+}
+void CpuBackend::rope_backward(Mat dx, int seq, int head_dim, double theta) {
+  cpu::rope(dx, seq, head_dim, theta, -1);
+}
+void CpuBackend::attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+                                   const AttentionShape& shape) {
+  cpu::attention_forward(out, lse, probs, q, k, v, shape);
+}
+void CpuBackend::attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
+                                    Mat /*out*/, Mat lse, Mat probs, const AttentionShape& shape) {
+  cpu::attention_backward(dq, dk, dv, dout, q, k, v, lse, probs, shape);
+}
+void CpuBackend::silu_forward(Mat out, Mat x) {
+  cpu::silu_forward(out, x);
+}
+void CpuBackend::silu_backward(Mat dx, Mat dout, Mat x) {
+  cpu::silu_backward(dx, dout, x);
+}
+void CpuBackend::swiglu_forward(Mat out, Mat gate, Mat up) {
+  cpu::swiglu_forward(out, gate, up);
+}
+void CpuBackend::swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) {
+  cpu::swiglu_backward(dgate, dup, dout, gate, up);
+}
+void CpuBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) {
+  cpu::cross_entropy_forward(losses, logits, targets);
+}
+void CpuBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                                        float scale) {
+  cpu::cross_entropy_backward(dlogits, logits, targets, scale);
+}
+void CpuBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
+  cpu::adamw(param, grad, m, v, hp);
+}
+
+}  // namespace tinyllama

@@ -1,0 +1,51 @@
+#pragma once
+// The reference backend: host memory, the plain loops of src/cpu, a steady
+// clock for timing. Computes in float32 or float64 (gradient checks).
+#include <memory>
+#include <string>
+
+#include "model/backend.h"
+
+namespace tinyllama {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::string device_description() const override;
+
+  void prepare(const ModelConfig&, BatchShape, const LevelOptions&) override {}
+  std::int64_t workspace_bytes() const override { return 0; }
+  std::int64_t device_peak_used_bytes() override { return -1; }
+  std::unique_ptr<EventTimer> make_timer(int marks) override;
+
+  void* allocate(std::size_t bytes) override;
+  void release(void* p) override;
+  void upload(void* dst, const void* host_src, std::size_t bytes) override;
+  void download(void* host_dst, const void* src, std::size_t bytes) override;
+  void fill_zero(void* dst, std::size_t bytes) override;
+
+  void convert(Mat dst, Mat src) override;
+  void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
+  void add(Mat out, Mat a, Mat b) override;
+  void mul(Mat out, Mat a, Mat b) override;
+  void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;
+  void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) override;
+  void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) override;
+  void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) override;
+  void rope_forward(Mat x, int seq, int head_dim, double theta) override;
+  void rope_backward(Mat dx, int seq, int head_dim, double theta) override;
+  void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+                         const AttentionShape& shape) override;
+  void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
+                          Mat probs, const AttentionShape& shape) override;
+  void silu_forward(Mat out, Mat x) override;
+  void silu_backward(Mat dx, Mat dout, Mat x) override;
+  void swiglu_forward(Mat out, Mat gate, Mat up) override;
+  void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) override;
+  void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) override;
+  void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                              float scale) override;
+  void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
+};
+
+}  // namespace tinyllama

@@ -1,0 +1,31 @@
+// dst = src converted elementwise. The CPU backend computes in float32 or
+// float64 only (mixed precision is a GPU feature), so conversion between
+// those two is all the reference ever needs.
+#include "cpu/cpu_common.h"
+#include "cpu/cpu_ops.h"
+
+namespace tinyllama::cpu {
+namespace {
+
+template <typename To, typename From>
+void convert_impl(Mat dst, Mat src) {
+  for (std::int64_t r = 0; r < dst.rows; ++r) {
+    const From* in = row<From>(src, r);
+    To* out = row<To>(dst, r);
+    for (std::int64_t c = 0; c < dst.cols; ++c) out[c] = static_cast<To>(in[c]);
+  }
+}
+
+}  // namespace
+
+void convert(Mat dst, Mat src) {
+  const std::string op = "convert";
+  require_shape(dst, src.rows, src.cols, op, "dst");
+  require_shape(src, src.rows, src.cols, op, "src");
+  dispatch(dst.dtype, op, [&](auto to) {
+    dispatch(src.dtype, op,
+             [&](auto from) { convert_impl<decltype(to), decltype(from)>(dst, src); });
+  });
+}
+
+}  // namespace tinyllama::cpu

@@ -1,0 +1,83 @@
+// RMSNorm, y = x / sqrt(mean(x^2) + eps) * w, and its gradient.
+//
+// With r = rstd of a row and g = dout:
+//   dx_j = r * w_j * g_j - x_j * r^3 / D * sum_k g_k w_k x_k
+//   dw_j = sum over rows of g_j * x_j * r
+// Row sums and the dweight reduction over rows run in double in a fixed
+// order. The forward pass normalises with the rstd as stored (rounded to the
+// stats dtype), so forward and backward see the same statistic.
+#include <cmath>
+#include <vector>
+
+#include "cpu/cpu_common.h"
+#include "cpu/cpu_ops.h"
+
+namespace tinyllama::cpu {
+namespace {
+
+template <typename T>
+void forward_impl(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
+  const std::int64_t d = x.cols;
+  const T* w = row<T>(weight, 0);
+  for (std::int64_t i = 0; i < x.rows; ++i) {
+    const T* xr = row<T>(x, i);
+    double sum_sq = 0;
+    for (std::int64_t j = 0; j < d; ++j) sum_sq += static_cast<double>(xr[j]) * xr[j];
+    const T r = static_cast<T>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
+    row<T>(rstd, i)[0] = r;
+    T* yr = row<T>(out, i);
+    for (std::int64_t j = 0; j < d; ++j) {
+      yr[j] = static_cast<T>(static_cast<double>(xr[j]) * r * static_cast<double>(w[j]));
+    }
+  }
+}
+
+template <typename T>
+void backward_impl(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
+  const std::int64_t d = x.cols;
+  const T* w = row<T>(weight, 0);
+  std::vector<double> dw(static_cast<std::size_t>(d), 0.0);
+  for (std::int64_t i = 0; i < x.rows; ++i) {
+    const T* xr = row<T>(x, i);
+    const T* gr = row<T>(dout, i);
+    const double r = row<T>(rstd, i)[0];
+    double gwx = 0;
+    for (std::int64_t j = 0; j < d; ++j) gwx += static_cast<double>(gr[j]) * w[j] * xr[j];
+    const double coef = r * r * r * gwx / static_cast<double>(d);
+    T* dxr = row<T>(dx, i);
+    for (std::int64_t j = 0; j < d; ++j) {
+      const double g = gr[j];  // read before dx[j] is written: dx may alias dout
+      const double xv = xr[j];
+      dw[j] += g * xv * r;
+      dxr[j] = static_cast<T>(r * static_cast<double>(w[j]) * g - xv * coef);
+    }
+  }
+  T* dwr = row<T>(dweight, 0);
+  for (std::int64_t j = 0; j < d; ++j) dwr[j] = static_cast<T>(dw[j]);
+}
+
+}  // namespace
+
+void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
+  const std::string op = "rmsnorm_forward";
+  require_shape(x, x.rows, x.cols, op, "x");
+  require_shape(out, x.rows, x.cols, op, "out");
+  require_shape(rstd, x.rows, 1, op, "rstd");
+  require_shape(weight, 1, x.cols, op, "weight");
+  dispatch(common_dtype(op, {out, rstd, x, weight}), op,
+           [&](auto t) { forward_impl<decltype(t)>(out, rstd, x, weight, eps); });
+}
+
+void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
+  const std::string op = "rmsnorm_backward";
+  require_shape(x, x.rows, x.cols, op, "x");
+  require_shape(dx, x.rows, x.cols, op, "dx");
+  require_shape(dout, x.rows, x.cols, op, "dout");
+  require_shape(dweight, 1, x.cols, op, "dweight");
+  require_shape(weight, 1, x.cols, op, "weight");
+  require_shape(rstd, x.rows, 1, op, "rstd");
+  dispatch(common_dtype(op, {dx, dweight, dout, x, weight, rstd}), op,
+           [&](auto t) { backward_impl<decltype(t)>(dx, dweight, dout, x, weight, rstd); });
+}
+
+}  // namespace tinyllama::cpu

@@ -1,0 +1,79 @@
+#include "train/flag_values.h"
+
+#include <charconv>
+#include <limits>
+#include <system_error>
+
+#include "core/errors.h"
+
+namespace tinyllama {
+namespace {
+
+// The value as the user typed it, quoted when it would otherwise vanish from
+// the message (an empty string, or one with spaces).
+std::string shown(const std::string& text) {
+  if (text.empty() || text.find_first_of(" \t") != std::string::npos) return "'" + text + "'";
+  return text;
+}
+
+[[noreturn]] void reject(std::string_view flag, const std::string& text,
+                         const std::string& allowed) {
+  throw UsageError(std::string(flag) + " " + shown(text) + ": " + allowed);
+}
+
+template <typename T>
+bool parse_whole(const std::string& text, T& out) {
+  const char* first = text.data();
+  const char* last = first + text.size();
+  if (first != last && *first == '+') ++first;  // from_chars does not take a leading '+'
+  auto [end, ec] = std::from_chars(first, last, out);
+  return ec == std::errc() && end == last && first != last;
+}
+
+}  // namespace
+
+int parse_int_flag(std::string_view flag, const std::string& text) {
+  long long value = 0;
+  if (!parse_whole(text, value)) reject(flag, text, "expected an integer");
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
+    reject(flag, text,
+           "out of range (at most " + std::to_string(std::numeric_limits<int>::max()) + ")");
+  }
+  return static_cast<int>(value);
+}
+
+std::uint64_t parse_uint64_flag(std::string_view flag, const std::string& text) {
+  std::uint64_t value = 0;
+  if (!text.empty() && text[0] == '-') reject(flag, text, "expected a non-negative integer");
+  if (!parse_whole(text, value)) reject(flag, text, "expected a non-negative integer below 2^64");
+  return value;
+}
+
+double parse_real_flag(std::string_view flag, const std::string& text) {
+  double value = 0;
+  if (!parse_whole(text, value)) reject(flag, text, "expected a number such as 3e-4");
+  return value;
+}
+
+DeviceKind parse_device(const std::string& text) {
+  if (text == "cpu") return DeviceKind::Cpu;
+  if (text == "cuda") return DeviceKind::Cuda;
+  reject("--device", text, "allowed values are cpu, cuda");
+}
+
+DType parse_amp_dtype(const std::string& text) {
+  if (text == "bfloat16") return DType::BF16;
+  if (text == "float16") return DType::F16;
+  reject("--amp-dtype", text, "allowed values are bfloat16, float16");
+}
+
+std::string_view device_name(DeviceKind device) {
+  return device == DeviceKind::Cuda ? "cuda" : "cpu";
+}
+
+std::string precision_name(Precision precision) {
+  if (precision.mixed()) return "amp_" + std::string(dtype_name(precision.compute));
+  return precision.compute == DType::F64 ? "fp64" : "fp32";
+}
+
+}  // namespace tinyllama

@@ -1,0 +1,26 @@
+#pragma once
+// Turns the text of a command-line value into a typed value, or a UsageError
+// naming the flag, the value and what is allowed (DESIGN §4). Kept out of the
+// CLI so the rules are unit-tested and shared by every front end.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/dtype.h"
+#include "train/options.h"
+
+namespace tinyllama {
+
+// Whole-string parses: "12abc", "1.5" (for an integer) and "" are rejected.
+int parse_int_flag(std::string_view flag, const std::string& text);
+std::uint64_t parse_uint64_flag(std::string_view flag, const std::string& text);
+double parse_real_flag(std::string_view flag, const std::string& text);
+
+DeviceKind parse_device(const std::string& text);  // cpu | cuda
+DType parse_amp_dtype(const std::string& text);    // bfloat16 | float16
+
+std::string_view device_name(DeviceKind device);
+// "fp32", "fp64", "amp_bfloat16" or "amp_float16": the run's precision in one word.
+std::string precision_name(Precision precision);
+
+}  // namespace tinyllama

@@ -1,0 +1,203 @@
+#include "train/report.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "model/cuda_entry.h"
+#include "train/flag_values.h"
+#include "train/memory_check.h"
+
+namespace tinyllama {
+namespace {
+
+std::string printf_string(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+std::string printf_string(const char* format, ...) {
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  return text;
+}
+
+double per_second(double count, double ms) {
+  return ms > 0 ? count / (ms / 1e3) : 0.0;
+}
+
+std::string level_line(const TrainOptions& opts) {
+  return opts.level_name + " (" + opts.level.describe() + ")";
+}
+
+std::string precision_line(Precision p) {
+  if (!p.mixed()) return precision_name(p) + " (no TF32)";
+  return std::string(dtype_name(p.compute)) + " compute, fp32 master weights and optimizer state" +
+         (p.compute == DType::F16 ? ", dynamic loss scaling" : "");
+}
+
+nlohmann::json config_json(const TrainOptions& opts) {
+  const ModelConfig& m = opts.model;
+  return {
+      {"vocab_size", m.vocab_size},
+      {"hidden_dim", m.hidden_dim},
+      {"num_layers", m.num_layers},
+      {"num_heads", m.num_heads},
+      {"num_kv_heads", m.num_kv_heads},
+      {"ffn_dim", m.ffn_dim},
+      {"head_dim", m.head_dim()},
+      {"rms_eps", m.rms_eps},
+      {"rope_theta", m.rope_theta},
+      {"batch_size", opts.shape.batch},
+      {"seq_len", opts.shape.seq},
+      {"num_steps", opts.num_steps},
+      {"warmup_steps", opts.warmup_steps},
+      {"learning_rate", opts.learning_rate},
+      {"seed", opts.seed},
+      {"data_pool_rows", opts.data_pool_rows},
+      {"level", opts.level_name},
+      {"qkv_fusion", opts.level.qkv_fusion},
+      {"swiglu_fusion", opts.level.swiglu_fusion},
+      {"flash_attention", opts.level.flash_attention},
+      {"cuda_graphs", opts.level.cuda_graphs},
+      {"precision", precision_name(opts.precision)},
+      {"use_amp", opts.precision.mixed()},
+      {"amp_dtype", opts.precision.mixed() ? nlohmann::json(dtype_name(opts.precision.compute))
+                                           : nlohmann::json(nullptr)},
+      {"device", device_name(opts.device)},
+      {"init_from", opts.init_from},
+  };
+}
+
+nlohmann::json memory_json(const MemoryBreakdown& m) {
+  return {{"parameters_bytes", m.parameters},
+          {"gradients_bytes", m.gradients},
+          {"optimizer_bytes", m.optimizer},
+          {"activations_bytes", m.activations},
+          {"total_bytes", m.total()}};
+}
+
+}  // namespace
+
+std::string format_run_header(const TrainOptions& opts) {
+  const ModelConfig& m = opts.model;
+  return printf_string(
+             "train | model D%d L%d H%d K%d F%d vocab %d | batch %d x seq %d | %d warm-up + %d "
+             "timed steps | lr %g | seed %llu | ",
+             m.hidden_dim, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_dim, m.vocab_size,
+             opts.shape.batch, opts.shape.seq, opts.warmup_steps, opts.num_steps,
+             opts.learning_rate, static_cast<unsigned long long>(opts.seed)) +
+         level_line(opts) + " | " + precision_name(opts.precision) + " | " +
+         std::string(device_name(opts.device));
+}
+
+std::string format_step_line(const StepRecord& rec, const TrainOptions& opts, double peak_mb) {
+  std::string line = printf_string(
+      "step %d/%d | loss %.4f | %.1f samples/s | %.2f ms | peak %.1f MB", rec.step, opts.num_steps,
+      rec.loss, per_second(opts.shape.batch, rec.ms), rec.ms, peak_mb);
+  if (rec.skipped) line += printf_string(" | skipped (overflow), scale %g", rec.loss_scale);
+  return line;
+}
+
+bool should_log_step(int step, const TrainOptions& opts) {
+  return step == 1 || step == opts.num_steps || (opts.log_every > 0 && step % opts.log_every == 0);
+}
+
+std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
+  int skipped = 0;
+  for (const StepRecord& r : s.steps) skipped += r.skipped ? 1 : 0;
+  const MemoryBreakdown& m = s.memory;
+  // Peak counts the backend's workspaces as well as the planned model memory.
+  const double other_mb = s.peak_mb - static_cast<double>(m.total()) / 1e6;
+
+  std::string out = printf_string("summary over %zu timed steps (after %d untimed warm-up steps)\n",
+                                  s.steps.size(), opts.warmup_steps);
+  out += printf_string("  throughput   %.1f samples/s | %.0f tokens/s\n", s.samples_per_s,
+                       s.tokens_per_s);
+  out += printf_string(
+      "  step time    %.2f ms (forward %.2f ms | backward %.2f ms | optimizer %.2f ms)\n",
+      s.ms_per_step, s.forward_ms, s.backward_ms, s.optimizer_ms);
+  out += printf_string("  final loss   %.4f\n", s.final_loss);
+  if (skipped > 0) out += printf_string("  skipped      %d steps (fp16 overflow)\n", skipped);
+  out += printf_string(
+      "  peak memory  %.1f MB (parameters %s, gradients %s, optimizer %s, "
+      "activations %s, workspaces %s)\n",
+      s.peak_mb, format_bytes(m.parameters).c_str(), format_bytes(m.gradients).c_str(),
+      format_bytes(m.optimizer).c_str(), format_bytes(m.activations).c_str(),
+      format_bytes(static_cast<std::int64_t>(other_mb > 0 ? other_mb * 1e6 : 0)).c_str());
+  if (s.device_used_peak_mb > 0) {
+    out += printf_string("  device used  %.1f MB (driver high-water mark, CUDA context included)\n",
+                         s.device_used_peak_mb);
+  }
+  out += printf_string("  parameters   %lld\n", static_cast<long long>(s.parameter_count));
+  out += "  device       " + std::string(device_name(opts.device)) + ": " + s.device_name + "\n";
+  out += "  level        " + level_line(opts) + "\n";
+  out += "  precision    " + precision_line(opts.precision) + "\n";
+  return out;
+}
+
+nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
+  nlohmann::json losses = nlohmann::json::array();
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepRecord& r : s.steps) {
+    losses.push_back(r.loss);
+    steps.push_back({{"step", r.step},
+                     {"loss", r.loss},
+                     {"ms", r.ms},
+                     {"forward_ms", r.forward_ms},
+                     {"backward_ms", r.backward_ms},
+                     {"optimizer_ms", r.optimizer_ms},
+                     {"skipped", r.skipped},
+                     {"loss_scale", r.loss_scale}});
+  }
+  return {
+      {"version", TINYLLAMA_VERSION},
+      {"samples_per_s", s.samples_per_s},
+      {"tokens_per_s", s.tokens_per_s},
+      {"ms_per_step", s.ms_per_step},
+      {"forward_ms", s.forward_ms},
+      {"backward_ms", s.backward_ms},
+      {"optimizer_ms", s.optimizer_ms},
+      {"final_loss", s.final_loss},
+      {"losses", losses},
+      {"steps", steps},
+      {"peak_mb", s.peak_mb},
+      {"device_used_peak_mb", s.device_used_peak_mb},
+      {"memory", memory_json(s.memory)},
+      {"parameter_count", s.parameter_count},
+      {"config", config_json(opts)},
+      {"device",
+       {{"kind", device_name(opts.device)},
+        {"name", s.device_name},
+        {"build", cuda_build_versions()}}},
+  };
+}
+
+void write_json_report(const std::string& path, const TrainSummary& summary,
+                       const TrainOptions& opts) {
+  // The pid keeps two runs writing the same report from sharing a temporary.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << json_report(summary, opts).dump(2) << '\n';
+    out.close();
+    if (!out) {
+      const std::string reason = std::strerror(errno);
+      std::remove(tmp.c_str());
+      throw RuntimeFailure("--json " + path + ": cannot write (" + reason + ")");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw RuntimeFailure("--json " + path + ": cannot write (" + reason + ")");
+  }
+}
+
+}  // namespace tinyllama

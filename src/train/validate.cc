@@ -1,0 +1,68 @@
+#include "train/validate.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "core/errors.h"
+
+namespace tinyllama {
+namespace {
+
+void require_at_least(const char* flag, long long value, long long minimum, const char* why = "") {
+  if (value < minimum) {
+    throw UsageError(std::string(flag) + " " + std::to_string(value) + ": must be at least " +
+                     std::to_string(minimum) + why);
+  }
+}
+
+// Output files are written after training: a missing directory must be
+// found now, not after the whole run.
+void require_parent_directory(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+    throw UsageError(std::string(flag) + " " + path + ": directory " + parent.string() +
+                     " does not exist");
+  }
+}
+
+void require_readable_file(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw UsageError(std::string(flag) + " " + path + ": no such file");
+  }
+}
+
+}  // namespace
+
+void validate_options(const TrainOptions& opts) {
+  opts.model.validate();
+  require_at_least("--seq-len", opts.shape.seq, 2);
+  require_at_least("--batch-size", opts.shape.batch, 1);
+  if (opts.shape.batch > opts.data_pool_rows) {
+    throw UsageError("--batch-size " + std::to_string(opts.shape.batch) + ": must be at most " +
+                     std::to_string(opts.data_pool_rows) +
+                     ", the rows of the synthetic data pool (each step draws B distinct rows)");
+  }
+  require_at_least("--num-steps", opts.num_steps, 1);
+  require_at_least("--warmup-steps", opts.warmup_steps, 0);
+  require_at_least("--log-every", opts.log_every, 1);
+  if (!std::isfinite(opts.learning_rate) || opts.learning_rate <= 0) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", opts.learning_rate);
+    throw UsageError(std::string("--learning-rate ") + value + ": must be a finite number above 0");
+  }
+  if (opts.precision.mixed() && opts.device == DeviceKind::Cpu) {
+    throw UsageError("--use-amp: mixed precision needs --device cuda");
+  }
+  require_readable_file("--init-from", opts.init_from);
+  require_parent_directory("--json", opts.json_path);
+  require_parent_directory("--save-weights", opts.save_weights);
+}
+
+}  // namespace tinyllama

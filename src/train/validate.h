@@ -1,0 +1,12 @@
+#pragma once
+// Every check of a run's options that needs no device, run before anything
+// is allocated so a bad command line fails at once with one line (exit 2)
+// instead of after minutes of setup.
+#include "train/options.h"
+
+namespace tinyllama {
+
+// Throws UsageError naming the first bad flag, its value and what is allowed.
+void validate_options(const TrainOptions& opts);
+
+}  // namespace tinyllama
