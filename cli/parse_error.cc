@@ -1,6 +1,9 @@
 #include "parse_error.h"
 
+#include <algorithm>
+#include <sstream>
 #include <string_view>
+#include <vector>
 
 namespace tinyllama::cli {
 namespace {
@@ -31,17 +34,28 @@ std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
 
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
 std::string unexpected_arguments(const std::string& message, const CLI::App& app) {
   const std::size_t colon = message.find(": ");
-  const std::string args = colon == std::string::npos ? message : message.substr(colon + 2);
-  const std::string first = args.substr(0, args.find(' '));
-  if (first.rfind('-', 0) == 0) {
-    return first.substr(0, first.find('=')) + ": unknown flag; " + help_hint(app);
+  // CLI11 lists the extras in reverse order of the command line.
+  std::vector<std::string> extras =
+      words(colon == std::string::npos ? message : message.substr(colon + 2));
+  std::reverse(extras.begin(), extras.end());
+  if (extras.empty()) return message + "; " + help_hint(app);
+  for (const std::string& w : extras) {
+    if (w.rfind('-', 0) == 0) return w.substr(0, w.find('=')) + ": unknown flag; " + help_hint(app);
   }
   if (chosen_command(app) == nullptr) {
-    return first + ": unknown command; available: train (" + help_hint(app) + ")";
+    return extras.front() + ": unknown command; available: train (" + help_hint(app) + ")";
   }
-  return first + ": unexpected argument (flags take the form --name VALUE); " + help_hint(app);
+  return extras.front() + ": unexpected argument (flags take the form --name VALUE); " +
+         help_hint(app);
 }
 
 std::string missing_value(const std::string& flag, const CLI::App& app) {
@@ -55,9 +69,10 @@ std::string missing_value(const std::string& flag, const CLI::App& app) {
 
 std::string one_line_parse_error(const CLI::ParseError& error, const CLI::App& app) {
   const std::string message = first_line(error.what());
-  const std::string name = error.get_name();
-  if (name == "ExtrasError") return unexpected_arguments(message, app);
-  if (name == "ArgumentMismatch") {
+  // Matched by type: CLI11 names some errors after the app that raised them.
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr)
+    return unexpected_arguments(message, app);
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr) {
     const std::string flag = first_flag(message);
     if (!flag.empty()) return missing_value(flag, app);
   }

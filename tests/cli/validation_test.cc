@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "run_binary.h"
@@ -57,7 +58,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--bogus 3", "--bogus: unknown flag"},
         BadFlag{"--seq-len", "--seq-len: missing value"},
         BadFlag{"--init-from /nonexistent/w.safetensors", "no such file"},
-        BadFlag{"--json /nonexistent/dir/r.json", "does not exist"}));
+        BadFlag{"--json /nonexistent/dir/r.json", "does not exist"}),
+    [](const auto& info) {
+      std::string name;
+      for (char ch : info.param.args)
+        name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return name;
+    });
 
 TEST(Cli, UnknownCommandIsAUsageError) {
   const RunResult r = run_tinyllama("fly");

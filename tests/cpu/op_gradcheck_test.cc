@@ -58,7 +58,11 @@ TEST_P(GemmGradCheck, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmGradCheck,
                          ::testing::Values(GemmCase{false, false}, GemmCase{true, false},
-                                           GemmCase{false, true}, GemmCase{true, true}));
+                                           GemmCase{false, true}, GemmCase{true, true}),
+                         [](const auto& info) {
+                           return std::string(info.param.trans_a ? "T" : "N") +
+                                  (info.param.trans_b ? "T" : "N");
+                         });
 
 TEST(GemmReference, MatchesNaiveTripleLoopOnStridedViews) {
   Rng rng(5);
@@ -157,7 +161,10 @@ TEST_P(AttentionGradCheck, MatchesFiniteDifferences) {
   HostTensor dq(q.rows, q.cols), dk(k.rows, k.cols), dv(v.rows, v.cols), dout = r;
   cpu::attention_backward(dq.mat(), dk.mat(), dv.mat(), dout.mat(), q.mat(), k.mat(), v.mat(),
                           lse.mat(), c.keep_probs ? probs.mat() : Mat(), s);
-  EXPECT_TRUE(any_nonzero(dk.v));
+  // With one key the softmax is constant, so dK is exactly zero; otherwise it must not be.
+  if (c.seq > 1) {
+    EXPECT_TRUE(any_nonzero(dk.v));
+  }
   EXPECT_LT(relative_error(dq.v, numeric_gradient(q, loss)), kTolerance);
   EXPECT_LT(relative_error(dk.v, numeric_gradient(k, loss)), kTolerance);
   EXPECT_LT(relative_error(dv.v, numeric_gradient(v, loss)), kTolerance);

@@ -28,7 +28,8 @@ ModelConfig tiny_config(int heads, int kv_heads) {
 std::vector<std::int32_t> random_rows(int batch, int seq, int vocab, std::uint64_t seed) {
   Rng rng(seed);
   std::vector<std::int32_t> rows(static_cast<std::size_t>(batch) * (seq + 1));
-  for (auto& t : rows) t = static_cast<std::int32_t>(1 + rng.below(static_cast<std::uint64_t>(vocab - 1)));
+  for (auto& t : rows)
+    t = static_cast<std::int32_t>(1 + rng.below(static_cast<std::uint64_t>(vocab - 1)));
   return rows;
 }
 
@@ -37,7 +38,8 @@ std::vector<double> perturbed_weights(const ParamLayout& layout, std::uint64_t s
   std::vector<double> w = initial_weights(layout, seed);
   Rng rng(seed + 7);
   for (const ParamSlot& s : layout.slots()) {
-    for (std::int64_t i = 0; i < s.numel(); ++i) w[s.offset + i] += s.is_norm ? 0.3 * rng.normal() : 0.2 * rng.normal();
+    for (std::int64_t i = 0; i < s.numel(); ++i)
+      w[s.offset + i] += s.is_norm ? 0.3 * rng.normal() : 0.2 * rng.normal();
   }
   return w;
 }
@@ -87,13 +89,24 @@ TEST_P(ModelGradCheck, BackwardMatchesFiniteDifferences) {
   EXPECT_LT(std::sqrt(diff2 / ref2), 1e-6) << c.level.describe();
 }
 
-LevelOptions with(bool qkv, bool swiglu, bool flash) { return {qkv, swiglu, flash, false}; }
+LevelOptions with(bool qkv, bool swiglu, bool flash) {
+  return {qkv, swiglu, flash, false};
+}
 
-INSTANTIATE_TEST_SUITE_P(
-    Levels, ModelGradCheck,
-    ::testing::Values(GradCheckCase{2, 1, LevelOptions::v1()}, GradCheckCase{2, 1, with(true, true, true)},
-                      GradCheckCase{4, 4, with(true, false, true)}, GradCheckCase{4, 2, with(false, true, false)},
-                      GradCheckCase{4, 1, with(true, true, false)}));
+INSTANTIATE_TEST_SUITE_P(Levels, ModelGradCheck,
+                         ::testing::Values(GradCheckCase{2, 1, LevelOptions::v1()},
+                                           GradCheckCase{2, 1, with(true, true, true)},
+                                           GradCheckCase{4, 4, with(true, false, true)},
+                                           GradCheckCase{4, 2, with(false, true, false)},
+                                           GradCheckCase{4, 1, with(true, true, false)}),
+                         [](const auto& info) {
+                           const GradCheckCase& c = info.param;
+                           return "H" + std::to_string(c.heads) + "_K" +
+                                  std::to_string(c.kv_heads) + "_qkv" +
+                                  std::to_string(c.level.qkv_fusion) + "_swiglu" +
+                                  std::to_string(c.level.swiglu_fusion) + "_flash" +
+                                  std::to_string(c.level.flash_attention);
+                         });
 
 // Every level computes the same function: identical losses and gradients up
 // to fp64 rounding, from the same weights and batch.
@@ -118,7 +131,8 @@ TEST(ModelLevels, AllToggleCombinationsAgree) {
     }
     EXPECT_NEAR(model.loss(), ref_loss, 1e-12) << level.describe();
     double worst = 0;
-    for (std::size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - ref_grads[i]));
+    for (std::size_t i = 0; i < g.size(); ++i)
+      worst = std::max(worst, std::abs(g[i] - ref_grads[i]));
     EXPECT_LT(worst, 1e-12) << level.describe();
   }
 }

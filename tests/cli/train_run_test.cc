@@ -1,0 +1,63 @@
+// End-to-end runs of `tinyllama train` on the CPU: the step lines, the JSON
+// report's keys, and weights saved by one run read back by the next.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run_binary.h"
+
+namespace tinyllama::testing {
+namespace {
+
+const std::string kTiny =
+    "train --device cpu --vocab-size 40 --hidden-dim 32 --num-layers 2 --num-heads 4 --seq-len 9 "
+    "--batch-size 3 --num-steps 4 --warmup-steps 1 --log-every 2 ";
+
+TEST(TrainRun, PrintsStepLinesAndWritesTheJsonReport) {
+  const auto dir = scratch_dir("json");
+  const RunResult r = run_tinyllama(kTiny + "--json " + (dir / "r.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("step 1/4 | loss "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 4/4 | loss "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step 3/4"), std::string::npos) << "log-every 2 prints 1, 2, 4";
+  const nlohmann::json j = nlohmann::json::parse(read_text(dir / "r.json"));
+  for (const char* key :
+       {"samples_per_s", "tokens_per_s", "ms_per_step", "forward_ms", "backward_ms", "optimizer_ms",
+        "final_loss", "losses", "peak_mb", "config", "device"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  ASSERT_EQ(j["losses"].size(), 4u);
+  EXPECT_EQ(j["final_loss"].get<double>(), j["losses"][3].get<double>());
+  EXPECT_GT(j["samples_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["config"]["hidden_dim"], 32);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainRun, SavedWeightsRestartTheRunAndWrongShapesAreRejected) {
+  const auto dir = scratch_dir("weights");
+  const std::string saved = (dir / "w.safetensors").string();
+  RunResult r = run_tinyllama(kTiny + "--save-weights " + saved);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(saved));
+
+  // Same config, starting from those weights: the run's initial weights,
+  // dumped before step 1, are exactly the saved file.
+  r = run_tinyllama(kTiny + "--init-from " + saved + " --dump-dir " + (dir / "dump").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_text(dir / "dump" / "init.safetensors"), read_text(saved));
+
+  // A different hidden size cannot read those weights: one line, exit 2.
+  r = run_tinyllama(
+      "train --device cpu --vocab-size 40 --hidden-dim 48 --num-layers 2 --num-heads 4 --seq-len 9 "
+      "--batch-size 3 --num-steps 1 --init-from " +
+      saved);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--hidden-dim 32"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--hidden-dim 48"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tinyllama::testing
