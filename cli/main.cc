@@ -23,9 +23,7 @@ int fail(int code, std::string message) {
   return code;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_cli(int argc, char** argv) {
   using namespace tinyllama;
   CLI::App app(
       "tinyllama: trains the workshop's Tiny LLaMA model on CPU or CUDA and reports its speed.",
@@ -48,5 +46,16 @@ int main(int argc, char** argv) {
     return fail(kExitRuntime, "out of host memory");
   } catch (const std::exception& e) {
     return fail(kExitRuntime, e.what());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Only setting up the command line itself is left to fail here.
+  try {
+    return run_cli(argc, argv);
+  } catch (...) {
+    return fail(tinyllama::kExitRuntime, "internal error while setting up the command line");
   }
 }

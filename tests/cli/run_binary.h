@@ -28,7 +28,7 @@ inline std::string read_text(const std::filesystem::path& p) {
 
 // A fresh directory per call under the system temp dir.
 inline std::filesystem::path scratch_dir(const std::string& tag) {
-  const auto dir = std::filesystem::temp_directory_path() /
+  auto dir = std::filesystem::temp_directory_path() /
                    ("tinyllama_test_" + tag + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
