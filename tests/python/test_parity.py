@@ -1,0 +1,601 @@
+#!/usr/bin/env python3
+"""Whole-run parity of the tinyllama binary against an independent PyTorch model.
+
+For each of a few tiny configurations the binary trains 3 steps with
+--dump-dir, writing its initial weights, the token batches it drew and the
+step-1 gradients, and then 1 step in a second run. A float64 PyTorch
+implementation of DESIGN.md section 1 (autograd for the gradients,
+torch.optim.AdamW for the update) replays the same run on the CPU and the
+script compares (metric max|binary - ref| / max|ref| per tensor, ref fp64):
+
+  check          binary                     reference              tol
+  loss step1..3  report.json "losses"       the replay's losses    1e-5
+  grad step1     grads_step1.safetensors    autograd               1e-5
+  weight step3   --save-weights             the replay's weights   1e-5
+  adamw step1    the 1-step run's weights   one fp64 AdamW step    1e-4
+                 from that run's own init and dumped gradients; metric:
+                 error beyond 2 fp32 ulps / the largest update
+
+Tolerances widen to 2e-2 under --amp, except adamw step1 (fp32 master
+weights and optimizer state at every precision).
+
+Why the weight checks look the way they do: AdamW's update m/(sqrt(v)+eps)
+is nearly sign(g) where the gradient is near zero, so rounding far inside
+the gradient tolerance can flip an element's update by 2 lr; a correct
+fp32 run does that to about one element in a few thousand, and the flipped
+weights then shift later gradients by up to 5e-4 of their max. A naive
+3-step replay therefore fails correct fp32 code by two orders of magnitude.
+The replay instead takes step 1's update from the binary's own (already
+checked) gradients, which removes the step-1 flips, and scales the rare
+elements still ill-conditioned at steps 2 and 3 by their Adam sensitivity
+(adam_error_scale). Weight decay is 3e-6 of a weight per step, too little
+to see after 3 steps at 1e-5, hence the exact one-step check.
+
+The reference always runs in float64 on the CPU, so the one script checks
+the CPU and the CUDA backends, every level and toggle (--extra-args).
+Runs with Debian's python3-torch 1.13 as well as torch 2.x: no pytest, no
+safetensors package, no F.scaled_dot_product_attention.
+
+Exit status: 0 all checks pass, 1 a check failed, 2 the binary failed or
+did not produce its outputs.
+"""
+
+import argparse
+import json
+import math
+import os
+import shlex
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# DESIGN.md section 1 constants.
+RMS_EPS = 1e-6
+ROPE_THETA = 10000.0
+ADAMW = dict(lr=3e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+NUM_STEPS = 3
+
+TOL_FP32 = 1e-5
+TOL_AMP = 2e-2
+# One AdamW step from the binary's own gradients is exact up to fp32
+# rounding: 1e-7 of the update seen, a missing weight decay 7e-4 or more.
+TOL_ADAMW = 1e-4
+
+# Small, fixed, deliberately irregular shapes: they must run in seconds on
+# two CPU cores, and odd sizes catch indexing bugs that powers of two hide.
+# Together they cover K = H (MHA), K = H/2 (GQA), K = 1 (MQA), head_dim 8 to
+# 32, sequence lengths that are not powers of two (one above 32, i.e. more
+# than one attention tile), a vocab that is not a multiple of anything, and
+# three layers (gradients through more than one residual hand-off).
+CONFIGS = {
+    "mha": dict(vocab=101, dim=48, layers=2, heads=4, kv_heads=4, ffn=80,
+                seq=19, batch=3, seed=1234),
+    "gqa": dict(vocab=67, dim=64, layers=2, heads=4, kv_heads=2, ffn=96,
+                seq=23, batch=2, seed=77),
+    "mqa": dict(vocab=50, dim=32, layers=3, heads=4, kv_heads=1, ffn=72,
+                seq=13, batch=4, seed=9001),
+    "hd32": dict(vocab=83, dim=64, layers=1, heads=2, kv_heads=1, ffn=112,
+                 seq=37, batch=2, seed=4242),
+}
+
+
+class BinaryFailure(Exception):
+    """The binary exited non-zero or did not write what --dump-dir promises."""
+
+
+# --------------------------------------------------------------------------
+# safetensors, read by hand: the package is not installed on the test hosts.
+
+
+def _bf16_to_f32(raw):
+    # bfloat16 is the top half of a float32.
+    return (raw.astype(np.uint32) << 16).view(np.float32)
+
+
+_ST_DTYPES = {
+    "F64": np.dtype("<f8"),
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "BF16": np.dtype("<u2"),
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+}
+
+
+def read_safetensors(path):
+    """Return {name: (dtype string, numpy array)}; __metadata__ is skipped."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise ValueError("%s: shorter than the 8-byte header length" % path)
+    (header_len,) = struct.unpack("<Q", blob[:8])
+    if 8 + header_len > len(blob):
+        raise ValueError("%s: header length %d past end of file" % (path, header_len))
+    header = json.loads(blob[8:8 + header_len].decode("utf-8"))
+    data = memoryview(blob)[8 + header_len:]
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = info["dtype"]
+        if dtype not in _ST_DTYPES:
+            raise ValueError("%s: %s has unsupported dtype %s" % (path, name, dtype))
+        np_dtype = _ST_DTYPES[dtype]
+        shape = [int(d) for d in info["shape"]]
+        begin, end = info["data_offsets"]
+        expected = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+        if end - begin != expected or end > len(data):
+            raise ValueError("%s: %s has bad data_offsets %s for shape %s %s"
+                             % (path, name, info["data_offsets"], shape, dtype))
+        array = np.frombuffer(data[begin:end], dtype=np_dtype).reshape(shape)
+        if dtype == "BF16":
+            array = _bf16_to_f32(array)
+        tensors[name] = (dtype, array.copy())
+    return tensors
+
+
+# --------------------------------------------------------------------------
+# The model: HF LLaMA names, the tied embedding doubles as the LM head.
+
+
+def expected_shapes(cfg):
+    hd = cfg["dim"] // cfg["heads"]
+    d, f = cfg["dim"], cfg["ffn"]
+    shapes = {"model.embed_tokens.weight": (cfg["vocab"], d),
+              "model.norm.weight": (d,)}
+    for n in range(cfg["layers"]):
+        p = "model.layers.%d." % n
+        shapes[p + "input_layernorm.weight"] = (d,)
+        shapes[p + "self_attn.q_proj.weight"] = (cfg["heads"] * hd, d)
+        shapes[p + "self_attn.k_proj.weight"] = (cfg["kv_heads"] * hd, d)
+        shapes[p + "self_attn.v_proj.weight"] = (cfg["kv_heads"] * hd, d)
+        shapes[p + "self_attn.o_proj.weight"] = (d, cfg["heads"] * hd)
+        shapes[p + "post_attention_layernorm.weight"] = (d,)
+        shapes[p + "mlp.gate_proj.weight"] = (f, d)
+        shapes[p + "mlp.up_proj.weight"] = (f, d)
+        shapes[p + "mlp.down_proj.weight"] = (d, f)
+    return shapes
+
+
+def rms_norm(x, w):
+    return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + RMS_EPS) * w
+
+
+def rope_tables(seq, hd, dtype):
+    """cos/sin [S, hd/2]: pair i at position p turns by p * theta^(-2i/hd)."""
+    i = torch.arange(hd // 2, dtype=torch.float64)
+    inv_freq = ROPE_THETA ** (-2.0 * i / hd)
+    angle = torch.arange(seq, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    return angle.cos().to(dtype), angle.sin().to(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """Interleaved pairs (2i, 2i+1) of x [B, heads, S, hd] rotate as complex numbers."""
+    a, b = x[..., 0::2], x[..., 1::2]
+    rotated = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)
+    return rotated.flatten(-2)
+
+
+def attention(x, p, layer, cfg, cos, sin):
+    """Causal GQA attention, scores written out (torch 1.13 has no SDPA)."""
+    bsz, seq, _ = x.shape
+    h, k = cfg["heads"], cfg["kv_heads"]
+    hd = cfg["dim"] // h
+    pre = "model.layers.%d.self_attn." % layer
+    q = (x @ p[pre + "q_proj.weight"].t()).view(bsz, seq, h, hd).transpose(1, 2)
+    kk = (x @ p[pre + "k_proj.weight"].t()).view(bsz, seq, k, hd).transpose(1, 2)
+    v = (x @ p[pre + "v_proj.weight"].t()).view(bsz, seq, k, hd).transpose(1, 2)
+    q, kk = apply_rope(q, cos, sin), apply_rope(kk, cos, sin)
+    # Query head j reads kv head j // (H/K): repeat_interleave, not repeat.
+    kk = kk.repeat_interleave(h // k, dim=1)
+    v = v.repeat_interleave(h // k, dim=1)
+    scores = (q @ kk.transpose(-1, -2)) / math.sqrt(hd)
+    future = torch.ones(seq, seq, dtype=torch.bool).triu(diagonal=1)
+    scores = scores.masked_fill(future, float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    out = out.transpose(1, 2).reshape(bsz, seq, h * hd)
+    return out @ p[pre + "o_proj.weight"].t()
+
+
+def swiglu(x, p, layer):
+    pre = "model.layers.%d.mlp." % layer
+    gate = x @ p[pre + "gate_proj.weight"].t()
+    up = x @ p[pre + "up_proj.weight"].t()
+    return (F.silu(gate) * up) @ p[pre + "down_proj.weight"].t()
+
+
+def mean_loss(p, rows, cfg):
+    """Mean cross-entropy of rows [B, S+1]: inputs row[:S], targets row[1:]."""
+    inputs, targets = rows[:, :-1], rows[:, 1:]
+    hd = cfg["dim"] // cfg["heads"]
+    emb = p["model.embed_tokens.weight"]
+    cos, sin = rope_tables(inputs.shape[1], hd, emb.dtype)
+    x = emb[inputs]
+    for n in range(cfg["layers"]):
+        pre = "model.layers.%d." % n
+        x = x + attention(rms_norm(x, p[pre + "input_layernorm.weight"]), p, n, cfg, cos, sin)
+        x = x + swiglu(rms_norm(x, p[pre + "post_attention_layernorm.weight"]), p, n)
+    logits = rms_norm(x, p["model.norm.weight"]) @ emb.t()  # tied LM head
+    return F.cross_entropy(logits.reshape(-1, cfg["vocab"]), targets.reshape(-1))
+
+
+def replay(init, batches, cfg, step1_grads=None, dtype=torch.float64):
+    """Train from init on batches; return (losses, grads of every step, final weights).
+
+    init, step1_grads: {name: numpy array}; batches: int arrays [B, S+1].
+    The returned grads are always the replay's own; step1_grads, when
+    given, drive step 1's update instead (see the module docstring).
+    The tied embedding is one parameter, so AdamW sees its summed gradient
+    exactly as the binary's single embedding buffer does.
+    """
+    params = {name: torch.tensor(a, dtype=dtype, requires_grad=True)
+              for name, a in init.items()}
+    opt = torch.optim.AdamW(list(params.values()), **ADAMW)
+    losses, grads = [], []
+    for step, rows in enumerate(batches, start=1):
+        opt.zero_grad()
+        loss = mean_loss(params, torch.tensor(rows, dtype=torch.long), cfg)
+        loss.backward()
+        losses.append(loss.item())
+        grads.append({name: t.grad.detach().numpy().copy() for name, t in params.items()})
+        if step == 1 and step1_grads is not None:
+            for name, t in params.items():
+                t.grad = torch.tensor(step1_grads[name], dtype=dtype)
+        opt.step()
+    final = {name: t.detach().numpy().copy() for name, t in params.items()}
+    return losses, grads, final
+
+
+def adamw_first_step(init, grads):
+    """One float64 torch AdamW step from init with the given gradients."""
+    params = {name: torch.tensor(a, dtype=torch.float64) for name, a in init.items()}
+    for name, p in params.items():
+        p.grad = torch.tensor(grads[name], dtype=torch.float64)
+    torch.optim.AdamW(list(params.values()), **ADAMW).step()
+    return {name: p.numpy() for name, p in params.items()}
+
+
+def adam_error_scale(grads_per_step, ref, tol):
+    """Per-element scale s of a weight after the replay: pass when |a-b|/s <= tol.
+
+    A gradient error d at step t moves that step's update m/(sqrt(v)+eps)
+    by at most about 2 d / (sqrt(v_t) + eps) (m and sqrt(v) each move by
+    <= d), and an update can change by 2 lr at most. With the tolerated
+    d_t = tol * max|g_t|, the allowed error of a weight is tol * max|b| plus
+    lr * min(2, 2 d_t / (sqrt(v_t) + eps)) per step. Step 1 adds nothing:
+    its update uses the binary's own gradients. Where sqrt(v) is large,
+    nearly every element, s is max|b| and the metric is the plain one.
+    """
+    beta2 = ADAMW["betas"][1]
+    lr, eps = ADAMW["lr"], ADAMW["eps"]
+    allowed = np.full(ref.shape, tol * np.max(np.abs(ref)))
+    v = np.zeros(ref.shape)
+    for t, g in enumerate(grads_per_step, start=1):
+        v = beta2 * v + (1.0 - beta2) * g * g
+        if t > 1:
+            sqrt_v_hat = np.sqrt(v / (1.0 - beta2 ** t))
+            allowed += lr * np.minimum(2.0, 2.0 * tol * np.max(np.abs(g)) / (sqrt_v_hat + eps))
+    return allowed / tol
+
+
+# --------------------------------------------------------------------------
+# Running the binary.
+
+
+def binary_command(args, cfg, workdir, steps):
+    cmd = [args.binary, "train",
+           "--device", args.device,
+           "--vocab-size", str(cfg["vocab"]),
+           "--hidden-dim", str(cfg["dim"]),
+           "--num-layers", str(cfg["layers"]),
+           "--num-heads", str(cfg["heads"]),
+           "--num-kv-heads", str(cfg["kv_heads"]),
+           "--ffn-dim", str(cfg["ffn"]),
+           "--seq-len", str(cfg["seq"]),
+           "--batch-size", str(cfg["batch"]),
+           "--num-steps", str(steps),
+           "--warmup-steps", "0",
+           "--seed", str(cfg["seed"]),
+           "--log-every", "1",
+           "--dump-dir", workdir,
+           "--save-weights", os.path.join(workdir, "final.safetensors"),
+           "--json", os.path.join(workdir, "report.json")]
+    if args.amp != "none":
+        cmd += ["--use-amp", "--amp-dtype", args.amp]
+    return cmd + shlex.split(args.extra_args)
+
+
+def run_binary(cmd, workdir, timeout):
+    """Run one training; return its dumps, or raise BinaryFailure."""
+    os.makedirs(workdir, exist_ok=True)
+    print("  $ " + " ".join(shlex.quote(c) for c in cmd))
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BinaryFailure("timed out after %d s" % timeout)
+    except OSError as e:
+        raise BinaryFailure("cannot start: %s" % e)
+    if proc.returncode != 0:
+        raise BinaryFailure("exit status %d\n--- stderr ---\n%s--- stdout ---\n%s"
+                            % (proc.returncode, proc.stderr, proc.stdout))
+    outputs = {}
+    try:
+        for key in ("init", "batches", "grads_step1", "final"):
+            outputs[key] = read_safetensors(os.path.join(workdir, key + ".safetensors"))
+        with open(os.path.join(workdir, "report.json")) as f:
+            outputs["report"] = json.load(f)
+    except (OSError, ValueError) as e:
+        raise BinaryFailure("exited 0 but its outputs are unreadable: %s\n"
+                            "--- stderr ---\n%s" % (e, proc.stderr))
+    return outputs
+
+
+def arrays(safetensors):
+    return {name: a for name, (_, a) in safetensors.items()}
+
+
+# --------------------------------------------------------------------------
+# Checks.
+
+
+def rel_err(actual, ref, scale=None):
+    """max|a - b| / max|b| (b the reference), or max(|a - b| / scale) elementwise."""
+    actual = np.asarray(actual, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if not np.all(np.isfinite(actual)):
+        return float("inf")
+    if ref.size == 0:
+        return 0.0
+    diff = np.abs(actual - ref)
+    if scale is None:
+        scale = np.max(np.abs(ref))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(diff == 0.0, 0.0, diff / scale)
+    return float(np.max(ratio))
+
+
+def adamw_err(actual, ref, init):
+    """Error of one AdamW step in units of the largest update, rounding excused.
+
+    The binary keeps fp32 weights, so its result may sit up to an ulp or two
+    from the exact one (w * (1 - lr wd) and the update are rounded apart);
+    that much is forgiven. What is left is compared with max|ref - init|,
+    the update's scale: a missing weight decay (0.01 * |w| of it), a wrong
+    bias correction or eps shows at 1e-3 or more, rounding at 1e-7.
+    """
+    ref = np.asarray(ref, dtype=np.float64)
+    rounding = 2.0 * np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    excess = np.maximum(np.abs(np.asarray(actual, dtype=np.float64) - ref) - rounding, 0.0)
+    if not np.all(np.isfinite(excess)):
+        return float("inf")
+    update = np.max(np.abs(ref - init))
+    if update == 0.0:
+        return 0.0 if not np.any(excess) else float("inf")
+    return float(np.max(excess) / update)
+
+
+def group_of(name):
+    """model.layers.3.self_attn.q_proj.weight -> self_attn.q_proj (all layers pooled)."""
+    parts = name.split(".")
+    if parts[0] == "model":
+        parts = parts[1:]
+    if parts[0] == "layers":
+        parts = parts[2:]
+    if parts[-1] == "weight":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+class Report:
+    """Counts checks and remembers the failures for the summary."""
+
+    def __init__(self):
+        self.failures = []
+        self.count = 0
+        self.worst = {}  # tolerance -> worst passing metric
+
+    def record(self, label, metric, tol):
+        self.count += 1
+        if metric <= tol:
+            self.worst[tol] = max(self.worst.get(tol, 0.0), metric)
+            return True
+        self.failures.append("%s: %.3g > %g" % (label, metric, tol))
+        return False
+
+    def fail(self, label, why):
+        self.count += 1
+        self.failures.append("%s: %s" % (label, why))
+        print("  FAIL %s: %s" % (label, why))
+
+
+def verdict(ok):
+    return "ok" if ok else "FAIL"
+
+
+def check_structure(report, label, outputs, cfg, steps):
+    """The dumps must hold exactly the expected tensors; False skips the numbers."""
+    shapes = expected_shapes(cfg)
+    good = True
+    for key in ("init", "grads_step1", "final"):
+        got = outputs[key]
+        missing = sorted(set(shapes) - set(got))
+        extra = sorted(set(got) - set(shapes))
+        if missing or extra:
+            report.fail("%s %s.safetensors names" % (label, key),
+                        "missing %s, unexpected %s" % (missing, extra))
+            good = False
+            continue
+        for t, shape in shapes.items():
+            if tuple(got[t][1].shape) != shape:
+                report.fail("%s %s %s" % (label, key, t),
+                            "shape %s, expected %s" % (list(got[t][1].shape), list(shape)))
+                good = False
+    # Weights that were never initialised would match a reference replayed
+    # from the same zeros: refuse such a vacuous run.
+    for t, (_, a) in outputs["init"].items():
+        if not np.all(np.isfinite(a)) or not np.any(a):
+            report.fail("%s init %s" % (label, t), "all zeros or not finite")
+            good = False
+    batches = outputs["batches"]
+    want = ["step%d" % (i + 1) for i in range(steps)]
+    if sorted(batches) != want:
+        report.fail("%s batches.safetensors names" % label,
+                    "got %s, expected %s" % (sorted(batches), want))
+        return False
+    for key in want:
+        dtype, rows = batches[key]
+        if dtype != "I32" or tuple(rows.shape) != (cfg["batch"], cfg["seq"] + 1):
+            report.fail("%s batches %s" % (label, key),
+                        "%s %s, expected I32 %s"
+                        % (dtype, list(rows.shape), [cfg["batch"], cfg["seq"] + 1]))
+            good = False
+        elif rows.min() < 0 or rows.max() >= cfg["vocab"]:
+            report.fail("%s batches %s" % (label, key), "token out of [0, vocab)")
+            good = False
+    losses = outputs["report"].get("losses")
+    if not isinstance(losses, list) or len(losses) != steps:
+        report.fail("%s report.json losses" % label,
+                    "expected a list of %d losses, got %r" % (steps, losses))
+        good = False
+    return good
+
+
+def check_reproducible(report, name, run, one_step):
+    """Same seed, same init and first batch: DESIGN draws both on the host."""
+    for key, what in (("init", "initial weights"), ("batches", "step-1 batch")):
+        a, b = arrays(run[key]), arrays(one_step[key])
+        names = [t for t in b if t in a]
+        if not all(np.array_equal(a[t], b[t]) for t in names):
+            report.fail("%s %s" % (name, what), "differ between two runs with the same seed")
+            return False
+    return True
+
+
+def compare_config(report, name, cfg, run, one_step, tol):
+    """Replay `run` (NUM_STEPS steps) in fp64 and compare everything."""
+    init = arrays(run["init"])
+    batches = [run["batches"]["step%d" % (i + 1)][1] for i in range(NUM_STEPS)]
+    t0 = time.time()
+    grads = arrays(run["grads_step1"])
+    ref_losses, ref_grads, ref_final = replay(init, batches, cfg, step1_grads=grads)
+    ref_adamw = adamw_first_step(arrays(one_step["init"]), arrays(one_step["grads_step1"]))
+    print("  reference replay (fp64, cpu): %.2f s" % (time.time() - t0))
+
+    for step, (got, want) in enumerate(zip(run["report"]["losses"], ref_losses), start=1):
+        metric = rel_err(got, want)
+        ok = report.record("%s loss step%d" % (name, step), metric, tol)
+        print("  %-26s binary %.7f ref %.7f %9.2e %s"
+              % ("loss step%d" % step, got, want, metric, verdict(ok)))
+
+    final = arrays(run["final"])
+    one_init, one_final = arrays(one_step["init"]), arrays(one_step["final"])
+    groups = {}
+    for t in expected_shapes(cfg):
+        groups.setdefault(group_of(t), []).append(t)
+    print("  %-26s %-15s %-15s %-15s" % ("tensor (worst layer)", "grad step1",
+                                         "weight step%d" % NUM_STEPS, "adamw step1"))
+    for group, tensors in groups.items():
+        worst = [0.0, 0.0, 0.0]
+        ok = [True, True, True]
+        for t in tensors:
+            scale = adam_error_scale([grads[t]] + [g[t] for g in ref_grads[1:]],
+                                     ref_final[t], tol)
+            checks = (("grad", rel_err(grads[t], ref_grads[0][t]), tol),
+                      ("weight", rel_err(final[t], ref_final[t], scale), tol),
+                      ("adamw", adamw_err(one_final[t], ref_adamw[t], one_init[t]), TOL_ADAMW))
+            for i, (kind, metric, limit) in enumerate(checks):
+                ok[i] = report.record("%s %s %s" % (name, kind, t), metric, limit) and ok[i]
+                worst[i] = max(worst[i], metric)
+        print("  %-26s %s" % (group, " ".join("%9.2e %-5s" % (w, verdict(o))
+                                              for w, o in zip(worst, ok))))
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description="Check the tinyllama binary against a float64 PyTorch replay "
+                    "(losses, step-1 gradients, weights after %d AdamW steps)." % NUM_STEPS)
+    parser.add_argument("--binary", required=True, help="the tinyllama executable")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="passed to the binary; the reference always runs on the CPU")
+    parser.add_argument("--amp", choices=("none", "bfloat16", "float16"), default="none",
+                        help="run the binary with --use-amp --amp-dtype AMP (tolerance %g)"
+                             % TOL_AMP)
+    parser.add_argument("--extra-args", default="",
+                        help="appended to the binary's command line, e.g. "
+                             "'--version v1 --enable-qkv-fusion' (not the flags set here: "
+                             "the last occurrence wins)")
+    parser.add_argument("--workdir", default=None,
+                        help="where the binary writes its dumps, kept afterwards "
+                             "(default: a temporary directory, removed)")
+    parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=None,
+                        help="subset of configurations (default: all)")
+    parser.add_argument("--tol", type=float, default=None,
+                        help="override the model tolerance (default %g fp32, %g amp)"
+                             % (TOL_FP32, TOL_AMP))
+    parser.add_argument("--timeout", type=int, default=300,
+                        help="seconds allowed per binary run")
+    args = parser.parse_args()
+
+    tol = args.tol if args.tol is not None else (TOL_FP32 if args.amp == "none" else TOL_AMP)
+    names = args.configs or list(CONFIGS)
+    print("tinyllama parity: binary=%s device=%s amp=%s extra-args=%r torch=%s"
+          % (args.binary, args.device, args.amp, args.extra_args, torch.__version__))
+    print("tolerances: losses, grads, weights %g (max|a-b|/max|b|); one adamw step %g"
+          % (tol, TOL_ADAMW))
+
+    tmp = None
+    if args.workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="tinyllama_parity_")
+        root = tmp.name
+    else:
+        root = os.path.abspath(args.workdir)
+    report = Report()
+    try:
+        for name in names:
+            cfg = CONFIGS[name]
+            print("\n[%s] V=%d D=%d L=%d H=%d K=%d F=%d S=%d B=%d hd=%d seed=%d"
+                  % (name, cfg["vocab"], cfg["dim"], cfg["layers"], cfg["heads"],
+                     cfg["kv_heads"], cfg["ffn"], cfg["seq"], cfg["batch"],
+                     cfg["dim"] // cfg["heads"], cfg["seed"]))
+            # The NUM_STEPS run is the replay target; the one-step run's
+            # weights isolate AdamW, driven by the binary's own gradients.
+            runs = {}
+            try:
+                for steps, sub in ((NUM_STEPS, name), (1, name + "_1step")):
+                    workdir = os.path.join(root, sub)
+                    runs[steps] = run_binary(binary_command(args, cfg, workdir, steps),
+                                             workdir, args.timeout)
+            except BinaryFailure as e:
+                print("\nERROR: the binary failed on config %s: %s" % (name, e))
+                return 2
+            if (check_structure(report, name, runs[NUM_STEPS], cfg, NUM_STEPS)
+                    and check_structure(report, name + " 1-step", runs[1], cfg, 1)
+                    and check_reproducible(report, name, runs[NUM_STEPS], runs[1])):
+                compare_config(report, name, cfg, runs[NUM_STEPS], runs[1], tol)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+    print()
+    if report.failures:
+        print("FAIL: %d of %d checks failed:" % (len(report.failures), report.count))
+        for f in report.failures[:20]:
+            print("  " + f)
+        if len(report.failures) > 20:
+            print("  ... and %d more" % (len(report.failures) - 20))
+        return 1
+    print("PASS: %d checks over %d configs; worst %s"
+          % (report.count, len(names),
+             ", ".join("%.2e (tol %g)" % (w, t) for t, w in sorted(report.worst.items()))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
