@@ -15,6 +15,8 @@ namespace {
 
 template <typename T>
 void adamw_impl(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
+  if (hp.skip_flag != nullptr && *hp.skip_flag != 0) return;  // overflow: GradScaler skips the step
+  const double unscale = 1.0 / hp.grad_scale;
   const double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, eps = hp.eps, wd = hp.weight_decay;
   const double step_size = lr / (1.0 - std::pow(b1, hp.step));
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(b2, hp.step));
@@ -24,7 +26,7 @@ void adamw_impl(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
     T* mr = row<T>(m, r);
     T* vr = row<T>(v, r);
     for (std::int64_t c = 0; c < param.cols; ++c) {
-      const double g = gr[c];
+      const double g = static_cast<double>(gr[c]) * unscale;
       const double p = static_cast<double>(pr[c]) - lr * wd * static_cast<double>(pr[c]);
       const double m_new = b1 * static_cast<double>(mr[c]) + (1.0 - b1) * g;
       const double v_new = b2 * static_cast<double>(vr[c]) + (1.0 - b2) * g * g;
@@ -41,12 +43,30 @@ void adamw_impl(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
 void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
   const std::string op = "adamw";
   require(hp.step >= 1, op, "step " + std::to_string(hp.step) + " must be >= 1 (1-based)");
+  require(hp.grad_scale > 0, op, "grad_scale must be positive");
   require_shape(param, param.rows, param.cols, op, "param");
   require_shape(grad, param.rows, param.cols, op, "grad");
   require_shape(m, param.rows, param.cols, op, "m");
   require_shape(v, param.rows, param.cols, op, "v");
   dispatch(common_dtype(op, {param, grad, m, v}), op,
            [&](auto t) { adamw_impl<decltype(t)>(param, grad, m, v, hp); });
+}
+
+void flag_nonfinite(Mat x, std::int32_t* flag) {
+  const std::string op = "flag_nonfinite";
+  require(flag != nullptr, op, "flag pointer is null");
+  dispatch(x.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    for (std::int64_t r = 0; r < x.rows; ++r) {
+      const T* xr = row<T>(x, r);
+      for (std::int64_t c = 0; c < x.cols; ++c) {
+        if (!std::isfinite(xr[c])) {
+          *flag = 1;
+          return;
+        }
+      }
+    }
+  });
 }
 
 }  // namespace tinyllama::cpu

@@ -118,5 +118,8 @@ void CpuBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int3
 void CpuBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
   cpu::adamw(param, grad, m, v, hp);
 }
+void CpuBackend::flag_nonfinite(Mat x, std::int32_t* flag) {
+  cpu::flag_nonfinite(x, flag);
+}
 
 }  // namespace tinyllama

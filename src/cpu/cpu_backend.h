@@ -46,6 +46,7 @@ class CpuBackend final : public Backend {
   void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                               float scale) override;
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
+  void flag_nonfinite(Mat x, std::int32_t* flag) override;
 };
 
 }  // namespace tinyllama

@@ -46,5 +46,6 @@ void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets
 
 // cpu_adamw.cc
 void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp);
+void flag_nonfinite(Mat x, std::int32_t* flag);
 
 }  // namespace tinyllama::cpu

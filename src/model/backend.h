@@ -34,6 +34,12 @@ struct AdamWHyper {
   float eps = 1e-8f;
   float weight_decay = 0.01f;
   int step = 1;  // 1-based, for bias correction
+  // fp16 loss scaling: gradients arrive multiplied by grad_scale and the
+  // update divides it out. When skip_flag (device memory) is non-null and
+  // holds a non-zero value, the update is skipped entirely; it is read on the
+  // device, so deciding to skip costs no host sync.
+  float grad_scale = 1.0f;
+  const std::int32_t* skip_flag = nullptr;
 };
 
 // Marks points in the backend's stream of work and reports the time between
@@ -68,6 +74,7 @@ class Backend {
   virtual void release(void* p) = 0;
   virtual void upload(void* dst, const void* host_src, std::size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, std::size_t bytes) = 0;
+  // Stream-ordered, so it may also run inside a step (the overflow flag).
   virtual void fill_zero(void* dst, std::size_t bytes) = 0;
   virtual void synchronize() {}
 
@@ -129,6 +136,9 @@ class Backend {
   // --- optimizer ---------------------------------------------------------------
   // PyTorch AdamW on one contiguous block (param, grad, m, v share a shape).
   virtual void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) = 0;
+  // *flag = 1 when any element of x is inf or nan; otherwise *flag is left
+  // as it was (so several checks can share one flag). flag: device memory.
+  virtual void flag_nonfinite(Mat x, std::int32_t* flag) = 0;
 };
 
 }  // namespace tinyllama

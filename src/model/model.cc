@@ -67,11 +67,13 @@ Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precis
   const auto token_bytes = static_cast<std::size_t>(shape_.tokens()) * sizeof(std::int32_t);
   tokens_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
   targets_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
+  overflow_flag_ = static_cast<std::int32_t*>(backend_.allocate(sizeof(std::int32_t)));
+  backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
 }
 
 Model::~Model() {
   for (void* p : {state_, compute_params_, arena_, static_cast<void*>(tokens_),
-                  static_cast<void*>(targets_)}) {
+                  static_cast<void*>(targets_), static_cast<void*>(overflow_flag_)}) {
     if (p != nullptr) backend_.release(p);
   }
 }
@@ -170,6 +172,13 @@ double Model::loss() const {
   double sum = 0;
   for (double v : values) sum += v;
   return sum / static_cast<double>(values.size());
+}
+
+bool Model::overflowed() const {
+  if (!check_overflow_) return false;
+  std::int32_t flag = 0;
+  backend_.download(&flag, overflow_flag_, sizeof flag);
+  return flag != 0;
 }
 
 }  // namespace tinyllama

@@ -52,9 +52,14 @@ class Model {
 
   void forward();       // fills the per-position losses
   double loss() const;  // mean loss of the last forward (synchronises)
-  // Gradients of loss() * loss_scale with respect to every parameter.
-  void backward(float loss_scale = 1.0f);
+  // Gradients of loss() * loss_scale with respect to every parameter. With
+  // check_overflow the gradients are scanned for inf/nan on the device and
+  // the next optimizer_step divides loss_scale out, or skips the update when
+  // the scan found any (fp16 dynamic loss scaling).
+  void backward(float loss_scale = 1.0f, bool check_overflow = false);
   void optimizer_step(const AdamWHyper& hp);
+  // Whether the last checked backward found inf/nan (synchronises).
+  bool overflowed() const;
 
   // Views into the flat blocks, for tests and I/O.
   Mat param(const ParamSlot& s) const;
@@ -88,8 +93,11 @@ class Model {
   void* adam_v_ = nullptr;
   void* compute_params_ = nullptr;  // low-precision copy under AMP, else null
   void* arena_ = nullptr;
-  std::int32_t* tokens_ = nullptr;   // [B*S] inputs (device)
-  std::int32_t* targets_ = nullptr;  // [B*S] targets (device)
+  std::int32_t* tokens_ = nullptr;         // [B*S] inputs (device)
+  std::int32_t* targets_ = nullptr;        // [B*S] targets (device)
+  std::int32_t* overflow_flag_ = nullptr;  // set by flag_nonfinite (device)
+  float loss_scale_ = 1.0f;                // of the last backward
+  bool check_overflow_ = false;            // whether the last backward scanned
 };
 
 }  // namespace tinyllama

@@ -102,7 +102,9 @@ void Model::ffn_up_forward(int l) {
   }
 }
 
-void Model::backward(float loss_scale) {
+void Model::backward(float loss_scale, bool check_overflow) {
+  loss_scale_ = loss_scale;
+  check_overflow_ = check_overflow;
   const float scale = loss_scale / static_cast<float>(shape_.tokens());
   const Mat logits = plan_.view(arena_, plan_.logits);
   backend_.cross_entropy_backward(logits, logits, targets_, scale);  // in place: dlogits
@@ -122,6 +124,10 @@ void Model::backward(float loss_scale) {
       compute_weight(layout_.final_norm()), plan_.view(arena_, plan_.final_rstd));
   for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch);
   backend_.embedding_backward(grad(emb), tokens_, d_out);
+  if (check_overflow_) {
+    backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
+    backend_.flag_nonfinite(Mat(grads_, precision_.master, 1, layout_.total()), overflow_flag_);
+  }
 }
 
 // On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
@@ -233,7 +239,12 @@ void Model::ffn_up_backward(int l, Mat d_n2) {
   }
 }
 
-void Model::optimizer_step(const AdamWHyper& hp) {
+void Model::optimizer_step(const AdamWHyper& hyper) {
+  AdamWHyper hp = hyper;
+  if (check_overflow_) {
+    hp.grad_scale = loss_scale_;
+    hp.skip_flag = overflow_flag_;
+  }
   // One optimizer call per parameter tensor, like PyTorch's for-loop AdamW
   // (the multi-tensor sweep over the flat block is a later level's toggle).
   const auto elem = static_cast<std::int64_t>(dtype_size(precision_.master));

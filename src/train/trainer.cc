@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "model/backend_factory.h"
 #include "model/init.h"
+#include "train/loss_scaler.h"
 #include "train/synthetic_data.h"
 
 namespace tinyllama {
@@ -93,7 +94,11 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
 
   SyntheticData data(opts.model.vocab_size, opts.shape.seq, opts.data_pool_rows, opts.seed);
   std::unique_ptr<EventTimer> timer = backend->make_timer(kMarks);
+  // fp16 needs dynamic loss scaling (GradScaler's rules); bf16 and fp32 have
+  // fp32's exponent range and run unscaled.
+  LossScaler scaler(opts.precision.compute == DType::F16);
   AdamWHyper hp;
+  int applied_updates = 0;
   hp.lr = static_cast<float>(opts.learning_rate);
 
   const int total = opts.warmup_steps + opts.num_steps;
@@ -106,15 +111,20 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
     timer->record(kStart);
     model.forward();
     timer->record(kForwardDone);
-    model.backward();
+    const double scale_used = scaler.scale();
+    model.backward(static_cast<float>(scale_used), scaler.enabled());
     timer->record(kBackwardDone);
-    hp.step = i + 1;
+    // Like GradScaler, a skipped update does not advance AdamW's step count.
+    hp.step = applied_updates + 1;
     model.optimizer_step(hp);
     timer->record(kOptimizerDone);
 
     StepRecord r;
     r.step = step;
     r.loss = model.loss();  // waits for the step to finish
+    r.skipped = scaler.update(model.overflowed());
+    r.loss_scale = scale_used;
+    if (!r.skipped) ++applied_updates;
     r.forward_ms = timer->elapsed_ms(kStart, kForwardDone);
     r.backward_ms = timer->elapsed_ms(kForwardDone, kBackwardDone);
     r.optimizer_ms = timer->elapsed_ms(kBackwardDone, kOptimizerDone);
