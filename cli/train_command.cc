@@ -168,8 +168,8 @@ int TrainCommand::run() const {
   const TrainOptions opts = to_train_options(args_);
   validate_options(opts);
   if (opts.device == DeviceKind::Cuda && !cuda_device_available()) {
-    throw RuntimeFailure("--device cuda: no CUDA device available (" + cuda_device_description() +
-                         ")");
+    throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_build_versions() +
+                         "); use --device cpu");
   }
   check_memory(opts);
 

@@ -1,0 +1,267 @@
+// CudaBackend: argument routing to the op families (one .cu file each),
+// memory, the stream, timers and the workspaces prepare() sizes.
+#include "cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "core/errors.h"
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_ops.h"
+
+namespace tinyllama::cuda {
+namespace {
+
+// cuBLASLt's recommended workspace on Hopper.
+constexpr std::size_t kGemmWorkspaceBytes = 32u << 20;
+
+class CudaEventTimer final : public EventTimer {
+ public:
+  CudaEventTimer(int marks, cudaStream_t stream) : stream_(stream) {
+    if (marks < 1) throw RuntimeFailure("make_timer: need at least one mark");
+    events_.resize(static_cast<std::size_t>(marks), nullptr);
+    for (cudaEvent_t& e : events_) CUDA_CHECK(cudaEventCreate(&e));
+  }
+  ~CudaEventTimer() override {
+    for (cudaEvent_t e : events_) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+  }
+  void record(int mark) override { CUDA_CHECK(cudaEventRecord(event(mark), stream_)); }
+  double elapsed_ms(int from_mark, int to_mark) override {
+    CUDA_CHECK(cudaEventSynchronize(event(to_mark)));
+    float ms = 0.f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, event(from_mark), event(to_mark)));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t event(int mark) const {
+    if (mark < 0 || mark >= static_cast<int>(events_.size())) {
+      throw RuntimeFailure("EventTimer: mark " + std::to_string(mark) + " out of range");
+    }
+    return events_[static_cast<std::size_t>(mark)];
+  }
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;
+};
+
+void* device_alloc(std::size_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // an allocation failure is not sticky: clear it
+    char mb[32];
+    std::snprintf(mb, sizeof(mb), "%.1f", static_cast<double>(bytes) / 1e6);
+    throw RuntimeFailure(std::string("CUDA: cannot allocate ") + mb + " MB for " + what + ": " +
+                         cudaGetErrorString(err));
+  }
+  return p;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(Precision precision) : precision_(precision) {
+  for (DType t : {precision.master, precision.compute}) {
+    if (t == DType::F64) {
+      throw RuntimeFailure(
+          "--device cuda: float64 is not supported on CUDA (the CPU backend runs "
+          "float64 gradient checks)");
+    }
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    throw RuntimeFailure("--device cuda: no CUDA device is available");
+  }
+  CUDA_CHECK(cudaSetDevice(device_));
+  // Non-blocking: the legacy default stream never serialises against it.
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<GemmRunner>();
+  gemm_->set_stream(stream_);
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  free_workspaces();
+  gemm_.reset();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::free_workspaces() {
+  for (void* p : {gemm_workspace_, static_cast<void*>(rms_partials_), attention_block_}) {
+    if (p != nullptr) cudaFree(p);
+  }
+  gemm_workspace_ = nullptr;
+  rms_partials_ = nullptr;
+  attention_block_ = nullptr;
+  rms_partial_capacity_ = 0;
+  attention_ = AttentionScratch{};
+  workspace_bytes_ = 0;
+  if (gemm_) gemm_->set_workspace(nullptr, 0);
+}
+
+std::string describe_device(int device) {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  char gib[32];
+  std::snprintf(gib, sizeof(gib), "%.1f",
+                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return std::string(prop.name) + " (" + gib + " GiB, sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + ")";
+}
+
+std::string CudaBackend::device_description() const {
+  return describe_device(device_);
+}
+
+void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // nothing in flight may use the old buffers
+  free_workspaces();
+
+  gemm_workspace_ = device_alloc(kGemmWorkspaceBytes, "the cuBLASLt workspace");
+  gemm_->set_workspace(gemm_workspace_, kGemmWorkspaceBytes);
+  workspace_bytes_ += static_cast<std::int64_t>(kGemmWorkspaceBytes);
+
+  rms_partial_capacity_ = static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim;
+  const auto rms_bytes = static_cast<std::size_t>(rms_partial_capacity_) * sizeof(float);
+  rms_partials_ = static_cast<float*>(device_alloc(rms_bytes, "RMSNorm partial sums"));
+  workspace_bytes_ += static_cast<std::int64_t>(rms_bytes);
+
+  if (!level.flash_attention) {
+    const AttentionShape as{shape.batch, shape.seq, cfg.num_heads, cfg.num_kv_heads,
+                            cfg.head_dim()};
+    const std::int64_t bytes = AttentionScratch::bytes_for(as, precision_.compute);
+    attention_block_ = device_alloc(static_cast<std::size_t>(bytes), "attention scratch");
+    attention_.assign(attention_block_, as, precision_.compute);
+    workspace_bytes_ += bytes;
+  }
+}
+
+std::int64_t CudaBackend::device_peak_used_bytes() {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  peak_used_ = std::max(peak_used_, static_cast<std::int64_t>(total_bytes - free_bytes));
+  return peak_used_;
+}
+
+std::unique_ptr<EventTimer> CudaBackend::make_timer(int marks) {
+  return std::make_unique<CudaEventTimer>(marks, stream_);
+}
+
+void* CudaBackend::allocate(std::size_t bytes) {
+  return device_alloc(bytes, "a device buffer");
+}
+
+void CudaBackend::release(void* p) {
+  if (p == nullptr) return;
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  CUDA_CHECK(cudaFree(p));
+}
+
+// Host exchange is setup-time or once per step: synchronous by design.
+void CudaBackend::upload(void* dst, const void* host_src, std::size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::download(void* host_dst, const void* src, std::size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::fill_zero(void* dst, std::size_t bytes) {
+  CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+}
+
+void CudaBackend::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::convert(Mat dst, Mat src) {
+  cuda::convert(dst, src, stream_);
+}
+
+void CudaBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) {
+  gemm_->run(c, a, trans_a, b, trans_b, alpha, beta);
+}
+
+void CudaBackend::add(Mat out, Mat a, Mat b) {
+  cuda::add(out, a, b, stream_);
+}
+void CudaBackend::mul(Mat out, Mat a, Mat b) {
+  cuda::mul(out, a, b, stream_);
+}
+
+void CudaBackend::embedding_forward(Mat out, const std::int32_t* tokens, Mat table) {
+  cuda::embedding_forward(out, tokens, table, stream_);
+}
+
+void CudaBackend::embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) {
+  cuda::embedding_backward(dtable, tokens, dout, stream_);
+}
+
+void CudaBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
+  cuda::rmsnorm_forward(out, rstd, x, weight, eps, stream_);
+}
+
+void CudaBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
+  cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, rms_partials_, rms_partial_capacity_,
+                         stream_);
+}
+
+void CudaBackend::rope_forward(Mat x, int seq, int head_dim, double theta) {
+  cuda::rope(x, seq, head_dim, theta, false, stream_);
+}
+
+void CudaBackend::rope_backward(Mat dx, int seq, int head_dim, double theta) {
+  cuda::rope(dx, seq, head_dim, theta, true, stream_);
+}
+
+void CudaBackend::attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+                                    const AttentionShape& shape) {
+  attention_forward_v1(*gemm_, attention_, out, lse, probs, q, k, v, shape, stream_);
+}
+
+void CudaBackend::attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out,
+                                     Mat lse, Mat probs, const AttentionShape& shape) {
+  attention_backward_v1(*gemm_, attention_, dq, dk, dv, dout, q, k, v, out, lse, probs, shape,
+                        stream_);
+}
+
+void CudaBackend::silu_forward(Mat out, Mat x) {
+  cuda::silu_forward(out, x, stream_);
+}
+
+void CudaBackend::silu_backward(Mat dx, Mat dout, Mat x) {
+  cuda::silu_backward(dx, dout, x, stream_);
+}
+
+void CudaBackend::swiglu_forward(Mat out, Mat gate, Mat up) {
+  cuda::swiglu_forward(out, gate, up, stream_);
+}
+
+void CudaBackend::swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) {
+  cuda::swiglu_backward(dgate, dup, dout, gate, up, stream_);
+}
+
+void CudaBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) {
+  cuda::cross_entropy_forward(losses, logits, targets, stream_);
+}
+
+void CudaBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                                         float scale) {
+  cuda::cross_entropy_backward(dlogits, logits, targets, scale, stream_);
+}
+
+void CudaBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
+  cuda::adamw(param, grad, m, v, hp, stream_);
+}
+
+void CudaBackend::flag_nonfinite(Mat x, std::int32_t* flag) {
+  cuda::flag_nonfinite(x, flag, stream_);
+}
+
+}  // namespace tinyllama::cuda

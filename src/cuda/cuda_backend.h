@@ -1,0 +1,88 @@
+#pragma once
+// The CUDA backend: every op of the Backend interface on the GPU, in fp32,
+// bf16 and fp16, at level v1 (the workshop's baseline: cuBLASLt GEMMs,
+// materialised attention, one simple kernel per op). All work goes to one
+// stream the backend owns, so a later level can capture it into a graph.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cuda/cuda_attention.h"
+#include "cuda/cuda_gemm.h"
+#include "model/backend.h"
+
+namespace tinyllama::cuda {
+
+// "NVIDIA H100 80GB HBM3 (79.2 GiB, sm_90)"
+std::string describe_device(int device);
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(Precision precision);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+
+  std::string name() const override { return "cuda"; }
+  std::string device_description() const override;
+  void prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) override;
+  std::int64_t workspace_bytes() const override { return workspace_bytes_; }
+  std::int64_t device_peak_used_bytes() override;
+  std::unique_ptr<EventTimer> make_timer(int marks) override;
+
+  void* allocate(std::size_t bytes) override;
+  void release(void* p) override;
+  void upload(void* dst, const void* host_src, std::size_t bytes) override;
+  void download(void* host_dst, const void* src, std::size_t bytes) override;
+  void fill_zero(void* dst, std::size_t bytes) override;
+  void synchronize() override;
+
+  void convert(Mat dst, Mat src) override;
+  void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
+  void add(Mat out, Mat a, Mat b) override;
+  void mul(Mat out, Mat a, Mat b) override;
+  void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;
+  void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) override;
+  void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) override;
+  void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) override;
+  void rope_forward(Mat x, int seq, int head_dim, double theta) override;
+  void rope_backward(Mat dx, int seq, int head_dim, double theta) override;
+  void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+                         const AttentionShape& shape) override;
+  void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
+                          Mat probs, const AttentionShape& shape) override;
+  void silu_forward(Mat out, Mat x) override;
+  void silu_backward(Mat dx, Mat dout, Mat x) override;
+  void swiglu_forward(Mat out, Mat gate, Mat up) override;
+  void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) override;
+  void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) override;
+  void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                              float scale) override;
+  void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
+  void flag_nonfinite(Mat x, std::int32_t* flag) override;
+
+ private:
+  void free_workspaces();
+
+  Precision precision_;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<GemmRunner> gemm_;
+
+  // prepare()'s allocations: cuBLASLt workspace, RMSNorm partial sums,
+  // attention scratch.
+  void* gemm_workspace_ = nullptr;
+  float* rms_partials_ = nullptr;
+  std::int64_t rms_partial_capacity_ = 0;  // floats
+  void* attention_block_ = nullptr;
+  AttentionScratch attention_;
+  std::int64_t workspace_bytes_ = 0;
+
+  std::int64_t peak_used_ = -1;
+};
+
+}  // namespace tinyllama::cuda

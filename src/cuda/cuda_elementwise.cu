@@ -1,0 +1,150 @@
+// Elementwise ops on 2-D views with row strides: residual adds, products and
+// the SwiGLU pieces. Arithmetic in fp32, one rounding on the store.
+#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_ops.h"
+
+namespace tinyllama::cuda {
+namespace {
+
+// A view as the kernels see it: base pointer and row stride.
+template <typename T>
+struct View {
+  T* p;
+  std::int64_t ld;
+  __device__ T& at(std::int64_t r, std::int64_t c) const { return p[r * ld + c]; }
+};
+
+template <typename T>
+View<T> view(const Mat& m) {
+  return View<T>{m.ptr<T>(), m.ld};
+}
+
+__device__ __forceinline__ float sigmoid(float x) {
+  return 1.f / (1.f + expf(-x));
+}
+
+// Every elementwise op is a functor over fp32 values; one kernel walks the
+// rows x cols index space and calls it. Outputs may alias inputs: each index
+// is read before it is written, by the same thread.
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MulOp {
+  __device__ float operator()(float a, float b) const { return a * b; }
+};
+struct SiluBackwardOp {  // (dout, x) -> dx
+  __device__ float operator()(float dout, float x) const {
+    const float s = sigmoid(x);
+    return dout * s * (1.f + x * (1.f - s));
+  }
+};
+struct SwigluForwardOp {  // (gate, up) -> silu(gate) * up
+  __device__ float operator()(float g, float u) const { return g * sigmoid(g) * u; }
+};
+
+template <typename T, typename Op>
+__global__ void binary_kernel(View<T> out, View<const T> a, View<const T> b, std::int64_t rows,
+                              std::int64_t cols, Op op) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / cols;
+    const std::int64_t c = i - r * cols;
+    out.at(r, c) = from_f32<T>(op(to_f32(a.at(r, c)), to_f32(b.at(r, c))));
+  }
+}
+
+template <typename T>
+__global__ void silu_kernel(View<T> out, View<const T> x, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / cols;
+    const std::int64_t c = i - r * cols;
+    const float v = to_f32(x.at(r, c));
+    out.at(r, c) = from_f32<T>(v * sigmoid(v));
+  }
+}
+
+// h = silu(g) * u:  dg = dh * u * silu'(g),  du = dh * silu(g).
+template <typename T>
+__global__ void swiglu_backward_kernel(View<T> dgate, View<T> dup, View<const T> dout,
+                                       View<const T> gate, View<const T> up, std::int64_t rows,
+                                       std::int64_t cols) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / cols;
+    const std::int64_t c = i - r * cols;
+    const float dh = to_f32(dout.at(r, c));
+    const float g = to_f32(gate.at(r, c));
+    const float u = to_f32(up.at(r, c));
+    const float s = sigmoid(g);
+    dgate.at(r, c) = from_f32<T>(dh * u * s * (1.f + g * (1.f - s)));
+    dup.at(r, c) = from_f32<T>(dh * g * s);
+  }
+}
+
+template <typename Op>
+void launch_binary(const char* name, Mat out, Mat a, Mat b, Op op, cudaStream_t stream) {
+  require_same_shape(name, out, a);
+  require_same_shape(name, out, b);
+  require(out.dtype == a.dtype && out.dtype == b.dtype, name,
+          "operands must share one dtype: " + shape_str(out) + ", " + shape_str(a) + ", " +
+              shape_str(b));
+  if (out.numel() == 0) return;
+  dispatch_float(out.dtype, name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    binary_kernel<T, Op><<<grid_for(out.numel()), kThreads, 0, stream>>>(
+        view<T>(out), view<const T>(a), view<const T>(b), out.rows, out.cols, op);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+void add(Mat out, Mat a, Mat b, cudaStream_t stream) {
+  launch_binary("add", out, a, b, AddOp{}, stream);
+}
+
+void mul(Mat out, Mat a, Mat b, cudaStream_t stream) {
+  launch_binary("mul", out, a, b, MulOp{}, stream);
+}
+
+void silu_forward(Mat out, Mat x, cudaStream_t stream) {
+  require_same_shape("silu_forward", out, x);
+  require(out.dtype == x.dtype, "silu_forward", "out and x must share one dtype");
+  if (out.numel() == 0) return;
+  dispatch_float(out.dtype, "silu_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    silu_kernel<T><<<grid_for(out.numel()), kThreads, 0, stream>>>(view<T>(out), view<const T>(x),
+                                                                   out.rows, out.cols);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void silu_backward(Mat dx, Mat dout, Mat x, cudaStream_t stream) {
+  launch_binary("silu_backward", dx, dout, x, SiluBackwardOp{}, stream);
+}
+
+void swiglu_forward(Mat out, Mat gate, Mat up, cudaStream_t stream) {
+  launch_binary("swiglu_forward", out, gate, up, SwigluForwardOp{}, stream);
+}
+
+void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up, cudaStream_t stream) {
+  const char* name = "swiglu_backward";
+  for (const Mat* m : {&dup, &dout, &gate, &up}) require_same_shape(name, dgate, *m);
+  for (const Mat* m : {&dup, &dout, &gate, &up}) {
+    require(m->dtype == dgate.dtype, name, "operands must share one dtype");
+  }
+  if (dgate.numel() == 0) return;
+  dispatch_float(dgate.dtype, name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    swiglu_backward_kernel<T><<<grid_for(dgate.numel()), kThreads, 0, stream>>>(
+        view<T>(dgate), view<T>(dup), view<const T>(dout), view<const T>(gate), view<const T>(up),
+        dgate.rows, dgate.cols);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace tinyllama::cuda

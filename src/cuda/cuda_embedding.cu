@@ -1,0 +1,115 @@
+// Token embedding lookup and its gradient. The backward pass is
+// deterministic without sorting: the block of a token's FIRST occurrence owns
+// that table row and adds every occurrence's gradient in position order, so
+// the sum (and the whole training run) is bit-reproducible.
+#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_ops.h"
+
+namespace tinyllama::cuda {
+namespace {
+
+template <typename T>
+__global__ void embedding_forward_kernel(T* __restrict__ out, std::int64_t ld_out,
+                                         const std::int32_t* __restrict__ tokens,
+                                         const T* __restrict__ table, std::int64_t ld_table,
+                                         std::int64_t vocab, std::int64_t n, std::int64_t dim) {
+  const std::int64_t total = n * dim;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / dim;
+    const std::int64_t c = i - r * dim;
+    const std::int32_t t = tokens[r];
+    // An out-of-range id must not read foreign memory; NaN makes it visible.
+    out[r * ld_out + c] = (t >= 0 && t < vocab) ? table[t * ld_table + c] : from_f32<T>(NAN);
+  }
+}
+
+constexpr int kBackwardThreads = 256;
+
+// One block per position i. Blocks whose token appeared earlier exit; the
+// first occurrence walks the positions j >= i in chunks of blockDim, compacts
+// the matching ones into shared memory in order, and adds their rows.
+template <typename T>
+__global__ void __launch_bounds__(kBackwardThreads)
+    embedding_backward_kernel(float* __restrict__ dtable, std::int64_t ld_table, std::int64_t vocab,
+                              const std::int32_t* __restrict__ tokens, const T* __restrict__ dout,
+                              std::int64_t ld_out, std::int64_t n, std::int64_t dim) {
+  __shared__ int seen_before;
+  __shared__ int warp_count[kBackwardThreads / 32];
+  __shared__ int warp_offset[kBackwardThreads / 32 + 1];
+  __shared__ std::int64_t match[kBackwardThreads];
+
+  const std::int64_t i = blockIdx.x;
+  const std::int32_t t = tokens[i];
+  if (t < 0 || t >= vocab) return;  // uniform across the block
+
+  if (threadIdx.x == 0) seen_before = 0;
+  __syncthreads();
+  for (std::int64_t j = threadIdx.x; j < i; j += blockDim.x) {
+    if (tokens[j] == t) seen_before = 1;  // benign: every writer stores 1
+  }
+  __syncthreads();
+  if (seen_before) return;
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  float* row = dtable + t * ld_table;
+  for (std::int64_t base = i; base < n; base += blockDim.x) {
+    const std::int64_t j = base + threadIdx.x;
+    const bool hit = j < n && tokens[j] == t;
+    const unsigned mask = __ballot_sync(0xffffffffu, hit);
+    if (lane == 0) warp_count[warp] = __popc(mask);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      warp_offset[0] = 0;
+      for (int w = 0; w < warps; ++w) warp_offset[w + 1] = warp_offset[w] + warp_count[w];
+    }
+    __syncthreads();
+    if (hit) match[warp_offset[warp] + __popc(mask & ((1u << lane) - 1u))] = j;
+    __syncthreads();
+    const int hits = warp_offset[warps];
+    if (hits > 0) {
+      for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+        float acc = row[c];
+        for (int h = 0; h < hits; ++h) acc += to_f32(dout[match[h] * ld_out + c]);
+        row[c] = acc;
+      }
+    }
+    __syncthreads();  // match[] is rewritten by the next chunk
+  }
+}
+
+}  // namespace
+
+void embedding_forward(Mat out, const std::int32_t* tokens, Mat table, cudaStream_t stream) {
+  const char* name = "embedding_forward";
+  require(out.cols == table.cols, name, "out " + shape_str(out) + " vs table " + shape_str(table));
+  require(out.dtype == table.dtype, name, "out and table must share one dtype");
+  if (out.numel() == 0) return;
+  dispatch_float(out.dtype, name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    embedding_forward_kernel<T><<<grid_for(out.numel()), kThreads, 0, stream>>>(
+        out.ptr<T>(), out.ld, tokens, table.ptr<const T>(), table.ld, table.rows, out.rows,
+        out.cols);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout, cudaStream_t stream) {
+  const char* name = "embedding_backward";
+  require(dtable.cols == dout.cols, name,
+          "dtable " + shape_str(dtable) + " vs dout " + shape_str(dout));
+  require_dtype(name, dtable, DType::F32);
+  if (dout.rows == 0 || dout.cols == 0) return;
+  require(dout.rows <= 2147483647, name, "too many positions");
+  dispatch_float(dout.dtype, name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    embedding_backward_kernel<T><<<static_cast<unsigned>(dout.rows), kBackwardThreads, 0, stream>>>(
+        dtable.ptr<float>(), dtable.ld, dtable.rows, tokens, dout.ptr<const T>(), dout.ld,
+        dout.rows, dout.cols);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace tinyllama::cuda

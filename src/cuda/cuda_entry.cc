@@ -1,0 +1,84 @@
+// The engine's CUDA entry points (model/cuda_entry.h) in a build with the
+// toolkit. Queries never throw when there is no device or no driver: the CLI
+// asks them to decide what to offer and to describe the build.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "core/errors.h"
+#include "cuda/cuda_backend.h"
+#include "model/cuda_entry.h"
+
+#if __has_include(<cudnn.h>)
+#include <cudnn.h>
+#define TINYLLAMA_HAS_CUDNN_HEADER 1
+#endif
+
+namespace tinyllama {
+namespace {
+
+// CUDA encodes versions as 1000*major + 10*minor.
+std::string version_string(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
+  return std::make_unique<cuda::CudaBackend>(precision);
+}
+
+bool cuda_device_available() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // leave no error behind for the next check
+    return false;
+  }
+  return count > 0;
+}
+
+std::string cuda_device_description() {
+  if (!cuda_device_available()) return "none (no CUDA device found)";
+  try {
+    return cuda::describe_device(0);
+  } catch (const RuntimeFailure&) {
+    cudaGetLastError();
+    return "unknown CUDA device";
+  }
+}
+
+bool cuda_memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
+  if (!cuda_device_available()) return false;
+  std::size_t f = 0;
+  std::size_t t = 0;
+  if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  if (free_bytes != nullptr) *free_bytes = f;
+  if (total_bytes != nullptr) *total_bytes = t;
+  return true;
+}
+
+std::string cuda_build_versions() {
+  int runtime = 0;
+  int driver = 0;
+  const std::string rt = cudaRuntimeGetVersion(&runtime) == cudaSuccess ? version_string(runtime)
+                                                                        : std::string("unknown");
+  const std::string dr = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0
+                             ? version_string(driver)
+                             : std::string("none");
+  cudaGetLastError();
+  std::string s =
+      "CUDA " + version_string(CUDART_VERSION) + " (runtime " + rt + ", driver " + dr + "), ";
+#ifdef TINYLLAMA_HAS_CUDNN_HEADER
+  s += "cuDNN " + std::to_string(CUDNN_MAJOR) + "." + std::to_string(CUDNN_MINOR);
+#else
+  s += "cuDNN not found";
+#endif
+  return s;
+}
+
+}  // namespace tinyllama

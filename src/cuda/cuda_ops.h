@@ -1,0 +1,54 @@
+#pragma once
+// Host-side launchers of the v1 kernels, one op family per .cu file. Each
+// checks its arguments, enqueues on the given stream and checks the launch;
+// none allocates or synchronises. Plain C++ so the backend class can live in
+// a header that .cc files include.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/mat.h"
+#include "model/backend.h"
+
+namespace tinyllama::cuda {
+
+// cuda_convert.cu
+void convert(Mat dst, Mat src, cudaStream_t stream);
+
+// cuda_elementwise.cu
+void add(Mat out, Mat a, Mat b, cudaStream_t stream);
+void mul(Mat out, Mat a, Mat b, cudaStream_t stream);
+void silu_forward(Mat out, Mat x, cudaStream_t stream);
+void silu_backward(Mat dx, Mat dout, Mat x, cudaStream_t stream);
+void swiglu_forward(Mat out, Mat gate, Mat up, cudaStream_t stream);
+void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up, cudaStream_t stream);
+
+// cuda_embedding.cu
+void embedding_forward(Mat out, const std::int32_t* tokens, Mat table, cudaStream_t stream);
+void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout, cudaStream_t stream);
+
+// cuda_rmsnorm.cu. The backward pass writes per-block partial sums of
+// dweight into `partials` (capacity floats) and reduces them in a second
+// kernel, so dweight is deterministic without atomics.
+void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStream_t stream);
+void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, float* partials,
+                      std::int64_t capacity, cudaStream_t stream);
+// Partial rows the backward pass uses at most; the workspace is this many
+// rows of hidden_dim floats.
+constexpr int kRmsnormPartialRows = 264;
+
+// cuda_rope.cu. inverse = the backward pass.
+void rope(Mat x, int seq, int head_dim, double theta, bool inverse, cudaStream_t stream);
+
+// cuda_cross_entropy.cu
+void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets,
+                           cudaStream_t stream);
+void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets, float scale,
+                            cudaStream_t stream);
+
+// cuda_adamw.cu
+void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp, cudaStream_t stream);
+// *flag = 1 when any element of x is inf or nan; otherwise *flag is untouched.
+void flag_nonfinite(Mat x, std::int32_t* flag, cudaStream_t stream);
+
+}  // namespace tinyllama::cuda

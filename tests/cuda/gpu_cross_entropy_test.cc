@@ -1,0 +1,57 @@
+// Cross-entropy forward (per-row losses, float32) and backward against the
+// float64 reference: odd vocabularies, padded rows, large logits, a loss
+// scale, and the in-place backward the model uses (dlogits aliases logits).
+#include <tuple>
+
+#include "cpu/cpu_ops.h"
+#include "gpu_test_util.h"
+
+namespace tinyllama::gpu_test {
+namespace {
+
+// (dtype, rows, vocab)
+using CeParam = std::tuple<DType, std::int64_t, std::int64_t>;
+
+class GpuCrossEntropy : public GpuParamTest<CeParam> {};
+
+TEST_P(GpuCrossEntropy, ForwardAndBackward) {
+  const auto [t, rows, vocab] = GetParam();
+  Harness h(t);
+  const Tokens targets = h.tokens(h.random_ids(rows, static_cast<int>(vocab)));
+  // Logits around 30, far from zero, exercise the max subtraction. Spread 2:
+  // no row is so one-hot that its loss falls below what fp32 resolves (the
+  // relative check is against the largest loss).
+  const Twin logits = h.input(rows, vocab, t, 2.0, 3, 30.0);
+
+  const Twin losses = h.output(rows, 1, DType::F32);
+  cpu::cross_entropy_forward(losses.cpu, logits.cpu, targets.cpu);
+  h.gpu().cross_entropy_forward(losses.gpu, logits.gpu, targets.gpu);
+  // fp32 arithmetic on exactly-shared logits: the fp32 tolerance, loosened
+  // by the few ulps of expf/logf.
+  h.expect_close(losses, 1e-5 * 5, "cross_entropy_forward losses (float32)");
+
+  const float scale = 1024.0f / static_cast<float>(rows);  // a loss scale over the mean
+  const Twin dlogits = h.output(rows, vocab, t, 1);
+  cpu::cross_entropy_backward(dlogits.cpu, logits.cpu, targets.cpu, scale);
+  h.gpu().cross_entropy_backward(dlogits.gpu, logits.gpu, targets.gpu, scale);
+  h.expect_close(dlogits, tolerance(t), "cross_entropy_backward");
+
+  // In place, as the model calls it: dlogits overwrites logits.
+  cpu::cross_entropy_backward(logits.cpu, logits.cpu, targets.cpu, scale);
+  h.gpu().cross_entropy_backward(logits.gpu, logits.gpu, targets.gpu, scale);
+  h.expect_close(logits, tolerance(t), "cross_entropy_backward in place");
+}
+
+std::string ce_name(const ::testing::TestParamInfo<CeParam>& info) {
+  const auto [t, rows, vocab] = info.param;
+  return dtype_label(t) + "_rows" + std::to_string(rows) + "_V" + std::to_string(vocab);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuCrossEntropy,
+                         ::testing::Combine(::testing::ValuesIn(gpu_dtypes()),
+                                            ::testing::Values<std::int64_t>(1, 7, 100),
+                                            ::testing::Values<std::int64_t>(5, 37, 1001, 32000)),
+                         ce_name);
+
+}  // namespace
+}  // namespace tinyllama::gpu_test

@@ -1,0 +1,125 @@
+// Elementwise ops (add, mul, SiLU, fused SwiGLU) against the float64
+// reference: odd widths, padded rows, gate/up as column blocks of one
+// gate_up buffer, and the in-place forms the model uses.
+#include "cpu/cpu_ops.h"
+#include "gpu_test_util.h"
+
+namespace tinyllama::gpu_test {
+namespace {
+
+class GpuElementwise : public GpuParamTest<DType> {};
+
+constexpr std::int64_t kRows = 33;
+constexpr std::int64_t kCols = 37;
+
+TEST_P(GpuElementwise, AddAndMul) {
+  const DType t = GetParam();
+  Harness h(t);
+  const Twin a = h.input(kRows, kCols, t, 1.0, 3);
+  const Twin b = h.input(kRows, kCols, t, 1.0, 1);
+  const Twin sum = h.output(kRows, kCols, t, 2);
+  cpu::add(sum.cpu, a.cpu, b.cpu);
+  h.gpu().add(sum.gpu, a.gpu, b.gpu);
+  h.expect_close(sum, tolerance(t), "add");
+
+  const Twin prod = h.output(kRows, kCols, t, 2);
+  cpu::mul(prod.cpu, a.cpu, b.cpu);
+  h.gpu().mul(prod.gpu, a.gpu, b.gpu);
+  h.expect_close(prod, tolerance(t), "mul");
+}
+
+TEST_P(GpuElementwise, InPlaceAddAndMul) {
+  const DType t = GetParam();
+  Harness h(t);
+  // h = h + x (the residual add) and out = out * b.
+  const Twin acc = h.input(kRows, kCols, t, 1.0, 4);
+  const Twin x = h.input(kRows, kCols, t);
+  cpu::add(acc.cpu, acc.cpu, x.cpu);
+  h.gpu().add(acc.gpu, acc.gpu, x.gpu);
+  h.expect_close(acc, tolerance(t), "add in place (out aliases a)");
+  cpu::add(acc.cpu, x.cpu, acc.cpu);
+  h.gpu().add(acc.gpu, x.gpu, acc.gpu);
+  h.expect_close(acc, tolerance(t), "add in place (out aliases b)");
+  cpu::mul(acc.cpu, acc.cpu, x.cpu);
+  h.gpu().mul(acc.gpu, acc.gpu, x.gpu);
+  h.expect_close(acc, tolerance(t), "mul in place");
+}
+
+TEST_P(GpuElementwise, SiluForwardBackward) {
+  const DType t = GetParam();
+  Harness h(t);
+  // Scale 4 reaches both saturated tails of the sigmoid.
+  const Twin x = h.input(kRows, kCols, t, 4.0, 1);
+  const Twin y = h.output(kRows, kCols, t, 3);
+  cpu::silu_forward(y.cpu, x.cpu);
+  h.gpu().silu_forward(y.gpu, x.gpu);
+  h.expect_close(y, tolerance(t), "silu_forward");
+
+  const Twin dy = h.input(kRows, kCols, t);
+  const Twin dx = h.output(kRows, kCols, t, 2);
+  cpu::silu_backward(dx.cpu, dy.cpu, x.cpu);
+  h.gpu().silu_backward(dx.gpu, dy.gpu, x.gpu);
+  h.expect_close(dx, tolerance(t), "silu_backward");
+}
+
+// The model's layout: gate and up are column blocks of one [N, 2F] buffer,
+// d_gate and d_up column blocks of another.
+TEST_P(GpuElementwise, SwigluOnColumnBlocks) {
+  const DType t = GetParam();
+  Harness h(t);
+  const std::int64_t f = kCols;
+  const Twin gu = h.input(kRows, 2 * f, t, 3.0);
+  const Twin gate = col_block(gu, 0, f);
+  const Twin up = col_block(gu, f, f);
+  const Twin hidden = h.output(kRows, f, t, 1);
+  cpu::swiglu_forward(hidden.cpu, gate.cpu, up.cpu);
+  h.gpu().swiglu_forward(hidden.gpu, gate.gpu, up.gpu);
+  h.expect_close(hidden, tolerance(t), "swiglu_forward");
+
+  const Twin dh = h.input(kRows, f, t);
+  const Twin dgu = h.output(kRows, 2 * f, t);
+  cpu::swiglu_backward(col_block(dgu, 0, f).cpu, col_block(dgu, f, f).cpu, dh.cpu, gate.cpu,
+                       up.cpu);
+  h.gpu().swiglu_backward(col_block(dgu, 0, f).gpu, col_block(dgu, f, f).gpu, dh.gpu, gate.gpu,
+                          up.gpu);
+  h.expect_close(col_block(dgu, 0, f), tolerance(t), "swiglu_backward d_gate");
+  h.expect_close(col_block(dgu, f, f), tolerance(t), "swiglu_backward d_up");
+  h.expect_close(dgu, tolerance(t), "swiglu_backward d_gate_up (whole buffer)");
+}
+
+// The unfused composition equals the fused op: silu -> mul forward and
+// mul, mul -> silu_backward backward.
+TEST_P(GpuElementwise, UnfusedSwigluMatchesReference) {
+  const DType t = GetParam();
+  Harness h(t);
+  const std::int64_t f = kCols;
+  const Twin gu = h.input(kRows, 2 * f, t, 3.0);
+  const Twin gate = col_block(gu, 0, f);
+  const Twin up = col_block(gu, f, f);
+  const Twin s = h.output(kRows, f, t);
+  const Twin hidden = h.output(kRows, f, t);
+  cpu::silu_forward(s.cpu, gate.cpu);
+  cpu::mul(hidden.cpu, s.cpu, up.cpu);
+  h.gpu().silu_forward(s.gpu, gate.gpu);
+  h.gpu().mul(hidden.gpu, s.gpu, up.gpu);
+  h.expect_close(hidden, tolerance(t), "silu then mul");
+
+  const Twin dh = h.input(kRows, f, t);
+  const Twin dgu = h.output(kRows, 2 * f, t);
+  const Twin ds = h.output(kRows, f, t);
+  const Twin dgate = col_block(dgu, 0, f);
+  const Twin dup = col_block(dgu, f, f);
+  cpu::mul(dup.cpu, dh.cpu, s.cpu);
+  cpu::mul(ds.cpu, dh.cpu, up.cpu);
+  cpu::silu_backward(dgate.cpu, ds.cpu, gate.cpu);
+  h.gpu().mul(dup.gpu, dh.gpu, s.gpu);
+  h.gpu().mul(ds.gpu, dh.gpu, up.gpu);
+  h.gpu().silu_backward(dgate.gpu, ds.gpu, gate.gpu);
+  h.expect_close(dgu, tolerance(t), "unfused swiglu backward");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuElementwise, ::testing::ValuesIn(gpu_dtypes()),
+                         [](const auto& info) { return dtype_label(info.param); });
+
+}  // namespace
+}  // namespace tinyllama::gpu_test

@@ -1,0 +1,159 @@
+// cuBLASLt GEMM against the float64 reference: every transpose combination,
+// odd shapes, padded and misaligned row strides, column blocks of a wider
+// buffer as the output, alpha/beta, and a float32 output from bf16/fp16
+// operands (weight gradients under AMP).
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "cpu/cpu_ops.h"
+#include "gpu_test_util.h"
+
+namespace tinyllama::gpu_test {
+namespace {
+
+struct GemmShape {
+  std::int64_t m, n, k;
+};
+
+const GemmShape kShapes[] = {{37, 53, 29}, {1, 7, 100}, {64, 1, 3}, {130, 96, 257}};
+
+// (dtype of a and b, dtype of c, trans_a, trans_b)
+using GemmParam = std::tuple<DType, DType, bool, bool>;
+
+class GpuGemm : public GpuParamTest<GemmParam> {};
+
+// An operand stored so that op() of it is rows x cols, with a row padding of
+// 3 elements: rows then start on 2- or 4-byte boundaries only, which the
+// cuBLASLt alignment hints must allow for.
+Twin operand(Harness& h, bool trans, std::int64_t rows, std::int64_t cols, DType t) {
+  return trans ? h.input(cols, rows, t, 1.0, 3) : h.input(rows, cols, t, 1.0, 3);
+}
+
+TEST_P(GpuGemm, MatchesReference) {
+  const auto [ab_type, c_type, ta, tb] = GetParam();
+  Harness h(ab_type);
+  h.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  // Inputs are rounded identically on both sides and the GPU accumulates in
+  // fp32, so a wide (fp32) output is held to the fp32 tolerance.
+  const double tol = tolerance(c_type);
+  for (const GemmShape& s : kShapes) {
+    SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                 " k=" + std::to_string(s.k));
+    const Twin a = operand(h, ta, s.m, s.k, ab_type);
+    const Twin b = operand(h, tb, s.k, s.n, ab_type);
+
+    // beta = 0 into a poisoned output: c must not be read.
+    const Twin c0 = h.output(s.m, s.n, c_type, 5);
+    cpu::gemm(c0.cpu, a.cpu, ta, b.cpu, tb, 1.0, 0.0);
+    h.gpu().gemm(c0.gpu, a.gpu, ta, b.gpu, tb, 1.0f, 0.0f);
+    h.expect_close(c0, tol, "gemm beta=0");
+
+    // alpha/beta into a column block of a wider buffer: the columns around
+    // the block must come through untouched (compared as part of the parent).
+    const Twin parent = h.input(s.m, s.n + 11, c_type, 1.0, 2);
+    const Twin c1 = col_block(parent, 4, s.n);
+    cpu::gemm(c1.cpu, a.cpu, ta, b.cpu, tb, 0.75, 0.5);
+    h.gpu().gemm(c1.gpu, a.gpu, ta, b.gpu, tb, 0.75f, 0.5f);
+    h.expect_close(parent, tol, "gemm alpha=0.75 beta=0.5 into a column block");
+  }
+}
+
+std::string gemm_name(const ::testing::TestParamInfo<GemmParam>& info) {
+  const auto [ab, c, ta, tb] = info.param;
+  return dtype_label(ab) + "_to_" + dtype_label(c) + (ta ? "_aT" : "_aN") + (tb ? "_bT" : "_bN");
+}
+
+// Every (a/b dtype, c dtype) pair the model uses, with all four transposes.
+std::vector<GemmParam> gemm_params() {
+  const std::pair<DType, DType> types[] = {{DType::F32, DType::F32},
+                                           {DType::BF16, DType::BF16},
+                                           {DType::F16, DType::F16},
+                                           {DType::BF16, DType::F32},
+                                           {DType::F16, DType::F32}};
+  std::vector<GemmParam> out;
+  for (const auto& [ab, c] : types) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) out.emplace_back(ab, c, ta, tb);
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransposes, GpuGemm, ::testing::ValuesIn(gemm_params()), gemm_name);
+
+// The model's unfused levels: three GEMMs on row blocks of one fused weight
+// into column blocks of one activation buffer, and accumulation with beta = 1.
+class GpuGemmSlices : public GpuParamTest<DType> {};
+
+TEST_P(GpuGemmSlices, RowBlocksOfWeightIntoColumnBlocks) {
+  const DType t = GetParam();
+  Harness h(t);
+  h.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  const std::int64_t tokens = 33, d = 48, qd = 48, kvd = 24;
+  const Twin x = h.input(tokens, d, t);
+  const Twin w = h.input(qd + 2 * kvd, d, t, 0.1);
+  const Twin qkv = h.output(tokens, qd + 2 * kvd, t);
+  const std::int64_t starts[3] = {0, qd, qd + kvd};
+  const std::int64_t widths[3] = {qd, kvd, kvd};
+  for (int i = 0; i < 3; ++i) {
+    const Twin out = col_block(qkv, starts[i], widths[i]);
+    const Mat wc = w.cpu.row_block(starts[i], widths[i]);
+    const Mat wg = w.gpu.row_block(starts[i], widths[i]);
+    cpu::gemm(out.cpu, x.cpu, false, wc, true, 1.0, 0.0);
+    h.gpu().gemm(out.gpu, x.gpu, false, wg, true, 1.0f, 0.0f);
+  }
+  h.expect_close(qkv, tolerance(t), "qkv by three sliced GEMMs");
+
+  // d_x = sum_i d_part_i * W_i, accumulated with beta = 1 after the first.
+  const Twin dqkv = h.input(tokens, qd + 2 * kvd, t);
+  const Twin dx = h.output(tokens, d, t);
+  for (int i = 0; i < 3; ++i) {
+    const Twin part = col_block(dqkv, starts[i], widths[i]);
+    const Mat wc = w.cpu.row_block(starts[i], widths[i]);
+    const Mat wg = w.gpu.row_block(starts[i], widths[i]);
+    cpu::gemm(dx.cpu, part.cpu, false, wc, false, 1.0, i == 0 ? 0.0 : 1.0);
+    h.gpu().gemm(dx.gpu, part.gpu, false, wg, false, 1.0f, i == 0 ? 0.0f : 1.0f);
+  }
+  h.expect_close(dx, tolerance(t), "dx accumulated over three slices");
+
+  // Weight gradient row blocks, fp32 from the compute dtype.
+  const Twin dw = h.output(qd + 2 * kvd, d, DType::F32);
+  for (int i = 0; i < 3; ++i) {
+    const Twin part = col_block(dqkv, starts[i], widths[i]);
+    const Mat dwc = dw.cpu.row_block(starts[i], widths[i]);
+    const Mat dwg = dw.gpu.row_block(starts[i], widths[i]);
+    cpu::gemm(dwc, part.cpu, true, x.cpu, false, 1.0, 0.0);
+    h.gpu().gemm(dwg, part.gpu, true, x.gpu, false, 1.0f, 0.0f);
+  }
+  h.expect_close(dw, tolerance(DType::F32), "dW row blocks in float32");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuGemmSlices, ::testing::ValuesIn(gpu_dtypes()),
+                         [](const auto& info) { return dtype_label(info.param); });
+
+// fp32 GEMMs must be true fp32, not TF32. a = 1 + s * 2^-12 with s = +-1
+// and b = 1: every partial sum is exact in fp32 in any order, while TF32
+// (10-bit mantissa) rounds a to 1. After subtracting k, fp32 leaves
+// 2^-12 * sum(s) exactly and TF32 leaves 0.
+TEST_F(GpuTest, GemmFloat32IsNotTF32) {
+  Harness h(DType::F32);
+  h.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  const std::int64_t m = 64, n = 32, k = 256;
+  std::vector<double> av(static_cast<std::size_t>(m * k));
+  for (double& v : av) v = 1.0 + (h.rng().below(2) ? 1.0 : -1.0) * 0x1p-12;
+  const Twin a = h.from_values(m, k, DType::F32, av);
+  const Twin b = h.from_values(k, n, DType::F32, std::vector<double>(k * n, 1.0));
+  const Twin ones = h.from_values(m, 1, DType::F32, std::vector<double>(m, 1.0));
+  const Twin minus_k =
+      h.from_values(1, n, DType::F32, std::vector<double>(n, -static_cast<double>(k)));
+  const Twin c = h.output(m, n, DType::F32);
+  cpu::gemm(c.cpu, a.cpu, false, b.cpu, false, 1.0, 0.0);
+  h.gpu().gemm(c.gpu, a.gpu, false, b.gpu, false, 1.0f, 0.0f);
+  cpu::gemm(c.cpu, ones.cpu, false, minus_k.cpu, false, 1.0, 1.0);
+  h.gpu().gemm(c.gpu, ones.gpu, false, minus_k.gpu, false, 1.0f, 1.0f);
+  h.expect_close(c, tolerance(DType::F32), "fp32 GEMM residual (TF32 would leave zeros)");
+}
+
+}  // namespace
+}  // namespace tinyllama::gpu_test
