@@ -45,10 +45,13 @@ class RunDump {
       batches_.emplace_back("step" + std::to_string(step),
                             token_tensor(rows, shape.batch, shape.seq));
   }
-  void gradients(const Model& m) const {
+  // The gradients of the mean loss: fp16 runs hold them multiplied by the
+  // loss scale in force, which is divided out here.
+  void gradients(const Model& m, double loss_scale) const {
     if (enabled()) {
-      write_safetensors(dir_ + "/grads_step1.safetensors",
-                        to_hf_tensors(m.layout(), m.grads(), DType::F32));
+      std::vector<double> g = m.grads();
+      for (double& x : g) x /= loss_scale;
+      write_safetensors(dir_ + "/grads_step1.safetensors", to_hf_tensors(m.layout(), g, DType::F32));
     }
   }
   void finish() const {
@@ -135,7 +138,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
     summary.device_used_peak_mb = std::max(summary.device_used_peak_mb, device_peak / 1e6);
     if (!timed) continue;
     dump.batch(step, rows, opts.shape);
-    if (step == 1) dump.gradients(model);
+    if (step == 1) dump.gradients(model, r.loss_scale);
     summary.steps.push_back(r);
     if (on_step) on_step(r, opts, summary);
   }
