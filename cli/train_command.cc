@@ -71,15 +71,17 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   toggle(cmd, "swiglu-fusion", a.toggles.swiglu_fusion, "the fused gate/up GEMM and silu*mul");
   toggle(cmd, "flash-attention", a.toggles.flash_attention, "flash attention");
   toggle(cmd, "cuda-graphs", a.toggles.cuda_graphs, "CUDA graph capture of the step");
+  toggle(cmd, "fused-optimizer", a.toggles.fused_optimizer,
+         "one AdamW sweep over all parameters that also refreshes the AMP weight copy");
   cmd->add_flag("--enable-all-fusion", a.toggles.all_fusion.enable,
-                "turn all four toggles on (applied after the preset, before single toggles)");
+                "turn all five toggles on (applied after the preset, before single toggles)");
   cmd->add_flag("--disable-all-fusion", a.toggles.all_fusion.disable,
-                "turn all four toggles off (applied after the preset, before single toggles)");
+                "turn all five toggles off (applied after the preset, before single toggles)");
   for (const char* name :
        {"--enable-qkv-fusion", "--disable-qkv-fusion", "--enable-swiglu-fusion",
         "--disable-swiglu-fusion", "--enable-flash-attention", "--disable-flash-attention",
-        "--enable-cuda-graphs", "--disable-cuda-graphs", "--enable-all-fusion",
-        "--disable-all-fusion"}) {
+        "--enable-cuda-graphs", "--disable-cuda-graphs", "--enable-fused-optimizer",
+        "--disable-fused-optimizer", "--enable-all-fusion", "--disable-all-fusion"}) {
     cmd->get_option(name)->group("Level toggles");
   }
 
@@ -97,6 +99,18 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "debugging/parity aid: write the initial weights, every timed batch and step 1's "
         "gradients (safetensors) for an independent replay")
       ->group("Output");
+
+  cmd->add_flag("--profile", a.profile,
+                "profile N timed steps: kernel statistics (CSV), a Perfetto trace and a summary "
+                "with FLOPs, MFU and a roofline (docs/PROFILING.md)")
+      ->group("Profiling");
+  value(cmd, "--profile-dir", a.profile_dir, "DIR", "where --profile writes its files")
+      ->default_str("profile")
+      ->group("Profiling");
+  value(cmd, "--profile-steps", a.profile_steps, "INT",
+        "timed steps --profile records (the first ones after the warm-up)")
+      ->default_str("5")
+      ->group("Profiling");
 }
 
 // DESIGN §1: K defaults to H/2 (GQA). For odd H that would not divide H,
@@ -153,6 +167,13 @@ TrainOptions to_train_options(const TrainArgs& a) {
   o.save_weights = a.save_weights;
   o.init_from = a.init_from;
   o.dump_dir = a.dump_dir;
+  // The two profile settings mean nothing without --profile: refused rather
+  // than silently ignored.
+  if (!a.profile && !a.profile_dir.empty()) throw UsageError("--profile-dir: needs --profile");
+  if (!a.profile && !a.profile_steps.empty()) throw UsageError("--profile-steps: needs --profile");
+  o.profile = a.profile;
+  if (!a.profile_dir.empty()) o.profile_dir = a.profile_dir;
+  if (!a.profile_steps.empty()) o.profile_steps = parse_int_flag("--profile-steps", a.profile_steps);
   return o;
 }
 
@@ -181,6 +202,7 @@ int TrainCommand::run() const {
         }
       });
   std::cout << format_summary(summary, opts);
+  std::cout << summary.profile_report;
   if (!opts.json_path.empty()) {
     write_json_report(opts.json_path, summary, opts);
     std::cout << "wrote " << opts.json_path << "\n";

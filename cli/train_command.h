@@ -36,6 +36,9 @@ struct TrainArgs {
   std::string save_weights;
   std::string init_from;
   std::string dump_dir;
+  bool profile = false;
+  std::string profile_dir;    // empty: not given ("profile")
+  std::string profile_steps;  // empty: not given (5)
 };
 
 class TrainCommand {

@@ -31,7 +31,8 @@ def rows_from(path):
     level = cfg.get("level", "?")
     precision = cfg.get("precision", "?")
     amp = {"fp32": "fp32", "amp_bfloat16": "bf16", "amp_float16": "fp16"}.get(precision, precision)
-    return [(f"tinyllama {level}", amp, r["ms_per_step"], r["samples_per_s"], r["peak_mb"] * 1e6 / 2**20,
+    name = f"tinyllama {level}" + (" graph" if r.get("execution") == "cuda_graph" else "")
+    return [(name, amp, r["ms_per_step"], r["samples_per_s"], r["peak_mb"] * 1e6 / 2**20,
              f"loss {r['final_loss']:.4f}")]
 
 

@@ -57,6 +57,9 @@ void CpuBackend::download(void* host_dst, const void* src, std::size_t bytes) {
 void CpuBackend::fill_zero(void* dst, std::size_t bytes) {
   std::memset(dst, 0, bytes);
 }
+void CpuBackend::upload_async(void* dst, const void* host_src, std::size_t bytes) {
+  std::memcpy(dst, host_src, bytes);
+}
 
 void CpuBackend::convert(Mat dst, Mat src) {
   cpu::convert(dst, src);
@@ -115,8 +118,23 @@ void CpuBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int3
                                         float scale) {
   cpu::cross_entropy_backward(dlogits, logits, targets, scale);
 }
+void CpuBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                                        const StepScalars* step) {
+  cpu::cross_entropy_backward(dlogits, logits, targets, step->ce_grad_scale);
+}
 void CpuBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
-  cpu::adamw(param, grad, m, v, hp);
+  if (hp.scalars == nullptr) {
+    cpu::adamw(param, grad, m, v, hp);
+    return;
+  }
+  // The scalars keep the host's lr, step and grad_scale exactly, so the
+  // reference computes from the very values it was always given.
+  AdamWHyper by_value = hp;
+  by_value.lr = static_cast<float>(hp.scalars->lr);
+  by_value.step = hp.scalars->step;
+  by_value.grad_scale = static_cast<float>(hp.scalars->grad_scale);
+  by_value.scalars = nullptr;
+  cpu::adamw(param, grad, m, v, by_value);
 }
 void CpuBackend::flag_nonfinite(Mat x, std::int32_t* flag) {
   cpu::flag_nonfinite(x, flag);

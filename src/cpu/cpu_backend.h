@@ -23,6 +23,8 @@ class CpuBackend final : public Backend {
   void upload(void* dst, const void* host_src, std::size_t bytes) override;
   void download(void* host_dst, const void* src, std::size_t bytes) override;
   void fill_zero(void* dst, std::size_t bytes) override;
+  // Host memory is the device here: a plain copy, done when it returns.
+  void upload_async(void* dst, const void* host_src, std::size_t bytes) override;
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
@@ -45,6 +47,8 @@ class CpuBackend final : public Backend {
   void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) override;
   void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                               float scale) override;
+  void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                              const StepScalars* step) override;
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
 };

@@ -1,7 +1,9 @@
 // AdamW with PyTorch's semantics (torch.optim.AdamW, single-tensor path):
 //   g = grad / grad_scale;  p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);
 //   v = b2*v + (1-b2)*g^2;  p -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps).
-// Bias corrections are computed on the host in double, once per call. Under
+// Bias corrections are computed on the host in double, once per call or, with
+// AdamWHyper::scalars, once per step into device memory that the kernel reads
+// when it runs (so a replayed CUDA graph uses each step's values). Under
 // fp16 loss scaling the step is skipped on the device when the overflow flag
 // is set (GradScaler's skipped step), so deciding costs no host sync.
 #include <cmath>
@@ -18,6 +20,8 @@ struct AdamWArgs {
   float bc2_sqrt;                      // sqrt(1 - beta2^t)
   float unscale;                       // 1 / grad_scale
   const std::int32_t* skip;            // device flag: non-zero skips the step; may be null
+  // When set, decay, step_size, bc2_sqrt and unscale come from here instead.
+  const StepScalars* step;
 };
 
 __global__ void adamw_kernel(float* __restrict__ p, std::int64_t ld_p, const float* __restrict__ g,
@@ -25,6 +29,13 @@ __global__ void adamw_kernel(float* __restrict__ p, std::int64_t ld_p, const flo
                              float* __restrict__ v, std::int64_t ld_v, std::int64_t rows,
                              std::int64_t cols, AdamWArgs a) {
   if (a.skip != nullptr && *a.skip != 0) return;
+  if (a.step != nullptr) {
+    // Rounded to float exactly as the host rounds the by-value arguments.
+    a.decay = static_cast<float>(a.step->decay);
+    a.step_size = static_cast<float>(a.step->step_size);
+    a.bc2_sqrt = static_cast<float>(a.step->bias2_sqrt);
+    a.unscale = static_cast<float>(a.step->unscale);
+  }
   const std::int64_t n = rows * cols;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -63,8 +74,10 @@ void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp, cudaStream_t
   const char* name = "adamw";
   for (const Mat* t : {&grad, &m, &v}) require_same_shape(name, param, *t);
   for (const Mat* t : {&param, &grad, &m, &v}) require_dtype(name, *t, DType::F32);
-  require(hp.step >= 1, name, "step must be 1-based");
-  require(hp.grad_scale > 0.f, name, "grad_scale must be positive");
+  if (hp.scalars == nullptr) {
+    require(hp.step >= 1, name, "step must be 1-based");
+    require(hp.grad_scale > 0.f, name, "grad_scale must be positive");
+  }
   if (param.numel() == 0) return;
   AdamWArgs a{};
   a.lr = hp.lr;
@@ -78,6 +91,7 @@ void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp, cudaStream_t
       static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(hp.beta2), hp.step)));
   a.unscale = static_cast<float>(1.0 / static_cast<double>(hp.grad_scale));
   a.skip = hp.skip_flag;
+  a.step = hp.scalars;
   adamw_kernel<<<grid_for(param.numel()), kThreads, 0, stream>>>(
       param.ptr<float>(), param.ld, grad.ptr<const float>(), grad.ld, m.ptr<float>(), m.ld,
       v.ptr<float>(), v.ld, param.rows, param.cols, a);

@@ -5,6 +5,7 @@
 
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_ops.h"
 
 namespace tinyllama::cuda {
 namespace {
@@ -145,10 +146,6 @@ struct Dims {
 
 Dims check(const char* name, const AttentionScratch& scratch, const AttentionShape& s, Mat q, Mat k,
            Mat v, Mat out, Mat lse, Mat probs) {
-  if (probs.empty()) {
-    throw RuntimeFailure(
-        "flash attention is not implemented on CUDA yet (level v2); use --version v1");
-  }
   require(s.batch > 0 && s.seq > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0, name,
           "attention shape must be positive");
   require(s.heads % s.kv_heads == 0, name, "heads must be a multiple of kv_heads");
@@ -225,6 +222,10 @@ void AttentionScratch::assign(void* base, const AttentionShape& s, DType t) {
 
 void attention_forward_v1(GemmRunner& gemm, const AttentionScratch& sc, Mat out, Mat lse, Mat probs,
                           Mat q, Mat k, Mat v, const AttentionShape& shape, cudaStream_t stream) {
+  if (probs.empty()) {  // flash attention (level v2): no S x S buffer
+    flash_attention_forward(out, lse, q, k, v, shape, stream);
+    return;
+  }
   const char* name = "attention_forward";
   const Dims d = check(name, sc, shape, q, k, v, out, lse, probs);
   const DType t = q.dtype;
@@ -251,6 +252,10 @@ void attention_forward_v1(GemmRunner& gemm, const AttentionScratch& sc, Mat out,
 void attention_backward_v1(GemmRunner& gemm, const AttentionScratch& sc, Mat dq, Mat dk, Mat dv,
                            Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse, Mat probs,
                            const AttentionShape& shape, cudaStream_t stream) {
+  if (probs.empty()) {  // flash attention: P is recomputed from lse
+    flash_attention_backward(sc, dq, dk, dv, dout, q, k, v, out, lse, shape, stream);
+    return;
+  }
   const char* name = "attention_backward";
   const Dims d = check(name, sc, shape, q, k, v, out, lse, probs);
   require(dq.rows == q.rows && dq.cols == q.cols && dout.rows == q.rows && dout.cols == q.cols,

@@ -28,11 +28,26 @@ class CudaEventTimer final : public EventTimer {
       if (e != nullptr) cudaEventDestroy(e);
     }
   }
-  void record(int mark) override { CUDA_CHECK(cudaEventRecord(event(mark), stream_)); }
+  void record(int mark) override {
+    // Inside a stream capture a plain record only orders the capture; the
+    // external flag makes it a graph node that records the event at every
+    // replay, so phase timing survives whole-step graphs.
+    if (is_capturing(stream_)) {
+      CUDA_CHECK(cudaEventRecordWithFlags(event(mark), stream_, cudaEventRecordExternal));
+    } else {
+      CUDA_CHECK(cudaEventRecord(event(mark), stream_));
+    }
+  }
   double elapsed_ms(int from_mark, int to_mark) override {
-    CUDA_CHECK(cudaEventSynchronize(event(to_mark)));
     float ms = 0.f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, event(from_mark), event(to_mark)));
+    cudaError_t err = cudaEventSynchronize(event(to_mark));
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, event(from_mark), event(to_mark));
+    if (err != cudaSuccess) {
+      // Not sticky: cleared, so a caller that falls back to whole-step
+      // timing does not see it again at the next kernel launch check.
+      cudaGetLastError();
+      throw RuntimeFailure(std::string("CUDA event timing failed: ") + cudaGetErrorString(err));
+    }
     return ms;
   }
 
@@ -80,12 +95,16 @@ CudaBackend::CudaBackend(Precision precision) : precision_(precision) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<GemmRunner>();
   gemm_->set_stream(stream_);
+  uploader_ = std::make_unique<PinnedUploader>(stream_);
+  graph_ = std::make_unique<GraphRecorder>(stream_);
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   free_workspaces();
   gemm_.reset();
+  graph_.reset();  // both use the stream: gone before it is
+  uploader_.reset();
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -136,6 +155,14 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const LevelO
     attention_block_ = device_alloc(static_cast<std::size_t>(bytes), "attention scratch");
     attention_.assign(attention_block_, as, precision_.compute);
     workspace_bytes_ += bytes;
+  } else {
+    // Flash attention keeps only D = rowsum(dO * O) for its backward: O(B*H*S).
+    const AttentionShape as{shape.batch, shape.seq, cfg.num_heads, cfg.num_kv_heads,
+                            cfg.head_dim()};
+    const std::int64_t bytes = flash_attention_scratch_bytes(as);
+    attention_block_ = device_alloc(static_cast<std::size_t>(bytes), "flash attention scratch");
+    attention_ = flash_attention_scratch(attention_block_, as, precision_.compute);
+    workspace_bytes_ += bytes;
   }
 }
 
@@ -178,6 +205,26 @@ void CudaBackend::fill_zero(void* dst, std::size_t bytes) {
 
 void CudaBackend::synchronize() {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::upload_async(void* dst, const void* host_src, std::size_t bytes) {
+  uploader_->upload(dst, host_src, bytes);
+}
+
+void CudaBackend::begin_capture() {
+  graph_->begin();
+}
+
+GraphStats CudaBackend::end_capture(bool instantiate) {
+  return graph_->end(instantiate);
+}
+
+void CudaBackend::abort_capture() noexcept {
+  graph_->abort();
+}
+
+void CudaBackend::replay() {
+  graph_->launch();
 }
 
 void CudaBackend::convert(Mat dst, Mat src) {
@@ -254,6 +301,11 @@ void CudaBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32
 void CudaBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                                          float scale) {
   cuda::cross_entropy_backward(dlogits, logits, targets, scale, stream_);
+}
+
+void CudaBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                                         const StepScalars* step) {
+  cuda::cross_entropy_backward(dlogits, logits, targets, &step->ce_grad_scale, stream_);
 }
 
 void CudaBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {

@@ -11,6 +11,7 @@
 
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_gemm.h"
+#include "cuda/cuda_graph.h"
 #include "model/backend.h"
 
 namespace tinyllama::cuda {
@@ -40,6 +41,13 @@ class CudaBackend final : public Backend {
   void download(void* host_dst, const void* src, std::size_t bytes) override;
   void fill_zero(void* dst, std::size_t bytes) override;
   void synchronize() override;
+  void upload_async(void* dst, const void* host_src, std::size_t bytes) override;
+
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  GraphStats end_capture(bool instantiate) override;
+  void abort_capture() noexcept override;
+  void replay() override;
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
@@ -62,6 +70,8 @@ class CudaBackend final : public Backend {
   void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) override;
   void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                               float scale) override;
+  void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                              const StepScalars* step) override;
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
 
@@ -72,6 +82,8 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<GemmRunner> gemm_;
+  std::unique_ptr<PinnedUploader> uploader_;  // upload_async
+  std::unique_ptr<GraphRecorder> graph_;      // whole-step capture and replay
 
   // prepare()'s allocations: cuBLASLt workspace, RMSNorm partial sums,
   // attention scratch.

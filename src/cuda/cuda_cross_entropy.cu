@@ -39,7 +39,10 @@ __global__ void cross_entropy_forward_kernel(float* __restrict__ losses, std::in
 template <typename T>
 __global__ void cross_entropy_backward_kernel(T* dlogits, std::int64_t ld_d, const T* logits,
                                               std::int64_t ld, const std::int32_t* targets,
-                                              std::int64_t cols, float scale) {
+                                              std::int64_t cols, float scale,
+                                              const float* scale_on_device) {
+  // Read when the kernel runs, so a replayed graph sees this step's scale.
+  if (scale_on_device != nullptr) scale = *scale_on_device;
   const std::int64_t r = blockIdx.x;
   const T* row = logits + r * ld;
   float m, s;
@@ -56,6 +59,22 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, std::int64_t ld_d, con
 
 void check(const char* name, const Mat& logits) {
   require(logits.rows <= 2147483647, name, "too many rows");
+}
+
+void launch_cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                                   float scale, const float* scale_on_device, cudaStream_t stream) {
+  const char* name = "cross_entropy_backward";
+  check(name, logits);
+  require_same_shape(name, dlogits, logits);
+  require(dlogits.dtype == logits.dtype, name, "dlogits and logits must share one dtype");
+  if (logits.rows == 0) return;
+  dispatch_float(logits.dtype, name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cross_entropy_backward_kernel<T><<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(
+        dlogits.ptr<T>(), dlogits.ld, logits.ptr<const T>(), logits.ld, targets, logits.cols, scale,
+        scale_on_device);
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace
@@ -77,18 +96,13 @@ void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets,
 
 void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets, float scale,
                             cudaStream_t stream) {
-  const char* name = "cross_entropy_backward";
-  check(name, logits);
-  require_same_shape(name, dlogits, logits);
-  require(dlogits.dtype == logits.dtype, name, "dlogits and logits must share one dtype");
-  if (logits.rows == 0) return;
-  dispatch_float(logits.dtype, name, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    cross_entropy_backward_kernel<T><<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(
-        dlogits.ptr<T>(), dlogits.ld, logits.ptr<const T>(), logits.ld, targets, logits.cols,
-        scale);
-    CUDA_CHECK_LAUNCH();
-  });
+  launch_cross_entropy_backward(dlogits, logits, targets, scale, nullptr, stream);
+}
+
+void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                            const float* scale_on_device, cudaStream_t stream) {
+  require(scale_on_device != nullptr, "cross_entropy_backward", "scale pointer is null");
+  launch_cross_entropy_backward(dlogits, logits, targets, 1.0f, scale_on_device, stream);
 }
 
 }  // namespace tinyllama::cuda

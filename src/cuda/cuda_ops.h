@@ -45,10 +45,26 @@ void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets,
                            cudaStream_t stream);
 void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets, float scale,
                             cudaStream_t stream);
+// The scale read from device memory when the kernel runs (graph replays).
+void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                            const float* scale_on_device, cudaStream_t stream);
 
 // cuda_adamw.cu
 void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp, cudaStream_t stream);
 // *flag = 1 when any element of x is inf or nan; otherwise *flag is untouched.
 void flag_nonfinite(Mat x, std::int32_t* flag, cudaStream_t stream);
+
+// cuda_flash_attention.cu: causal GQA flash attention (level v2), the
+// Backend contract with an empty probs Mat. No S x S buffer: the backward
+// recomputes P from lse. head_dim 32, 64 or 128; any seq >= 1. The only
+// scratch is D = rowsum(dO * O), fp32 [B*H, S], kept in AttentionScratch::delta.
+struct AttentionScratch;
+std::int64_t flash_attention_scratch_bytes(const AttentionShape& s);
+AttentionScratch flash_attention_scratch(void* base, const AttentionShape& s, DType dtype);
+void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
+                             cudaStream_t stream);
+void flash_attention_backward(const AttentionScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout,
+                              Mat q, Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
+                              cudaStream_t stream);
 
 }  // namespace tinyllama::cuda

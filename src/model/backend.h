@@ -16,6 +16,7 @@
 
 #include "core/mat.h"
 #include "model/config.h"
+#include "model/step_scalars.h"
 
 namespace tinyllama {
 
@@ -40,6 +41,22 @@ struct AdamWHyper {
   // device, so deciding to skip costs no host sync.
   float grad_scale = 1.0f;
   const std::int32_t* skip_flag = nullptr;
+  // When set (backend memory), lr, step and grad_scale are read from here
+  // when the update runs and the three fields above are ignored: a captured
+  // optimizer step then replays with each step's values. beta1, beta2, eps
+  // and weight_decay stay launch arguments and must match the ones the
+  // scalars were made with (make_step_scalars).
+  const StepScalars* scalars = nullptr;
+};
+
+// What one captured graph holds, by node type. Kernel nodes are the kernel
+// launches of the captured work, library kernels (cuBLASLt) included.
+struct GraphStats {
+  int kernels = 0;
+  int memsets = 0;
+  int memcpys = 0;
+  int other = 0;  // event records (timing marks), empty and host nodes
+  int total() const { return kernels + memsets + memcpys + other; }
 };
 
 // Marks points in the backend's stream of work and reports the time between
@@ -77,6 +94,32 @@ class Backend {
   // Stream-ordered, so it may also run inside a step (the overflow flag).
   virtual void fill_zero(void* dst, std::size_t bytes) = 0;
   virtual void synchronize() {}
+  // Per-step inputs (the batch, the step's scalars): a stream-ordered copy
+  // from host memory that does not wait for the device. host_src may be
+  // reused as soon as the call returns (the backend stages the bytes). Not
+  // inside a captured region: the graph would replay the staged bytes of
+  // the capture.
+  virtual void upload_async(void* dst, const void* host_src, std::size_t bytes) = 0;
+
+  // --- whole-step graphs ------------------------------------------------------
+  // A backend that can record the work it is given once and replay it with
+  // one launch (CUDA graphs). Recording runs nothing: between begin_capture
+  // and end_capture every op is only recorded, so an op that synchronises
+  // with the host or allocates fails the capture.
+  virtual bool supports_graphs() const { return false; }
+  // Starts recording the backend's stream. Throws RuntimeFailure.
+  virtual void begin_capture();
+  // Stops recording. With instantiate, the recording becomes the graph that
+  // replay() launches (replacing any earlier one); without, it is only
+  // counted and discarded. Throws RuntimeFailure naming the cause, after
+  // discarding the recording and clearing the device's error state, so the
+  // caller can go on eagerly.
+  virtual GraphStats end_capture(bool instantiate);
+  // Discards a recording left open by an exception inside it and clears the
+  // error state; does nothing when no recording is open. Never throws.
+  virtual void abort_capture() noexcept {}
+  // Enqueues the instantiated graph once. Throws RuntimeFailure.
+  virtual void replay();
 
   // dst = src converted to dst.dtype (master weights -> compute copy).
   virtual void convert(Mat dst, Mat src) = 0;
@@ -132,6 +175,10 @@ class Backend {
   // dlogits = (softmax(logits) - onehot(targets)) * scale; dlogits may alias logits.
   virtual void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                                       float scale) = 0;
+  // The same with scale = step->ce_grad_scale read when the op runs (step in
+  // backend memory), so a captured step replays with each step's loss scale.
+  virtual void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                                      const StepScalars* step) = 0;
 
   // --- optimizer ---------------------------------------------------------------
   // PyTorch AdamW on one contiguous block (param, grad, m, v share a shape).

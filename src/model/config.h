@@ -34,9 +34,14 @@ struct LevelOptions {
   bool swiglu_fusion = true;
   bool flash_attention = true;
   bool cuda_graphs = true;
+  // One AdamW sweep over the whole flat state block that also writes the
+  // low-precision compute copy under AMP, instead of one launch per tensor
+  // and a separate convert pass. DESIGN §2 lists it under v3; v2 takes it
+  // early for issue 4's speed target.
+  bool fused_optimizer = true;
 
-  static LevelOptions v1() { return {false, false, false, false}; }
-  static LevelOptions v2() { return {true, true, true, true}; }
+  static LevelOptions v1() { return {false, false, false, false, false}; }
+  static LevelOptions v2() { return {true, true, true, true, true}; }
   std::string describe() const;
 };
 

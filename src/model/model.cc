@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/errors.h"
+#include "prof/op_marker.h"
 
 namespace tinyllama {
 namespace {
@@ -69,11 +70,15 @@ Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precis
   targets_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
   overflow_flag_ = static_cast<std::int32_t*>(backend_.allocate(sizeof(std::int32_t)));
   backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
+  step_scalars_ = static_cast<StepScalars*>(backend_.allocate(sizeof(StepScalars)));
+  const StepScalars initial = make_step_scalars(hyper_, loss_scale_, shape_.tokens());
+  backend_.upload(step_scalars_, &initial, sizeof initial);
 }
 
 Model::~Model() {
-  for (void* p : {state_, compute_params_, arena_, static_cast<void*>(tokens_),
-                  static_cast<void*>(targets_), static_cast<void*>(overflow_flag_)}) {
+  for (void* p :
+       {state_, compute_params_, arena_, static_cast<void*>(tokens_), static_cast<void*>(targets_),
+        static_cast<void*>(overflow_flag_), static_cast<void*>(step_scalars_)}) {
     if (p != nullptr) backend_.release(p);
   }
 }
@@ -120,6 +125,7 @@ Mat Model::compute_weight(const ParamSlot& s) const {
 
 void Model::refresh_compute_weights() {
   if (!precision_.mixed()) return;
+  const prof::OpScope op("refresh_weights");
   backend_.convert(Mat(compute_params_, precision_.compute, 1, layout_.total()),
                    Mat(params_, precision_.master, 1, layout_.total()));
 }
@@ -160,8 +166,20 @@ void Model::set_batch(const std::vector<std::int32_t>& rows) {
     }
   }
   const std::size_t bytes = inputs.size() * sizeof(std::int32_t);
-  backend_.upload(tokens_, inputs.data(), bytes);
-  backend_.upload(targets_, targets.data(), bytes);
+  backend_.upload_async(tokens_, inputs.data(), bytes);
+  backend_.upload_async(targets_, targets.data(), bytes);
+}
+
+void Model::stage_step(float loss_scale, bool check_overflow, const AdamWHyper& hp) {
+  loss_scale_ = loss_scale;
+  check_overflow_ = check_overflow;
+  hyper_ = hp;
+  hyper_.scalars = nullptr;  // the model points the optimizer at its own copy
+  // Only a scanned (fp16) step divides its loss scale out in the update.
+  AdamWHyper effective = hyper_;
+  if (check_overflow) effective.grad_scale = loss_scale;
+  const StepScalars s = make_step_scalars(effective, loss_scale, shape_.tokens());
+  backend_.upload_async(step_scalars_, &s, sizeof s);
 }
 
 double Model::loss() const {

@@ -47,7 +47,8 @@ class Model {
   std::vector<double> grads() const;
 
   // rows: batch rows of seq+1 tokens each, row-major; inputs are row[0:S],
-  // targets row[1:S+1]. Copied into fixed device buffers.
+  // targets row[1:S+1]. Copied into fixed device buffers, stream-ordered
+  // behind the work already enqueued (a graph replay reads them there).
   void set_batch(const std::vector<std::int32_t>& rows);
 
   void forward();       // fills the per-position losses
@@ -60,6 +61,19 @@ class Model {
   void optimizer_step(const AdamWHyper& hp);
   // Whether the last checked backward found inf/nan (synchronises).
   bool overflowed() const;
+
+  // The same step split for whole-step graph capture (backward and
+  // optimizer_step above are stage_step + the pass). stage_step copies the
+  // values that change from step to step -- the loss scale, AdamW's lr and
+  // step count -- into device memory, stream-ordered, where the passes read
+  // them when they run; call it before each step, outside any capture. The
+  // passes enqueue device work only: no host sync, no allocation, nothing
+  // baked into a launch that changes between steps. check_overflow and
+  // hp's betas, eps and weight decay are fixed into a capture: a captured
+  // step keeps the ones it was captured with.
+  void stage_step(float loss_scale, bool check_overflow, const AdamWHyper& hp);
+  void backward_pass();
+  void optimizer_pass();
 
   // Views into the flat blocks, for tests and I/O.
   Mat param(const ParamSlot& s) const;
@@ -96,8 +110,10 @@ class Model {
   std::int32_t* tokens_ = nullptr;         // [B*S] inputs (device)
   std::int32_t* targets_ = nullptr;        // [B*S] targets (device)
   std::int32_t* overflow_flag_ = nullptr;  // set by flag_nonfinite (device)
-  float loss_scale_ = 1.0f;                // of the last backward
-  bool check_overflow_ = false;            // whether the last backward scanned
+  StepScalars* step_scalars_ = nullptr;    // the staged per-step values (device)
+  float loss_scale_ = 1.0f;                // staged by the last stage_step
+  bool check_overflow_ = false;            // whether backward_pass scans
+  AdamWHyper hyper_;                       // staged by the last stage_step
 };
 
 }  // namespace tinyllama

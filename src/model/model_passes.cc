@@ -2,25 +2,37 @@
 // toggles pick between running one fused op or composing primitives on slices
 // of the same buffers, so every level trains the same parameters.
 #include "model/model.h"
+#include "prof/op_marker.h"
 
 namespace tinyllama {
 
 void Model::forward() {
+  // Op markers (prof/op_marker.h): NVTX ranges, and host ranges for --profile,
+  // named like the cost model's ops (prof/cost_model.h).
+  const prof::OpScope phase("forward");
+  prof::OpSequence ops;
   const Mat x0 = plan_.view(arena_, plan_.layers[0].residual_in);
+  ops.next("embedding");
   backend_.embedding_forward(x0, tokens_, compute_weight(layout_.embedding()));
+  ops.close();
   for (int l = 0; l < cfg_.num_layers; ++l) forward_layer(l);
 
   const Mat xl = plan_.view(arena_, plan_.residual_out);
   const Mat nf = plan_.view(arena_, plan_.final_norm);
+  ops.next("final_norm");
   backend_.rmsnorm_forward(nf, plan_.view(arena_, plan_.final_rstd), xl,
                            compute_weight(layout_.final_norm()), cfg_.rms_eps);
   // Tied LM head: logits = nf · Eᵀ.
   const Mat logits = plan_.view(arena_, plan_.logits);
+  ops.next("lm_head_gemm");
   backend_.gemm(logits, nf, false, compute_weight(layout_.embedding()), true, 1.0f, 0.0f);
+  ops.next("cross_entropy");
   backend_.cross_entropy_forward(plan_.view(arena_, plan_.losses), logits, targets_);
 }
 
 void Model::forward_layer(int l) {
+  const prof::OpScope layer(prof::layer_label(l));
+  prof::OpSequence ops;
   const LayerActivations& a = plan_.layers[l];
   const Mat x = plan_.view(arena_, a.residual_in);
   const Mat out = plan_.view(
@@ -32,29 +44,38 @@ void Model::forward_layer(int l) {
   const int qd = cfg_.q_dim();
   const int kvd = cfg_.kv_dim();
 
+  ops.next("attn_norm");
   backend_.rmsnorm_forward(n1, plan_.view(arena_, a.rstd1), x,
                            compute_weight(layout_.layer(l, &LayerSlots::attn_norm)), cfg_.rms_eps);
+  ops.next("qkv_gemm");
   qkv_forward(l);
   // q and k heads sit side by side in qkv, so one call rotates both.
+  ops.next("rope");
   backend_.rope_forward(qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(), cfg_.rope_theta);
   const AttentionShape as{shape_.batch, shape_.seq, cfg_.num_heads, cfg_.num_kv_heads,
                           cfg_.head_dim()};
+  ops.next("attention");
   backend_.attention_forward(attn, plan_.view(arena_, a.lse), plan_.view(arena_, a.probs),
                              qkv.col_block(0, qd), qkv.col_block(qd, kvd),
                              qkv.col_block(qd + kvd, kvd), as);
+  ops.next("out_proj_gemm");
   backend_.gemm(h, attn, false, compute_weight(layout_.layer(l, &LayerSlots::wo)), true, 1.0f,
                 0.0f);
+  ops.next("attn_residual");
   backend_.add(h, h, x);
 
   const Mat n2 = plan_.view(arena_, a.norm2);
   const Mat gu = plan_.view(arena_, a.gate_up);
   const Mat hidden = plan_.view(arena_, a.ffn_hidden);
   const int f = cfg_.ffn_dim;
+  ops.next("ffn_norm");
   backend_.rmsnorm_forward(n2, plan_.view(arena_, a.rstd2), h,
                            compute_weight(layout_.layer(l, &LayerSlots::ffn_norm)), cfg_.rms_eps);
+  ops.next("gate_up_gemm");
   ffn_up_forward(l);
   const Mat gate = gu.col_block(0, f);
   const Mat up = gu.col_block(f, f);
+  ops.next("swiglu");
   if (level_.swiglu_fusion) {
     backend_.swiglu_forward(hidden, gate, up);
   } else {
@@ -62,8 +83,10 @@ void Model::forward_layer(int l) {
     backend_.silu_forward(s, gate);
     backend_.mul(hidden, s, up);
   }
+  ops.next("down_gemm");
   backend_.gemm(out, hidden, false, compute_weight(layout_.layer(l, &LayerSlots::wdown)), true,
                 1.0f, 0.0f);
+  ops.next("ffn_residual");
   backend_.add(out, out, h);
 }
 
@@ -103,28 +126,41 @@ void Model::ffn_up_forward(int l) {
 }
 
 void Model::backward(float loss_scale, bool check_overflow) {
-  loss_scale_ = loss_scale;
-  check_overflow_ = check_overflow;
-  const float scale = loss_scale / static_cast<float>(shape_.tokens());
+  stage_step(loss_scale, check_overflow, hyper_);
+  backward_pass();
+}
+
+void Model::backward_pass() {
+  const prof::OpScope phase("backward");
+  prof::OpSequence ops;
   const Mat logits = plan_.view(arena_, plan_.logits);
-  backend_.cross_entropy_backward(logits, logits, targets_, scale);  // in place: dlogits
+  // In place: dlogits. The factor loss_scale / (B*S) is read from the
+  // staged scalars when the kernel runs.
+  ops.next("cross_entropy");
+  backend_.cross_entropy_backward(logits, logits, targets_, step_scalars_);
 
   const Mat nf = plan_.view(arena_, plan_.final_norm);
   const Mat dnf = plan_.view(arena_, plan_.d_norm_out);
   const ParamSlot& emb = layout_.embedding();
+  ops.next("lm_head_gemm_dgrad");
   backend_.gemm(dnf, logits, false, compute_weight(emb), false, 1.0f, 0.0f);
   // The tied head writes the embedding gradient first; the embedding lookup
   // accumulates into it at the end.
+  ops.next("lm_head_gemm_wgrad");
   backend_.gemm(grad(emb), logits, true, nf, false, 1.0f, 0.0f);
 
   const Mat d_out = plan_.view(arena_, plan_.d_residual_a);
   const Mat d_scratch = plan_.view(arena_, plan_.d_residual_b);
+  ops.next("final_norm");
   backend_.rmsnorm_backward(
       d_out, grad(layout_.final_norm()), dnf, plan_.view(arena_, plan_.residual_out),
       compute_weight(layout_.final_norm()), plan_.view(arena_, plan_.final_rstd));
+  ops.close();
   for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch);
+  ops.next("embedding");
   backend_.embedding_backward(grad(emb), tokens_, d_out);
   if (check_overflow_) {
+    ops.next("overflow_check");
     backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
     backend_.flag_nonfinite(Mat(grads_, precision_.master, 1, layout_.total()), overflow_flag_);
   }
@@ -132,6 +168,8 @@ void Model::backward(float loss_scale, bool check_overflow) {
 
 // On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
 void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
+  const prof::OpScope layer(prof::layer_label(l));
+  prof::OpSequence ops;
   const LayerActivations& a = plan_.layers[l];
   const int f = cfg_.ffn_dim;
   const int qd = cfg_.q_dim();
@@ -143,7 +181,9 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
   const Mat hidden = plan_.view(arena_, a.ffn_hidden);
   const Mat d_hidden = plan_.view(arena_, plan_.d_ffn_hidden);
   const ParamSlot& wdown = layout_.layer(l, &LayerSlots::wdown);
+  ops.next("down_gemm_dgrad");
   backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
+  ops.next("down_gemm_wgrad");
   backend_.gemm(grad(wdown), d_out, true, hidden, false, 1.0f, 0.0f);
 
   const Mat gu = plan_.view(arena_, a.gate_up);
@@ -152,6 +192,7 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
   const Mat up = gu.col_block(f, f);
   const Mat d_gate = d_gu.col_block(0, f);
   const Mat d_up = d_gu.col_block(f, f);
+  ops.next("swiglu");
   if (level_.swiglu_fusion) {
     backend_.swiglu_backward(d_gate, d_up, d_hidden, gate, up);
   } else {
@@ -161,36 +202,46 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
     backend_.mul(d_s, d_hidden, up);
     backend_.silu_backward(d_gate, d_s, gate);
   }
+  ops.close();  // ffn_up_backward marks its two GEMMs
   ffn_up_backward(l, d_norm_out);
   const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
+  ops.next("ffn_norm");
   backend_.rmsnorm_backward(d_norm_in, grad(ffn_norm), d_norm_out,
                             plan_.view(arena_, a.residual_mid), compute_weight(ffn_norm),
                             plan_.view(arena_, a.rstd2));
   const Mat d_h = d_scratch;
+  ops.next("ffn_residual");
   backend_.add(d_h, d_out, d_norm_in);
 
   // Attention half: h = x + Wo(attn(rope(q), rope(k), v)).
   const Mat attn = plan_.view(arena_, a.attn_out);
   const Mat d_attn = plan_.view(arena_, plan_.d_attn);
   const ParamSlot& wo = layout_.layer(l, &LayerSlots::wo);
+  ops.next("out_proj_gemm_dgrad");
   backend_.gemm(d_attn, d_h, false, compute_weight(wo), false, 1.0f, 0.0f);
+  ops.next("out_proj_gemm_wgrad");
   backend_.gemm(grad(wo), d_h, true, attn, false, 1.0f, 0.0f);
 
   const Mat qkv = plan_.view(arena_, a.qkv);
   const Mat d_qkv = plan_.view(arena_, plan_.d_qkv);
   const AttentionShape as{shape_.batch, shape_.seq, cfg_.num_heads, cfg_.num_kv_heads,
                           cfg_.head_dim()};
+  ops.next("attention");
   backend_.attention_backward(d_qkv.col_block(0, qd), d_qkv.col_block(qd, kvd),
                               d_qkv.col_block(qd + kvd, kvd), d_attn, qkv.col_block(0, qd),
                               qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), attn,
                               plan_.view(arena_, a.lse), plan_.view(arena_, a.probs), as);
+  ops.next("rope");
   backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
                          cfg_.rope_theta);
+  ops.close();  // qkv_backward marks its two GEMMs
   qkv_backward(l, d_norm_out);
   const ParamSlot& attn_norm = layout_.layer(l, &LayerSlots::attn_norm);
+  ops.next("attn_norm");
   backend_.rmsnorm_backward(d_norm_in, grad(attn_norm), d_norm_out,
                             plan_.view(arena_, a.residual_in), compute_weight(attn_norm),
                             plan_.view(arena_, a.rstd1));
+  ops.next("attn_residual");
   backend_.add(d_out, d_h, d_norm_in);
 }
 
@@ -202,8 +253,11 @@ void Model::qkv_backward(int l, Mat d_n1) {
   const ParamSlot& slot = layout_.layer(l, &LayerSlots::wqkv);
   const Mat w = compute_weight(slot);
   const Mat dw = grad(slot);
+  prof::OpSequence ops;
   if (level_.qkv_fusion) {
+    ops.next("qkv_gemm_dgrad");
     backend_.gemm(d_n1, d_qkv, false, w, false, 1.0f, 0.0f);
+    ops.next("qkv_gemm_wgrad");
     backend_.gemm(dw, d_qkv, true, n1, false, 1.0f, 0.0f);
     return;
   }
@@ -211,11 +265,17 @@ void Model::qkv_backward(int l, Mat d_n1) {
   const int kvd = cfg_.kv_dim();
   const int starts[3] = {0, qd, qd + kvd};
   const int widths[3] = {qd, kvd, kvd};
+  // Every dgrad slice, then every wgrad slice: the same results as
+  // interleaving them (they touch different buffers), as two marked ops.
+  ops.next("qkv_gemm_dgrad");
   for (int i = 0; i < 3; ++i) {
-    const Mat d_part = d_qkv.col_block(starts[i], widths[i]);
-    backend_.gemm(d_n1, d_part, false, w.row_block(starts[i], widths[i]), false, 1.0f,
-                  i == 0 ? 0.0f : 1.0f);
-    backend_.gemm(dw.row_block(starts[i], widths[i]), d_part, true, n1, false, 1.0f, 0.0f);
+    backend_.gemm(d_n1, d_qkv.col_block(starts[i], widths[i]), false,
+                  w.row_block(starts[i], widths[i]), false, 1.0f, i == 0 ? 0.0f : 1.0f);
+  }
+  ops.next("qkv_gemm_wgrad");
+  for (int i = 0; i < 3; ++i) {
+    backend_.gemm(dw.row_block(starts[i], widths[i]), d_qkv.col_block(starts[i], widths[i]), true,
+                  n1, false, 1.0f, 0.0f);
   }
 }
 
@@ -226,35 +286,52 @@ void Model::ffn_up_backward(int l, Mat d_n2) {
   const ParamSlot& slot = layout_.layer(l, &LayerSlots::wgu);
   const Mat w = compute_weight(slot);
   const Mat dw = grad(slot);
+  prof::OpSequence ops;
   if (level_.swiglu_fusion) {
+    ops.next("gate_up_gemm_dgrad");
     backend_.gemm(d_n2, d_gu, false, w, false, 1.0f, 0.0f);
+    ops.next("gate_up_gemm_wgrad");
     backend_.gemm(dw, d_gu, true, n2, false, 1.0f, 0.0f);
     return;
   }
   const int f = cfg_.ffn_dim;
+  // As in qkv_backward: the dgrad slices, then the wgrad slices.
+  ops.next("gate_up_gemm_dgrad");
   for (int i = 0; i < 2; ++i) {
-    const Mat d_part = d_gu.col_block(i * f, f);
-    backend_.gemm(d_n2, d_part, false, w.row_block(i * f, f), false, 1.0f, i == 0 ? 0.0f : 1.0f);
-    backend_.gemm(dw.row_block(i * f, f), d_part, true, n2, false, 1.0f, 0.0f);
+    backend_.gemm(d_n2, d_gu.col_block(i * f, f), false, w.row_block(i * f, f), false, 1.0f,
+                  i == 0 ? 0.0f : 1.0f);
+  }
+  ops.next("gate_up_gemm_wgrad");
+  for (int i = 0; i < 2; ++i) {
+    backend_.gemm(dw.row_block(i * f, f), d_gu.col_block(i * f, f), true, n2, false, 1.0f, 0.0f);
   }
 }
 
 void Model::optimizer_step(const AdamWHyper& hyper) {
-  AdamWHyper hp = hyper;
-  if (check_overflow_) {
-    hp.grad_scale = loss_scale_;
-    hp.skip_flag = overflow_flag_;
-  }
+  stage_step(loss_scale_, check_overflow_, hyper);
+  optimizer_pass();
+}
+
+void Model::optimizer_pass() {
+  const prof::OpScope phase("optimizer");
+  // lr, the step count's bias corrections and the loss scale to divide out
+  // come from the staged scalars; the rest of hyper_ is fixed per run.
+  AdamWHyper hp = hyper_;
+  hp.scalars = step_scalars_;
+  if (check_overflow_) hp.skip_flag = overflow_flag_;
   // One optimizer call per parameter tensor, like PyTorch's for-loop AdamW
   // (the multi-tensor sweep over the flat block is a later level's toggle).
   const auto elem = static_cast<std::int64_t>(dtype_size(precision_.master));
+  prof::OpSequence ops;
+  ops.next("adamw");
   for (const ParamSlot& s : layout_.slots()) {
     auto at = [&](void* block) {
       return Mat(static_cast<char*>(block) + s.offset * elem, precision_.master, 1, s.numel());
     };
     backend_.adamw(at(params_), at(grads_), at(adam_m_), at(adam_v_), hp);
   }
-  refresh_compute_weights();
+  ops.close();
+  refresh_compute_weights();  // marks itself "refresh_weights" when it runs
 }
 
 }  // namespace tinyllama

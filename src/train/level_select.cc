@@ -32,13 +32,19 @@ LevelOptions level_preset(const std::string& name) {
 
 LevelOptions apply_toggle_flags(LevelOptions level, const ToggleFlags& flags) {
   apply_pair("all-fusion", flags.all_fusion, [&](bool on) {
-    level.qkv_fusion = level.swiglu_fusion = level.flash_attention = level.cuda_graphs = on;
+    level.qkv_fusion = level.swiglu_fusion = level.flash_attention = level.cuda_graphs =
+        level.fused_optimizer = on;
   });
   apply_pair("qkv-fusion", flags.qkv_fusion, [&](bool on) { level.qkv_fusion = on; });
   apply_pair("swiglu-fusion", flags.swiglu_fusion, [&](bool on) { level.swiglu_fusion = on; });
   apply_pair("flash-attention", flags.flash_attention,
              [&](bool on) { level.flash_attention = on; });
   apply_pair("cuda-graphs", flags.cuda_graphs, [&](bool on) { level.cuda_graphs = on; });
+  // DESIGN §2 lists the multi-tensor AdamW under v3; the v2 preset takes it
+  // early because issue 4's v2 speed target needs the optimizer in one launch
+  // (50 per-tensor launches plus a convert pass were ~35 % of the bf16 step).
+  apply_pair("fused-optimizer", flags.fused_optimizer,
+             [&](bool on) { level.fused_optimizer = on; });
   return level;
 }
 

@@ -29,6 +29,7 @@ struct ToggleFlags {
   TogglePair swiglu_fusion;
   TogglePair flash_attention;
   TogglePair cuda_graphs;
+  TogglePair fused_optimizer;
 };
 
 // Throws UsageError when both halves of a pair are given.

@@ -29,6 +29,10 @@ struct TrainOptions {
   std::string save_weights;  // --save-weights: safetensors after training
   std::string init_from;     // --init-from: safetensors to start from
   std::string dump_dir;      // --dump-dir: initial weights, batches, step-1 grads (parity tests)
+
+  bool profile = false;                 // --profile: record the first profile_steps timed steps
+  std::string profile_dir = "profile";  // --profile-dir: where the profile files go
+  int profile_steps = 5;                // --profile-steps
 };
 
 }  // namespace tinyllama

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/errors.h"
 #include "model/cuda_entry.h"
@@ -66,6 +68,7 @@ nlohmann::json config_json(const TrainOptions& opts) {
       {"swiglu_fusion", opts.level.swiglu_fusion},
       {"flash_attention", opts.level.flash_attention},
       {"cuda_graphs", opts.level.cuda_graphs},
+      {"fused_optimizer", opts.level.fused_optimizer},
       {"precision", precision_name(opts.precision)},
       {"use_amp", opts.precision.mixed()},
       {"amp_dtype", opts.precision.mixed() ? nlohmann::json(dtype_name(opts.precision.compute))
@@ -73,6 +76,33 @@ nlohmann::json config_json(const TrainOptions& opts) {
       {"device", device_name(opts.device)},
       {"init_from", opts.init_from},
   };
+}
+
+// One step's device work by graph node type (null when not counted).
+nlohmann::json launches_json(const std::optional<GraphStats>& g) {
+  if (!g) return nullptr;
+  return {{"kernels", g->kernels},
+          {"memsets", g->memsets},
+          {"memcpys", g->memcpys},
+          {"other", g->other}};
+}
+
+// NaN (a phase not measured) becomes null rather than a made-up number.
+nlohmann::json ms_json(double ms) {
+  return std::isfinite(ms) ? nlohmann::json(ms) : nlohmann::json(nullptr);
+}
+
+std::string execution_line(const TrainSummary& s) {
+  std::string line = s.execution == "cuda_graph" ? "one CUDA graph replay per step" : "eager";
+  if (s.launches) {
+    line += printf_string(" | %d kernel launches per step", s.launches->kernels);
+    if (s.launches->memsets + s.launches->memcpys > 0) {
+      line +=
+          printf_string(" (+ %d memsets, %d memcpys)", s.launches->memsets, s.launches->memcpys);
+    }
+  }
+  if (!s.execution_note.empty()) line += " | " + s.execution_note;
+  return line;
 }
 
 nlohmann::json memory_json(const MemoryBreakdown& m) {
@@ -94,7 +124,11 @@ std::string format_run_header(const TrainOptions& opts) {
              opts.shape.batch, opts.shape.seq, opts.warmup_steps, opts.num_steps,
              opts.learning_rate, static_cast<unsigned long long>(opts.seed)) +
          level_line(opts) + " | " + precision_name(opts.precision) + " | " +
-         std::string(device_name(opts.device));
+         std::string(device_name(opts.device)) +
+         // Said once here rather than on every step: the toggle has no cpu meaning.
+         (opts.device == DeviceKind::Cpu && opts.level.cuda_graphs
+              ? " (cuda_graphs ignored: the cpu backend runs eagerly)"
+              : "");
 }
 
 std::string format_step_line(const StepRecord& rec, const TrainOptions& opts, double peak_mb) {
@@ -120,9 +154,15 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
                                   s.steps.size(), opts.warmup_steps);
   out += printf_string("  throughput   %.1f samples/s | %.0f tokens/s\n", s.samples_per_s,
                        s.tokens_per_s);
-  out += printf_string(
-      "  step time    %.2f ms (forward %.2f ms | backward %.2f ms | optimizer %.2f ms)\n",
-      s.ms_per_step, s.forward_ms, s.backward_ms, s.optimizer_ms);
+  if (s.phases_timed) {
+    out += printf_string(
+        "  step time    %.2f ms (forward %.2f ms | backward %.2f ms | optimizer %.2f ms)\n",
+        s.ms_per_step, s.forward_ms, s.backward_ms, s.optimizer_ms);
+  } else {
+    out += printf_string("  step time    %.2f ms (phases not measured, see execution)\n",
+                         s.ms_per_step);
+  }
+  out += "  execution    " + execution_line(s) + "\n";
   out += printf_string("  final loss   %.4f\n", s.final_loss);
   if (skipped > 0) out += printf_string("  skipped      %d steps (fp16 overflow)\n", skipped);
   out += printf_string(
@@ -150,9 +190,9 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
     steps.push_back({{"step", r.step},
                      {"loss", r.loss},
                      {"ms", r.ms},
-                     {"forward_ms", r.forward_ms},
-                     {"backward_ms", r.backward_ms},
-                     {"optimizer_ms", r.optimizer_ms},
+                     {"forward_ms", ms_json(r.forward_ms)},
+                     {"backward_ms", ms_json(r.backward_ms)},
+                     {"optimizer_ms", ms_json(r.optimizer_ms)},
                      {"skipped", r.skipped},
                      {"loss_scale", r.loss_scale}});
   }
@@ -161,9 +201,17 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
       {"samples_per_s", s.samples_per_s},
       {"tokens_per_s", s.tokens_per_s},
       {"ms_per_step", s.ms_per_step},
-      {"forward_ms", s.forward_ms},
-      {"backward_ms", s.backward_ms},
-      {"optimizer_ms", s.optimizer_ms},
+      {"forward_ms", ms_json(s.forward_ms)},
+      {"backward_ms", ms_json(s.backward_ms)},
+      {"optimizer_ms", ms_json(s.optimizer_ms)},
+      {"phases_timed", s.phases_timed},
+      {"execution", s.execution},
+      {"execution_note", s.execution_note},
+      // Kernel nodes of one step's graph (eager runs: counted on a capture
+      // that never runs); null on the cpu backend.
+      {"kernel_launches_per_step",
+       s.launches ? nlohmann::json(s.launches->kernels) : nlohmann::json(nullptr)},
+      {"graph_nodes_per_step", launches_json(s.launches)},
       {"final_loss", s.final_loss},
       {"losses", losses},
       {"steps", steps},

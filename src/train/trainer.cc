@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <string>
 
 #include "core/errors.h"
@@ -11,14 +12,13 @@
 #include "io/safetensors.h"
 #include "model/backend_factory.h"
 #include "model/init.h"
+#include "prof/profiler.h"
 #include "train/loss_scaler.h"
+#include "train/step_runner.h"
 #include "train/synthetic_data.h"
 
 namespace tinyllama {
 namespace {
-
-// Timer marks around the three phases of a step.
-enum Mark { kStart, kForwardDone, kBackwardDone, kOptimizerDone, kMarks };
 
 TensorData token_tensor(const std::vector<std::int32_t>& rows, int batch, int seq) {
   TensorData t;
@@ -51,7 +51,8 @@ class RunDump {
     if (enabled()) {
       std::vector<double> g = m.grads();
       for (double& x : g) x /= loss_scale;
-      write_safetensors(dir_ + "/grads_step1.safetensors", to_hf_tensors(m.layout(), g, DType::F32));
+      write_safetensors(dir_ + "/grads_step1.safetensors",
+                        to_hf_tensors(m.layout(), g, DType::F32));
     }
   }
   void finish() const {
@@ -96,42 +97,31 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   dump.initial_weights(model);
 
   SyntheticData data(opts.model.vocab_size, opts.shape.seq, opts.data_pool_rows, opts.seed);
-  std::unique_ptr<EventTimer> timer = backend->make_timer(kMarks);
   // fp16 needs dynamic loss scaling (GradScaler's rules); bf16 and fp32 have
   // fp32's exponent range and run unscaled.
   LossScaler scaler(opts.precision.compute == DType::F16);
   AdamWHyper hp;
-  int applied_updates = 0;
   hp.lr = static_cast<float>(opts.learning_rate);
+  // Eager steps, or (cuda_graphs on a backend that has them) one captured
+  // step replayed; the cpu backend runs eagerly, as the run header says.
+  StepRunner runner(model, scaler, hp, opts.level.cuda_graphs);
+  // --profile: records the first profile_steps timed steps (src/prof/profiler.h).
+  std::unique_ptr<prof::Profiler> profiler =
+      opts.profile ? std::make_unique<prof::Profiler>(opts, model, *backend) : nullptr;
 
   const int total = opts.warmup_steps + opts.num_steps;
   for (int i = 0; i < total; ++i) {
     const bool timed = i >= opts.warmup_steps;
     const int step = i - opts.warmup_steps + 1;
     const std::vector<std::int32_t> rows = data.next_batch(opts.shape.batch);
-    model.set_batch(rows);
-
-    timer->record(kStart);
-    model.forward();
-    timer->record(kForwardDone);
-    const double scale_used = scaler.scale();
-    model.backward(static_cast<float>(scale_used), scaler.enabled());
-    timer->record(kBackwardDone);
-    // Like GradScaler, a skipped update does not advance AdamW's step count.
-    hp.step = applied_updates + 1;
-    model.optimizer_step(hp);
-    timer->record(kOptimizerDone);
-
-    StepRecord r;
+    const bool failed_before = runner.capture_failed();
+    if (profiler) profiler->begin_step(timed);
+    StepRecord r = runner.run(rows);
+    if (profiler) profiler->end_step(timed, r.ms);
     r.step = step;
-    r.loss = model.loss();  // waits for the step to finish
-    r.skipped = scaler.update(model.overflowed());
-    r.loss_scale = scale_used;
-    if (!r.skipped) ++applied_updates;
-    r.forward_ms = timer->elapsed_ms(kStart, kForwardDone);
-    r.backward_ms = timer->elapsed_ms(kForwardDone, kBackwardDone);
-    r.optimizer_ms = timer->elapsed_ms(kBackwardDone, kOptimizerDone);
-    r.ms = timer->elapsed_ms(kStart, kOptimizerDone);
+    if (runner.capture_failed() && !failed_before) {
+      std::cerr << "note: " << runner.note() << std::endl;  // once, when it happens
+    }
 
     const double device_peak = static_cast<double>(backend->device_peak_used_bytes());
     summary.peak_mb = std::max(summary.peak_mb, planned_bytes / 1e6);
@@ -144,6 +134,13 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   }
   dump.finish();
   fill_averages(summary, opts);
+  if (profiler) summary.profile_report = profiler->finish(summary);
+  // An eager run's launches are counted on a capture made only for that.
+  if (!runner.replaying()) runner.count_launches();
+  summary.execution = runner.replaying() ? "cuda_graph" : "eager";
+  summary.execution_note = runner.note();
+  summary.launches = runner.launches();
+  summary.phases_timed = runner.phases_timed();
   if (!opts.save_weights.empty())
     save_hf_weights(opts.save_weights, model.layout(), model.params());
   return summary;

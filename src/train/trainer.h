@@ -2,6 +2,7 @@
 // The training loop: warm-up steps, timed steps, per-phase timing, loss
 // history and the summary every report is made from.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct StepRecord {
   int step = 0;  // 1-based among the timed steps
   double loss = 0;
   double ms = 0;  // whole step
+  // The phases; NaN when they could not be measured (TrainSummary::phases_timed).
   double forward_ms = 0;
   double backward_ms = 0;
   double optimizer_ms = 0;
@@ -40,6 +42,21 @@ struct TrainSummary {
   MemoryBreakdown memory;
   std::string device_name;  // e.g. "cpu (x86_64, 2 threads)" or "NVIDIA H100 80GB HBM3"
   std::int64_t parameter_count = 0;
+
+  // How the steps ran: "eager", or "cuda_graph" (one captured step replayed).
+  std::string execution = "eager";
+  // Why the level's cuda_graphs did not take effect, or why the phase split
+  // is missing; empty when there is nothing to say.
+  std::string execution_note;
+  // One step's device work by graph node type, kernel launches first;
+  // counted on the captured graph (eager runs: on a capture made only to
+  // count). Empty on the cpu backend.
+  std::optional<GraphStats> launches;
+  // False when forward/backward/optimizer could not be timed inside the
+  // graph; the *_ms phase fields are then NaN (null in the JSON report).
+  bool phases_timed = true;
+  // --profile: the printed profile summary (the files are already written).
+  std::string profile_report;
 };
 
 using StepCallback =

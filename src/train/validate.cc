@@ -63,6 +63,16 @@ void validate_options(const TrainOptions& opts) {
   require_readable_file("--init-from", opts.init_from);
   require_parent_directory("--json", opts.json_path);
   require_parent_directory("--save-weights", opts.save_weights);
+  if (opts.profile) {
+    require_at_least("--profile-steps", opts.profile_steps, 1);
+    std::error_code ec;
+    if (opts.profile_dir.empty()) throw UsageError("--profile-dir '': expected a directory");
+    if (std::filesystem::exists(opts.profile_dir, ec) &&
+        !std::filesystem::is_directory(opts.profile_dir, ec)) {
+      throw UsageError("--profile-dir " + opts.profile_dir +
+                       ": exists and is not a directory (it is created if missing)");
+    }
+  }
 }
 
 }  // namespace tinyllama

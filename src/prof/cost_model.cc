@@ -1,0 +1,292 @@
+#include "prof/cost_model.h"
+
+#include <initializer_list>
+#include <utility>
+
+#include "model/param_layout.h"
+
+namespace tinyllama::prof {
+namespace {
+
+using i64 = std::int64_t;
+
+constexpr i64 kTokenBytes = 4;  // int32 token ids and targets
+
+// Nominal FLOPs per element of the non-matmul ops: enough to place them on
+// the roofline (they are all far left of the ridge), never counted as model
+// work. RMSNorm forward: square, accumulate, scale by rstd, scale by w.
+constexpr i64 kRmsNormForwardFlops = 4;
+constexpr i64 kRmsNormBackwardFlops = 8;
+constexpr i64 kRopeFlops = 3;  // 4 multiplies + 2 adds per rotated pair
+constexpr i64 kSwigluForwardFlops = 5;
+constexpr i64 kSwigluBackwardFlops = 10;
+constexpr i64 kCrossEntropyFlops = 4;  // max, subtract, exp, sum per logit
+constexpr i64 kAdamWFlops = 12;
+
+struct Cost {
+  i64 flops = 0;
+  i64 bytes = 0;
+  int gemms = 0;
+  Cost& operator+=(const Cost& o) {
+    flops += o.flops;
+    bytes += o.bytes;
+    gemms += o.gemms;
+    return *this;
+  }
+};
+
+// Element sizes of the run: activations and the weight copy the GEMMs read
+// (compute), weight gradients and optimizer state (master), statistics.
+struct Sizes {
+  i64 c, m, st;
+};
+
+// y[T, out] = x[T, in] · W[out, in]ᵀ and its two gradients. dgrad may
+// accumulate into its output (beta = 1), which reads the output too.
+Cost gemm_forward(const Sizes& s, i64 t, i64 in, i64 out) {
+  return {2 * t * in * out, (t * in + out * in + t * out) * s.c, 1};
+}
+Cost gemm_dgrad(const Sizes& s, i64 t, i64 in, i64 out, bool accumulate) {
+  return {2 * t * in * out, (t * out + out * in + t * in) * s.c + (accumulate ? t * in * s.c : 0),
+          1};
+}
+Cost gemm_wgrad(const Sizes& s, i64 t, i64 in, i64 out) {
+  return {2 * t * in * out, (t * out + t * in) * s.c + out * in * s.m, 1};
+}
+
+// A linear layer whose output columns are `parts` (one part when fused):
+// unfused levels run one GEMM per part on row slices of the fused weight.
+Cost linear_forward(const Sizes& s, i64 t, i64 in, std::initializer_list<i64> parts) {
+  Cost c;
+  for (i64 out : parts) c += gemm_forward(s, t, in, out);
+  return c;
+}
+Cost linear_dgrad(const Sizes& s, i64 t, i64 in, std::initializer_list<i64> parts) {
+  Cost c;
+  bool first = true;
+  for (i64 out : parts) {
+    c += gemm_dgrad(s, t, in, out, !first);
+    first = false;
+  }
+  return c;
+}
+Cost linear_wgrad(const Sizes& s, i64 t, i64 in, std::initializer_list<i64> parts) {
+  Cost c;
+  for (i64 out : parts) c += gemm_wgrad(s, t, in, out);
+  return c;
+}
+
+Cost rmsnorm_forward(const Sizes& s, i64 t, i64 d) {
+  return {kRmsNormForwardFlops * t * d, (2 * t * d + d) * s.c + t * s.st};
+}
+Cost rmsnorm_backward(const Sizes& s, i64 t, i64 d) {
+  // reads dout, x, w, rstd; writes dx and the weight gradient.
+  return {kRmsNormBackwardFlops * t * d, (3 * t * d + d) * s.c + t * s.st + d * s.m};
+}
+Cost add(const Sizes& s, i64 t, i64 d) {
+  return {t * d, 3 * t * d * s.c};
+}
+
+class Builder {
+ public:
+  explicit Builder(StepCost& out) : out_(out) {}
+  void phase(std::string p) {
+    phase_ = std::move(p);
+    layer_ = -1;
+  }
+  void layer(int l) { layer_ = l; }
+  void add(const char* op, OpKind kind, const Cost& c) {
+    OpCost o;
+    o.phase = phase_;
+    o.layer = layer_;
+    o.op = op;
+    o.path = phase_ + "/" + (layer_ >= 0 ? "layer" + std::to_string(layer_) + "/" : "") + op;
+    o.kind = kind;
+    o.flops = c.flops;
+    o.bytes = c.bytes;
+    o.gemm_calls = c.gemms;
+    out_.ops.push_back(std::move(o));
+  }
+
+ private:
+  StepCost& out_;
+  std::string phase_;
+  int layer_ = -1;
+};
+
+}  // namespace
+
+const char* op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::Gemm:
+      return "gemm";
+    case OpKind::Attention:
+      return "attention";
+    case OpKind::Elementwise:
+      return "elementwise";
+    case OpKind::Optimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
+std::int64_t StepCost::model_flops() const {
+  return gemm_flops() + attention_flops();
+}
+
+std::int64_t StepCost::gemm_flops() const {
+  i64 f = 0;
+  for (const OpCost& o : ops) f += o.kind == OpKind::Gemm ? o.flops : 0;
+  return f;
+}
+
+std::int64_t StepCost::attention_flops() const {
+  i64 f = 0;
+  for (const OpCost& o : ops) f += o.kind == OpKind::Attention ? o.flops : 0;
+  return f;
+}
+
+std::int64_t StepCost::total_flops() const {
+  i64 f = 0;
+  for (const OpCost& o : ops) f += o.flops;
+  return f;
+}
+
+std::int64_t StepCost::total_bytes() const {
+  i64 b = 0;
+  for (const OpCost& o : ops) b += o.bytes;
+  return b;
+}
+
+const OpCost* StepCost::find(const std::string& path) const {
+  for (const OpCost& o : ops) {
+    if (o.path == path) return &o;
+  }
+  return nullptr;
+}
+
+std::int64_t matmul_parameters(const ModelConfig& cfg) {
+  const i64 d = cfg.hidden_dim;
+  const i64 per_layer = static_cast<i64>(cfg.qkv_dim()) * d + d * cfg.q_dim() + 3 * d * cfg.ffn_dim;
+  return static_cast<i64>(cfg.vocab_size) * d + cfg.num_layers * per_layer;
+}
+
+std::int64_t attention_training_flops(const ModelConfig& cfg, BatchShape shape) {
+  const i64 s = shape.seq;
+  return 6 * static_cast<i64>(cfg.num_layers) * shape.batch * cfg.num_heads * s * s *
+         cfg.head_dim();
+}
+
+StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level,
+                   Precision precision) {
+  StepCost sc;
+  const i64 t = shape.tokens();
+  sc.tokens = t;
+  const Sizes s{static_cast<i64>(dtype_size(precision.compute)),
+                static_cast<i64>(dtype_size(precision.master)),
+                static_cast<i64>(dtype_size(precision.stats()))};
+  const i64 d = cfg.hidden_dim;
+  const i64 f = cfg.ffn_dim;
+  const i64 v = cfg.vocab_size;
+  const i64 qd = cfg.q_dim();
+  const i64 kvd = cfg.kv_dim();
+  const i64 rope_cols = qd + kvd;  // q and k heads rotate, v does not
+  const i64 bh = static_cast<i64>(shape.batch) * cfg.num_heads;
+  const i64 seq = shape.seq;
+  const i64 lse_bytes = bh * seq * s.st;
+  const i64 probs_bytes = level.flash_attention ? 0 : bh * seq * seq * s.c;
+  // Causal half: 2·B·H·S²·hd forward (QKᵀ and PV), twice that backward.
+  const i64 attn_fwd_flops = 2 * bh * seq * seq * cfg.head_dim();
+
+  const bool fused_qkv = level.qkv_fusion;
+  const bool fused_ffn = level.swiglu_fusion;
+  Builder b(sc);
+  b.phase("forward");
+  b.add("embedding", OpKind::Elementwise, {0, t * kTokenBytes + 2 * t * d * s.c});
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    b.layer(l);
+    b.add("attn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+    b.add("qkv_gemm", OpKind::Gemm,
+          fused_qkv ? linear_forward(s, t, d, {qd + 2 * kvd})
+                    : linear_forward(s, t, d, {qd, kvd, kvd}));
+    b.add("rope", OpKind::Elementwise, {kRopeFlops * t * rope_cols, 2 * t * rope_cols * s.c});
+    b.add("attention", OpKind::Attention,
+          {attn_fwd_flops, (2 * t * qd + 2 * t * kvd) * s.c + lse_bytes + probs_bytes});
+    b.add("out_proj_gemm", OpKind::Gemm, linear_forward(s, t, qd, {d}));
+    b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
+    b.add("ffn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+    b.add("gate_up_gemm", OpKind::Gemm,
+          fused_ffn ? linear_forward(s, t, d, {2 * f}) : linear_forward(s, t, d, {f, f}));
+    // Fused: silu(g)·u reads g, u and writes h; unfused writes and rereads silu(g).
+    b.add("swiglu", OpKind::Elementwise,
+          {kSwigluForwardFlops * t * f, (fused_ffn ? 3 : 5) * t * f * s.c});
+    b.add("down_gemm", OpKind::Gemm, linear_forward(s, t, f, {d}));
+    b.add("ffn_residual", OpKind::Elementwise, add(s, t, d));
+  }
+  b.layer(-1);
+  b.add("final_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+  b.add("lm_head_gemm", OpKind::Gemm, linear_forward(s, t, d, {v}));
+  b.add("cross_entropy", OpKind::Elementwise,
+        {kCrossEntropyFlops * t * v, t * v * s.c + t * kTokenBytes + t * s.st});
+
+  b.phase("backward");
+  b.add("cross_entropy", OpKind::Elementwise,
+        {kCrossEntropyFlops * t * v, 2 * t * v * s.c + t * kTokenBytes});
+  b.add("lm_head_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, d, {v}));
+  b.add("lm_head_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, d, {v}));
+  b.add("final_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
+  for (int l = cfg.num_layers - 1; l >= 0; --l) {
+    b.layer(l);
+    b.add("down_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, f, {d}));
+    b.add("down_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, f, {d}));
+    // Fused: reads dh, g, u, writes dg, du. Unfused: three ops of three
+    // tensors each (du = dh·s, ds = dh·u, dg = silu'(g)·ds).
+    b.add("swiglu", OpKind::Elementwise,
+          {kSwigluBackwardFlops * t * f, (fused_ffn ? 5 : 9) * t * f * s.c});
+    b.add("gate_up_gemm_dgrad", OpKind::Gemm,
+          fused_ffn ? linear_dgrad(s, t, d, {2 * f}) : linear_dgrad(s, t, d, {f, f}));
+    b.add("gate_up_gemm_wgrad", OpKind::Gemm,
+          fused_ffn ? linear_wgrad(s, t, d, {2 * f}) : linear_wgrad(s, t, d, {f, f}));
+    b.add("ffn_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
+    b.add("ffn_residual", OpKind::Elementwise, add(s, t, d));
+    b.add("out_proj_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, qd, {d}));
+    b.add("out_proj_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, qd, {d}));
+    // Reads dout, q, k, v, lse and (flash) out or (materialised) the saved
+    // probabilities; writes dq, dk, dv.
+    const i64 attn_bwd_reads =
+        level.flash_attention ? (3 * t * qd + 2 * t * kvd) * s.c : (2 * t * qd + 2 * t * kvd) * s.c;
+    b.add("attention", OpKind::Attention,
+          {2 * attn_fwd_flops,
+           attn_bwd_reads + lse_bytes + probs_bytes + (t * qd + 2 * t * kvd) * s.c});
+    b.add("rope", OpKind::Elementwise, {kRopeFlops * t * rope_cols, 2 * t * rope_cols * s.c});
+    b.add(
+        "qkv_gemm_dgrad", OpKind::Gemm,
+        fused_qkv ? linear_dgrad(s, t, d, {qd + 2 * kvd}) : linear_dgrad(s, t, d, {qd, kvd, kvd}));
+    b.add(
+        "qkv_gemm_wgrad", OpKind::Gemm,
+        fused_qkv ? linear_wgrad(s, t, d, {qd + 2 * kvd}) : linear_wgrad(s, t, d, {qd, kvd, kvd}));
+    b.add("attn_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
+    b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
+  }
+  b.layer(-1);
+  // Scatter-add into the embedding gradient: each looked-up row read and written.
+  b.add("embedding", OpKind::Elementwise, {t * d, t * kTokenBytes + t * d * s.c + 2 * t * d * s.m});
+
+  const ParamLayout layout(cfg);
+  i64 params = 0;
+  for (const ParamSlot& slot : layout.slots()) params += slot.numel();
+  if (precision.compute == DType::F16) {
+    // fp16 loss scaling scans the whole gradient block (padding included).
+    b.add("overflow_check", OpKind::Elementwise, {layout.total(), layout.total() * s.m + 4});
+  }
+
+  b.phase("optimizer");
+  // Reads param, grad, m, v; writes param, m, v.
+  b.add("adamw", OpKind::Optimizer, {kAdamWFlops * params, 7 * params * s.m});
+  if (precision.mixed()) {
+    b.add("refresh_weights", OpKind::Elementwise, {0, layout.total() * (s.m + s.c)});
+  }
+  return sc;
+}
+
+}  // namespace tinyllama::prof

@@ -1,0 +1,46 @@
+#pragma once
+// Records GPU activity with CUPTI's activity API: kernels (concurrent-kernel
+// records, which keep kernels concurrent and name graph-launched kernels
+// too), memcpy, memset, and the runtime/driver API calls whose correlation
+// ids link each launch to its kernel. Records arrive in buffers CUPTI fills
+// asynchronously and hands back on its own thread, so the training thread
+// pays only the per-launch record cost. While a graph is captured, each
+// created graph node is tagged with the op range open at that moment, so
+// kernels replayed from the graph are attributed to their ops.
+//
+// In a build without CUDA, start() returns null and says why.
+#include <memory>
+#include <string>
+
+#include "prof/activity.h"
+#include "prof/host_ranges.h"
+
+namespace tinyllama::prof {
+
+class CuptiCollector {
+ public:
+  // Starts recording now (so CUPTI's one-time setup falls into the warm-up);
+  // null with *why_not set when CUPTI cannot record here (no CUDA in the
+  // build, or another CUPTI client such as nsys or ncu attached). ranges
+  // must outlive the collector.
+  static std::unique_ptr<CuptiCollector> start(const HostRangeRecorder* ranges,
+                                               std::string* why_not);
+  ~CuptiCollector();
+  CuptiCollector(const CuptiCollector&) = delete;
+  CuptiCollector& operator=(const CuptiCollector&) = delete;
+
+  // Flushes and forgets the records so far (the warm-up's); graph node tags
+  // are kept, since a graph captured in the warm-up replays later.
+  void discard();
+  // Waits for the device, flushes every buffer, stops recording and returns
+  // the records.
+  GpuActivity finish();
+
+  struct State;
+
+ private:
+  explicit CuptiCollector(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tinyllama::prof

@@ -1,0 +1,28 @@
+#pragma once
+// Dense peak rates of the GPUs tinyllama is measured on, for MFU and the
+// roofline. Looked up by the device's name; a device not in the table gets
+// no MFU rather than a guessed one.
+#include <optional>
+#include <string>
+
+#include "model/config.h"
+
+namespace tinyllama::prof {
+
+struct DevicePeak {
+  std::string name;          // "H100 SXM"
+  double fp32_tflops = 0;    // plain fp32 on the CUDA cores (tinyllama's fp32 runs no TF32)
+  double bf16_tflops = 0;    // dense tensor-core bf16 (no sparsity)
+  double fp16_tflops = 0;    // dense tensor-core fp16
+  double bandwidth_gbs = 0;  // device memory, GB/s (1e9 bytes)
+};
+
+// By the device description ("NVIDIA H100 80GB HBM3 (79.2 GiB, sm_90)");
+// nullopt when the table does not know it.
+std::optional<DevicePeak> find_device_peak(const std::string& device_description);
+
+// The peak for the precision's compute dtype, TFLOP/s; 0 when there is none
+// (fp64 gradient-check runs).
+double peak_tflops(const DevicePeak& peak, Precision precision);
+
+}  // namespace tinyllama::prof

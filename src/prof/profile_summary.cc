@@ -1,0 +1,504 @@
+#include "prof/profile_summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <set>
+#include <utility>
+
+#include "prof/device_peaks.h"
+#include "train/flag_values.h"
+
+namespace tinyllama::prof {
+namespace {
+
+using nlohmann::json;
+using i64 = std::int64_t;
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// Nanoseconds covered by at least one interval (the GPU's busy time).
+i64 union_ns(std::vector<std::pair<i64, i64>> spans) {
+  std::sort(spans.begin(), spans.end());
+  i64 covered = 0;
+  i64 begin = 0;
+  i64 end = -1;
+  for (const auto& [s, e] : spans) {
+    if (s > end) {
+      if (end > begin) covered += end - begin;
+      begin = s;
+      end = e;
+    } else {
+      end = std::max(end, e);
+    }
+  }
+  if (end > begin) covered += end - begin;
+  return covered;
+}
+
+// A row of the per-op table: one op (kind key) summed over layers, or one
+// instance (full path).
+struct OpRow {
+  std::string op;
+  std::string kind = "unmodelled";
+  i64 instances = 0;  // per step, from the cost model
+  i64 flops = 0;      // per step
+  i64 bytes = 0;      // per step
+  bool modelled = false;
+  OpTime time;
+};
+
+// Which clock an op's achieved rates come from.
+enum class TimeSource { GpuKernels, HostRanges, None };
+
+const char* source_name(TimeSource s) {
+  switch (s) {
+    case TimeSource::GpuKernels:
+      return "gpu_kernels";
+    case TimeSource::HostRanges:
+      return "host_ranges";
+    case TimeSource::None:
+      return "none";
+  }
+  return "none";
+}
+
+json nullable(bool present, double value) {
+  return present ? json(value) : json(nullptr);
+}
+
+// Ops the host marked that the cost model has no entry for, and the
+// pseudo-ops of GPU work outside every op; containers (forward, layer3) are
+// not rows.
+std::vector<std::string> unmodelled_leaves(const Attribution& a, const StepCost& cost) {
+  std::vector<std::string> leaves;
+  for (auto it = a.ops.begin(); it != a.ops.end(); ++it) {
+    const std::string& path = it->first;
+    if (cost.find(path) != nullptr) continue;
+    const auto next = a.ops.lower_bound(path + "/");
+    const bool container = next != a.ops.end() && next->first.rfind(path + "/", 0) == 0;
+    if (!container || it->second.kernels > 0 || it->second.transfers > 0) leaves.push_back(path);
+  }
+  return leaves;
+}
+
+json op_row_json(const OpRow& r, TimeSource source, double steps,
+                 const std::optional<DevicePeak>& peak, double peak_tf) {
+  const i64 time_ns = source == TimeSource::GpuKernels   ? r.time.gpu_ns
+                      : source == TimeSource::HostRanges ? r.time.host_ns
+                                                         : 0;
+  const bool timed = time_ns > 0;
+  json j;
+  j["op"] = r.op;
+  j["kind"] = r.kind;
+  j["instances_per_step"] = r.instances;
+  j["flops_per_step"] = r.modelled ? json(r.flops) : json(nullptr);
+  j["bytes_per_step"] = r.modelled ? json(r.bytes) : json(nullptr);
+  const bool has_ai = r.modelled && r.bytes > 0;
+  const double ai = has_ai ? static_cast<double>(r.flops) / static_cast<double>(r.bytes) : 0;
+  j["arithmetic_intensity"] = nullable(has_ai, ai);
+  j["host_ms_per_step"] = static_cast<double>(r.time.host_ns) / steps / 1e6;
+  const bool gpu = source == TimeSource::GpuKernels;
+  j["gpu_ms_per_step"] = nullable(gpu, static_cast<double>(r.time.gpu_ns) / steps / 1e6);
+  j["kernels_per_step"] = nullable(gpu, static_cast<double>(r.time.kernels) / steps);
+  j["time_ms_per_step"] = nullable(timed, static_cast<double>(time_ns) / steps / 1e6);
+  // FLOPs per ns are GFLOP/s; bytes per ns are GB/s.
+  const double flops_total = static_cast<double>(r.flops) * steps;
+  const double bytes_total = static_cast<double>(r.bytes) * steps;
+  const double achieved_tf = timed ? flops_total / static_cast<double>(time_ns) / 1e3 : 0;
+  j["achieved_tflops"] = nullable(timed && r.modelled, achieved_tf);
+  j["achieved_gbps"] =
+      nullable(timed && r.modelled, bytes_total / static_cast<double>(std::max<i64>(time_ns, 1)));
+  if (peak && peak_tf > 0 && has_ai) {
+    const double memory_roof_tf = ai * peak->bandwidth_gbs / 1e3;
+    const double roof = std::min(peak_tf, memory_roof_tf);
+    j["roof_tflops"] = roof;
+    j["bound"] = memory_roof_tf < peak_tf ? "memory" : "compute";
+    j["pct_of_roof"] = nullable(timed, 100.0 * achieved_tf / roof);
+  } else {
+    j["roof_tflops"] = nullptr;
+    j["bound"] = nullptr;
+    j["pct_of_roof"] = nullptr;
+  }
+  return j;
+}
+
+}  // namespace
+
+json profile_summary(const ProfileInputs& in, const Attribution& a,
+                     const std::vector<KernelStat>& stats) {
+  const double steps = static_cast<double>(std::max<std::size_t>(a.steps.size(), 1));
+  const TimeSource source = in.gpu != nullptr     ? TimeSource::GpuKernels
+                            : in.backend == "cpu" ? TimeSource::HostRanges
+                                                  : TimeSource::None;
+  json notes = json::array();
+  json j;
+  j["profiled_steps"] = a.steps.size();
+  j["device"] = in.device;
+  j["backend"] = in.backend;
+  j["level"] = in.level_name;
+  j["level_toggles"] = in.level.describe();
+  j["precision"] = precision_name(in.precision);
+  j["config"] = {{"vocab_size", in.model.vocab_size},     {"hidden_dim", in.model.hidden_dim},
+                 {"num_layers", in.model.num_layers},     {"num_heads", in.model.num_heads},
+                 {"num_kv_heads", in.model.num_kv_heads}, {"ffn_dim", in.model.ffn_dim},
+                 {"batch_size", in.shape.batch},          {"seq_len", in.shape.seq}};
+  j["kernel_statistics"] = in.gpu != nullptr;
+  if (in.gpu == nullptr) {
+    notes.push_back(in.backend == "cpu"
+                        ? "kernel statistics need a GPU: this run used the CPU backend, so "
+                          "kernel_stats.csv is not written, trace.json holds host ranges only and "
+                          "op times are the host wall times of the CPU reference ops"
+                        : "kernel statistics unavailable: " + in.gpu_note +
+                              "; op rates below are omitted (host ranges on a GPU time only the "
+                              "launches)");
+  }
+
+  // ---- step time and the profiler's own overhead ----------------------------
+  const bool baseline = !in.times.unprofiled_ms.empty();
+  const double profiled = mean(in.times.profiled_ms);
+  const double unprofiled = mean(in.times.unprofiled_ms);
+  j["step_time"] = {{"profiled_ms_per_step", profiled},
+                    {"unprofiled_ms_per_step", nullable(baseline, unprofiled)},
+                    {"profiling_overhead_pct",
+                     nullable(baseline && unprofiled > 0, 100.0 * (profiled / unprofiled - 1.0))},
+                    {"run_ms_per_step", in.times.run_ms_per_step},
+                    {"host_wall_ms_per_step", static_cast<double>(a.step_ns) / steps / 1e6}};
+  if (!baseline) {
+    notes.push_back(
+        "the profiler's overhead is measured against the timed steps after the profiled ones: "
+        "run more --num-steps than --profile-steps to see it");
+  }
+
+  // ---- GPU: dispatches, unique kernels, time, busy share, top kernels --------
+  if (in.gpu != nullptr) {
+    const GpuActivity& g = *in.gpu;
+    i64 kernels = 0, kernel_ns = 0, memcpys = 0, memsets = 0, transfer_ns = 0;
+    std::set<std::uint32_t> launches;
+    std::vector<std::pair<i64, i64>> busy;
+    for (std::size_t i = 0; i < g.kernels.size(); ++i) {
+      if (!a.kernel_in_step[i]) continue;
+      const KernelRecord& k = g.kernels[i];
+      ++kernels;
+      kernel_ns += k.duration_ns();
+      launches.insert(k.correlation);
+      busy.emplace_back(k.start_ns, k.end_ns);
+    }
+    for (std::size_t i = 0; i < g.transfers.size(); ++i) {
+      if (!a.transfer_in_step[i]) continue;
+      const TransferRecord& x = g.transfers[i];
+      (x.name == "memset" ? memsets : memcpys) += 1;
+      transfer_ns += x.duration_ns();
+      busy.emplace_back(x.start_ns, x.end_ns);
+    }
+    json top = json::array();
+    for (std::size_t i = 0; i < stats.size() && i < 10; ++i) {
+      const KernelStat& s = stats[i];
+      top.push_back({{"name", s.name},
+                     {"calls", s.calls},
+                     {"calls_per_step", static_cast<double>(s.calls) / steps},
+                     {"total_ns", s.total_ns},
+                     {"ms_per_step", static_cast<double>(s.total_ns) / steps / 1e6},
+                     {"share_pct", s.percentage}});
+    }
+    const i64 busy_ns = union_ns(std::move(busy));
+    j["gpu"] = {
+        {"kernel_dispatches_per_step", static_cast<double>(kernels) / steps},
+        {"launch_calls_per_step", static_cast<double>(launches.size()) / steps},
+        {"graph_kernels_per_step", static_cast<double>(a.graph_kernels) / steps},
+        {"unique_kernels", stats.size()},
+        {"memcpy_per_step", static_cast<double>(memcpys) / steps},
+        {"memset_per_step", static_cast<double>(memsets) / steps},
+        {"kernel_time_per_step_ms", static_cast<double>(kernel_ns) / steps / 1e6},
+        {"gpu_time_per_step_ms", static_cast<double>(kernel_ns + transfer_ns) / steps / 1e6},
+        {"gpu_busy_pct", a.step_ns > 0
+                             ? 100.0 * static_cast<double>(busy_ns) / static_cast<double>(a.step_ns)
+                             : 0.0},
+        {"dropped_records", g.dropped_records},
+        {"top_kernels", top}};
+    notes.push_back(
+        "op GPU times sum the kernels (and memcpy/memset) each op launched: eager launches are "
+        "matched by correlation id to the API call inside the op's host range, kernels replayed "
+        "from a CUDA graph by the graph node captured inside the op's range");
+    const auto unmatched = a.ops.find(kStepOp);
+    if (a.graph_kernels > 0 && unmatched != a.ops.end() && unmatched->second.kernels > 0) {
+      notes.push_back(
+          "some kernels replayed from a CUDA graph carry no op tag (the graph was captured "
+          "outside an op range or before profiling began); they are listed as (step)");
+    }
+    if (g.dropped_records > 0) {
+      notes.push_back("CUPTI dropped " + std::to_string(g.dropped_records) +
+                      " activity records (buffers full): counts are lower bounds");
+    }
+  } else {
+    j["gpu"] = nullptr;
+  }
+
+  // ---- FLOPs and MFU ----------------------------------------------------------
+  const i64 six_n_t = 6 * matmul_parameters(in.model) * in.cost.tokens;
+  const i64 attention_term = attention_training_flops(in.model, in.shape);
+  j["flops"] = {{"model_flops_per_step", in.cost.model_flops()},
+                {"gemm_flops_per_step", in.cost.gemm_flops()},
+                {"attention_flops_per_step", in.cost.attention_flops()},
+                {"six_n_t", six_n_t},
+                {"attention_term", attention_term},
+                {"matmul_parameters", matmul_parameters(in.model)},
+                {"tokens_per_step", in.cost.tokens},
+                {"all_flops_per_step", in.cost.total_flops()},
+                {"min_bytes_per_step", in.cost.total_bytes()},
+                {"attention_convention", "causal half: 6*L*B*H*S^2*hd per training step"}};
+  const std::optional<DevicePeak> peak = find_device_peak(in.device);
+  const double peak_tf = peak ? peak_tflops(*peak, in.precision) : 0.0;
+  if (peak) {
+    j["device_peak"] = {{"name", peak->name},
+                        {"fp32_tflops", peak->fp32_tflops},
+                        {"bf16_tflops", peak->bf16_tflops},
+                        {"fp16_tflops", peak->fp16_tflops},
+                        {"bandwidth_gbps", peak->bandwidth_gbs}};
+  } else {
+    j["device_peak"] = nullptr;
+  }
+  const double run_s = in.times.run_ms_per_step / 1e3;
+  const double achieved = run_s > 0 ? static_cast<double>(in.cost.model_flops()) / run_s / 1e12 : 0;
+  const bool has_mfu = peak_tf > 0 && run_s > 0;
+  j["mfu"] = {{"value", nullable(has_mfu, achieved / peak_tf)},
+              {"achieved_tflops", achieved},
+              {"peak_tflops", nullable(peak_tf > 0, peak_tf)},
+              {"basis", "model FLOPs per step / run_ms_per_step / the device's dense peak for " +
+                            std::string(dtype_name(in.precision.compute))}};
+  if (!peak) {
+    notes.push_back("MFU and roofline roofs omitted: no peak figures for '" + in.device +
+                    "' (src/prof/device_peaks.cc lists the known GPUs)");
+  } else if (peak_tf <= 0) {
+    notes.push_back("MFU omitted: no dense peak for " +
+                    std::string(dtype_name(in.precision.compute)));
+  }
+
+  // ---- per op: cost model joined with measured time -----------------------------
+  std::vector<OpRow> kinds;
+  std::map<std::string, std::size_t> kind_at;
+  json instances = json::array();
+  for (const OpCost& o : in.cost.ops) {
+    const std::string key = o.kind_key();
+    auto [it, added] = kind_at.emplace(key, kinds.size());
+    if (added) {
+      OpRow r;
+      r.op = key;
+      r.kind = op_kind_name(o.kind);
+      r.modelled = true;
+      kinds.push_back(std::move(r));
+    }
+    OpRow& k = kinds[it->second];
+    OpRow inst;
+    inst.op = o.path;
+    inst.kind = op_kind_name(o.kind);
+    inst.modelled = true;
+    inst.instances = 1;
+    inst.flops = o.flops;
+    inst.bytes = o.bytes;
+    const auto t = a.ops.find(o.path);
+    if (t != a.ops.end()) inst.time = t->second;
+    ++k.instances;
+    k.flops += o.flops;
+    k.bytes += o.bytes;
+    k.time.host_calls += inst.time.host_calls;
+    k.time.host_ns += inst.time.host_ns;
+    k.time.kernels += inst.time.kernels;
+    k.time.transfers += inst.time.transfers;
+    k.time.gpu_ns += inst.time.gpu_ns;
+    instances.push_back(op_row_json(inst, source, steps, peak, peak_tf));
+  }
+  for (const std::string& path : unmodelled_leaves(a, in.cost)) {
+    OpRow r;
+    r.op = path;
+    r.time = a.ops.at(path);
+    kinds.push_back(r);
+    instances.push_back(op_row_json(r, source, steps, peak, peak_tf));
+  }
+  json ops = json::array();
+  for (const OpRow& r : kinds) ops.push_back(op_row_json(r, source, steps, peak, peak_tf));
+  j["op_time_source"] = source_name(source);
+  j["ops"] = ops;
+  j["op_instances"] = instances;
+
+  json phases = json::array();
+  for (const char* phase : {"forward", "backward", "optimizer"}) {
+    const std::string prefix = std::string(phase) + "/";
+    i64 flops = 0;
+    for (const OpCost& o : in.cost.ops) flops += o.phase == phase ? o.flops : 0;
+    i64 gpu_ns = 0;
+    for (const auto& [path, t] : a.ops) {
+      if (path == phase || path.rfind(prefix, 0) == 0) gpu_ns += t.gpu_ns;
+    }
+    const auto host = a.ops.find(phase);
+    const i64 host_ns = host != a.ops.end() ? host->second.host_ns : 0;
+    phases.push_back({{"phase", phase},
+                      {"flops_per_step", flops},
+                      {"host_ms_per_step", static_cast<double>(host_ns) / steps / 1e6},
+                      {"gpu_ms_per_step",
+                       nullable(in.gpu != nullptr, static_cast<double>(gpu_ns) / steps / 1e6)}});
+  }
+  j["phases"] = phases;
+
+  // ---- memory -------------------------------------------------------------------
+  const MemoryFigures& m = in.memory;
+  auto known = [](i64 v) { return v >= 0 ? json(v) : json(nullptr); };
+  j["memory"] = {{"parameters_bytes", m.model.parameters},
+                 {"gradients_bytes", m.model.gradients},
+                 {"optimizer_bytes", m.model.optimizer},
+                 {"activations_bytes", m.model.activations},
+                 {"workspace_bytes", m.workspace_bytes},
+                 {"total_bytes", m.model.total() + m.workspace_bytes},
+                 {"device_total_bytes", known(m.device_total_bytes)},
+                 {"device_used_peak_bytes", known(m.device_used_peak_bytes)}};
+  j["notes"] = notes;
+  return j;
+}
+
+// ---- the printed summary ----------------------------------------------------------
+
+namespace {
+
+std::string format(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string num(const json& v, const char* fmt) {
+  return v.is_number() ? format(fmt, v.get<double>()) : std::string("-");
+}
+
+std::string mb(const json& v) {
+  return v.is_number() ? format("%.1f MB", v.get<double>() / 1e6) : std::string("unknown");
+}
+
+// 5.28e9 -> "5.28 G": FLOP counts span kFLOP (tests) to PFLOP (big models).
+std::string si(const json& v) {
+  if (!v.is_number()) return "- ";
+  double x = v.get<double>();
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (std::abs(x) >= 1000 && i < 6) {
+    x /= 1000;
+    ++i;
+  }
+  return format("%.3g ", x) + prefixes[i];
+}
+
+std::string shorten(const std::string& s, std::size_t width) {
+  return s.size() <= width ? s : s.substr(0, width - 3) + "...";
+}
+
+std::string pad(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string lpad(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+}  // namespace
+
+std::string format_profile_summary(const json& j) {
+  std::string out;
+  out += "profile: " + std::to_string(j["profiled_steps"].get<int>()) + " steps, " +
+         j["level"].get<std::string>() + ", " + j["precision"].get<std::string>() + ", " +
+         j["device"].get<std::string>() + "\n";
+
+  const json& st = j["step_time"];
+  out += "  step      " + num(st["profiled_ms_per_step"], "%.3f") + " ms profiled";
+  if (st["unprofiled_ms_per_step"].is_number()) {
+    out += ", " + num(st["unprofiled_ms_per_step"], "%.3f") + " ms unprofiled (overhead " +
+           num(st["profiling_overhead_pct"], "%+.1f") + " %)";
+  }
+  out += "\n";
+
+  const json& g = j["gpu"];
+  if (g.is_object()) {
+    out += "  gpu       " + num(g["kernel_dispatches_per_step"], "%.0f") +
+           " kernel dispatches/step (" + num(g["launch_calls_per_step"], "%.0f") +
+           " launch calls), " + std::to_string(g["unique_kernels"].get<int>()) +
+           " unique kernels, " + num(g["gpu_time_per_step_ms"], "%.3f") +
+           " ms GPU time/step, busy " + num(g["gpu_busy_pct"], "%.1f") + " %\n";
+  } else {
+    out += "  gpu       kernel statistics need a GPU (see the notes)\n";
+  }
+
+  const json& f = j["flops"];
+  const json& mfu = j["mfu"];
+  const json achieved = mfu["achieved_tflops"].get<double>() * 1e12;
+  out += "  flops     " + si(f["model_flops_per_step"]) + "FLOP/step of model work (6NT " +
+         si(f["six_n_t"]) + " + attention " + si(f["attention_term"]) + "), " + si(achieved) +
+         "FLOP/s at the run's " + num(j["step_time"]["run_ms_per_step"], "%.3f") + " ms/step";
+  if (mfu["value"].is_number()) {
+    out += ", MFU " + format("%.1f", 100.0 * mfu["value"].get<double>()) + " % of " +
+           num(mfu["peak_tflops"], "%.0f") + " TFLOP/s (" +
+           j["device_peak"]["name"].get<std::string>() + ")";
+  }
+  out += "\n";
+
+  if (g.is_object() && !g["top_kernels"].empty()) {
+    out += "  top kernels      share  calls/step    ms/step  name\n";
+    for (const json& k : g["top_kernels"]) {
+      out += "            " + lpad(num(k["share_pct"], "%.1f %%"), 9) +
+             lpad(num(k["calls_per_step"], "%.0f"), 12) + lpad(num(k["ms_per_step"], "%.3f"), 11) +
+             "  " + shorten(k["name"].get<std::string>(), 80) + "\n";
+    }
+  }
+
+  // Ops by time, the slowest first; the JSON keeps the pass order.
+  std::vector<json> ops;
+  for (const json& o : j["ops"]) {
+    if (o["time_ms_per_step"].is_number()) ops.push_back(o);
+  }
+  std::stable_sort(ops.begin(), ops.end(), [](const json& a, const json& b) {
+    return a["time_ms_per_step"].get<double>() > b["time_ms_per_step"].get<double>();
+  });
+  if (!ops.empty()) {
+    const std::string source = j["op_time_source"] == "gpu_kernels" ? "GPU kernel" : "host";
+    out += "  ops (" + source + " time per step, slowest first)\n";
+    out += "    " + pad("op", 32) + lpad("ms", 9) + lpad("GFLOP", 10) + lpad("MB", 10) +
+           lpad("TFLOP/s", 9) + lpad("GB/s", 9) + lpad("FLOP/B", 8) + lpad("roof %", 8) +
+           "  bound\n";
+    for (std::size_t i = 0; i < ops.size() && i < 20; ++i) {
+      const json& o = ops[i];
+      const json gflop = o["flops_per_step"].is_number()
+                             ? json(o["flops_per_step"].get<double>() / 1e9)
+                             : json(nullptr);
+      const json mbytes = o["bytes_per_step"].is_number()
+                              ? json(o["bytes_per_step"].get<double>() / 1e6)
+                              : json(nullptr);
+      out += "    " + pad(shorten(o["op"].get<std::string>(), 32), 32) +
+             lpad(num(o["time_ms_per_step"], "%.3f"), 9) + lpad(num(gflop, "%.3g"), 10) +
+             lpad(num(mbytes, "%.3g"), 10) + lpad(num(o["achieved_tflops"], "%.3g"), 9) +
+             lpad(num(o["achieved_gbps"], "%.4g"), 9) +
+             lpad(num(o["arithmetic_intensity"], "%.1f"), 8) +
+             lpad(num(o["pct_of_roof"], "%.0f"), 8) + "  " +
+             (o["bound"].is_string() ? o["bound"].get<std::string>() : std::string("-")) + "\n";
+    }
+    if (ops.size() > 20) {
+      out += "    ... " + std::to_string(ops.size() - 20) + " more in summary.json\n";
+    }
+  }
+
+  const json& m = j["memory"];
+  out += "  memory    parameters " + mb(m["parameters_bytes"]) + ", gradients " +
+         mb(m["gradients_bytes"]) + ", optimizer " + mb(m["optimizer_bytes"]) + ", activations " +
+         mb(m["activations_bytes"]) + ", workspaces " + mb(m["workspace_bytes"]) + "; total " +
+         mb(m["total_bytes"]);
+  if (m["device_total_bytes"].is_number()) out += " of " + mb(m["device_total_bytes"]) + " device";
+  if (m["device_used_peak_bytes"].is_number()) {
+    out += " (driver peak " + mb(m["device_used_peak_bytes"]) + ")";
+  }
+  out += "\n";
+  for (const json& n : j["notes"]) out += "  note: " + n.get<std::string>() + "\n";
+  return out;
+}
+
+}  // namespace tinyllama::prof

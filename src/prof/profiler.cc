@@ -1,0 +1,135 @@
+#include "prof/profiler.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "core/errors.h"
+#include "model/cuda_entry.h"
+#include "prof/attribution.h"
+#include "prof/cost_model.h"
+#include "prof/kernel_stats.h"
+#include "prof/op_marker.h"
+#include "prof/profile_summary.h"
+#include "prof/trace_writer.h"
+
+namespace tinyllama::prof {
+namespace {
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) throw RuntimeFailure("--profile-dir: cannot write " + path.string());
+}
+
+}  // namespace
+
+Profiler::Profiler(const TrainOptions& opts, const Model& model, Backend& backend)
+    : opts_(opts), model_(model), backend_(backend) {
+  std::error_code ec;
+  std::filesystem::create_directories(opts.profile_dir, ec);
+  if (ec || !std::filesystem::is_directory(opts.profile_dir)) {
+    throw RuntimeFailure("--profile-dir " + opts.profile_dir + ": cannot create the directory" +
+                         (ec ? " (" + ec.message() + ")" : std::string()));
+  }
+  // Attached from the start, so that a CUDA graph captured in the warm-up
+  // gets its nodes tagged with the ops that created them.
+  set_active_recorder(&recorder_);
+  if (backend.name() == "cuda") {
+    collector_ = CuptiCollector::start(&recorder_, &collector_note_);
+  } else {
+    collector_note_ = "the run used the CPU backend";
+  }
+}
+
+Profiler::~Profiler() {
+  if (active_recorder() == &recorder_) set_active_recorder(nullptr);
+}
+
+void Profiler::begin_step(bool timed) {
+  if (timed && !window_started_) {
+    // The profiled window opens: forget the warm-up's ranges and records.
+    window_started_ = true;
+    recorder_.clear();
+    if (collector_) collector_->discard();
+  }
+  if (!recording_) return;
+  // Warm-up ranges matter only while they are open (a graph node captured
+  // now is tagged with the open path); dropping the finished ones keeps a
+  // long warm-up from growing the buffer.
+  if (!window_started_) recorder_.clear();
+  nvtx_push("step");
+  step_range_ = recorder_.open("step");
+}
+
+void Profiler::end_step(bool timed, double step_ms) {
+  if (!recording_) {
+    if (timed) unprofiled_ms_.push_back(step_ms);
+    return;
+  }
+  recorder_.close(step_range_);
+  nvtx_pop();
+  if (!timed) return;
+  profiled_ms_.push_back(step_ms);
+  if (static_cast<int>(profiled_ms_.size()) >= opts_.profile_steps) stop_recording();
+}
+
+void Profiler::stop_recording() {
+  if (!recording_) return;
+  recording_ = false;
+  set_active_recorder(nullptr);
+  if (collector_) activity_ = collector_->finish();
+}
+
+std::string Profiler::finish(const TrainSummary& summary) {
+  stop_recording();
+  ProfileInputs in;
+  in.device = backend_.device_description();
+  in.backend = backend_.name();
+  in.level_name = opts_.level_name;
+  in.level = opts_.level;
+  in.precision = opts_.precision;
+  in.model = opts_.model;
+  in.shape = opts_.shape;
+  in.cost = step_cost(opts_.model, opts_.shape, opts_.level, opts_.precision);
+  in.ranges = recorder_.ranges();
+  in.gpu = collector_ ? &activity_ : nullptr;
+  in.gpu_note = collector_note_;
+  in.times.profiled_ms = profiled_ms_;
+  in.times.unprofiled_ms = unprofiled_ms_;
+  in.times.run_ms_per_step = summary.ms_per_step;
+  in.memory.model = model_.memory();
+  in.memory.workspace_bytes = backend_.workspace_bytes();
+  std::size_t total = 0;
+  if (in.backend == "cuda" && cuda_memory_info(nullptr, &total)) {
+    in.memory.device_total_bytes = static_cast<std::int64_t>(total);
+  }
+  if (summary.device_used_peak_mb > 0) {
+    in.memory.device_used_peak_bytes = static_cast<std::int64_t>(summary.device_used_peak_mb * 1e6);
+  }
+
+  const Attribution attribution = attribute(in.ranges, in.gpu);
+  std::vector<KernelRecord> profiled_kernels;
+  if (in.gpu != nullptr) {
+    for (std::size_t i = 0; i < activity_.kernels.size(); ++i) {
+      if (attribution.kernel_in_step[i]) profiled_kernels.push_back(activity_.kernels[i]);
+    }
+  }
+  const std::vector<KernelStat> stats = kernel_stats(profiled_kernels);
+  const nlohmann::json summary_json = profile_summary(in, attribution, stats);
+
+  const std::filesystem::path dir(opts_.profile_dir);
+  std::string written;
+  if (in.gpu != nullptr) {
+    write_file(dir / "kernel_stats.csv", kernel_stats_csv(stats));
+    written += (dir / "kernel_stats.csv").string() + ", ";
+  }
+  write_file(dir / "trace.json", chrome_trace(in, attribution).dump());
+  write_file(dir / "summary.json", summary_json.dump(2) + "\n");
+  written += (dir / "trace.json").string() + ", " + (dir / "summary.json").string();
+  return format_profile_summary(summary_json) + "wrote " + written + "\n";
+}
+
+}  // namespace tinyllama::prof

@@ -1,0 +1,191 @@
+#include "prof/trace_writer.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "prof/kernel_stats.h"
+
+namespace tinyllama::prof {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kHostPid = 1;
+constexpr int kOpsTid = 1;
+constexpr int kApiTid = 2;
+constexpr int kGpuPidBase = 10;  // GPU d is process kGpuPidBase + d
+
+json metadata(const char* what, int pid, int tid, const std::string& name) {
+  return {{"ph", "M"}, {"name", what}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+}
+
+// Range categories by depth: what a reader filters on in Perfetto.
+const char* range_category(const HostRange& r) {
+  if (r.depth == 0) return "step";
+  if (r.depth == 1) return "phase";
+  const std::string name = r.name;
+  if (name.rfind("layer", 0) == 0) return "layer";
+  return "op";
+}
+
+}  // namespace
+
+json chrome_trace(const ProfileInputs& in, const Attribution& a) {
+  // Times are microseconds (the format's unit) from the first profiled
+  // range, kept to the nanosecond.
+  std::int64_t origin = 0;
+  std::int64_t window_end = 0;
+  if (!a.steps.empty()) {
+    origin = in.ranges[static_cast<std::size_t>(a.steps.front())].start_ns;
+    window_end = in.ranges[static_cast<std::size_t>(a.steps.back())].end_ns;
+  } else if (!in.ranges.empty()) {
+    origin = in.ranges.front().start_ns;
+  }
+  auto us = [origin](std::int64_t ns) { return static_cast<double>(ns - origin) / 1e3; };
+  auto dur = [](std::int64_t from, std::int64_t to) {
+    return static_cast<double>(std::max<std::int64_t>(to - from, 0)) / 1e3;
+  };
+
+  json events = json::array();
+  events.push_back(metadata("process_name", kHostPid, 0, "tinyllama host"));
+  events.push_back(metadata("thread_name", kHostPid, kOpsTid, "ops (step > phase > layer > op)"));
+
+  for (std::size_t i = 0; i < in.ranges.size(); ++i) {
+    const HostRange& r = in.ranges[i];
+    if (r.end_ns < r.start_ns) continue;  // never closed
+    json args = {{"path", a.range_paths[i].empty() ? "step" : a.range_paths[i]}};
+    if (const OpCost* c = in.cost.find(a.range_paths[i])) {
+      args["flops"] = c->flops;
+      args["bytes"] = c->bytes;
+      args["kind"] = op_kind_name(c->kind);
+    }
+    events.push_back({{"ph", "X"},
+                      {"name", r.name},
+                      {"cat", range_category(r)},
+                      {"pid", kHostPid},
+                      {"tid", kOpsTid},
+                      {"ts", us(r.start_ns)},
+                      {"dur", dur(r.start_ns, r.end_ns)},
+                      {"args", args}});
+  }
+
+  if (in.gpu != nullptr) {
+    const GpuActivity& g = *in.gpu;
+    events.push_back(metadata("thread_name", kHostPid, kApiTid, "CUDA API"));
+    // API calls: those that launched profiled GPU work, and any other call
+    // made during the profiled steps (synchronisations, event records).
+    std::set<int> apis;
+    for (std::size_t i = 0; i < g.kernels.size(); ++i) {
+      if (a.kernel_in_step[i] && a.kernel_api[i] >= 0) apis.insert(a.kernel_api[i]);
+    }
+    for (std::size_t i = 0; i < g.transfers.size(); ++i) {
+      if (a.transfer_in_step[i] && a.transfer_api[i] >= 0) apis.insert(a.transfer_api[i]);
+    }
+    for (std::size_t i = 0; i < g.api_calls.size(); ++i) {
+      const ApiRecord& c = g.api_calls[i];
+      if (c.start_ns >= origin && c.end_ns <= window_end) apis.insert(static_cast<int>(i));
+    }
+    for (int i : apis) {
+      const ApiRecord& c = g.api_calls[static_cast<std::size_t>(i)];
+      events.push_back({{"ph", "X"},
+                        {"name", c.name},
+                        {"cat", "cuda_api"},
+                        {"pid", kHostPid},
+                        {"tid", kApiTid},
+                        {"ts", us(c.start_ns)},
+                        {"dur", dur(c.start_ns, c.end_ns)},
+                        {"args", {{"correlation", c.correlation}}}});
+    }
+
+    std::set<std::pair<std::uint32_t, std::uint32_t>> streams;  // (device, stream)
+    std::map<std::string, std::string> readable;
+    long long flow_id = 0;
+    // One flow per GPU record: a graph launch fans out to many kernels, and
+    // a flow has exactly one start and one end.
+    auto flow = [&](int api, std::uint32_t device, std::uint32_t stream, std::int64_t start) {
+      if (api < 0) return;
+      const ApiRecord& c = g.api_calls[static_cast<std::size_t>(api)];
+      ++flow_id;
+      events.push_back({{"ph", "s"},
+                        {"id", flow_id},
+                        {"name", "launch"},
+                        {"cat", "launch"},
+                        {"pid", kHostPid},
+                        {"tid", kApiTid},
+                        {"ts", us(c.start_ns + (c.end_ns - c.start_ns) / 2)}});
+      events.push_back({{"ph", "f"},
+                        {"bp", "e"},
+                        {"id", flow_id},
+                        {"name", "launch"},
+                        {"cat", "launch"},
+                        {"pid", kGpuPidBase + static_cast<int>(device)},
+                        {"tid", stream},
+                        {"ts", us(start)}});
+    };
+    for (std::size_t i = 0; i < g.kernels.size(); ++i) {
+      if (!a.kernel_in_step[i]) continue;
+      const KernelRecord& k = g.kernels[i];
+      auto it = readable.find(k.name);
+      if (it == readable.end()) it = readable.emplace(k.name, demangle(k.name)).first;
+      streams.emplace(k.device, k.stream);
+      json args = {{"correlation", k.correlation},
+                   {"op", a.kernel_ops[i]},
+                   {"grid", k.grid},
+                   {"block", k.block}};
+      if (k.graph_node != 0) {
+        args["graph_id"] = k.graph_id;
+        args["graph_node"] = k.graph_node;
+      }
+      events.push_back({{"ph", "X"},
+                        {"name", it->second},
+                        {"cat", "kernel"},
+                        {"pid", kGpuPidBase + static_cast<int>(k.device)},
+                        {"tid", k.stream},
+                        {"ts", us(k.start_ns)},
+                        {"dur", dur(k.start_ns, k.end_ns)},
+                        {"args", args}});
+      flow(a.kernel_api[i], k.device, k.stream, k.start_ns);
+    }
+    for (std::size_t i = 0; i < g.transfers.size(); ++i) {
+      if (!a.transfer_in_step[i]) continue;
+      const TransferRecord& x = g.transfers[i];
+      streams.emplace(x.device, x.stream);
+      events.push_back(
+          {{"ph", "X"},
+           {"name", x.name},
+           {"cat", x.name == "memset" ? "memset" : "memcpy"},
+           {"pid", kGpuPidBase + static_cast<int>(x.device)},
+           {"tid", x.stream},
+           {"ts", us(x.start_ns)},
+           {"dur", dur(x.start_ns, x.end_ns)},
+           {"args",
+            {{"correlation", x.correlation}, {"bytes", x.bytes}, {"op", a.transfer_ops[i]}}}});
+      flow(a.transfer_api[i], x.device, x.stream, x.start_ns);
+    }
+    std::set<std::uint32_t> devices;
+    for (const auto& [device, stream] : streams) {
+      devices.insert(device);
+      events.push_back(metadata("thread_name", kGpuPidBase + static_cast<int>(device),
+                                static_cast<int>(stream), "stream " + std::to_string(stream)));
+    }
+    for (std::uint32_t device : devices) {
+      events.push_back(metadata("process_name", kGpuPidBase + static_cast<int>(device), 0,
+                                "GPU " + std::to_string(device) + ": " + in.device));
+    }
+  }
+
+  // No "displayTimeUnit": some Perfetto versions read it as the unit of
+  // "ts" itself, which would scale the whole trace by 1000.
+  return {{"traceEvents", events},
+          {"otherData",
+           {{"tool", "tinyllama --profile"},
+            {"device", in.device},
+            {"level", in.level_name},
+            {"profiled_steps", a.steps.size()},
+            {"clock", "steady clock, microseconds from the first profiled step"}}}};
+}
+
+}  // namespace tinyllama::prof

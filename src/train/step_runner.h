@@ -1,0 +1,90 @@
+#pragma once
+// One training step at a time: the batch and the step's scalars copied in,
+// forward, backward (with fp16's overflow scan) and the optimizer enqueued --
+// eagerly, or as one replay of a CUDA graph captured from those same calls --
+// then the loss read back and the loss scale updated. The trainer and the
+// GPU tests share it, so the tests exercise the trainer's capture path.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "train/loss_scaler.h"
+#include "train/trainer.h"
+
+namespace tinyllama {
+
+class StepRunner {
+ public:
+  // Eager steps before the capture: the first step settles everything done
+  // once on first use (cuBLASLt's heuristic and descriptors, lazy module
+  // loading), none of which may happen inside a capture.
+  static constexpr int kEagerStepsBeforeCapture = 1;
+
+  // use_graphs: the level's cuda_graphs toggle; ignored (see note()) when
+  // the model's backend cannot capture graphs. hyper: AdamW's constants and
+  // learning rate; the step count is the runner's. The scaler decides the
+  // loss scale of each step and learns of its overflows.
+  StepRunner(Model& model, LossScaler& scaler, const AdamWHyper& hyper, bool use_graphs);
+  ~StepRunner();
+  StepRunner(const StepRunner&) = delete;
+  StepRunner& operator=(const StepRunner&) = delete;
+
+  // Trains one step on `rows` (batch rows of seq+1 tokens) and waits for its
+  // loss. Returns the loss, timings, loss scale and whether fp16 skipped the
+  // update; the caller numbers the step. With graphs, the step after the
+  // eager ones is captured and replayed, and every later step replays it; a
+  // capture that fails leaves every step eager (capture_failed()).
+  StepRecord run(const std::vector<std::int32_t>& rows);
+
+  // Whether steps now run as replays of a captured graph.
+  bool replaying() const { return state_ == State::Replay; }
+  // Whether capturing was tried and failed (the one-line reason is in note()).
+  bool capture_failed() const { return capture_failed_; }
+  // Why graphs were asked for and steps still run eagerly, or why the phase
+  // split is missing; empty when neither.
+  std::string note() const;
+
+  // Launches of one step's device work (forward, backward, optimizer; not the
+  // batch and scalar copies before it), counted on its captured graph. Empty
+  // until a graph has been captured or count_launches() has run, and on a
+  // backend without graphs.
+  const std::optional<GraphStats>& launches() const { return launches_; }
+  // For steps that run eagerly on a backend that can capture: records one
+  // step's work without running it, only to count its launches. Leaves the
+  // model untouched; a failure only leaves launches() empty (and says so in
+  // note()). Does nothing after a failed capture.
+  void count_launches();
+
+  // Whether forward/backward/optimizer times are measured (they are NaN in
+  // the records otherwise); false only if the timing events inside a graph
+  // cannot be read, in which case whole steps are still timed.
+  bool phases_timed() const { return phases_timed_; }
+  // AdamW updates applied so far (fp16's skipped steps do not count).
+  int applied_updates() const { return applied_updates_; }
+
+ private:
+  enum class State { Eager, CaptureNext, Replay };
+  void enqueue_work();
+  void capture_and_replay();
+
+  Model& model_;
+  Backend& backend_;
+  LossScaler& scaler_;
+  AdamWHyper hyper_;
+  std::unique_ptr<EventTimer> timer_;
+  bool graphs_wanted_;
+  State state_ = State::Eager;
+  int steps_run_ = 0;
+  int applied_updates_ = 0;
+  bool capture_failed_ = false;
+  std::string capture_error_;
+  bool phases_timed_ = true;
+  std::string timing_error_;
+  std::string count_error_;
+  std::optional<GraphStats> launches_;
+};
+
+}  // namespace tinyllama

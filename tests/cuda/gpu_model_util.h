@@ -1,0 +1,62 @@
+#pragma once
+// Shared by the whole-model GPU tests (gpu_model_test.cc, gpu_graph_test.cc):
+// batches, weights that break the init's symmetries, and the per-tensor
+// error of a gradient or parameter block against the CPU reference.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/rng.h"
+#include "model/init.h"
+#include "model/param_layout.h"
+
+namespace tinyllama::gpu_test {
+
+inline std::vector<std::int32_t> random_rows(int batch, int seq, int vocab, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(batch) * (seq + 1));
+  for (auto& t : rows) {
+    t = static_cast<std::int32_t>(1 + rng.below(static_cast<std::uint64_t>(vocab - 1)));
+  }
+  return rows;
+}
+
+// Init weights plus a perturbation, so norm weights are not all exactly 1.
+inline std::vector<double> weights(const ParamLayout& layout) {
+  std::vector<double> w = initial_weights(layout, 11);
+  Rng rng(12);
+  for (const ParamSlot& s : layout.slots()) {
+    for (std::int64_t i = 0; i < s.numel(); ++i) {
+      w[static_cast<std::size_t>(s.offset + i)] += s.is_norm ? 0.2 * rng.normal() : 0.0;
+    }
+  }
+  return w;
+}
+
+// Per parameter tensor, ||gpu - cpu|| / ||cpu|| (2-norms); the worst over
+// all tensors and its name.
+inline std::pair<double, std::string> worst_slot(const ParamLayout& layout,
+                                                 const std::vector<double>& gpu,
+                                                 const std::vector<double>& cpu) {
+  double worst = 0;
+  std::string name;
+  for (const ParamSlot& s : layout.slots()) {
+    double diff2 = 0, ref2 = 0;
+    for (std::int64_t i = 0; i < s.numel(); ++i) {
+      const auto k = static_cast<std::size_t>(s.offset + i);
+      if (!std::isfinite(gpu[k])) return {INFINITY, s.name + " (not finite)"};
+      diff2 += (gpu[k] - cpu[k]) * (gpu[k] - cpu[k]);
+      ref2 += cpu[k] * cpu[k];
+    }
+    const double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+    if (rel >= worst) {
+      worst = rel;
+      name = s.name;
+    }
+  }
+  return {worst, name};
+}
+
+}  // namespace tinyllama::gpu_test

@@ -1,0 +1,118 @@
+// --profile on the GPU: CUPTI's records of a tiny CUDA run come back with
+// kernel names and durations, eager kernels are attributed to the ops that
+// launched them, and kernels replayed from a CUDA graph to the ops that
+// captured them. Skips without a GPU.
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "gpu_test_util.h"
+#include "train/trainer.h"
+
+namespace tinyllama::gpu_test {
+namespace {
+
+TrainOptions tiny_profiled_run(const std::string& level, const std::filesystem::path& dir) {
+  TrainOptions o;
+  o.model.vocab_size = 97;
+  o.model.hidden_dim = 128;
+  o.model.num_layers = 2;
+  o.model.num_heads = 4;
+  o.model.num_kv_heads = 2;
+  o.model.ffn_dim = 256;
+  o.shape = BatchShape{2, 32};
+  o.level = level == "v1" ? LevelOptions::v1() : LevelOptions::v2();
+  o.level_name = level;
+  o.device = DeviceKind::Cuda;
+  o.num_steps = 4;
+  o.warmup_steps = 3;  // a v2 run captures its graph in the warm-up
+  o.profile = true;
+  o.profile_steps = 2;
+  o.profile_dir = dir.string();
+  return o;
+}
+
+std::filesystem::path fresh_dir(const std::string& tag) {
+  const auto d = std::filesystem::temp_directory_path() /
+                 ("tinyllama_gpu_profile_" + tag + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+nlohmann::json read_json(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+const nlohmann::json* find_op(const nlohmann::json& summary, const std::string& name) {
+  for (const nlohmann::json& o : summary["ops"]) {
+    if (o["op"] == name) return &o;
+  }
+  return nullptr;
+}
+
+class GpuProfiler : public GpuTest {};
+
+TEST_F(GpuProfiler, EagerRunYieldsNamedTimedKernelsAttributedToOps) {
+  const auto dir = fresh_dir("v1");
+  const TrainSummary s = train(tiny_profiled_run("v1", dir), nullptr);
+  EXPECT_NE(s.profile_report.find("kernel dispatches/step"), std::string::npos) << s.profile_report;
+
+  std::ifstream csv(dir / "kernel_stats.csv");
+  ASSERT_TRUE(csv.good());
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "Name,Calls,TotalDurationNs,AverageNs,Percentage,MinNs,MaxNs");
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    // "name",calls,total,...: the name is quoted and not empty.
+    ASSERT_GE(line.size(), 3u);
+    EXPECT_EQ(line[0], '"');
+    const auto close = line.rfind("\",");
+    ASSERT_NE(close, std::string::npos) << line;
+    EXPECT_GT(close, 1u) << "empty kernel name: " << line;
+    std::stringstream fields(line.substr(close + 2));
+    long long calls = 0, total = 0;
+    char comma = 0;
+    fields >> calls >> comma >> total;
+    EXPECT_GT(calls, 0) << line;
+    EXPECT_GT(total, 0) << "non-positive duration: " << line;
+  }
+  EXPECT_GT(rows, 3);
+
+  const nlohmann::json j = read_json(dir / "summary.json");
+  EXPECT_EQ(j["kernel_statistics"], true) << j["notes"].dump();
+  EXPECT_GT(j["gpu"]["kernel_dispatches_per_step"].get<double>(), 10.0);
+  EXPECT_GT(j["gpu"]["gpu_time_per_step_ms"].get<double>(), 0.0);
+  EXPECT_EQ(j["op_time_source"], "gpu_kernels");
+  // Every GEMM op launched at least one kernel inside its range.
+  for (const char* op : {"forward/qkv_gemm", "backward/qkv_gemm_wgrad", "forward/lm_head_gemm",
+                         "optimizer/adamw", "forward/attention", "backward/attention"}) {
+    const nlohmann::json* o = find_op(j, op);
+    ASSERT_NE(o, nullptr) << op;
+    EXPECT_GE((*o)["kernels_per_step"].get<double>(), 1.0) << op;
+    EXPECT_GT((*o)["achieved_gbps"].get<double>(), 0.0) << op;
+  }
+  EXPECT_EQ(find_op(j, "(unattributed)"), nullptr) << "kernels without a launch record";
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(GpuProfiler, GraphReplayedKernelsFindTheirOpsByCaptureTag) {
+  const auto dir = fresh_dir("v2");
+  const TrainSummary s = train(tiny_profiled_run("v2", dir), nullptr);
+  const nlohmann::json j = read_json(dir / "summary.json");
+  if (s.execution != "cuda_graph")
+    GTEST_SKIP() << "the run did not replay a graph: " << s.execution_note;
+  EXPECT_GT(j["gpu"]["graph_kernels_per_step"].get<double>(), 10.0) << j["notes"].dump();
+  const nlohmann::json* qkv = find_op(j, "forward/qkv_gemm");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_GE((*qkv)["kernels_per_step"].get<double>(), 1.0) << j["notes"].dump();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tinyllama::gpu_test

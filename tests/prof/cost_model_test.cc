@@ -1,0 +1,186 @@
+// The cost model against counts worked out by hand for a tiny config, and
+// the whole step against the literature's 6·N·T + attention term; then the
+// join that makes the per-op figures meaningful: the ops the model passes
+// mark are exactly the ops the cost model lists, at every level.
+#include "prof/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "model/init.h"
+#include "model/model.h"
+#include "prof/host_ranges.h"
+
+namespace tinyllama::prof {
+namespace {
+
+// V10 D8 L1 H2 K1 (hd 4) F12, B2 S3: T = 6 tokens, qkv width (2+2)*4 = 16.
+ModelConfig tiny() {
+  ModelConfig c;
+  c.vocab_size = 10;
+  c.hidden_dim = 8;
+  c.num_layers = 1;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.ffn_dim = 12;
+  return c;
+}
+constexpr BatchShape kTinyShape{2, 3};
+
+// By value: GCC 13 cannot see that the result outlives the temporary path.
+OpCost op(const StepCost& c, const std::string& path) {
+  const OpCost* o = c.find(path);
+  if (o == nullptr) throw std::runtime_error("no op " + path);
+  return *o;
+}
+
+TEST(CostModel, FusedGemmsMatchHandCounts) {
+  const StepCost c = step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::fp32());
+  // Forward QKV: 2*T*D*16 FLOPs; reads x [6,8] and W [16,8], writes [6,16], fp32.
+  const OpCost qkv = op(c, "forward/layer0/qkv_gemm");
+  EXPECT_EQ(qkv.kind, OpKind::Gemm);
+  EXPECT_EQ(qkv.flops, 2 * 6 * 8 * 16);
+  EXPECT_EQ(qkv.bytes, (48 + 128 + 96) * 4);
+  EXPECT_EQ(qkv.gemm_calls, 1);
+  // dgrad reads dy [6,16] and W, writes dx [6,8]; wgrad reads dy and x, writes dW.
+  EXPECT_EQ(op(c, "backward/layer0/qkv_gemm_dgrad").flops, 1536);
+  EXPECT_EQ(op(c, "backward/layer0/qkv_gemm_dgrad").bytes, (96 + 128 + 48) * 4);
+  EXPECT_EQ(op(c, "backward/layer0/qkv_gemm_wgrad").bytes, (96 + 48 + 128) * 4);
+  // The tied LM head: 2*T*D*V each way.
+  EXPECT_EQ(op(c, "forward/lm_head_gemm").flops, 2 * 6 * 8 * 10);
+  EXPECT_EQ(op(c, "backward/lm_head_gemm_wgrad").flops, 960);
+  EXPECT_EQ(op(c, "forward/layer0/gate_up_gemm").flops, 2 * 6 * 8 * 24);
+  EXPECT_EQ(op(c, "forward/layer0/down_gemm").flops, 2 * 6 * 12 * 8);
+  EXPECT_EQ(op(c, "forward/layer0/out_proj_gemm").flops, 2 * 6 * 8 * 8);
+}
+
+TEST(CostModel, UnfusedGemmsReadTheirInputOncePerSliceAndAccumulateDgrad) {
+  const StepCost c = step_cost(tiny(), kTinyShape, LevelOptions::v1(), Precision::fp32());
+  const OpCost qkv = op(c, "forward/layer0/qkv_gemm");
+  EXPECT_EQ(qkv.flops, 1536);  // the same work as one fused GEMM
+  EXPECT_EQ(qkv.gemm_calls, 3);
+  // q: x + Wq [8,8] + y [6,8]; k and v: x + [4,8] + [6,4].
+  EXPECT_EQ(qkv.bytes, (48 + 64 + 48) * 4 + 2 * (48 + 32 + 24) * 4);
+  // The k and v dgrads accumulate into dx (beta = 1): they read it too.
+  EXPECT_EQ(op(c, "backward/layer0/qkv_gemm_dgrad").bytes,
+            (48 + 64 + 48) * 4 + 2 * ((24 + 32 + 48) * 4 + 48 * 4));
+  // Unfused SwiGLU writes silu(g) and reads it back: 5 tensors of [6,12].
+  EXPECT_EQ(op(c, "forward/layer0/swiglu").bytes, 5 * 6 * 12 * 4);
+  EXPECT_EQ(op(c, "backward/layer0/swiglu").bytes, 9 * 6 * 12 * 4);
+}
+
+TEST(CostModel, CausalAttentionCountsHalfTheSquare) {
+  const StepCost flash = step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::fp32());
+  // 2 products * 2*B*H*S^2*hd * 1/2 = 2*2*2*9*4.
+  EXPECT_EQ(op(flash, "forward/layer0/attention").flops, 288);
+  EXPECT_EQ(op(flash, "backward/layer0/attention").flops, 576);
+  // Reads q [6,8], k, v [6,4], writes out [6,8] and lse [B*H, S] (fp32).
+  EXPECT_EQ(op(flash, "forward/layer0/attention").bytes, (96 + 48) * 4 + 12 * 4);
+  // Materialised attention also saves the probabilities [B*H*S, S].
+  const StepCost mat = step_cost(tiny(), kTinyShape, LevelOptions::v1(), Precision::fp32());
+  EXPECT_EQ(op(mat, "forward/layer0/attention").bytes, (96 + 48) * 4 + 12 * 4 + 36 * 4);
+  EXPECT_EQ(attention_training_flops(tiny(), kTinyShape), 864);
+}
+
+TEST(CostModel, OptimizerAndPrecisionDependentOps) {
+  const StepCost fp32 = step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::fp32());
+  // 584 parameters: embedding 80, layer 496 (norms 16, Wqkv 128, Wo 64,
+  // Wgu 192, Wdown 96), final norm 8; AdamW reads 4 and writes 3 fp32 tensors.
+  EXPECT_EQ(op(fp32, "optimizer/adamw").bytes, 7 * 584 * 4);
+  EXPECT_EQ(op(fp32, "optimizer/adamw").kind, OpKind::Optimizer);
+  EXPECT_EQ(fp32.find("optimizer/refresh_weights"), nullptr);
+  EXPECT_EQ(fp32.find("backward/overflow_check"), nullptr);
+
+  const StepCost bf16 =
+      step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::amp(DType::BF16));
+  // bf16 activations and weight copy, fp32 weight gradient.
+  EXPECT_EQ(op(bf16, "backward/layer0/qkv_gemm_wgrad").bytes, (96 + 48) * 2 + 128 * 4);
+  EXPECT_NE(bf16.find("optimizer/refresh_weights"), nullptr);
+  EXPECT_EQ(bf16.find("backward/overflow_check"), nullptr);
+  const StepCost fp16 =
+      step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::amp(DType::F16));
+  EXPECT_NE(fp16.find("backward/overflow_check"), nullptr);
+}
+
+TEST(CostModel, WholeStepIsSixNTPlusTheAttentionTerm) {
+  // N: every parameter in a matrix product (not the RMSNorm weights), the
+  // tied embedding once: 80 + 128 + 64 + 3*12*8 = 560.
+  EXPECT_EQ(matmul_parameters(tiny()), 560);
+  const StepCost tiny_cost = step_cost(tiny(), kTinyShape, LevelOptions::v1(), Precision::fp32());
+  EXPECT_EQ(tiny_cost.model_flops(), 6 * 560 * 6 + 864);
+
+  ModelConfig big;  // the DESIGN default model
+  const BatchShape shape{8, 128};
+  for (const LevelOptions& level : {LevelOptions::v1(), LevelOptions::v2()}) {
+    for (const Precision& p : {Precision::fp32(), Precision::amp(DType::BF16)}) {
+      const StepCost c = step_cost(big, shape, level, p);
+      EXPECT_EQ(c.model_flops(),
+                6 * matmul_parameters(big) * shape.tokens() + attention_training_flops(big, shape))
+          << level.describe();
+      EXPECT_EQ(c.attention_flops(), attention_training_flops(big, shape));
+      EXPECT_EQ(c.tokens, shape.tokens());
+    }
+  }
+  // 6*L*B*H*S^2*hd for the default model at B8 S128.
+  EXPECT_EQ(attention_training_flops(big, shape), 6LL * 8 * 8 * 8 * 128 * 128 * 64);
+}
+
+TEST(CostModel, KindKeysSumLayers) {
+  const StepCost c = step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::fp32());
+  EXPECT_EQ(op(c, "forward/layer0/qkv_gemm").kind_key(), "forward/qkv_gemm");
+  EXPECT_EQ(op(c, "forward/layer0/qkv_gemm").layer, 0);
+  EXPECT_EQ(op(c, "optimizer/adamw").kind_key(), "optimizer/adamw");
+  EXPECT_EQ(op(c, "optimizer/adamw").layer, -1);
+}
+
+// ---- the join: marked ops == modelled ops --------------------------------------
+
+std::set<std::string> marked_leaf_ops(const LevelOptions& level) {
+  ModelConfig cfg = tiny();
+  cfg.num_layers = 2;
+  const BatchShape shape{2, 4};
+  CpuBackend backend;
+  Model model(cfg, level, Precision::fp32(), shape, backend);
+  model.set_params(initial_weights(model.layout(), 3));
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(shape.batch * (shape.seq + 1)), 1);
+  model.set_batch(rows);
+
+  HostRangeRecorder recorder;
+  set_active_recorder(&recorder);
+  model.forward();
+  model.backward(1.0f, false);
+  model.optimizer_step(AdamWHyper{});
+  set_active_recorder(nullptr);
+
+  const auto& ranges = recorder.ranges();
+  std::vector<bool> has_child(ranges.size(), false);
+  for (const HostRange& r : ranges) {
+    if (r.parent >= 0) has_child[static_cast<std::size_t>(r.parent)] = true;
+  }
+  std::set<std::string> leaves;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    EXPECT_GE(ranges[i].end_ns, ranges[i].start_ns) << recorder.path(static_cast<int>(i));
+    if (!has_child[i]) leaves.insert(recorder.path(static_cast<int>(i)));
+  }
+  return leaves;
+}
+
+TEST(CostModel, EveryMarkedOpIsModelledAndEveryModelledOpIsMarked) {
+  LevelOptions mixed = LevelOptions::v2();
+  mixed.swiglu_fusion = false;
+  for (const LevelOptions& level : {LevelOptions::v1(), LevelOptions::v2(), mixed}) {
+    ModelConfig cfg = tiny();
+    cfg.num_layers = 2;
+    const StepCost c = step_cost(cfg, BatchShape{2, 4}, level, Precision::fp32());
+    std::set<std::string> modelled;
+    for (const OpCost& o : c.ops) modelled.insert(o.path);
+    EXPECT_EQ(marked_leaf_ops(level), modelled) << level.describe();
+  }
+}
+
+}  // namespace
+}  // namespace tinyllama::prof

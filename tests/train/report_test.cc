@@ -1,0 +1,77 @@
+// The report's execution fields: how the steps ran, kernel launches per
+// step, and null (never a made-up number) for phases that were not timed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "train/report.h"
+
+namespace tinyllama {
+namespace {
+
+TrainSummary summary_with_one_step(double forward_ms) {
+  TrainSummary s;
+  StepRecord r;
+  r.step = 1;
+  r.loss = 3.0;
+  r.ms = 2.0;
+  r.forward_ms = forward_ms;
+  r.backward_ms = forward_ms;
+  r.optimizer_ms = forward_ms;
+  s.steps.push_back(r);
+  s.ms_per_step = 2.0;
+  s.forward_ms = s.backward_ms = s.optimizer_ms = forward_ms;
+  s.final_loss = 3.0;
+  return s;
+}
+
+TEST(Report, GraphRunsReportTheirLaunchesPerStep) {
+  TrainSummary s = summary_with_one_step(0.5);
+  s.execution = "cuda_graph";
+  s.launches = GraphStats{120, 1, 0, 2};
+  TrainOptions o;
+  o.device = DeviceKind::Cuda;
+  const nlohmann::json j = json_report(s, o);
+  EXPECT_EQ(j["execution"], "cuda_graph");
+  EXPECT_EQ(j["kernel_launches_per_step"], 120);
+  EXPECT_EQ(j["graph_nodes_per_step"]["memsets"], 1);
+  EXPECT_EQ(j["forward_ms"], 0.5);
+  EXPECT_EQ(j["phases_timed"], true);
+  const std::string text = format_summary(s, o);
+  EXPECT_NE(text.find("one CUDA graph replay per step | 120 kernel launches per step"),
+            std::string::npos)
+      << text;
+}
+
+TEST(Report, UnmeasuredPhasesAreNullNotNumbers) {
+  TrainSummary s = summary_with_one_step(std::numeric_limits<double>::quiet_NaN());
+  s.phases_timed = false;
+  s.execution_note = "forward/backward/optimizer not timed: test";
+  TrainOptions o;
+  const nlohmann::json j = json_report(s, o);
+  EXPECT_TRUE(j["forward_ms"].is_null());
+  EXPECT_TRUE(j["steps"][0]["backward_ms"].is_null());
+  EXPECT_EQ(j["ms_per_step"], 2.0);
+  EXPECT_EQ(j["execution_note"], s.execution_note);
+  EXPECT_TRUE(j["kernel_launches_per_step"].is_null()) << "not counted on the cpu";
+  const std::string text = format_summary(s, o);
+  EXPECT_EQ(text.find("nan"), std::string::npos) << text;
+  EXPECT_NE(text.find("phases not measured"), std::string::npos) << text;
+}
+
+TEST(Report, TheCpuRunHeaderSaysOnceThatGraphsAreIgnored) {
+  TrainOptions o;
+  o.device = DeviceKind::Cpu;
+  o.level = LevelOptions::v2();
+  EXPECT_NE(format_run_header(o).find("cuda_graphs ignored"), std::string::npos);
+  o.level.cuda_graphs = false;
+  EXPECT_EQ(format_run_header(o).find("cuda_graphs ignored"), std::string::npos);
+  o.level.cuda_graphs = true;
+  o.device = DeviceKind::Cuda;
+  EXPECT_EQ(format_run_header(o).find("cuda_graphs ignored"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tinyllama

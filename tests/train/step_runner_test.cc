@@ -1,0 +1,254 @@
+// The host side of whole-step graphs, on the CPU: StepRunner's capture
+// policy, eager fallback and launch counting, and -- through a backend whose
+// "graphs" replay recorded closures (fake_graph_backend.h) -- that replayed
+// steps read each step's loss scale and AdamW step count instead of the
+// values in force at capture, bit for bit like the eager run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "cpu/cpu_backend.h"
+#include "fake_graph_backend.h"
+#include "model/init.h"
+#include "model/model.h"
+#include "train/step_runner.h"
+
+namespace tinyllama {
+namespace {
+
+using test::FakeGraphBackend;
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.vocab_size = 29;
+  c.hidden_dim = 24;  // head_dim 4
+  c.num_layers = 2;
+  c.num_heads = 6;
+  c.num_kv_heads = 2;
+  c.ffn_dim = 20;
+  return c;
+}
+
+constexpr BatchShape kShape{3, 7};
+
+std::vector<std::int32_t> batch(int step) {
+  Rng rng(100 + static_cast<std::uint64_t>(step));
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(kShape.batch) * (kShape.seq + 1));
+  for (auto& t : rows) t = static_cast<std::int32_t>(1 + rng.below(28));
+  return rows;
+}
+
+struct RunResult {
+  std::vector<StepRecord> steps;
+  std::vector<double> params;
+};
+
+// `steps` steps from the same weights and batches; fp16-style loss scaling
+// on an fp32 model when scaler_initial > 0.
+RunResult train_steps(Backend& backend, bool graphs, int steps, double scaler_initial,
+                      const std::vector<double>& weights, int growth_interval = 2) {
+  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, backend);
+  model.set_params(weights);
+  LossScaler scaler(scaler_initial > 0, scaler_initial > 0 ? scaler_initial : 1.0, growth_interval);
+  AdamWHyper hp;
+  hp.lr = 1e-2f;
+  StepRunner runner(model, scaler, hp, graphs);
+  RunResult out;
+  for (int i = 0; i < steps; ++i) out.steps.push_back(runner.run(batch(i)));
+  out.params = model.params();
+  EXPECT_EQ(runner.replaying(), graphs && backend.supports_graphs() && steps > 1);
+  return out;
+}
+
+std::vector<double> weights() {
+  return initial_weights(ParamLayout(small_config()), 5);
+}
+
+void expect_same_run(const RunResult& a, const RunResult& b) {
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (std::size_t i = 0; i < a.steps.size(); ++i) {
+    EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << "step " << i + 1;
+    EXPECT_EQ(a.steps[i].skipped, b.steps[i].skipped) << "step " << i + 1;
+    EXPECT_EQ(a.steps[i].loss_scale, b.steps[i].loss_scale) << "step " << i + 1;
+  }
+  EXPECT_EQ(a.params, b.params) << "parameters after the run differ";
+}
+
+TEST(StepRunner, ReplayedStepsMatchEagerStepsBitForBit) {
+  const std::vector<double> w = weights();
+  CpuBackend cpu;
+  const RunResult eager = train_steps(cpu, false, 6, 1024.0, w);
+  FakeGraphBackend fake;
+  const RunResult graphed = train_steps(fake, true, 6, 1024.0, w);
+  // Step 1 eager, step 2 captured and replayed, steps 3-6 replayed.
+  EXPECT_EQ(fake.captures, 1);
+  EXPECT_EQ(fake.replays, 5);
+  // The scale grows every 2 clean steps and AdamW's bias correction changes
+  // every step: a value baked into the capture would show here.
+  EXPECT_NE(eager.steps.front().loss_scale, eager.steps.back().loss_scale);
+  expect_same_run(eager, graphed);
+}
+
+TEST(StepRunner, SkippedUpdatesUnderReplayDoNotAdvanceTheStepCount) {
+  const std::vector<double> w = weights();
+  // The largest gradient at loss scale 1 sets a loss scale that overflows
+  // fp32 for the first few steps and not after a few halvings.
+  double max_grad = 0;
+  {
+    CpuBackend cpu;
+    Model m(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, cpu);
+    m.set_params(w);
+    m.set_batch(batch(0));
+    m.forward();
+    m.backward();
+    for (double g : m.grads()) max_grad = std::max(max_grad, std::abs(g));
+  }
+  const double initial = std::ldexp(1.0, static_cast<int>(std::log2(FLT_MAX / max_grad)) + 3);
+
+  CpuBackend cpu;
+  const RunResult eager = train_steps(cpu, false, 9, initial, w, 1000);
+  FakeGraphBackend fake;
+  const RunResult graphed = train_steps(fake, true, 9, initial, w, 1000);
+  expect_same_run(eager, graphed);
+
+  int skipped_replays = 0;
+  int applied = 0;
+  for (std::size_t i = 0; i < graphed.steps.size(); ++i) {
+    const StepRecord& r = graphed.steps[i];
+    if (i > 0 && r.skipped) ++skipped_replays;
+    if (!r.skipped) ++applied;
+    if (i > 0 && graphed.steps[i - 1].skipped) {
+      EXPECT_EQ(r.loss_scale, graphed.steps[i - 1].loss_scale / 2) << "the scale halves";
+    }
+  }
+  EXPECT_GE(skipped_replays, 1) << "no replayed step overflowed: the test lost its point";
+  EXPECT_GE(applied, 1) << "every step overflowed: the test lost its point";
+}
+
+TEST(StepRunner, FailedInstantiationFallsBackToEagerSteps) {
+  const std::vector<double> w = weights();
+  CpuBackend cpu;
+  const RunResult eager = train_steps(cpu, false, 4, 0, w);
+
+  FakeGraphBackend fake;
+  fake.fail_instantiate = true;
+  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, fake);
+  model.set_params(w);
+  LossScaler scaler(false);
+  AdamWHyper hp;
+  hp.lr = 1e-2f;
+  StepRunner runner(model, scaler, hp, true);
+  RunResult graphed;
+  for (int i = 0; i < 4; ++i) graphed.steps.push_back(runner.run(batch(i)));
+  graphed.params = model.params();
+
+  EXPECT_TRUE(runner.capture_failed());
+  EXPECT_FALSE(runner.replaying());
+  EXPECT_EQ(fake.replays, 0);
+  EXPECT_NE(runner.note().find("capture failed"), std::string::npos) << runner.note();
+  EXPECT_NE(runner.note().find("instantiation refused"), std::string::npos) << runner.note();
+  expect_same_run(eager, graphed);
+}
+
+TEST(StepRunner, AnOpThatCannotBeCapturedFallsBackToEagerSteps) {
+  const std::vector<double> w = weights();
+  CpuBackend cpu;
+  const RunResult eager = train_steps(cpu, false, 3, 1024.0, w);
+
+  FakeGraphBackend fake;
+  fake.fail_op_during_capture = true;
+  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, fake);
+  model.set_params(w);
+  LossScaler scaler(true, 1024.0, 2);
+  AdamWHyper hp;
+  hp.lr = 1e-2f;
+  StepRunner runner(model, scaler, hp, true);
+  RunResult graphed;
+  for (int i = 0; i < 3; ++i) graphed.steps.push_back(runner.run(batch(i)));
+  graphed.params = model.params();
+  EXPECT_TRUE(runner.capture_failed());
+  EXPECT_FALSE(runner.launches().has_value());
+  expect_same_run(eager, graphed);
+}
+
+TEST(StepRunner, GraphStepsCountTheirLaunchesAndTimeTheirPhases) {
+  FakeGraphBackend fake;
+  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, fake);
+  model.set_params(weights());
+  LossScaler scaler(true);  // fp16-style: the backward pass zeroes and scans the overflow flag
+  AdamWHyper hp;
+  StepRunner runner(model, scaler, hp, true);
+  EXPECT_FALSE(runner.launches().has_value());
+  for (int i = 0; i < 3; ++i) {
+    const StepRecord r = runner.run(batch(i));
+    EXPECT_TRUE(std::isfinite(r.forward_ms) && r.forward_ms >= 0) << r.forward_ms;
+    EXPECT_TRUE(std::isfinite(r.backward_ms) && r.backward_ms >= 0) << r.backward_ms;
+    EXPECT_TRUE(std::isfinite(r.optimizer_ms) && r.optimizer_ms >= 0) << r.optimizer_ms;
+    EXPECT_GE(r.ms, r.forward_ms);
+  }
+  ASSERT_TRUE(runner.launches().has_value());
+  const GraphStats& g = *runner.launches();
+  EXPECT_GT(g.kernels, 2 * small_config().num_layers * 10);  // every op of every layer
+  EXPECT_EQ(g.memsets, 1);                                   // the overflow flag
+  EXPECT_EQ(g.other, 2);  // the forward and backward timing marks
+  EXPECT_TRUE(runner.phases_timed());
+  EXPECT_EQ(runner.note(), "");
+}
+
+TEST(StepRunner, EagerRunsCountLaunchesWithoutRunningTheCapture) {
+  FakeGraphBackend fake;
+  Model model(small_config(), LevelOptions::v1(), Precision::fp32(), kShape, fake);
+  model.set_params(weights());
+  LossScaler scaler(false);
+  AdamWHyper hp;
+  StepRunner runner(model, scaler, hp, false);
+  for (int i = 0; i < 2; ++i) runner.run(batch(i));
+  const std::vector<double> before = model.params();
+  runner.count_launches();
+  ASSERT_TRUE(runner.launches().has_value());
+  EXPECT_GT(runner.launches()->kernels, 0);
+  EXPECT_EQ(runner.launches()->memsets, 0);  // no overflow scan without loss scaling
+  EXPECT_EQ(model.params(), before) << "counting must not run the step";
+  EXPECT_EQ(fake.replays, 0);
+  EXPECT_FALSE(runner.replaying());
+}
+
+TEST(StepRunner, AnUncountableStepSaysWhy) {
+  FakeGraphBackend fake;
+  Model model(small_config(), LevelOptions::v1(), Precision::fp32(), kShape, fake);
+  model.set_params(weights());
+  LossScaler scaler(false);
+  StepRunner runner(model, scaler, AdamWHyper{}, false);
+  runner.run(batch(0));
+  fake.fail_op_during_capture = true;
+  runner.count_launches();
+  EXPECT_FALSE(runner.launches().has_value());
+  EXPECT_NE(runner.note().find("kernel launches not counted: fake: op not capturable"),
+            std::string::npos)
+      << runner.note();
+}
+
+TEST(StepRunner, TheCpuBackendIgnoresTheGraphToggle) {
+  const std::vector<double> w = weights();
+  CpuBackend a;
+  CpuBackend b;
+  expect_same_run(train_steps(a, false, 3, 0, w), train_steps(b, true, 3, 0, w));
+
+  CpuBackend cpu;
+  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, cpu);
+  model.set_params(w);
+  LossScaler scaler(false);
+  StepRunner runner(model, scaler, AdamWHyper{}, true);
+  for (int i = 0; i < 2; ++i) runner.run(batch(i));
+  runner.count_launches();
+  EXPECT_FALSE(runner.replaying());
+  EXPECT_FALSE(runner.launches().has_value());
+  EXPECT_EQ(runner.note(), "") << "the run header says it once; no per-run note";
+}
+
+}  // namespace
+}  // namespace tinyllama
