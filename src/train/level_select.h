@@ -12,7 +12,7 @@ namespace tinyllama {
 
 // The preset used when --version is not given. Kept in one place so that it
 // moves to the fastest level as soon as that level is implemented.
-inline constexpr std::string_view kDefaultLevel = "v1";
+inline constexpr std::string_view kDefaultLevel = "v2";
 
 // Throws UsageError for unknown names and for levels not implemented yet.
 LevelOptions level_preset(const std::string& name);
