@@ -72,7 +72,7 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   toggle(cmd, "flash-attention", a.toggles.flash_attention, "flash attention");
   toggle(cmd, "cuda-graphs", a.toggles.cuda_graphs, "CUDA graph capture of the step");
   toggle(cmd, "fused-optimizer", a.toggles.fused_optimizer,
-         "one AdamW sweep over all parameters that also refreshes the AMP weight copy");
+         "the single fused AdamW sweep (also writes the AMP weight copy)");
   cmd->add_flag("--enable-all-fusion", a.toggles.all_fusion.enable,
                 "turn all five toggles on (applied after the preset, before single toggles)");
   cmd->add_flag("--disable-all-fusion", a.toggles.all_fusion.disable,
@@ -173,7 +173,8 @@ TrainOptions to_train_options(const TrainArgs& a) {
   if (!a.profile && !a.profile_steps.empty()) throw UsageError("--profile-steps: needs --profile");
   o.profile = a.profile;
   if (!a.profile_dir.empty()) o.profile_dir = a.profile_dir;
-  if (!a.profile_steps.empty()) o.profile_steps = parse_int_flag("--profile-steps", a.profile_steps);
+  if (!a.profile_steps.empty())
+    o.profile_steps = parse_int_flag("--profile-steps", a.profile_steps);
   return o;
 }
 

@@ -15,6 +15,8 @@ namespace {
 
 // cuBLASLt's recommended workspace on Hopper.
 constexpr std::size_t kGemmWorkspaceBytes = 32u << 20;
+// Smallest GEMM autotune scratch (see prepare()).
+constexpr std::size_t kMinGemmTuneScratchBytes = 1u << 20;
 
 class CudaEventTimer final : public EventTimer {
  public:
@@ -109,16 +111,21 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::free_workspaces() {
-  for (void* p : {gemm_workspace_, static_cast<void*>(rms_partials_), attention_block_}) {
+  for (void* p :
+       {gemm_workspace_, gemm_tune_scratch_, static_cast<void*>(rms_partials_), attention_block_}) {
     if (p != nullptr) cudaFree(p);
   }
   gemm_workspace_ = nullptr;
+  gemm_tune_scratch_ = nullptr;
   rms_partials_ = nullptr;
   attention_block_ = nullptr;
   rms_partial_capacity_ = 0;
   attention_ = AttentionScratch{};
   workspace_bytes_ = 0;
-  if (gemm_) gemm_->set_workspace(nullptr, 0);
+  if (gemm_) {
+    gemm_->set_workspace(nullptr, 0);
+    gemm_->set_autotune_scratch(nullptr, 0);
+  }
 }
 
 std::string describe_device(int device) {
@@ -142,6 +149,22 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const LevelO
   gemm_workspace_ = device_alloc(kGemmWorkspaceBytes, "the cuBLASLt workspace");
   gemm_->set_workspace(gemm_workspace_, kGemmWorkspaceBytes);
   workspace_bytes_ += static_cast<std::int64_t>(kGemmWorkspaceBytes);
+
+  // GEMM autotuning times accumulating (beta != 0) GEMMs into this scratch,
+  // never into their real output. The model accumulates only the input
+  // gradients of the unfused qkv / gate_up projections (tokens x hidden);
+  // the floor covers small GEMMs outside the model (tests).
+  if (gemm_->autotune()) {
+    std::size_t bytes = kMinGemmTuneScratchBytes;
+    if (!level.qkv_fusion || !level.swiglu_fusion) {
+      bytes = std::max(bytes, static_cast<std::size_t>(shape.batch) *
+                                  static_cast<std::size_t>(shape.seq) *
+                                  static_cast<std::size_t>(cfg.hidden_dim) * sizeof(float));
+    }
+    gemm_tune_scratch_ = device_alloc(bytes, "the GEMM autotune scratch");
+    gemm_->set_autotune_scratch(gemm_tune_scratch_, bytes);
+    workspace_bytes_ += static_cast<std::int64_t>(bytes);
+  }
 
   rms_partial_capacity_ = static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim;
   const auto rms_bytes = static_cast<std::size_t>(rms_partial_capacity_) * sizeof(float);
@@ -310,6 +333,11 @@ void CudaBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int
 
 void CudaBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
   cuda::adamw(param, grad, m, v, hp, stream_);
+}
+
+void CudaBackend::adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                              const AdamWHyper& hp) {
+  cuda::adamw_fused(param, grad, m, v, compute_copy, hp, stream_);
 }
 
 void CudaBackend::flag_nonfinite(Mat x, std::int32_t* flag) {

@@ -27,6 +27,7 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   cudaStream_t stream() const { return stream_; }
+  GemmRunner& gemm_runner() { return *gemm_; }
 
   std::string name() const override { return "cuda"; }
   std::string device_description() const override;
@@ -73,6 +74,8 @@ class CudaBackend final : public Backend {
   void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                               const StepScalars* step) override;
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
+  void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                   const AdamWHyper& hp) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
 
  private:
@@ -88,6 +91,7 @@ class CudaBackend final : public Backend {
   // prepare()'s allocations: cuBLASLt workspace, RMSNorm partial sums,
   // attention scratch.
   void* gemm_workspace_ = nullptr;
+  void* gemm_tune_scratch_ = nullptr;  // GEMM autotuning of beta != 0 problems
   float* rms_partials_ = nullptr;
   std::int64_t rms_partial_capacity_ = 0;  // floats
   void* attention_block_ = nullptr;

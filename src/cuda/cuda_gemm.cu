@@ -1,10 +1,16 @@
 // See cuda_gemm.h for the row-major <-> column-major mapping.
 #include "cuda/cuda_gemm.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <string>
 
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_graph.h"
 
 namespace tinyllama::cuda {
 namespace {
@@ -74,13 +80,92 @@ enum KeyField {
   kAlignC,
   kWorkspace,
   kRowsA,
-  kRowsB
+  kRowsB,
+  kScalars,  // bit 0: alpha == 0, bit 1: beta == 0
+  kDevice,
+  kKeyFields
 };
+
+// Autotune timing: launches per candidate before timing, and timed launches
+// (the median counts).
+constexpr int kWarmups = 2;
+constexpr int kTimed = 5;
+
+// Algorithms chosen by timing, shared by every runner of the process (the
+// key holds the device), so that two backends run the same algorithms.
+// cublasLtMatmulAlgo_t is plain data, valid with any handle of one library.
+struct TunedAlgos {
+  std::mutex mutex;
+  std::map<std::array<std::int64_t, kKeyFields>, cublasLtMatmulAlgo_t> algos;
+};
+
+TunedAlgos& tuned_algos() {
+  static TunedAlgos t;
+  return t;
+}
+
+bool env_flag(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  for (const char* off : {"0", "off", "false", "no", "OFF", "FALSE", "NO"}) {
+    if (std::strcmp(v, off) == 0) return false;
+  }
+  return true;
+}
+
+const char* type_label(std::int64_t t) {
+  switch (static_cast<cudaDataType_t>(t)) {
+    case CUDA_R_32F:
+      return "f32";
+    case CUDA_R_16BF:
+      return "bf16";
+    case CUDA_R_16F:
+      return "f16";
+    default:
+      return "?";
+  }
+}
+
+// "algo 21 tile 18 splitK 4" for the verbose log.
+std::string algo_label(const cublasLtMatmulAlgo_t& algo) {
+  std::int32_t id = -1, splitk = 1;
+  std::uint32_t tile = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), nullptr);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile),
+                                       nullptr);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                       sizeof(splitk), nullptr);
+  return "algo " + std::to_string(id) + " tile " + std::to_string(tile) + " splitK " +
+         std::to_string(splitk);
+}
+
+// Whether the algorithm adds its split-K partial sums in fp32. INPLACE and
+// OUTPUT_TYPE reductions add them in c's dtype: extra bf16/fp16 roundings.
+bool reduces_in_fp32(const cublasLtMatmulAlgo_t& algo) {
+  std::int32_t splitk = 1;
+  std::uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                       sizeof(splitk), nullptr);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                       sizeof(scheme), nullptr);
+  return splitk <= 1 || scheme == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+}
 
 }  // namespace
 
+static_assert(kKeyFields == 22, "GemmRunner::Key (cuda_gemm.h) has one entry per KeyField");
+
+void GemmRunner::forget_tuned_choices() {
+  TunedAlgos& tuned = tuned_algos();
+  const std::lock_guard<std::mutex> lock(tuned.mutex);
+  tuned.algos.clear();
+}
+
 GemmRunner::GemmRunner() {
+  CUDA_CHECK(cudaGetDevice(&device_));
   CUBLAS_CHECK(cublasLtCreate(&handle_));
+  autotune_ = env_flag("TINYLLAMA_GEMM_AUTOTUNE", true);
+  verbose_ = env_flag("TINYLLAMA_GEMM_VERBOSE", false);
 }
 
 GemmRunner::~GemmRunner() {
@@ -90,6 +175,9 @@ GemmRunner::~GemmRunner() {
     cublasLtMatrixLayoutDestroy(plan.b);
     cublasLtMatrixLayoutDestroy(plan.c);
     cublasLtMatmulDescDestroy(plan.desc);
+  }
+  for (cudaEvent_t e : events_) {
+    if (e != nullptr) cudaEventDestroy(e);
   }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
@@ -132,14 +220,122 @@ void GemmRunner::run(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alph
   key[kWorkspace] = static_cast<std::int64_t>(workspace_bytes_);
   key[kRowsA] = a.rows;
   key[kRowsB] = b.rows;
-  const Plan& plan = plan_for(key);
-  // cuBLASLt's "A" is our b and its "B" is our a (see the header).
-  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b.data, plan.a, a.data, plan.b, &beta,
-                              c.data, plan.c, c.data, plan.c, &plan.algo, workspace_,
-                              workspace_bytes_, stream_));
+  key[kScalars] = (alpha == 0.f ? 1 : 0) | (beta == 0.f ? 2 : 0);
+  key[kDevice] = device_;
+  Plan& plan = plan_for(key);
+  if (!plan.settled && !is_capturing(stream_)) tune(plan, key, c, a, b, alpha, beta);
+  CUBLAS_CHECK(launch(plan, plan.algo, a, b, c.data, alpha, beta));
 }
 
-const GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
+cublasStatus_t GemmRunner::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
+                                  const Mat& b, void* c, float alpha, float beta) {
+  // cuBLASLt's "A" is our b and its "B" is our a (see the header).
+  return cublasLtMatmul(handle_, plan.desc, &alpha, b.data, plan.a, a.data, plan.b, &beta, c,
+                        plan.c, c, plan.c, &algo, workspace_, workspace_bytes_, stream_);
+}
+
+void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, const Mat& b,
+                      float alpha, float beta) {
+  plan.settled = true;  // one attempt per problem, whatever it finds
+  std::string what;
+  if (verbose_) {
+    what = "m=" + std::to_string(key[kM]) + " n=" + std::to_string(key[kN]) +
+           " k=" + std::to_string(key[kK]) + (key[kTransA] ? " aT" : " aN") +
+           (key[kTransB] ? " bT " : " bN ") + type_label(key[kTypeAB]) + "->" +
+           type_label(key[kTypeC]) + " batch=" + std::to_string(key[kBatch]) +
+           ((key[kScalars] & 2) ? " beta=0" : " beta!=0");
+  }
+  // With beta != 0 the candidates accumulate into the scratch, never into c.
+  void* target = c.data;
+  if ((key[kScalars] & 2) == 0) {
+    const std::int64_t elems =
+        (key[kBatch] - 1) * key[kStrideC] + (key[kM] - 1) * key[kLdC] + key[kN];
+    const auto bytes = static_cast<std::size_t>(elems) * dtype_size(c.dtype);
+    if (scratch_ == nullptr || bytes > scratch_bytes_) {
+      if (verbose_) {
+        std::fprintf(stderr, "[gemm autotune] %s: c (%zu bytes) exceeds the scratch, rank 0 kept\n",
+                     what.c_str(), bytes);
+      }
+      return;
+    }
+    target = scratch_;
+    // Finite values to accumulate into (the scratch's alignment, 256, is at
+    // least c's, so every candidate valid for c is valid here).
+    CUDA_CHECK(cudaMemsetAsync(scratch_, 0, bytes, stream_));
+  }
+  const std::vector<cublasLtMatmulHeuristicResult_t> candidates =
+      heuristics(plan, key, kMaxCandidates);
+  if (events_.empty()) {
+    events_.assign(2 * kTimed, nullptr);
+    for (cudaEvent_t& e : events_) CUDA_CHECK(cudaEventCreate(&e));
+  }
+  constexpr float kInvalid = -1.f;
+  std::vector<float> times(candidates.size(), kInvalid);
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const cublasLtMatmulHeuristicResult_t& cand = candidates[i];
+    if (cand.state != CUBLAS_STATUS_SUCCESS || cand.workspaceSize > workspace_bytes_) continue;
+    // bf16/fp16 outputs keep fp32 accumulation throughout: no candidate that
+    // reduces split-K parts in 16 bits (rank 0, the untuned choice, stays).
+    if (i > 0 && key[kTypeC] != CUDA_R_32F && !reduces_in_fp32(cand.algo)) continue;
+    bool ok = true;
+    for (int w = 0; w < kWarmups && ok; ++w) {
+      ok = launch(plan, cand.algo, a, b, target, alpha, beta) == CUBLAS_STATUS_SUCCESS;
+    }
+    int timed = 0;
+    for (; timed < kTimed && ok; ++timed) {
+      const auto e = static_cast<std::size_t>(2 * timed);
+      CUDA_CHECK(cudaEventRecord(events_[e], stream_));
+      ok = launch(plan, cand.algo, a, b, target, alpha, beta) == CUBLAS_STATUS_SUCCESS;
+      CUDA_CHECK(cudaEventRecord(events_[e + 1], stream_));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (!ok) {
+      cudaGetLastError();  // a refused launch leaves no sticky error: clear it
+      continue;
+    }
+    float ms[kTimed];
+    for (int r = 0; r < kTimed; ++r) {
+      const auto e = static_cast<std::size_t>(2 * r);
+      CUDA_CHECK(cudaEventElapsedTime(&ms[r], events_[e], events_[e + 1]));
+    }
+    std::sort(ms, ms + kTimed);
+    times[i] = ms[kTimed / 2];
+  }
+  std::size_t best = candidates.size();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (times[i] != kInvalid && (best == candidates.size() || times[i] < times[best])) best = i;
+  }
+  if (best == candidates.size()) {
+    if (verbose_) {
+      std::fprintf(stderr, "[gemm autotune] %s: no candidate ran, rank 0 kept\n", what.c_str());
+    }
+    return;  // plan.algo stays the heuristic's rank 0
+  }
+  // Within 1 % of rank 0 is noise: keep the heuristic's choice.
+  if (times[0] != kInvalid && times[best] > 0.99f * times[0]) best = 0;
+  plan.algo = candidates[best].algo;
+  ++tuned_problems_;
+  {
+    TunedAlgos& tuned = tuned_algos();
+    const std::lock_guard<std::mutex> lock(tuned.mutex);
+    tuned.algos[key] = plan.algo;
+  }
+  if (verbose_) {
+    char line[160];
+    if (times[0] != kInvalid) {
+      std::snprintf(line, sizeof(line), "chosen #%zu %.4f ms vs rank 0 %.4f ms (%.2fx)", best,
+                    static_cast<double>(times[best]), static_cast<double>(times[0]),
+                    static_cast<double>(times[0] / std::max(times[best], 1e-6f)));
+    } else {
+      std::snprintf(line, sizeof(line), "chosen #%zu %.4f ms (rank 0 did not run)", best,
+                    static_cast<double>(times[best]));
+    }
+    std::fprintf(stderr, "[gemm autotune] %s: %zu candidates, %s [%s]\n", what.c_str(),
+                 candidates.size(), line, algo_label(plan.algo).c_str());
+  }
+}
+
+GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
 
@@ -161,13 +357,40 @@ const GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   plan.b = make_layout(key[kTypeAB], a_rows, a_cols, key[kLdA], key[kBatch], key[kStrideA]);
   plan.c = make_layout(key[kTypeC], key[kM], key[kN], key[kLdC], key[kBatch], key[kStrideC]);
 
+  if (autotune_) {
+    TunedAlgos& tuned = tuned_algos();
+    const std::lock_guard<std::mutex> lock(tuned.mutex);
+    const auto hit = tuned.algos.find(key);
+    if (hit != tuned.algos.end()) {
+      plan.algo = hit->second;
+      plan.settled = true;
+    }
+  }
+  if (!plan.settled) {
+    try {
+      plan.algo = heuristics(plan, key, 1).front().algo;
+    } catch (...) {
+      cublasLtMatrixLayoutDestroy(plan.a);
+      cublasLtMatrixLayoutDestroy(plan.b);
+      cublasLtMatrixLayoutDestroy(plan.c);
+      cublasLtMatmulDescDestroy(plan.desc);
+      throw;
+    }
+    plan.settled = !autotune_;
+  }
+  return plans_.emplace(key, plan).first->second;
+}
+
+// The heuristic's best max_count algorithms (at least one, or it throws).
+std::vector<cublasLtMatmulHeuristicResult_t> GemmRunner::heuristics(const Plan& plan,
+                                                                    const Key& key, int max_count) {
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const auto ws = static_cast<std::uint64_t>(key[kWorkspace]);
   const auto align_a = static_cast<std::uint32_t>(key[kAlignB]);  // cuBLASLt's A is our b
   const auto align_b = static_cast<std::uint32_t>(key[kAlignA]);
   const auto align_c = static_cast<std::uint32_t>(key[kAlignC]);
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(max_count));
   int found_count = 0;
   try {
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -181,7 +404,7 @@ const GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                                pref, 1, &result, &found_count));
+                                                pref, max_count, results.data(), &found_count));
   } catch (...) {
     cublasLtMatmulPreferenceDestroy(pref);
     throw;
@@ -191,8 +414,8 @@ const GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
     throw RuntimeFailure("gemm: cuBLASLt has no algorithm for m=" + std::to_string(key[kM]) +
                          " n=" + std::to_string(key[kN]) + " k=" + std::to_string(key[kK]));
   }
-  plan.algo = result.algo;
-  return plans_.emplace(key, plan).first->second;
+  results.resize(static_cast<std::size_t>(found_count));
+  return results;
 }
 
 }  // namespace tinyllama::cuda

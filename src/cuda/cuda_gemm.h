@@ -7,15 +7,31 @@
 // TF32), fp32 accumulation for bf16/fp16 operands. C may be fp32 while A and
 // B are bf16/fp16 (weight gradients of AMP training).
 //
-// Descriptors and the heuristic's algorithm are built once per distinct
-// problem and cached, so a training step asks the heuristic nothing after
-// its first step (and no host work blocks a later graph capture).
+// Descriptors and the algorithm are chosen once per distinct problem and
+// cached, so a training step asks the heuristic nothing after its first step
+// (and no host work blocks a later graph capture).
+//
+// Autotuning (on by default; env TINYLLAMA_GEMM_AUTOTUNE=0 turns it off): at
+// a problem's first use outside a stream capture, up to kMaxCandidates of
+// the heuristic's algorithms are timed with CUDA events on the stream and
+// the fastest is kept (the heuristic's rank 0 for fp32 is often a slow
+// align1 SIMT kernel with a split-K reduction). Candidates with beta == 0
+// run into the real c (c is not read, and the chosen algorithm runs once
+// more last); with beta != 0 they run into the autotune scratch, and a
+// problem whose c does not fit there keeps rank 0. Inside a capture nothing
+// is timed: the cached choice, or rank 0 for a new problem (tuned at its
+// next eager use). For bf16/fp16 outputs, candidates other than rank 0 that
+// add split-K partial sums in 16 bits are skipped (fp32 accumulation stays).
+// Choices are shared process-wide (per device), so two
+// backends in one process run the same algorithms and agree bit for bit.
+// TINYLLAMA_GEMM_VERBOSE=1 prints one line per tuned problem to stderr.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <array>
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "core/mat.h"
 
@@ -39,6 +55,22 @@ class GemmRunner {
     workspace_ = p;
     workspace_bytes_ = bytes;
   }
+  // Where accumulating (beta != 0) problems are timed; none: they keep rank 0.
+  void set_autotune_scratch(void* p, std::size_t bytes) {
+    scratch_ = p;
+    scratch_bytes_ = bytes;
+  }
+  // Initially from TINYLLAMA_GEMM_AUTOTUNE (anything but 0/off/false/no: on).
+  // Off: every new problem takes the heuristic's rank 0.
+  void set_autotune(bool on) { autotune_ = on; }
+  bool autotune() const { return autotune_; }
+  // Problems this runner has chosen an algorithm for by timing.
+  int tuned_problems() const { return tuned_problems_; }
+  // Drops the process-wide choices (tests): a runner created later times
+  // each problem again at its first use.
+  static void forget_tuned_choices();
+
+  static constexpr int kMaxCandidates = 16;
 
   // c = alpha * op(a) * op(b) + beta * c for each matrix of the batch; each
   // Mat describes the first matrix. With beta == 0, c is not read.
@@ -50,14 +82,28 @@ class GemmRunner {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    bool settled = false;  // false: rank 0 for now, to be timed at an eager use
   };
-  using Key = std::array<std::int64_t, 20>;
-  const Plan& plan_for(const Key& key);
+  using Key = std::array<std::int64_t, 22>;
+  Plan& plan_for(const Key& key);
+  std::vector<cublasLtMatmulHeuristicResult_t> heuristics(const Plan& plan, const Key& key,
+                                                          int max_count);
+  cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
+                        const Mat& b, void* c, float alpha, float beta);
+  void tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, const Mat& b, float alpha,
+            float beta);
 
   cublasLtHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  int device_ = 0;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  void* scratch_ = nullptr;
+  std::size_t scratch_bytes_ = 0;
+  bool autotune_ = true;
+  bool verbose_ = false;
+  int tuned_problems_ = 0;
+  std::vector<cudaEvent_t> events_;  // autotune timing, created at first use
   std::map<Key, Plan> plans_;
 };
 

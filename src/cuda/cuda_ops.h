@@ -51,6 +51,11 @@ void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets
 
 // cuda_adamw.cu
 void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp, cudaStream_t stream);
+// The whole flat block in one sweep (contiguous views), also writing
+// compute_copy = param in its dtype when non-empty; bit-identical to adamw
+// followed by convert.
+void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy, const AdamWHyper& hp,
+                 cudaStream_t stream);
 // *flag = 1 when any element of x is inf or nan; otherwise *flag is untouched.
 void flag_nonfinite(Mat x, std::int32_t* flag, cudaStream_t stream);
 

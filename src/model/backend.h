@@ -183,6 +183,14 @@ class Backend {
   // --- optimizer ---------------------------------------------------------------
   // PyTorch AdamW on one contiguous block (param, grad, m, v share a shape).
   virtual void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) = 0;
+  // The same over the whole flat state block in one sweep (padding included:
+  // zero grads and zero params stay zero), also writing compute_copy =
+  // param converted to its dtype when compute_copy is non-empty (AMP), so no
+  // separate convert pass follows. Must be bit-identical to adamw followed by
+  // convert(compute_copy, param); this default is that composition (the CPU
+  // reference's implementation). param, grad, m, v, compute_copy contiguous.
+  virtual void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                           const AdamWHyper& hp);
   // *flag = 1 when any element of x is inf or nan; otherwise *flag is left
   // as it was (so several checks can share one flag). flag: device memory.
   virtual void flag_nonfinite(Mat x, std::int32_t* flag) = 0;

@@ -152,6 +152,18 @@ std::vector<double> Model::grads() const {
   return unpack(raw, precision_.master);
 }
 
+std::vector<double> Model::adam_m() const {
+  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
+  backend_.download(raw.data(), adam_m_, raw.size());
+  return unpack(raw, precision_.master);
+}
+
+std::vector<double> Model::adam_v() const {
+  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
+  backend_.download(raw.data(), adam_v_, raw.size());
+  return unpack(raw, precision_.master);
+}
+
 void Model::set_batch(const std::vector<std::int32_t>& rows) {
   const std::int64_t s = shape_.seq;
   if (static_cast<std::int64_t>(rows.size()) != shape_.batch * (s + 1)) {

@@ -45,6 +45,9 @@ class Model {
   void set_params(const std::vector<double>& host);
   std::vector<double> params() const;
   std::vector<double> grads() const;
+  // AdamW's first and second moments, the same layout (tests compare paths).
+  std::vector<double> adam_m() const;
+  std::vector<double> adam_v() const;
 
   // rows: batch rows of seq+1 tokens each, row-major; inputs are row[0:S],
   // targets row[1:S+1]. Copied into fixed device buffers, stream-ordered

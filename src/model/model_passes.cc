@@ -319,8 +319,20 @@ void Model::optimizer_pass() {
   AdamWHyper hp = hyper_;
   hp.scalars = step_scalars_;
   if (check_overflow_) hp.skip_flag = overflow_flag_;
-  // One optimizer call per parameter tensor, like PyTorch's for-loop AdamW
-  // (the multi-tensor sweep over the flat block is a later level's toggle).
+  if (level_.fused_optimizer) {
+    // One sweep over the four equal blocks of state_, padding included (its
+    // gradients are zero, so its zero params, m and v stay zero), writing
+    // the compute copy as it goes: bit-identical to the per-tensor calls
+    // below followed by refresh_compute_weights.
+    const prof::OpScope op("adamw");
+    auto block = [&](void* p, DType t) { return Mat(p, t, 1, layout_.total()); };
+    const Mat copy = precision_.mixed() ? block(compute_params_, precision_.compute) : Mat();
+    backend_.adamw_fused(block(params_, precision_.master), block(grads_, precision_.master),
+                         block(adam_m_, precision_.master), block(adam_v_, precision_.master), copy,
+                         hp);
+    return;
+  }
+  // One optimizer call per parameter tensor, like PyTorch's for-loop AdamW.
   const auto elem = static_cast<std::int64_t>(dtype_size(precision_.master));
   prof::OpSequence ops;
   ops.next("adamw");

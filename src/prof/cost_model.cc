@@ -281,6 +281,15 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
   }
 
   b.phase("optimizer");
+  if (level.fused_optimizer) {
+    // One sweep over the whole flat block (padding included): reads param,
+    // grad, m, v; writes param, m, v and, under AMP, the compute copy from
+    // the updated value it already holds (no refresh_weights op).
+    const i64 copy_bytes = precision.mixed() ? layout.total() * s.c : 0;
+    b.add("adamw", OpKind::Optimizer,
+          {kAdamWFlops * params, 7 * layout.total() * s.m + copy_bytes});
+    return sc;
+  }
   // Reads param, grad, m, v; writes param, m, v.
   b.add("adamw", OpKind::Optimizer, {kAdamWFlops * params, 7 * params * s.m});
   if (precision.mixed()) {

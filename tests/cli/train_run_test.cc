@@ -35,6 +35,18 @@ TEST(TrainRun, PrintsStepLinesAndWritesTheJsonReport) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TrainRun, FusedOptimizerToggleReachesTheConfig) {
+  const auto dir = scratch_dir("fused_optimizer");
+  const RunResult r = run_tinyllama(kTiny + "--version v1 --enable-fused-optimizer --json " +
+                                    (dir / "r.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(read_text(dir / "r.json"));
+  EXPECT_EQ(j["config"]["fused_optimizer"], true);
+  EXPECT_EQ(j["config"]["qkv_fusion"], false);
+  EXPECT_NE(r.out.find("fused_optimizer=on"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TrainRun, SavedWeightsRestartTheRunAndWrongShapesAreRejected) {
   const auto dir = scratch_dir("weights");
   const std::string saved = (dir / "w.safetensors").string();

@@ -54,6 +54,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--device tpu", "--device tpu:"}, BadFlag{"--amp-dtype fp8", "--amp-dtype fp8:"},
         BadFlag{"--version v9", "--version v9"},
         BadFlag{"--enable-qkv-fusion --disable-qkv-fusion", "contradictory"},
+        BadFlag{"--enable-fused-optimizer --disable-fused-optimizer", "contradictory"},
         BadFlag{"--use-amp", "--use-amp: mixed precision needs --device cuda"},
         BadFlag{"--bogus 3", "--bogus: unknown flag"},
         BadFlag{"--seq-len", "--seq-len: missing value"},
@@ -119,6 +120,7 @@ TEST(Cli, HelpDocumentsEveryFlagWithItsDefault) {
                            "--save-weights",
                            "--init-from",
                            "--enable-qkv-fusion",
+                           "--enable-fused-optimizer",
                            "--disable-all-fusion"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }

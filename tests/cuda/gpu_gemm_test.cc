@@ -155,5 +155,72 @@ TEST_F(GpuTest, GemmFloat32IsNotTF32) {
   h.expect_close(c, tolerance(DType::F32), "fp32 GEMM residual (TF32 would leave zeros)");
 }
 
+// Autotuning times candidate algorithms at a problem's first use. An
+// accumulating GEMM (beta = 1) must still add alpha*a*b to c exactly once
+// (its candidates run on the autotune scratch), a beta = 0 GEMM must come out
+// right although its candidates wrote into c, and later calls (the cached
+// choice) must give the first call's bits.
+class GpuGemmAutotune : public GpuParamTest<DType> {};
+
+// Elements whose stored values differ (NaN never equals: a poisoned one counts).
+std::int64_t differing(const std::vector<double>& x, const std::vector<double>& y) {
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) n += x[i] == y[i] ? 0 : 1;
+  return n;
+}
+
+TEST_P(GpuGemmAutotune, FirstUseIsCorrectAndRepeatsBitForBit) {
+  const DType t = GetParam();
+  cuda::GemmRunner::forget_tuned_choices();  // time here, not reuse another test's choice
+  Harness h(t);
+  cuda::GemmRunner& runner = h.gpu().gemm_runner();
+  runner.set_autotune(true);  // whatever TINYLLAMA_GEMM_AUTOTUNE says; before prepare()
+  h.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  const std::int64_t m = 200, n = 136, k = 328;
+  const double tol = tolerance(t);
+  const Twin a = h.input(m, k, t);
+  const Twin b = h.input(n, k, t, 1.0, 3);  // used transposed; padded rows
+  const std::vector<double> start = Harness::host_values(h.input(m, n, t).cpu);
+  const int tuned_before = runner.tuned_problems();
+
+  // beta = 1: first use (timed), then the same problem from the same start.
+  const Twin acc1 = h.from_values(m, n, t, start);
+  cpu::gemm(acc1.cpu, a.cpu, false, b.cpu, true, 0.75, 1.0);
+  h.gpu().gemm(acc1.gpu, a.gpu, false, b.gpu, true, 0.75f, 1.0f);
+  h.expect_close(acc1, tol, "autotuned gemm beta=1, first use");
+  const Twin acc2 = h.from_values(m, n, t, start);
+  h.gpu().gemm(acc2.gpu, a.gpu, false, b.gpu, true, 0.75f, 1.0f);
+  EXPECT_EQ(differing(h.device_values(acc2.gpu), h.device_values(acc1.gpu)), 0)
+      << "a repeated beta=1 GEMM changed bits";
+
+  // beta = 0 into a poisoned output: a problem of its own, timed into c.
+  const Twin out1 = h.output(m, n, t);
+  cpu::gemm(out1.cpu, a.cpu, false, b.cpu, true, 1.0, 0.0);
+  h.gpu().gemm(out1.gpu, a.gpu, false, b.gpu, true, 1.0f, 0.0f);
+  h.expect_close(out1, tol, "autotuned gemm beta=0, first use");
+  const Twin out2 = h.output(m, n, t);
+  h.gpu().gemm(out2.gpu, a.gpu, false, b.gpu, true, 1.0f, 0.0f);
+  EXPECT_EQ(differing(h.device_values(out2.gpu), h.device_values(out1.gpu)), 0)
+      << "a repeated beta=0 GEMM changed bits";
+
+  EXPECT_EQ(runner.tuned_problems() - tuned_before, 2)
+      << "both problems should have been timed at their first use";
+
+  // A second backend of the process reuses the choices: the same bits again.
+  Harness h2(t);
+  h2.gpu().gemm_runner().set_autotune(true);
+  h2.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  const Twin a2 = h2.from_values(m, k, t, Harness::host_values(a.cpu));
+  const Twin b2 = h2.from_values(n, k, t, Harness::host_values(b.cpu), 3);
+  const Twin acc3 = h2.from_values(m, n, t, start);
+  h2.gpu().gemm(acc3.gpu, a2.gpu, false, b2.gpu, true, 0.75f, 1.0f);
+  EXPECT_EQ(differing(h2.device_values(acc3.gpu), h.device_values(acc1.gpu)), 0)
+      << "another backend's beta=1 GEMM changed bits";
+  EXPECT_EQ(h2.gpu().gemm_runner().tuned_problems(), 0) << "the choice should have been reused";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuGemmAutotune, ::testing::ValuesIn(gpu_dtypes()),
+                         [](const auto& info) { return dtype_label(info.param); });
+
 }  // namespace
 }  // namespace tinyllama::gpu_test

@@ -10,10 +10,11 @@ namespace tinyllama {
 namespace {
 
 bool all_on(const LevelOptions& l) {
-  return l.qkv_fusion && l.swiglu_fusion && l.flash_attention && l.cuda_graphs;
+  return l.qkv_fusion && l.swiglu_fusion && l.flash_attention && l.cuda_graphs && l.fused_optimizer;
 }
 bool all_off(const LevelOptions& l) {
-  return !l.qkv_fusion && !l.swiglu_fusion && !l.flash_attention && !l.cuda_graphs;
+  return !l.qkv_fusion && !l.swiglu_fusion && !l.flash_attention && !l.cuda_graphs &&
+         !l.fused_optimizer;
 }
 
 TEST(LevelSelect, V1IsTheBaselineAndV2TurnsEveryToggleOn) {
@@ -47,6 +48,25 @@ TEST(LevelSelect, TogglesApplyOnTopOfThePresetInAFixedOrder) {
   const LevelOptions l = apply_toggle_flags(level_preset("v1"), g);
   EXPECT_TRUE(l.qkv_fusion && l.swiglu_fusion && l.cuda_graphs);
   EXPECT_FALSE(l.flash_attention);
+}
+
+TEST(LevelSelect, FusedOptimizerHasItsOwnPairAndFollowsAllFusion) {
+  ToggleFlags f;
+  f.fused_optimizer.disable = true;
+  const LevelOptions v2_split = apply_toggle_flags(level_preset("v2"), f);
+  EXPECT_FALSE(v2_split.fused_optimizer);
+  EXPECT_TRUE(v2_split.qkv_fusion && v2_split.cuda_graphs);
+
+  ToggleFlags g;
+  g.fused_optimizer.enable = true;
+  EXPECT_TRUE(apply_toggle_flags(level_preset("v1"), g).fused_optimizer);
+
+  ToggleFlags all_off_flags;
+  all_off_flags.all_fusion.disable = true;
+  EXPECT_TRUE(all_off(apply_toggle_flags(level_preset("v2"), all_off_flags)));
+  ToggleFlags both;
+  both.fused_optimizer.enable = both.fused_optimizer.disable = true;
+  EXPECT_THROW(apply_toggle_flags(level_preset("v2"), both), UsageError);
 }
 
 TEST(LevelSelect, BothHalvesOfAPairAreContradictory) {
