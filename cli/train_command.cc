@@ -187,11 +187,21 @@ TrainCommand::TrainCommand(CLI::App& app)
 }
 
 int TrainCommand::run() const {
-  const TrainOptions opts = to_train_options(args_);
+  TrainOptions opts = to_train_options(args_);
   validate_options(opts);
   if (opts.device == DeviceKind::Cuda && !cuda_device_available()) {
     throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_build_versions() +
                          "); use --device cpu");
+  }
+  // The CUDA flash kernels are built for head_dim 32, 64 and 128. Another
+  // head_dim still trains at the default level, on materialised attention,
+  // rather than failing: the run says so once and the report shows the level.
+  const int hd = opts.model.head_dim();
+  if (opts.device == DeviceKind::Cuda && opts.level.flash_attention && hd != 32 && hd != 64 &&
+      hd != 128) {
+    opts.level.flash_attention = false;
+    std::cerr << "note: flash attention on CUDA needs head_dim 32, 64 or 128 (this model: " << hd
+              << "); using materialised attention" << std::endl;
   }
   check_memory(opts);
 
