@@ -18,7 +18,8 @@ struct Mat {
   std::int64_t ld = 0;  // elements between the starts of consecutive rows
 
   Mat() = default;
-  Mat(void* d, DType t, std::int64_t r, std::int64_t c) : data(d), dtype(t), rows(r), cols(c), ld(c) {}
+  Mat(void* d, DType t, std::int64_t r, std::int64_t c)
+      : data(d), dtype(t), rows(r), cols(c), ld(c) {}
   Mat(void* d, DType t, std::int64_t r, std::int64_t c, std::int64_t stride)
       : data(d), dtype(t), rows(r), cols(c), ld(stride) {}
 

@@ -29,7 +29,7 @@ inline std::string read_text(const std::filesystem::path& p) {
 // A fresh directory per call under the system temp dir.
 inline std::filesystem::path scratch_dir(const std::string& tag) {
   auto dir = std::filesystem::temp_directory_path() /
-                   ("tinyllama_test_" + tag + "_" + std::to_string(::getpid()));
+             ("tinyllama_test_" + tag + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -39,11 +39,12 @@ TEST(Trainer, SummaryCountsOnlyTimedSteps) {
   o.warmup_steps = 2;
   o.num_steps = 3;
   int calls = 0;
-  const TrainSummary s = train(o, [&](const StepRecord& r, const TrainOptions&, const TrainSummary&) {
-    ++calls;
-    EXPECT_EQ(r.step, calls);
-    EXPECT_GT(r.ms, 0.0);
-  });
+  const TrainSummary s =
+      train(o, [&](const StepRecord& r, const TrainOptions&, const TrainSummary&) {
+        ++calls;
+        EXPECT_EQ(r.step, calls);
+        EXPECT_GT(r.ms, 0.0);
+      });
   EXPECT_EQ(calls, 3);
   EXPECT_EQ(s.steps.size(), 3u);
   EXPECT_GT(s.samples_per_s, 0.0);
