@@ -26,6 +26,7 @@
 #include "core/mat.h"
 #include "core/rng.h"
 #include "cuda/cuda_backend.h"
+#include "io/hf_weights.h"
 #include "model/cuda_entry.h"
 
 namespace tinyllama {
@@ -90,55 +91,9 @@ inline const std::vector<DType>& gpu_dtypes() {
   return all;
 }
 
-// ---- host encoding of the device dtypes (round to nearest even) ------------
-
-inline std::uint32_t float_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-inline float bits_float(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-inline std::uint16_t bf16_bits(float f) {
-  const std::uint32_t u = float_bits(f);
-  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
-  const std::uint32_t rounding = 0x7fff + ((u >> 16) & 1);
-  return static_cast<std::uint16_t>((u + rounding) >> 16);
-}
-
-inline std::uint16_t f16_bits(float f) {
-  const std::uint32_t u = float_bits(f);
-  const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000);
-  const float a = std::fabs(f);
-  if (std::isnan(f)) return static_cast<std::uint16_t>(sign | 0x7e00);
-  if (a >= 65520.0f) return static_cast<std::uint16_t>(sign | 0x7c00);  // rounds to inf
-  if (a < 0x1p-14f) {
-    // Subnormal: multiples of 2^-24, rounded half to even by nearbyint.
-    const auto m = static_cast<std::uint16_t>(std::nearbyint(std::ldexp(a, 24)));
-    return static_cast<std::uint16_t>(sign | m);  // m == 1024 is the smallest normal
-  }
-  const std::uint32_t ua = float_bits(a);
-  const std::uint32_t exp = ((ua >> 23) & 0xff) - 127 + 15;
-  std::uint32_t mant = ua & 0x7fffff;
-  std::uint32_t h = (exp << 10) | (mant >> 13);
-  const std::uint32_t rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;  // carries into exp correctly
-  return static_cast<std::uint16_t>(sign | h);
-}
-
-inline double f16_value(std::uint16_t h) {
-  const int sign = (h >> 15) ? -1 : 1;
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  if (exp == 0) return sign * std::ldexp(static_cast<double>(mant), -24);
-  if (exp == 31) return mant ? NAN : sign * INFINITY;
-  return sign * std::ldexp(1.0 + mant / 1024.0, exp - 15);
-}
+// ---- host encoding of the device dtypes --------------------------------------
+// The bit-exact conversions are the safetensors code's (io/hf_weights.h).
+// Values go through float first, as the device's own fp32 -> 16-bit casts do.
 
 // Stores v in dtype t at p.
 inline void encode(double v, DType t, unsigned char* p) {
@@ -152,12 +107,12 @@ inline void encode(double v, DType t, unsigned char* p) {
       std::memcpy(p, &v, 8);
       return;
     case DType::BF16: {
-      const std::uint16_t h = bf16_bits(static_cast<float>(v));
+      const std::uint16_t h = round_to_bf16_bits(static_cast<float>(v));
       std::memcpy(p, &h, 2);
       return;
     }
     case DType::F16: {
-      const std::uint16_t h = f16_bits(static_cast<float>(v));
+      const std::uint16_t h = round_to_f16_bits(static_cast<float>(v));
       std::memcpy(p, &h, 2);
       return;
     }
@@ -180,12 +135,12 @@ inline double decode(const unsigned char* p, DType t) {
     case DType::BF16: {
       std::uint16_t h;
       std::memcpy(&h, p, 2);
-      return bits_float(static_cast<std::uint32_t>(h) << 16);
+      return bf16_bits_to_double(h);
     }
     case DType::F16: {
       std::uint16_t h;
       std::memcpy(&h, p, 2);
-      return f16_value(h);
+      return f16_bits_to_double(h);
     }
   }
   return NAN;
