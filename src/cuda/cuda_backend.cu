@@ -99,23 +99,30 @@ CudaBackend::CudaBackend(Precision precision) : precision_(precision) {
   gemm_->set_stream(stream_);
   uploader_ = std::make_unique<PinnedUploader>(stream_);
   graph_ = std::make_unique<GraphRecorder>(stream_);
+  side_ = std::make_unique<SideBranch>();
+  side_gemm_ = std::make_unique<GemmRunner>();
+  side_gemm_->set_stream(side_->stream());
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (side_) side_->synchronize();
   free_workspaces();
   gemm_.reset();
+  side_gemm_.reset();
+  side_.reset();
   graph_.reset();  // both use the stream: gone before it is
   uploader_.reset();
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
 void CudaBackend::free_workspaces() {
-  for (void* p :
-       {gemm_workspace_, gemm_tune_scratch_, static_cast<void*>(rms_partials_), attention_block_}) {
+  for (void* p : {gemm_workspace_, side_gemm_workspace_, gemm_tune_scratch_,
+                  static_cast<void*>(rms_partials_), attention_block_}) {
     if (p != nullptr) cudaFree(p);
   }
   gemm_workspace_ = nullptr;
+  side_gemm_workspace_ = nullptr;
   gemm_tune_scratch_ = nullptr;
   rms_partials_ = nullptr;
   attention_block_ = nullptr;
@@ -126,6 +133,7 @@ void CudaBackend::free_workspaces() {
     gemm_->set_workspace(nullptr, 0);
     gemm_->set_autotune_scratch(nullptr, 0);
   }
+  if (side_gemm_) side_gemm_->set_workspace(nullptr, 0);
 }
 
 std::string describe_device(int device) {
@@ -144,11 +152,21 @@ std::string CudaBackend::device_description() const {
 
 void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) {
   CUDA_CHECK(cudaStreamSynchronize(stream_));  // nothing in flight may use the old buffers
+  side_->synchronize();
   free_workspaces();
 
   gemm_workspace_ = device_alloc(kGemmWorkspaceBytes, "the cuBLASLt workspace");
   gemm_->set_workspace(gemm_workspace_, kGemmWorkspaceBytes);
   workspace_bytes_ += static_cast<std::int64_t>(kGemmWorkspaceBytes);
+  // The side branch pays off inside a captured step, where forking costs
+  // nothing; an eager step would pay two event calls per GEMM on the host.
+  side_enabled_ = level.cuda_graphs;
+  if (side_enabled_) {
+    side_gemm_workspace_ = device_alloc(kGemmWorkspaceBytes, "the side cuBLASLt workspace");
+    side_gemm_->set_workspace(side_gemm_workspace_, kGemmWorkspaceBytes);
+    side_gemm_->set_autotune(gemm_->autotune());
+    workspace_bytes_ += static_cast<std::int64_t>(kGemmWorkspaceBytes);
+  }
 
   // GEMM autotuning times accumulating (beta != 0) GEMMs into this scratch,
   // never into their real output. The model accumulates only the input
@@ -244,6 +262,7 @@ GraphStats CudaBackend::end_capture(bool instantiate) {
 
 void CudaBackend::abort_capture() noexcept {
   graph_->abort();
+  side_->forget_pending();
 }
 
 void CudaBackend::replay() {
@@ -256,6 +275,25 @@ void CudaBackend::convert(Mat dst, Mat src) {
 
 void CudaBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) {
   gemm_->run(c, a, trans_a, b, trans_b, alpha, beta);
+}
+
+std::int64_t CudaBackend::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
+                                    float beta) {
+  if (!side_enabled_) {
+    gemm_->run(c, a, trans_a, b, trans_b, alpha, beta);
+    return 0;
+  }
+  side_->fork(stream_);
+  side_gemm_->run(c, a, trans_a, b, trans_b, alpha, beta);
+  return side_->mark();
+}
+
+void CudaBackend::join_side_gemm(std::int64_t ticket) {
+  if (side_enabled_) side_->join(stream_, ticket);
+}
+
+void CudaBackend::join_side_gemms() {
+  if (side_enabled_) side_->join_all(stream_);
 }
 
 void CudaBackend::add(Mat out, Mat a, Mat b) {

@@ -1,8 +1,8 @@
 #pragma once
 // The CUDA backend: every op of the Backend interface on the GPU, in fp32,
-// bf16 and fp16, at level v1 (the workshop's baseline: cuBLASLt GEMMs,
-// materialised attention, one simple kernel per op). All work goes to one
-// stream the backend owns, so a later level can capture it into a graph.
+// bf16 and fp16. All work goes to one stream the backend owns, so that it
+// can be captured into a graph; with CUDA graphs on, the weight-gradient
+// GEMMs (side_gemm) go to a second stream forked from and joined to it.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_graph.h"
+#include "cuda/cuda_side_branch.h"
 #include "model/backend.h"
 
 namespace tinyllama::cuda {
@@ -52,6 +53,11 @@ class CudaBackend final : public Backend {
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
+  // On the side stream when prepare() saw cuda_graphs on, else gemm().
+  std::int64_t side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
+                         float beta) override;
+  void join_side_gemm(std::int64_t ticket) override;
+  void join_side_gemms() override;
   void add(Mat out, Mat a, Mat b) override;
   void mul(Mat out, Mat a, Mat b) override;
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;
@@ -87,10 +93,18 @@ class CudaBackend final : public Backend {
   std::unique_ptr<GemmRunner> gemm_;
   std::unique_ptr<PinnedUploader> uploader_;  // upload_async
   std::unique_ptr<GraphRecorder> graph_;      // whole-step capture and replay
+  // Weight-gradient GEMMs beside the main stream: their own stream, and a
+  // runner with its own cuBLASLt workspace (two GEMMs in flight must not
+  // share one). Algorithm choices are process-wide, so a GEMM gives the
+  // same bits on either runner.
+  std::unique_ptr<SideBranch> side_;
+  std::unique_ptr<GemmRunner> side_gemm_;
+  bool side_enabled_ = false;
 
   // prepare()'s allocations: cuBLASLt workspace, RMSNorm partial sums,
   // attention scratch.
   void* gemm_workspace_ = nullptr;
+  void* side_gemm_workspace_ = nullptr;
   void* gemm_tune_scratch_ = nullptr;  // GEMM autotuning of beta != 0 problems
   float* rms_partials_ = nullptr;
   std::int64_t rms_partial_capacity_ = 0;  // floats

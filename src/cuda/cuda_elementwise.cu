@@ -2,6 +2,7 @@
 // the SwiGLU pieces. Arithmetic in fp32, one rounding on the store.
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_vec.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -24,8 +25,8 @@ __device__ __forceinline__ float sigmoid(float x) {
 }
 
 // Every elementwise op is a functor over fp32 values; one kernel walks the
-// rows x cols index space and calls it. Outputs may alias inputs: each index
-// is read before it is written, by the same thread.
+// rows x cols index space, Vec elements per thread, and calls it. Outputs may
+// alias inputs: each element is read before it is written, by the same thread.
 struct AddOp {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
@@ -42,46 +43,57 @@ struct SwigluForwardOp {  // (gate, up) -> silu(gate) * up
   __device__ float operator()(float g, float u) const { return g * sigmoid(g) * u; }
 };
 
-template <typename T, typename Op>
+template <typename T, int Vec, typename Op>
 __global__ void binary_kernel(View<T> out, View<const T> a, View<const T> b, std::int64_t rows,
-                              std::int64_t cols, Op op) {
-  const std::int64_t n = rows * cols;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t r = i / cols;
-    const std::int64_t c = i - r * cols;
-    out.at(r, c) = from_f32<T>(op(to_f32(a.at(r, c)), to_f32(b.at(r, c))));
+                              std::int64_t chunks, Op op) {
+  const std::int64_t chunk = my_chunk();
+  if (chunk >= chunks) return;
+  const std::int64_t c = chunk * Vec;
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    float x[Vec], y[Vec];
+    load_f32<Vec>(&a.at(r, c), x);
+    load_f32<Vec>(&b.at(r, c), y);
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) x[k] = op(x[k], y[k]);
+    store_f32<Vec>(&out.at(r, c), x);
   }
 }
 
-template <typename T>
-__global__ void silu_kernel(View<T> out, View<const T> x, std::int64_t rows, std::int64_t cols) {
-  const std::int64_t n = rows * cols;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t r = i / cols;
-    const std::int64_t c = i - r * cols;
-    const float v = to_f32(x.at(r, c));
-    out.at(r, c) = from_f32<T>(v * sigmoid(v));
+template <typename T, int Vec>
+__global__ void silu_kernel(View<T> out, View<const T> x, std::int64_t rows, std::int64_t chunks) {
+  const std::int64_t chunk = my_chunk();
+  if (chunk >= chunks) return;
+  const std::int64_t c = chunk * Vec;
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    float v[Vec];
+    load_f32<Vec>(&x.at(r, c), v);
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) v[k] *= sigmoid(v[k]);
+    store_f32<Vec>(&out.at(r, c), v);
   }
 }
 
 // h = silu(g) * u:  dg = dh * u * silu'(g),  du = dh * silu(g).
-template <typename T>
+template <typename T, int Vec>
 __global__ void swiglu_backward_kernel(View<T> dgate, View<T> dup, View<const T> dout,
                                        View<const T> gate, View<const T> up, std::int64_t rows,
-                                       std::int64_t cols) {
-  const std::int64_t n = rows * cols;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t r = i / cols;
-    const std::int64_t c = i - r * cols;
-    const float dh = to_f32(dout.at(r, c));
-    const float g = to_f32(gate.at(r, c));
-    const float u = to_f32(up.at(r, c));
-    const float s = sigmoid(g);
-    dgate.at(r, c) = from_f32<T>(dh * u * s * (1.f + g * (1.f - s)));
-    dup.at(r, c) = from_f32<T>(dh * g * s);
+                                       std::int64_t chunks) {
+  const std::int64_t chunk = my_chunk();
+  if (chunk >= chunks) return;
+  const std::int64_t c = chunk * Vec;
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    float dh[Vec], g[Vec], u[Vec], dg[Vec], du[Vec];
+    load_f32<Vec>(&dout.at(r, c), dh);
+    load_f32<Vec>(&gate.at(r, c), g);
+    load_f32<Vec>(&up.at(r, c), u);
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const float s = sigmoid(g[k]);
+      dg[k] = dh[k] * u[k] * s * (1.f + g[k] * (1.f - s));
+      du[k] = dh[k] * g[k] * s;
+    }
+    store_f32<Vec>(&dgate.at(r, c), dg);
+    store_f32<Vec>(&dup.at(r, c), du);
   }
 }
 
@@ -95,9 +107,13 @@ void launch_binary(const char* name, Mat out, Mat a, Mat b, Op op, cudaStream_t 
   if (out.numel() == 0) return;
   dispatch_float(out.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    binary_kernel<T, Op><<<grid_for(out.numel()), kThreads, 0, stream>>>(
-        view<T>(out), view<const T>(a), view<const T>(b), out.rows, out.cols, op);
-    CUDA_CHECK_LAUNCH();
+    dispatch_vec<T>(vec_width<T>({&out, &a, &b}), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const RowLaunch l = row_launch(out.rows, out.cols / kVec);
+      binary_kernel<T, kVec, Op><<<l.grid, l.block, 0, stream>>>(
+          view<T>(out), view<const T>(a), view<const T>(b), out.rows, out.cols / kVec, op);
+      CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
@@ -117,9 +133,13 @@ void silu_forward(Mat out, Mat x, cudaStream_t stream) {
   if (out.numel() == 0) return;
   dispatch_float(out.dtype, "silu_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    silu_kernel<T><<<grid_for(out.numel()), kThreads, 0, stream>>>(view<T>(out), view<const T>(x),
-                                                                   out.rows, out.cols);
-    CUDA_CHECK_LAUNCH();
+    dispatch_vec<T>(vec_width<T>({&out, &x}), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const RowLaunch l = row_launch(out.rows, out.cols / kVec);
+      silu_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(view<T>(out), view<const T>(x), out.rows,
+                                                           out.cols / kVec);
+      CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
@@ -140,10 +160,14 @@ void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up, cudaStream_
   if (dgate.numel() == 0) return;
   dispatch_float(dgate.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    swiglu_backward_kernel<T><<<grid_for(dgate.numel()), kThreads, 0, stream>>>(
-        view<T>(dgate), view<T>(dup), view<const T>(dout), view<const T>(gate), view<const T>(up),
-        dgate.rows, dgate.cols);
-    CUDA_CHECK_LAUNCH();
+    dispatch_vec<T>(vec_width<T>({&dgate, &dup, &dout, &gate, &up}), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const RowLaunch l = row_launch(dgate.rows, dgate.cols / kVec);
+      swiglu_backward_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(
+          view<T>(dgate), view<T>(dup), view<const T>(dout), view<const T>(gate), view<const T>(up),
+          dgate.rows, dgate.cols / kVec);
+      CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

@@ -1,75 +1,128 @@
-// RMSNorm, y = x / sqrt(mean(x^2) + eps) * w, statistics in fp32. One block
-// per row. The weight gradient sums over rows; doing that with atomics would
-// make it depend on scheduling, so each block keeps its own column sums in
-// shared memory, writes them as one row of a workspace, and a second kernel
-// adds those rows in a fixed order.
+// RMSNorm, y = x / sqrt(mean(x^2) + eps) * w, statistics in fp32. One warp
+// per row: a row of the model (D = 512 bf16 is 1 KB) is a few 16-byte loads
+// per lane and a shuffle reduction, with no block-wide barrier per row. The
+// weight gradient sums over rows; doing that with atomics would make it
+// depend on scheduling, so each warp keeps column sums in its own slice of
+// shared memory, each block writes the sum of its warps as one row of a
+// workspace, and a second kernel adds those rows in a fixed order.
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_vec.cuh"
 
 namespace tinyllama::cuda {
 namespace {
 
-template <typename T, typename W>
+template <typename T, typename W, int Vec>
 __global__ void rmsnorm_forward_kernel(T* out, std::int64_t ld_out, float* __restrict__ rstd,
                                        std::int64_t ld_rstd, const T* x, std::int64_t ld_x,
-                                       const W* __restrict__ w, std::int64_t dim, float eps) {
-  const std::int64_t r = blockIdx.x;
-  const T* xr = x + r * ld_x;
-  float ss = 0.f;
-  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-    const float v = to_f32(xr[c]);
-    ss += v * v;
+                                       const W* __restrict__ w, std::int64_t rows, std::int64_t dim,
+                                       float eps) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
+  const std::int64_t chunks = dim / Vec;
+  for (std::int64_t r = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+       r < rows; r += warps) {
+    const T* xr = x + r * ld_x;
+    float ss = 0.f;
+    for (std::int64_t ch = lane; ch < chunks; ch += 32) {
+      float v[Vec];
+      load_f32<Vec>(xr + ch * Vec, v);
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) ss += v[k] * v[k];
+    }
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(dim) + eps);
+    T* yr = out + r * ld_out;
+    for (std::int64_t ch = lane; ch < chunks; ch += 32) {  // the row is in L1 by now
+      float v[Vec], wv[Vec];
+      load_f32<Vec>(xr + ch * Vec, v);
+      load_f32<Vec>(w + ch * Vec, wv);
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) v[k] = v[k] * inv * wv[k];
+      store_f32<Vec>(yr + ch * Vec, v);
+    }
+    if (lane == 0) rstd[r * ld_rstd] = inv;
   }
-  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
-  T* yr = out + r * ld_out;
-  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-    yr[c] = from_f32<T>(to_f32(xr[c]) * inv * to_f32(w[c]));
-  }
-  if (threadIdx.x == 0) rstd[r * ld_rstd] = inv;
 }
 
 // dx_c = r * dy_c * w_c - r^3 / D * x_c * sum_j(dy_j * w_j * x_j)
 // dw_c = sum over rows of dy_c * x_c * r
 // dx may alias dy or x (no __restrict__ on them): every element is read by the
-// thread that writes it, before the write.
-template <typename T, typename W>
+// lane that writes it, before the write.
+template <typename T, typename W, int Vec>
 __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __restrict__ partials,
-                                        const T* dy, std::int64_t ld_dy, const T* __restrict__ x,
+                                        const T* dy, std::int64_t ld_dy, const T* x,
                                         std::int64_t ld_x, const W* __restrict__ w,
                                         const float* __restrict__ rstd, std::int64_t ld_rstd,
                                         std::int64_t rows, std::int64_t dim) {
-  extern __shared__ float dw_acc[];  // [dim], column c owned by thread c % blockDim
-  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) dw_acc[c] = 0.f;
-  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+  extern __shared__ float dw_acc[];  // [warps per block][dim]
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int block_warps = blockDim.x >> 5;
+  const std::int64_t chunks = dim / Vec;
+  // A lane only ever touches the columns of its own chunks, in this slice.
+  float* mine = dw_acc + warp * dim;
+  for (std::int64_t ch = lane; ch < chunks; ch += 32) {
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) mine[ch * Vec + k] = 0.f;
+  }
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * block_warps + warp; r < rows;
+       r += static_cast<std::int64_t>(gridDim.x) * block_warps) {
     const T* dyr = dy + r * ld_dy;
     const T* xr = x + r * ld_x;
     const float inv = rstd[r * ld_rstd];
     float dot = 0.f;
-    for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-      dot += to_f32(dyr[c]) * to_f32(w[c]) * to_f32(xr[c]);
+    for (std::int64_t ch = lane; ch < chunks; ch += 32) {
+      float g[Vec], xv[Vec], wv[Vec];
+      load_f32<Vec>(dyr + ch * Vec, g);
+      load_f32<Vec>(xr + ch * Vec, xv);
+      load_f32<Vec>(w + ch * Vec, wv);
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) dot += g[k] * wv[k] * xv[k];
     }
-    const float coef = block_sum(dot) * inv * inv * inv / static_cast<float>(dim);
+    const float coef = warp_sum(dot) * inv * inv * inv / static_cast<float>(dim);
     T* dxr = dx + r * ld_dx;
-    for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-      const float g = to_f32(dyr[c]);
-      const float xv = to_f32(xr[c]);
-      dw_acc[c] += g * xv * inv;
-      dxr[c] = from_f32<T>(inv * g * to_f32(w[c]) - coef * xv);
+    for (std::int64_t ch = lane; ch < chunks; ch += 32) {
+      float g[Vec], xv[Vec], wv[Vec], out[Vec];
+      load_f32<Vec>(dyr + ch * Vec, g);
+      load_f32<Vec>(xr + ch * Vec, xv);
+      load_f32<Vec>(w + ch * Vec, wv);
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) {
+        mine[ch * Vec + k] += g[k] * xv[k] * inv;
+        out[k] = inv * g[k] * wv[k] - coef * xv[k];
+      }
+      store_f32<Vec>(dxr + ch * Vec, out);
     }
   }
-  float* mine = partials + static_cast<std::int64_t>(blockIdx.x) * dim;
-  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) mine[c] = dw_acc[c];
+  __syncthreads();
+  float* block_row = partials + static_cast<std::int64_t>(blockIdx.x) * dim;
+  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    float sum = 0.f;
+    for (int wv = 0; wv < block_warps; ++wv) sum += dw_acc[wv * dim + c];  // fixed order
+    block_row[c] = sum;
+  }
 }
+
+// dw[c] = sum of partials[b][c] over b, in a fixed order: threadIdx.y takes
+// every kSumGroups-th row, then one thread adds the groups.
+constexpr int kSumGroups = 8;
 
 __global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restrict__ partials,
                                     int blocks, std::int64_t dim) {
-  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < dim;
-       c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    float s = 0.f;
-    for (int b = 0; b < blocks; ++b) s += partials[b * dim + c];
-    dw[c] = s;
+  __shared__ float group_sum[kSumGroups][32];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float s = 0.f;
+  if (c < dim) {
+    for (int b = threadIdx.y; b < blocks; b += kSumGroups) s += partials[b * dim + c];
+  }
+  group_sum[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < dim) {
+    float total = 0.f;
+    for (int g = 0; g < kSumGroups; ++g) total += group_sum[g][threadIdx.x];
+    dw[c] = total;
   }
 }
 
@@ -79,6 +132,16 @@ void dispatch_pair(DType act, DType weight, const char* name, Fn&& fn) {
   dispatch_float(act, name,
                  [&](auto t) { dispatch_float(weight, name, [&](auto w) { fn(t, w); }); });
 }
+
+// Vector width for rows of T with weights of W: every row view and the
+// weight must allow it.
+template <typename T, typename W>
+int row_vec(std::initializer_list<const Mat*> rows, const Mat& weight) {
+  const int vec = vec_width<T>(rows);
+  return aligned_for<W>(weight.data, vec) ? vec : 1;
+}
+
+constexpr int kWarpsPerBlock = 8;
 
 }  // namespace
 
@@ -94,10 +157,16 @@ void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStrea
   dispatch_pair(x.dtype, weight.dtype, name, [&](auto t, auto w) {
     using T = typename decltype(t)::type;
     using W = typename decltype(w)::type;
-    rmsnorm_forward_kernel<T, W><<<static_cast<unsigned>(x.rows), kThreads, 0, stream>>>(
-        out.ptr<T>(), out.ld, rstd.ptr<float>(), rstd.ld, x.ptr<const T>(), x.ld,
-        weight.ptr<const W>(), x.cols, static_cast<float>(eps));
-    CUDA_CHECK_LAUNCH();
+    dispatch_vec<T>(row_vec<T, W>({&out, &x}, weight), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const std::int64_t blocks =
+          std::min<std::int64_t>((x.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
+      rmsnorm_forward_kernel<T, W, kVec>
+          <<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, stream>>>(
+              out.ptr<T>(), out.ld, rstd.ptr<float>(), rstd.ld, x.ptr<const T>(), x.ld,
+              weight.ptr<const W>(), x.rows, x.cols, static_cast<float>(eps));
+      CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
@@ -121,20 +190,28 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
   require(by_capacity >= 1, name,
           "workspace not prepared for rows of " + std::to_string(dim) +
               " (prepare() sizes it from hidden_dim)");
+  require(dim <= 12288, name, "rows longer than 12288 are not supported");
+  // Each warp's dw slice lives in shared memory: as many warps as 48 KB hold.
+  const int block_warps = static_cast<int>(std::clamp<std::int64_t>(
+      48 * 1024 / (dim * static_cast<std::int64_t>(sizeof(float))), 1, kWarpsPerBlock));
   std::int64_t blocks = std::min<std::int64_t>(kRmsnormPartialRows, by_capacity);
-  blocks = std::max<std::int64_t>(1, std::min(blocks, x.rows));
-  const std::size_t smem = static_cast<std::size_t>(dim) * sizeof(float);
-  require(smem <= 48 * 1024, name, "rows longer than 12288 are not supported");
+  blocks = std::max<std::int64_t>(
+      1, std::min(blocks, (x.rows + block_warps - 1) / static_cast<std::int64_t>(block_warps)));
+  const std::size_t smem = static_cast<std::size_t>(block_warps) * dim * sizeof(float);
   dispatch_pair(x.dtype, weight.dtype, name, [&](auto t, auto w) {
     using T = typename decltype(t)::type;
     using W = typename decltype(w)::type;
-    rmsnorm_backward_kernel<T, W><<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(
-        dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(), dout.ld, x.ptr<const T>(), x.ld,
-        weight.ptr<const W>(), rstd.ptr<const float>(), rstd.ld, x.rows, dim);
-    CUDA_CHECK_LAUNCH();
+    dispatch_vec<T>(row_vec<T, W>({&dx, &dout, &x}, weight), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      rmsnorm_backward_kernel<T, W, kVec>
+          <<<static_cast<unsigned>(blocks), block_warps * 32, smem, stream>>>(
+              dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(), dout.ld, x.ptr<const T>(), x.ld,
+              weight.ptr<const W>(), rstd.ptr<const float>(), rstd.ld, x.rows, dim);
+      CUDA_CHECK_LAUNCH();
+    });
   });
-  sum_partials_kernel<<<grid_for(dim), kThreads, 0, stream>>>(dweight.ptr<float>(), partials,
-                                                              static_cast<int>(blocks), dim);
+  sum_partials_kernel<<<static_cast<unsigned>((dim + 31) / 32), dim3(32, kSumGroups), 0, stream>>>(
+      dweight.ptr<float>(), partials, static_cast<int>(blocks), dim);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,7 @@
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_vec.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -17,27 +18,43 @@ struct Frequencies {
   double inv[kMaxHalfHeadDim];
 };
 
-template <typename T>
-__global__ void rope_kernel(T* __restrict__ x, std::int64_t ld, std::int64_t rows,
-                            std::int64_t pairs_per_row, int seq, int half_hd,
-                            const Frequencies freq, float sign) {
+// Each thread rotates Vec / 2 consecutive pairs of one row. The frequencies
+// go to shared memory first: read from the kernel parameter with a
+// per-lane index, they would serialise on the constant cache.
+template <typename T, int Vec>
+__global__ void rope_kernel(T* x, std::int64_t ld, std::int64_t rows, std::int64_t chunks, int seq,
+                            int half_hd, const Frequencies freq, float sign) {
   constexpr double kTwoPi = 6.283185307179586476925286766559;
-  const std::int64_t n = rows * pairs_per_row;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t r = i / pairs_per_row;
-    const std::int64_t pair = i - r * pairs_per_row;
-    const int k = static_cast<int>(pair % half_hd);  // pair index inside its head
-    const double angle = static_cast<double>(r % seq) * freq.inv[k];
-    const float reduced = static_cast<float>(angle - kTwoPi * rint(angle / kTwoPi));
-    float s, c;
-    sincosf(reduced, &s, &c);
-    s *= sign;  // the inverse rotation is the rotation by -angle
-    T* p = x + r * ld + 2 * pair;
-    const float a = to_f32(p[0]);
-    const float b = to_f32(p[1]);
-    p[0] = from_f32<T>(a * c - b * s);
-    p[1] = from_f32<T>(a * s + b * c);
+  constexpr double kInvTwoPi = 1.0 / kTwoPi;
+  static_assert(Vec % 2 == 0, "a thread owns whole pairs");
+  __shared__ double inv[kMaxHalfHeadDim];
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  for (int k = tid; k < half_hd; k += blockDim.x * blockDim.y) inv[k] = freq.inv[k];
+  __syncthreads();
+  const std::int64_t chunk = my_chunk();
+  if (chunk >= chunks) return;
+  const std::int64_t c = chunk * Vec;
+  const int k0 = static_cast<int>((c / 2) % half_hd);  // first pair's index inside its head
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    const double pos = static_cast<double>(r % seq);
+    T* p = x + r * ld + c;
+    float v[Vec];
+    load_f32<Vec>(p, v);
+    int k = k0;
+#pragma unroll
+    for (int j = 0; j < Vec; j += 2) {
+      const double angle = pos * inv[k];
+      const float reduced = static_cast<float>(angle - kTwoPi * rint(angle * kInvTwoPi));
+      float s, co;
+      sincosf(reduced, &s, &co);
+      s *= sign;  // the inverse rotation is the rotation by -angle
+      const float a = v[j];
+      const float b = v[j + 1];
+      v[j] = a * co - b * s;
+      v[j + 1] = a * s + b * co;
+      k = (k + 1 == half_hd) ? 0 : k + 1;
+    }
+    store_f32<Vec>(p, v);
   }
 }
 
@@ -55,15 +72,28 @@ void rope(Mat x, int seq, int head_dim, double theta, bool inverse, cudaStream_t
   require(x.rows % seq == 0, name,
           "rows " + std::to_string(x.rows) + " is not a multiple of seq " + std::to_string(seq));
   if (x.numel() == 0) return;
+  require(
+      x.ld % 2 == 0 && reinterpret_cast<std::uintptr_t>(x.data) % (2 * dtype_size(x.dtype)) == 0,
+      name, "rows must start on a pair boundary (even row stride, pair-aligned base)");
   Frequencies freq{};
   const int half = head_dim / 2;
   for (int k = 0; k < half; ++k) freq.inv[k] = std::pow(theta, -2.0 * k / head_dim);
-  const std::int64_t pairs = x.cols / 2;
   dispatch_float(x.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    rope_kernel<T><<<grid_for(x.rows * pairs), kThreads, 0, stream>>>(
-        x.ptr<T>(), x.ld, x.rows, pairs, seq, half, freq, inverse ? -1.f : 1.f);
-    CUDA_CHECK_LAUNCH();
+    // A vector never straddles rows; pairs stay whole because Vec is even.
+    const int vec = vec_width<T>({&x});
+    auto launch = [&](auto width) {
+      constexpr int kVec = decltype(width)::value;
+      const RowLaunch l = row_launch(x.rows, x.cols / kVec);
+      rope_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(x.ptr<T>(), x.ld, x.rows, x.cols / kVec,
+                                                           seq, half, freq, inverse ? -1.f : 1.f);
+      CUDA_CHECK_LAUNCH();
+    };
+    if (vec == kMaxVec<T>) {
+      launch(std::integral_constant<int, kMaxVec<T>>{});
+    } else {
+      launch(std::integral_constant<int, 2>{});  // head_dim is even: pairs are always aligned
+    }
   });
 }
 

@@ -1,6 +1,7 @@
 // Defaults for backends without whole-step graphs: asking one to capture is
-// a programming error (callers check supports_graphs() first). And the fused
-// optimizer sweep as the composition of its primitives, the reference.
+// a programming error (callers check supports_graphs() first). The fused
+// optimizer sweep as the composition of its primitives, the reference; and
+// side GEMMs that run at once, in order.
 #include "model/backend.h"
 
 #include "core/errors.h"
@@ -19,6 +20,12 @@ void Backend::adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
                           const AdamWHyper& hp) {
   adamw(param, grad, m, v, hp);
   if (!compute_copy.empty()) convert(compute_copy, param);
+}
+
+std::int64_t Backend::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
+                                float beta) {
+  gemm(c, a, trans_a, b, trans_b, alpha, beta);
+  return 0;
 }
 
 void Backend::replay() {

@@ -129,6 +129,20 @@ class Backend {
   // flag is set. c may be wider-typed than a and b (fp32 weight gradients
   // from bf16 activations).
   virtual void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) = 0;
+  // gemm() that may run concurrently with the ops issued after it, until
+  // join_side_gemm(ticket) or join_side_gemms(); it starts after every op
+  // issued before it. For the weight gradients of the backward pass: the
+  // caller joins before any op that overwrites what the GEMM reads, and
+  // before anything reads c. The CUDA backend with CUDA graphs on runs it
+  // on a second stream (a parallel branch of the captured step); the
+  // default runs gemm() at once and returns ticket 0.
+  virtual std::int64_t side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
+                                 float beta);
+  // Orders every op issued after this call after the side GEMM `ticket`
+  // (and all side GEMMs issued before it).
+  virtual void join_side_gemm(std::int64_t /*ticket*/) {}
+  // join_side_gemm for every side GEMM issued so far.
+  virtual void join_side_gemms() {}
   // out = a + b elementwise; out may alias a or b.
   virtual void add(Mat out, Mat a, Mat b) = 0;
   // out = a * b elementwise; out may alias a or b.

@@ -86,11 +86,19 @@ class Model {
   Mat compute_weight(const ParamSlot& s) const;  // master, or its low-precision copy
   void refresh_compute_weights();
   void forward_layer(int l);
-  void backward_layer(int l, Mat dres_in, Mat dres_out);
+  // Side GEMM tickets (Backend::side_gemm) of the weight gradients whose
+  // inputs a later layer's backward overwrites: it joins each one first.
+  struct WgradTickets {
+    std::int64_t gate_up = -1;   // reads d_gate_up
+    std::int64_t out_proj = -1;  // reads d_residual_b
+    std::int64_t qkv = -1;       // reads d_qkv
+  };
+  void backward_layer(int l, Mat dres_in, Mat dres_out, WgradTickets& tickets);
   void qkv_forward(int l);
-  void qkv_backward(int l, Mat dn1);
+  // Both return the ticket of their last weight-gradient GEMM.
+  std::int64_t qkv_backward(int l, Mat dn1);
   void ffn_up_forward(int l);
-  void ffn_up_backward(int l, Mat dn2);
+  std::int64_t ffn_up_backward(int l, Mat dn2);
 
   ModelConfig cfg_;
   LevelOptions level_;

@@ -142,12 +142,15 @@ void Model::backward_pass() {
   const Mat nf = plan_.view(arena_, plan_.final_norm);
   const Mat dnf = plan_.view(arena_, plan_.d_norm_out);
   const ParamSlot& emb = layout_.embedding();
+  // Every weight gradient is a side GEMM, issued before the input gradient
+  // of the same layer so that the two can run together; nothing reads the
+  // weight gradients before the optimizer. The tied head writes the
+  // embedding gradient first; the embedding lookup accumulates into it at
+  // the end, after the join.
+  ops.next("lm_head_gemm_wgrad");
+  backend_.side_gemm(grad(emb), logits, true, nf, false, 1.0f, 0.0f);
   ops.next("lm_head_gemm_dgrad");
   backend_.gemm(dnf, logits, false, compute_weight(emb), false, 1.0f, 0.0f);
-  // The tied head writes the embedding gradient first; the embedding lookup
-  // accumulates into it at the end.
-  ops.next("lm_head_gemm_wgrad");
-  backend_.gemm(grad(emb), logits, true, nf, false, 1.0f, 0.0f);
 
   const Mat d_out = plan_.view(arena_, plan_.d_residual_a);
   const Mat d_scratch = plan_.view(arena_, plan_.d_residual_b);
@@ -156,7 +159,9 @@ void Model::backward_pass() {
       d_out, grad(layout_.final_norm()), dnf, plan_.view(arena_, plan_.residual_out),
       compute_weight(layout_.final_norm()), plan_.view(arena_, plan_.final_rstd));
   ops.close();
-  for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch);
+  WgradTickets tickets;
+  for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch, tickets);
+  backend_.join_side_gemms();  // every weight gradient is complete from here on
   ops.next("embedding");
   backend_.embedding_backward(grad(emb), tokens_, d_out);
   if (check_overflow_) {
@@ -167,7 +172,7 @@ void Model::backward_pass() {
 }
 
 // On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
-void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
+void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& tickets) {
   const prof::OpScope layer(prof::layer_label(l));
   prof::OpSequence ops;
   const LayerActivations& a = plan_.layers[l];
@@ -181,10 +186,11 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
   const Mat hidden = plan_.view(arena_, a.ffn_hidden);
   const Mat d_hidden = plan_.view(arena_, plan_.d_ffn_hidden);
   const ParamSlot& wdown = layout_.layer(l, &LayerSlots::wdown);
+  ops.next("down_gemm_wgrad");
+  const std::int64_t down_ticket =
+      backend_.side_gemm(grad(wdown), d_out, true, hidden, false, 1.0f, 0.0f);
   ops.next("down_gemm_dgrad");
   backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
-  ops.next("down_gemm_wgrad");
-  backend_.gemm(grad(wdown), d_out, true, hidden, false, 1.0f, 0.0f);
 
   const Mat gu = plan_.view(arena_, a.gate_up);
   const Mat d_gu = plan_.view(arena_, plan_.d_gate_up);
@@ -192,6 +198,7 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
   const Mat up = gu.col_block(f, f);
   const Mat d_gate = d_gu.col_block(0, f);
   const Mat d_up = d_gu.col_block(f, f);
+  backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
   ops.next("swiglu");
   if (level_.swiglu_fusion) {
     backend_.swiglu_backward(d_gate, d_up, d_hidden, gate, up);
@@ -203,13 +210,14 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
     backend_.silu_backward(d_gate, d_s, gate);
   }
   ops.close();  // ffn_up_backward marks its two GEMMs
-  ffn_up_backward(l, d_norm_out);
+  tickets.gate_up = ffn_up_backward(l, d_norm_out);
   const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
   ops.next("ffn_norm");
   backend_.rmsnorm_backward(d_norm_in, grad(ffn_norm), d_norm_out,
                             plan_.view(arena_, a.residual_mid), compute_weight(ffn_norm),
                             plan_.view(arena_, a.rstd2));
   const Mat d_h = d_scratch;
+  backend_.join_side_gemm(tickets.out_proj);  // d_scratch is overwritten next
   ops.next("ffn_residual");
   backend_.add(d_h, d_out, d_norm_in);
 
@@ -217,15 +225,16 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
   const Mat attn = plan_.view(arena_, a.attn_out);
   const Mat d_attn = plan_.view(arena_, plan_.d_attn);
   const ParamSlot& wo = layout_.layer(l, &LayerSlots::wo);
+  ops.next("out_proj_gemm_wgrad");
+  tickets.out_proj = backend_.side_gemm(grad(wo), d_h, true, attn, false, 1.0f, 0.0f);
   ops.next("out_proj_gemm_dgrad");
   backend_.gemm(d_attn, d_h, false, compute_weight(wo), false, 1.0f, 0.0f);
-  ops.next("out_proj_gemm_wgrad");
-  backend_.gemm(grad(wo), d_h, true, attn, false, 1.0f, 0.0f);
 
   const Mat qkv = plan_.view(arena_, a.qkv);
   const Mat d_qkv = plan_.view(arena_, plan_.d_qkv);
   const AttentionShape as{shape_.batch, shape_.seq, cfg_.num_heads, cfg_.num_kv_heads,
                           cfg_.head_dim()};
+  backend_.join_side_gemm(tickets.qkv);  // d_qkv is overwritten next
   ops.next("attention");
   backend_.attention_backward(d_qkv.col_block(0, qd), d_qkv.col_block(qd, kvd),
                               d_qkv.col_block(qd + kvd, kvd), d_attn, qkv.col_block(0, qd),
@@ -235,18 +244,19 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch) {
   backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
                          cfg_.rope_theta);
   ops.close();  // qkv_backward marks its two GEMMs
-  qkv_backward(l, d_norm_out);
+  tickets.qkv = qkv_backward(l, d_norm_out);
   const ParamSlot& attn_norm = layout_.layer(l, &LayerSlots::attn_norm);
   ops.next("attn_norm");
   backend_.rmsnorm_backward(d_norm_in, grad(attn_norm), d_norm_out,
                             plan_.view(arena_, a.residual_in), compute_weight(attn_norm),
                             plan_.view(arena_, a.rstd1));
+  backend_.join_side_gemm(down_ticket);  // d_out is overwritten next
   ops.next("attn_residual");
   backend_.add(d_out, d_h, d_norm_in);
 }
 
 // d(norm1) = d(qkv) · Wqkv and d(Wqkv) = d(qkv)ᵀ · norm1, fused or per slice.
-void Model::qkv_backward(int l, Mat d_n1) {
+std::int64_t Model::qkv_backward(int l, Mat d_n1) {
   const LayerActivations& a = plan_.layers[l];
   const Mat n1 = plan_.view(arena_, a.norm1);
   const Mat d_qkv = plan_.view(arena_, plan_.d_qkv);
@@ -255,31 +265,33 @@ void Model::qkv_backward(int l, Mat d_n1) {
   const Mat dw = grad(slot);
   prof::OpSequence ops;
   if (level_.qkv_fusion) {
+    ops.next("qkv_gemm_wgrad");
+    const std::int64_t ticket = backend_.side_gemm(dw, d_qkv, true, n1, false, 1.0f, 0.0f);
     ops.next("qkv_gemm_dgrad");
     backend_.gemm(d_n1, d_qkv, false, w, false, 1.0f, 0.0f);
-    ops.next("qkv_gemm_wgrad");
-    backend_.gemm(dw, d_qkv, true, n1, false, 1.0f, 0.0f);
-    return;
+    return ticket;
   }
   const int qd = cfg_.q_dim();
   const int kvd = cfg_.kv_dim();
   const int starts[3] = {0, qd, qd + kvd};
   const int widths[3] = {qd, kvd, kvd};
-  // Every dgrad slice, then every wgrad slice: the same results as
+  // Every wgrad slice, then every dgrad slice: the same results as
   // interleaving them (they touch different buffers), as two marked ops.
+  ops.next("qkv_gemm_wgrad");
+  std::int64_t ticket = 0;
+  for (int i = 0; i < 3; ++i) {
+    ticket = backend_.side_gemm(dw.row_block(starts[i], widths[i]),
+                                d_qkv.col_block(starts[i], widths[i]), true, n1, false, 1.0f, 0.0f);
+  }
   ops.next("qkv_gemm_dgrad");
   for (int i = 0; i < 3; ++i) {
     backend_.gemm(d_n1, d_qkv.col_block(starts[i], widths[i]), false,
                   w.row_block(starts[i], widths[i]), false, 1.0f, i == 0 ? 0.0f : 1.0f);
   }
-  ops.next("qkv_gemm_wgrad");
-  for (int i = 0; i < 3; ++i) {
-    backend_.gemm(dw.row_block(starts[i], widths[i]), d_qkv.col_block(starts[i], widths[i]), true,
-                  n1, false, 1.0f, 0.0f);
-  }
+  return ticket;
 }
 
-void Model::ffn_up_backward(int l, Mat d_n2) {
+std::int64_t Model::ffn_up_backward(int l, Mat d_n2) {
   const LayerActivations& a = plan_.layers[l];
   const Mat n2 = plan_.view(arena_, a.norm2);
   const Mat d_gu = plan_.view(arena_, plan_.d_gate_up);
@@ -288,23 +300,26 @@ void Model::ffn_up_backward(int l, Mat d_n2) {
   const Mat dw = grad(slot);
   prof::OpSequence ops;
   if (level_.swiglu_fusion) {
+    ops.next("gate_up_gemm_wgrad");
+    const std::int64_t ticket = backend_.side_gemm(dw, d_gu, true, n2, false, 1.0f, 0.0f);
     ops.next("gate_up_gemm_dgrad");
     backend_.gemm(d_n2, d_gu, false, w, false, 1.0f, 0.0f);
-    ops.next("gate_up_gemm_wgrad");
-    backend_.gemm(dw, d_gu, true, n2, false, 1.0f, 0.0f);
-    return;
+    return ticket;
   }
   const int f = cfg_.ffn_dim;
-  // As in qkv_backward: the dgrad slices, then the wgrad slices.
+  // As in qkv_backward: the wgrad slices, then the dgrad slices.
+  ops.next("gate_up_gemm_wgrad");
+  std::int64_t ticket = 0;
+  for (int i = 0; i < 2; ++i) {
+    ticket = backend_.side_gemm(dw.row_block(i * f, f), d_gu.col_block(i * f, f), true, n2, false,
+                                1.0f, 0.0f);
+  }
   ops.next("gate_up_gemm_dgrad");
   for (int i = 0; i < 2; ++i) {
     backend_.gemm(d_n2, d_gu.col_block(i * f, f), false, w.row_block(i * f, f), false, 1.0f,
                   i == 0 ? 0.0f : 1.0f);
   }
-  ops.next("gate_up_gemm_wgrad");
-  for (int i = 0; i < 2; ++i) {
-    backend_.gemm(dw.row_block(i * f, f), d_gu.col_block(i * f, f), true, n2, false, 1.0f, 0.0f);
-  }
+  return ticket;
 }
 
 void Model::optimizer_step(const AdamWHyper& hyper) {
