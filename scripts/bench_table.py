@@ -32,8 +32,9 @@ def rows_from(path):
     precision = cfg.get("precision", "?")
     amp = {"fp32": "fp32", "amp_bfloat16": "bf16", "amp_float16": "fp16"}.get(precision, precision)
     name = f"tinyllama {level}" + (" graph" if r.get("execution") == "cuda_graph" else "")
-    return [(name, amp, r["ms_per_step"], r["samples_per_s"], r["peak_mb"] * 1e6 / 2**20,
-             f"loss {r['final_loss']:.4f}")]
+    wall = r.get("wall_ms_per_step")
+    note = f"loss {r['final_loss']:.4f}" + (f", wall {wall:.3f} ms/step" if wall else "")
+    return [(name, amp, r["ms_per_step"], r["samples_per_s"], r["peak_mb"] * 1e6 / 2**20, note)]
 
 
 def main():

@@ -34,7 +34,6 @@ __global__ void __launch_bounds__(kBackwardThreads)
     embedding_backward_kernel(float* __restrict__ dtable, std::int64_t ld_table, std::int64_t vocab,
                               const std::int32_t* __restrict__ tokens, const T* __restrict__ dout,
                               std::int64_t ld_out, std::int64_t n, std::int64_t dim) {
-  __shared__ int seen_before;
   __shared__ int warp_count[kBackwardThreads / 32];
   __shared__ int warp_offset[kBackwardThreads / 32 + 1];
   __shared__ std::int64_t match[kBackwardThreads];
@@ -43,12 +42,14 @@ __global__ void __launch_bounds__(kBackwardThreads)
   const std::int32_t t = tokens[i];
   if (t < 0 || t >= vocab) return;  // uniform across the block
 
-  if (threadIdx.x == 0) seen_before = 0;
-  __syncthreads();
-  for (std::int64_t j = threadIdx.x; j < i; j += blockDim.x) {
-    if (tokens[j] == t) seen_before = 1;  // benign: every writer stores 1
+  // Look back a chunk at a time, nearest first, and stop at the first chunk
+  // holding t: a repeated token finds its previous occurrence after about
+  // vocab / blockDim chunks, so only first occurrences scan the whole prefix.
+  bool seen_before = false;
+  for (std::int64_t end = i; end > 0 && !seen_before; end -= blockDim.x) {
+    const std::int64_t j = end - 1 - threadIdx.x;
+    seen_before = __syncthreads_or(j >= 0 && tokens[j] == t) != 0;
   }
-  __syncthreads();
   if (seen_before) return;
 
   const int lane = threadIdx.x & 31;

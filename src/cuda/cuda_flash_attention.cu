@@ -345,7 +345,8 @@ struct MmaFwd {
 // a tile are loaded in two cp.async groups so that V arrives while Q K^T and
 // the softmax run, and the next K while P V runs.
 template <typename T, int HD>
-__global__ void __launch_bounds__(kFlashThreads) flash_fwd_mma_kernel(const FwdArgs a) {
+__global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
+    flash_fwd_mma_kernel(const FwdArgs a) {
   using Cfg = MmaFwd<T, HD>;
   constexpr int BQ = Cfg::BQ, BK = Cfg::BK, LDS = Cfg::LDS;
   extern __shared__ uint4 smem_raw[];

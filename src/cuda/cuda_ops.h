@@ -33,9 +33,10 @@ void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout, cudaSt
 void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStream_t stream);
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, float* partials,
                       std::int64_t capacity, cudaStream_t stream);
-// Partial rows the backward pass uses at most; the workspace is this many
-// rows of hidden_dim floats.
-constexpr int kRmsnormPartialRows = 264;
+// Partial rows the backward pass uses at most (blocks of its grid: 8 per SM
+// of an H100 keeps enough loads in flight at 32K rows); the workspace is
+// this many rows of hidden_dim floats.
+constexpr int kRmsnormPartialRows = 1056;
 
 // cuda_rope.cu. inverse = the backward pass.
 void rope(Mat x, int seq, int head_dim, double theta, bool inverse, cudaStream_t stream);

@@ -162,6 +162,12 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
     out += printf_string("  step time    %.2f ms (phases not measured, see execution)\n",
                          s.ms_per_step);
   }
+  if (s.wall_ms_per_step > 0) {
+    out += printf_string(
+        "  wall clock   %.2f ms/step on the host (%.1f samples/s): the step plus the loop's "
+        "own work around it\n",
+        s.wall_ms_per_step, opts.shape.batch / (s.wall_ms_per_step / 1e3));
+  }
   out += "  execution    " + execution_line(s) + "\n";
   out += printf_string("  final loss   %.4f\n", s.final_loss);
   if (skipped > 0) out += printf_string("  skipped      %d steps (fp16 overflow)\n", skipped);
@@ -201,6 +207,7 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
       {"samples_per_s", s.samples_per_s},
       {"tokens_per_s", s.tokens_per_s},
       {"ms_per_step", s.ms_per_step},
+      {"wall_ms_per_step", s.wall_ms_per_step},
       {"forward_ms", ms_json(s.forward_ms)},
       {"backward_ms", ms_json(s.backward_ms)},
       {"optimizer_ms", ms_json(s.optimizer_ms)},

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -110,7 +111,10 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
       opts.profile ? std::make_unique<prof::Profiler>(opts, model, *backend) : nullptr;
 
   const int total = opts.warmup_steps + opts.num_steps;
+  double wall_ms = 0;
+  int wall_steps = 0;
   for (int i = 0; i < total; ++i) {
+    const auto wall_start = std::chrono::steady_clock::now();
     const bool timed = i >= opts.warmup_steps;
     const int step = i - opts.warmup_steps + 1;
     const std::vector<std::int32_t> rows = data.next_batch(opts.shape.batch);
@@ -131,7 +135,14 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
     if (step == 1) dump.gradients(model, r.loss_scale);
     summary.steps.push_back(r);
     if (on_step) on_step(r, opts, summary);
+    if (!profiler || step > opts.profile_steps) {
+      wall_ms +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
+              .count();
+      ++wall_steps;
+    }
   }
+  summary.wall_ms_per_step = wall_steps > 0 ? wall_ms / wall_steps : 0.0;
   dump.finish();
   fill_averages(summary, opts);
   if (profiler) summary.profile_report = profiler->finish(summary);

@@ -28,6 +28,10 @@ struct TrainSummary {
   double samples_per_s = 0;
   double tokens_per_s = 0;
   double ms_per_step = 0;  // mean over timed steps
+  // Host wall-clock time per timed step, profiled steps excluded: the GPU
+  // work plus what the loop adds around it (batch staging, the loss
+  // readback that ends every step, logging). ms_per_step is the GPU's part.
+  double wall_ms_per_step = 0;
   double forward_ms = 0;
   double backward_ms = 0;
   double optimizer_ms = 0;
