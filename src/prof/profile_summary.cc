@@ -207,6 +207,13 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
                      {"share_pct", s.percentage}});
     }
     const i64 busy_ns = union_ns(std::move(busy));
+    // Over the steps' GPU time (the trainer's CUDA events, first mark to
+    // last): how much of the step the GPU had work, whatever the host did
+    // between steps. Without event times, over the host's step ranges.
+    double gpu_step_ns = 0;
+    for (double ms : in.times.profiled_ms) gpu_step_ns += ms * 1e6;
+    const bool over_events = gpu_step_ns > 0;
+    const double busy_basis_ns = over_events ? gpu_step_ns : static_cast<double>(a.step_ns);
     j["gpu"] = {
         {"kernel_dispatches_per_step", static_cast<double>(kernels) / steps},
         {"launch_calls_per_step", static_cast<double>(launches.size()) / steps},
@@ -216,9 +223,11 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
         {"memset_per_step", static_cast<double>(memsets) / steps},
         {"kernel_time_per_step_ms", static_cast<double>(kernel_ns) / steps / 1e6},
         {"gpu_time_per_step_ms", static_cast<double>(kernel_ns + transfer_ns) / steps / 1e6},
-        {"gpu_busy_pct", a.step_ns > 0
-                             ? 100.0 * static_cast<double>(busy_ns) / static_cast<double>(a.step_ns)
+        {"gpu_busy_pct", busy_basis_ns > 0
+                             ? std::min(100.0, 100.0 * static_cast<double>(busy_ns) / busy_basis_ns)
                              : 0.0},
+        {"gpu_busy_basis", over_events ? "the profiled steps' GPU time (CUDA events)"
+                                       : "the profiled steps' host wall time"},
         {"dropped_records", g.dropped_records},
         {"top_kernels", top}};
     notes.push_back(
@@ -425,7 +434,7 @@ std::string format_profile_summary(const json& j) {
            " kernel dispatches/step (" + num(g["launch_calls_per_step"], "%.0f") +
            " launch calls), " + std::to_string(g["unique_kernels"].get<int>()) +
            " unique kernels, " + num(g["gpu_time_per_step_ms"], "%.3f") +
-           " ms GPU time/step, busy " + num(g["gpu_busy_pct"], "%.1f") + " %\n";
+           " ms GPU time/step, busy " + num(g["gpu_busy_pct"], "%.1f") + " % of the step\n";
   } else {
     out += "  gpu       kernel statistics need a GPU (see the notes)\n";
   }

@@ -171,8 +171,9 @@ ProfileInputs inputs(const Scenario& s, const std::string& device, bool with_gpu
   in.ranges = s.ranges;
   in.gpu = with_gpu ? &s.gpu : nullptr;
   in.gpu_note = "the run used the CPU backend";
-  in.times.profiled_ms = {1.1, 0.9};
-  in.times.unprofiled_ms = {0.95, 0.95};
+  // The scenario's clock is in ns: two steps of 1100 and 900 ns of GPU time.
+  in.times.profiled_ms = {1.1e-3, 0.9e-3};
+  in.times.unprofiled_ms = {0.95e-3, 0.95e-3};
   in.times.run_ms_per_step = 1.0;
   in.memory.model.parameters = 1000;
   in.memory.model.gradients = 2000;
@@ -199,9 +200,11 @@ TEST(Summary, GpuFiguresPerStepMfuAndRoofline) {
   EXPECT_DOUBLE_EQ(g["launch_calls_per_step"].get<double>(), 2.5);  // correlations 1,2,3,11,20
   EXPECT_EQ(g["unique_kernels"], 3);
   EXPECT_DOUBLE_EQ(g["memcpy_per_step"].get<double>(), 0.5);
-  // Busy: [110,210] [220,520] [600,650] [2100,2300] [2500,2550] [2560,2860] [2900,2950].
+  // Busy: [110,210] [220,520] [600,650] [2100,2300] [2500,2550] [2560,2860] [2900,2950],
+  // over the 2000 ns of the steps' GPU (event) time.
   EXPECT_NEAR(g["gpu_busy_pct"].get<double>(),
               100.0 * (100 + 300 + 50 + 200 + 50 + 300 + 50) / 2000, 1e-9);
+  EXPECT_EQ(g["gpu_busy_basis"], "the profiled steps' GPU time (CUDA events)");
   EXPECT_EQ(g["top_kernels"].size(), 3u);
   EXPECT_EQ(g["top_kernels"][0]["name"], "flash_attn()");
 
