@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "prof/kernel_stats.h"
 
@@ -21,6 +23,12 @@ constexpr int kGpuPidBase = 10;  // GPU d is process kGpuPidBase + d
 json metadata(const char* what, int pid, int tid, const std::string& name) {
   return {{"ph", "M"}, {"name", what}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
 }
+
+// A GPU record's slice as drawn: [start, end] in ns.
+struct Shown {
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+};
 
 // Range categories by depth: what a reader filters on in Perfetto.
 const char* range_category(const HostRange& r) {
@@ -115,7 +123,10 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
                         {"cat", "launch"},
                         {"pid", kHostPid},
                         {"tid", kApiTid},
-                        {"ts", us(c.start_ns + (c.end_ns - c.start_ns) / 2)}});
+                        // At the call's start: a graph launch's first kernels
+                        // begin while the call is still returning, so a later
+                        // point could put the arrow's tail after its head.
+                        {"ts", us(c.start_ns)}});
       events.push_back({{"ph", "f"},
                         {"bp", "e"},
                         {"id", flow_id},
@@ -125,9 +136,45 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
                         {"tid", stream},
                         {"ts", us(start)}});
     };
+    // Where each GPU record is drawn. Perfetto drops a slice that starts
+    // inside its predecessor on the same track and ends after it, and a
+    // kernel can start a few tens of ns before the previous one on its
+    // stream ends (programmatic dependent launch in library kernels, the
+    // granularity of the timestamps). Such a start is drawn at the previous
+    // end; its true start stays in the slice's args.
+    std::vector<Shown> kernel_shown(g.kernels.size()), transfer_shown(g.transfers.size());
+    {
+      struct Item {
+        std::uint32_t device, stream;
+        std::int64_t start, end;
+        Shown* shown;
+      };
+      std::vector<Item> items;
+      for (std::size_t i = 0; i < g.kernels.size(); ++i) {
+        if (!a.kernel_in_step[i]) continue;
+        const KernelRecord& k = g.kernels[i];
+        items.push_back({k.device, k.stream, k.start_ns, k.end_ns, &kernel_shown[i]});
+      }
+      for (std::size_t i = 0; i < g.transfers.size(); ++i) {
+        if (!a.transfer_in_step[i]) continue;
+        const TransferRecord& x = g.transfers[i];
+        items.push_back({x.device, x.stream, x.start_ns, x.end_ns, &transfer_shown[i]});
+      }
+      std::sort(items.begin(), items.end(), [](const Item& l, const Item& r) {
+        return std::tie(l.device, l.stream, l.start) < std::tie(r.device, r.stream, r.start);
+      });
+      for (std::size_t j = 0; j < items.size(); ++j) {
+        const bool same_track = j > 0 && items[j - 1].device == items[j].device &&
+                                items[j - 1].stream == items[j].stream;
+        const std::int64_t floor = same_track ? items[j - 1].shown->end : items[j].start;
+        const std::int64_t start = std::max(items[j].start, floor);
+        *items[j].shown = Shown{start, std::max(items[j].end, start)};
+      }
+    }
     for (std::size_t i = 0; i < g.kernels.size(); ++i) {
       if (!a.kernel_in_step[i]) continue;
       const KernelRecord& k = g.kernels[i];
+      const Shown& shown = kernel_shown[i];
       auto it = readable.find(k.name);
       if (it == readable.end()) it = readable.emplace(k.name, demangle(k.name)).first;
       streams.emplace(k.device, k.stream);
@@ -139,31 +186,39 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
         args["graph_id"] = k.graph_id;
         args["graph_node"] = k.graph_node;
       }
+      if (shown.start != k.start_ns) {
+        args["true_start_us"] = us(k.start_ns);
+        args["true_duration_us"] = dur(k.start_ns, k.end_ns);
+      }
       events.push_back({{"ph", "X"},
                         {"name", it->second},
                         {"cat", "kernel"},
                         {"pid", kGpuPidBase + static_cast<int>(k.device)},
                         {"tid", k.stream},
-                        {"ts", us(k.start_ns)},
-                        {"dur", dur(k.start_ns, k.end_ns)},
+                        {"ts", us(shown.start)},
+                        {"dur", dur(shown.start, shown.end)},
                         {"args", args}});
-      flow(a.kernel_api[i], k.device, k.stream, k.start_ns);
+      flow(a.kernel_api[i], k.device, k.stream, shown.start);
     }
     for (std::size_t i = 0; i < g.transfers.size(); ++i) {
       if (!a.transfer_in_step[i]) continue;
       const TransferRecord& x = g.transfers[i];
+      const Shown& shown = transfer_shown[i];
       streams.emplace(x.device, x.stream);
-      events.push_back(
-          {{"ph", "X"},
-           {"name", x.name},
-           {"cat", x.name == "memset" ? "memset" : "memcpy"},
-           {"pid", kGpuPidBase + static_cast<int>(x.device)},
-           {"tid", x.stream},
-           {"ts", us(x.start_ns)},
-           {"dur", dur(x.start_ns, x.end_ns)},
-           {"args",
-            {{"correlation", x.correlation}, {"bytes", x.bytes}, {"op", a.transfer_ops[i]}}}});
-      flow(a.transfer_api[i], x.device, x.stream, x.start_ns);
+      json args = {{"correlation", x.correlation}, {"bytes", x.bytes}, {"op", a.transfer_ops[i]}};
+      if (shown.start != x.start_ns) {
+        args["true_start_us"] = us(x.start_ns);
+        args["true_duration_us"] = dur(x.start_ns, x.end_ns);
+      }
+      events.push_back({{"ph", "X"},
+                        {"name", x.name},
+                        {"cat", x.name == "memset" ? "memset" : "memcpy"},
+                        {"pid", kGpuPidBase + static_cast<int>(x.device)},
+                        {"tid", x.stream},
+                        {"ts", us(shown.start)},
+                        {"dur", dur(shown.start, shown.end)},
+                        {"args", args}});
+      flow(a.transfer_api[i], x.device, x.stream, shown.start);
     }
     std::set<std::uint32_t> devices;
     for (const auto& [device, stream] : streams) {

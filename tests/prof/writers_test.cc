@@ -307,7 +307,37 @@ TEST(Trace, ChromeEventsWithFlowsFromLaunchToKernel) {
       return x["ts"].get<double>() <= ts && ts <= x["ts"].get<double>() + x["dur"].get<double>();
     });
     EXPECT_TRUE(inside) << st.dump();
+    EXPECT_LE(ts, finishes[id]["ts"].get<double>()) << "the arrow runs backwards in time";
   }
+}
+
+// A kernel that starts before the previous one on its stream ends (library
+// kernels with programmatic dependent launch do) is drawn from the previous
+// end, so the track's slices nest as Perfetto requires; the true times stay
+// in its args, and the statistics are untouched.
+TEST(Trace, OverlappingKernelsOnAStreamAreDrawnEndToEnd) {
+  Scenario s;
+  s.gpu.kernels[1].start_ns = 190;  // 20 ns before gemm (110..210) ends
+  const ProfileInputs in = inputs(s, "NVIDIA H100 80GB HBM3", true);
+  const Attribution a = attribute(in.ranges, in.gpu);
+  const json trace = chrome_trace(in, a);
+  std::vector<json> kernels;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "kernel" && e["ts"].get<double>() < 1.0) kernels.push_back(e);
+  }
+  ASSERT_EQ(kernels.size(), 3u);
+  std::sort(kernels.begin(), kernels.end(), [](const json& l, const json& r) {
+    return l["ts"].get<double>() < r["ts"].get<double>();
+  });
+  const json& gemm = kernels[0];
+  const json& flash = kernels[1];
+  EXPECT_NEAR(flash["ts"].get<double>(), gemm["ts"].get<double>() + gemm["dur"].get<double>(),
+              1e-9);
+  EXPECT_NEAR(flash["dur"].get<double>(), 0.310, 1e-9);  // 210..520 ns
+  EXPECT_NEAR(flash["args"]["true_start_us"].get<double>(),
+              0.190 - 0.110 + gemm["ts"].get<double>(), 1e-9);
+  EXPECT_NEAR(flash["args"]["true_duration_us"].get<double>(), 0.330, 1e-9);
+  EXPECT_FALSE(gemm["args"].contains("true_start_us"));
 }
 
 TEST(DevicePeaks, KnownGpusByNameAndNothingGuessed) {
