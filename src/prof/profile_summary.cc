@@ -244,6 +244,21 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
       notes.push_back("CUPTI dropped " + std::to_string(g.dropped_records) +
                       " activity records (buffers full): counts are lower bounds");
     }
+    // Over the 10 % target: say where it comes from. CUPTI's cost is per
+    // kernel (a software timestamp pair on GPUs before Blackwell) and per API
+    // record, so steps of many short kernels pay most.
+    const double per_step_kernels = static_cast<double>(kernels) / steps;
+    if (baseline && unprofiled > 0 && profiled / unprofiled > 1.10 && per_step_kernels > 0) {
+      const double added_us = (profiled - unprofiled) * 1e3 / per_step_kernels;
+      char text[320];
+      std::snprintf(text, sizeof text,
+                    "profiling added %.1f %% to the step: %.2f us for each of its %.0f kernels, "
+                    "which average %.1f us of GPU time; CUPTI's cost is per kernel and per API "
+                    "call, so steps of many short kernels pay most (docs/PROFILING.md, Overhead)",
+                    100.0 * (profiled / unprofiled - 1.0), added_us, per_step_kernels,
+                    static_cast<double>(kernel_ns) / steps / 1e3 / per_step_kernels);
+      notes.push_back(text);
+    }
   } else {
     j["gpu"] = nullptr;
   }

@@ -241,6 +241,29 @@ TEST(Summary, GpuFiguresPerStepMfuAndRoofline) {
   EXPECT_NE(text.find("flash_attn()"), std::string::npos) << text;
 }
 
+// Over the 10 % target the summary says what the overhead is made of: the
+// added time per kernel against the kernels' average length.
+TEST(Summary, OverheadOverTheTargetIsExplainedPerKernel) {
+  const Scenario s;
+  auto overhead_note = [&](double profiled_ms) {
+    ProfileInputs in = inputs(s, "NVIDIA H100 80GB HBM3", true);
+    in.times.profiled_ms = {profiled_ms, profiled_ms};
+    const Attribution a = attribute(in.ranges, in.gpu);
+    const json j = profile_summary(in, a, {});
+    for (const json& n : j["notes"]) {
+      const std::string text = n.get<std::string>();
+      if (text.rfind("profiling added", 0) == 0) return text;
+    }
+    return std::string();
+  };
+  EXPECT_EQ(overhead_note(1.0e-3), "");  // +5.3 %: within the target
+  // +20 %: 0.19 us over 3 kernels a step, which average (450 + 550) / 2 / 3 ns.
+  const std::string note = overhead_note(1.14e-3);
+  EXPECT_NE(note.find("profiling added 20.0 %"), std::string::npos) << note;
+  EXPECT_NE(note.find("0.06 us for each of its 3 kernels"), std::string::npos) << note;
+  EXPECT_NE(note.find("average 0.2 us"), std::string::npos) << note;
+}
+
 TEST(Summary, WithoutAGpuSaysSoAndTimesOpsOnTheHost) {
   const Scenario s;
   const ProfileInputs in = inputs(s, "cpu (2 threads)", false);
