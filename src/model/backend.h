@@ -81,8 +81,10 @@ class Backend {
   virtual void prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) = 0;
   // Bytes of those workspaces.
   virtual std::int64_t workspace_bytes() const = 0;
-  // High-water mark of memory in use on the device as the driver sees it
-  // (every allocation of the process, libraries' included); -1 if unknown.
+  // The most memory in use on the device, as the driver counts it (every
+  // allocation of the process, libraries' included), over the calls so far:
+  // a sample per call, so a peak between calls is missed (the trainer calls
+  // it after every step, and no step allocates); -1 if unknown.
   virtual std::int64_t device_peak_used_bytes() = 0;
   virtual std::unique_ptr<EventTimer> make_timer(int marks) = 0;
 

@@ -29,7 +29,7 @@ struct MemoryFigures {
   MemoryBreakdown model;
   std::int64_t workspace_bytes = 0;
   std::int64_t device_total_bytes = -1;      // -1: unknown (the CPU)
-  std::int64_t device_used_peak_bytes = -1;  // the driver's high-water mark, -1: unknown
+  std::int64_t device_used_peak_bytes = -1;  // the driver's count, sampled per step; -1: unknown
 };
 
 struct ProfileInputs {

@@ -178,8 +178,10 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
       format_bytes(m.optimizer).c_str(), format_bytes(m.activations).c_str(),
       format_bytes(static_cast<std::int64_t>(other_mb > 0 ? other_mb * 1e6 : 0)).c_str());
   if (s.device_used_peak_mb > 0) {
-    out += printf_string("  device used  %.1f MB (driver high-water mark, CUDA context included)\n",
-                         s.device_used_peak_mb);
+    out += printf_string(
+        "  device used  %.1f MB (the driver's count, sampled after each step; CUDA context "
+        "included)\n",
+        s.device_used_peak_mb);
   }
   out += printf_string("  parameters   %lld\n", static_cast<long long>(s.parameter_count));
   out += "  device       " + std::string(device_name(opts.device)) + ": " + s.device_name + "\n";

@@ -40,8 +40,8 @@ struct TrainSummary {
   // device (parameters, gradients, optimizer state, activation arena, library
   // workspaces) -- the analog of torch.cuda.max_memory_allocated.
   double peak_mb = 0;
-  // The driver's high-water mark of used device memory for the whole process
-  // (CUDA context included); 0 on the CPU.
+  // The most device memory in use for the whole process, as the driver counts
+  // it, sampled after every step (CUDA context included); 0 on the CPU.
   double device_used_peak_mb = 0;
   MemoryBreakdown memory;
   std::string device_name;  // e.g. "cpu (x86_64, 2 threads)" or "NVIDIA H100 80GB HBM3"
