@@ -109,20 +109,6 @@ double narrow_to_double(std::uint16_t bits, int exp_bits, int man_bits) {
   return sign * std::ldexp(m + (1 << man_bits), e - bias - man_bits);
 }
 
-const char* hf_dtype(DType t) {
-  switch (t) {
-    case DType::F32:
-      return "F32";
-    case DType::F64:
-      return "F64";
-    case DType::BF16:
-      return "BF16";
-    case DType::F16:
-      return "F16";
-  }
-  return "?";
-}
-
 void encode(const double* src, std::int64_t n, DType t, std::uint8_t* dst) {
   for (std::int64_t i = 0; i < n; ++i) {
     switch (t) {
@@ -229,6 +215,20 @@ void check_saved_config(const std::string& path, const ModelConfig& c) {
 }
 
 }  // namespace
+
+const char* hf_dtype(DType t) {
+  switch (t) {
+    case DType::F32:
+      return "F32";
+    case DType::F64:
+      return "F64";
+    case DType::BF16:
+      return "BF16";
+    case DType::F16:
+      return "F16";
+  }
+  return "?";
+}
 
 std::uint16_t round_to_bf16_bits(double x) {
   return round_to_narrow(x, 8, 7);

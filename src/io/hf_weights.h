@@ -36,6 +36,9 @@ void save_hf_weights(const std::string& path, const ParamLayout& layout,
 // agree (e.g. --num-heads 4 vs 8 at the same --hidden-dim).
 std::vector<double> load_hf_weights(const std::string& path, const ParamLayout& layout);
 
+// The safetensors name of a dtype: "F32", "F64", "BF16", "F16".
+const char* hf_dtype(DType t);
+
 // Element conversions, exposed for tests. Rounding goes straight from double
 // (no detour through float, which would round twice).
 std::uint16_t round_to_bf16_bits(double x);

@@ -74,6 +74,22 @@ const char* memcpy_name(std::uint8_t kind) {
   }
 }
 
+// A memcpy or memset record (the two CUPTI structs share these fields);
+// `to_ns` maps CUPTI timestamps onto the profiler's clock.
+template <typename CuptiRecord, typename ToNs>
+TransferRecord transfer_record(const CuptiRecord& m, std::string name, const ToNs& to_ns) {
+  TransferRecord r;
+  r.name = std::move(name);
+  r.start_ns = to_ns(m.start);
+  r.end_ns = to_ns(m.end);
+  r.bytes = static_cast<std::int64_t>(m.bytes);
+  r.device = m.deviceId;
+  r.stream = m.streamId;
+  r.correlation = m.correlationId;
+  r.graph_node = m.graphNodeId;
+  return r;
+}
+
 // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel".
 std::string api_name(CuptiCollector::State& s, CUpti_CallbackDomain domain, std::uint32_t cbid) {
   const auto key = std::make_pair(static_cast<int>(domain), cbid);
@@ -115,30 +131,12 @@ void parse_record(CuptiCollector::State& s, const CUpti_Activity* record) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-      TransferRecord r;
-      r.name = memcpy_name(m->copyKind);
-      r.start_ns = t(m->start);
-      r.end_ns = t(m->end);
-      r.bytes = static_cast<std::int64_t>(m->bytes);
-      r.device = m->deviceId;
-      r.stream = m->streamId;
-      r.correlation = m->correlationId;
-      r.graph_node = m->graphNodeId;
-      s.activity.transfers.push_back(std::move(r));
+      s.activity.transfers.push_back(transfer_record(*m, memcpy_name(m->copyKind), t));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-      TransferRecord r;
-      r.name = "memset";
-      r.start_ns = t(m->start);
-      r.end_ns = t(m->end);
-      r.bytes = static_cast<std::int64_t>(m->bytes);
-      r.device = m->deviceId;
-      r.stream = m->streamId;
-      r.correlation = m->correlationId;
-      r.graph_node = m->graphNodeId;
-      s.activity.transfers.push_back(std::move(r));
+      s.activity.transfers.push_back(transfer_record(*m, "memset", t));
       break;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:

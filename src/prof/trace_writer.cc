@@ -171,6 +171,13 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
         *items[j].shown = Shown{start, std::max(items[j].end, start)};
       }
     }
+    // A record drawn later than it started keeps its true times in its args.
+    auto keep_true_times = [&](json& args, const Shown& shown, std::int64_t start,
+                               std::int64_t end) {
+      if (shown.start == start) return;
+      args["true_start_us"] = us(start);
+      args["true_duration_us"] = dur(start, end);
+    };
     for (std::size_t i = 0; i < g.kernels.size(); ++i) {
       if (!a.kernel_in_step[i]) continue;
       const KernelRecord& k = g.kernels[i];
@@ -186,10 +193,7 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
         args["graph_id"] = k.graph_id;
         args["graph_node"] = k.graph_node;
       }
-      if (shown.start != k.start_ns) {
-        args["true_start_us"] = us(k.start_ns);
-        args["true_duration_us"] = dur(k.start_ns, k.end_ns);
-      }
+      keep_true_times(args, shown, k.start_ns, k.end_ns);
       events.push_back({{"ph", "X"},
                         {"name", it->second},
                         {"cat", "kernel"},
@@ -206,10 +210,7 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
       const Shown& shown = transfer_shown[i];
       streams.emplace(x.device, x.stream);
       json args = {{"correlation", x.correlation}, {"bytes", x.bytes}, {"op", a.transfer_ops[i]}};
-      if (shown.start != x.start_ns) {
-        args["true_start_us"] = us(x.start_ns);
-        args["true_duration_us"] = dur(x.start_ns, x.end_ns);
-      }
+      keep_true_times(args, shown, x.start_ns, x.end_ns);
       events.push_back({{"ph", "X"},
                         {"name", x.name},
                         {"cat", x.name == "memset" ? "memset" : "memcpy"},

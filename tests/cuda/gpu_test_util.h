@@ -72,18 +72,9 @@ inline Precision precision_for(DType t) {
   return low_precision(t) ? Precision::amp(t) : Precision::fp32();
 }
 
+// "F32", "BF16", ...: test names and messages use the safetensors names.
 inline std::string dtype_label(DType t) {
-  switch (t) {
-    case DType::F32:
-      return "F32";
-    case DType::F64:
-      return "F64";
-    case DType::BF16:
-      return "BF16";
-    case DType::F16:
-      return "F16";
-  }
-  return "unknown";
+  return hf_dtype(t);
 }
 
 inline const std::vector<DType>& gpu_dtypes() {
