@@ -219,6 +219,10 @@ std::unique_ptr<EventTimer> CudaBackend::make_timer(int marks) {
   return std::make_unique<CudaEventTimer>(marks, stream_);
 }
 
+std::unique_ptr<HostReadback> CudaBackend::make_readback(std::size_t bytes) {
+  return std::make_unique<PinnedReadback>(stream_, bytes);
+}
+
 void* CudaBackend::allocate(std::size_t bytes) {
   return device_alloc(bytes, "a device buffer");
 }
@@ -256,8 +260,8 @@ void CudaBackend::begin_capture() {
   graph_->begin();
 }
 
-GraphStats CudaBackend::end_capture(bool instantiate) {
-  return graph_->end(instantiate);
+GraphStats CudaBackend::end_capture(bool instantiate, int slot) {
+  return graph_->end(instantiate, slot);
 }
 
 void CudaBackend::abort_capture() noexcept {
@@ -265,8 +269,8 @@ void CudaBackend::abort_capture() noexcept {
   side_->forget_pending();
 }
 
-void CudaBackend::replay() {
-  graph_->launch();
+void CudaBackend::replay(int slot) {
+  graph_->launch(slot);
 }
 
 void CudaBackend::convert(Mat dst, Mat src) {

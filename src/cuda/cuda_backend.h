@@ -36,6 +36,7 @@ class CudaBackend final : public Backend {
   std::int64_t workspace_bytes() const override { return workspace_bytes_; }
   std::int64_t device_peak_used_bytes() override;
   std::unique_ptr<EventTimer> make_timer(int marks) override;
+  std::unique_ptr<HostReadback> make_readback(std::size_t bytes) override;
 
   void* allocate(std::size_t bytes) override;
   void release(void* p) override;
@@ -47,9 +48,9 @@ class CudaBackend final : public Backend {
 
   bool supports_graphs() const override { return true; }
   void begin_capture() override;
-  GraphStats end_capture(bool instantiate) override;
+  GraphStats end_capture(bool instantiate, int slot) override;
   void abort_capture() noexcept override;
-  void replay() override;
+  void replay(int slot) override;
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;

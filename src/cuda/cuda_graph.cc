@@ -74,7 +74,9 @@ GraphStats count_nodes(cudaGraph_t graph) {
 
 GraphRecorder::~GraphRecorder() {
   abort();
-  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  for (cudaGraphExec_t exec : execs_) {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+  }
 }
 
 void GraphRecorder::begin() {
@@ -85,7 +87,11 @@ void GraphRecorder::begin() {
   if (err != cudaSuccess) fail("CUDA graph capture could not start", err);
 }
 
-GraphStats GraphRecorder::end(bool instantiate) {
+GraphStats GraphRecorder::end(bool instantiate, int slot) {
+  if (slot < 0 || slot >= kGraphSlots) {
+    abort();
+    throw RuntimeFailure("CUDA graph capture: slot " + std::to_string(slot) + " out of range");
+  }
   cudaGraph_t graph = nullptr;
   const cudaError_t err = cudaStreamEndCapture(stream_, &graph);
   if (err != cudaSuccess || graph == nullptr) {
@@ -108,8 +114,9 @@ GraphStats GraphRecorder::end(bool instantiate) {
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);  // the executable graph keeps what it needs
   if (inst != cudaSuccess) fail("CUDA graph instantiation failed", inst);
-  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-  exec_ = exec;
+  cudaGraphExec_t& kept = execs_[slot];
+  if (kept != nullptr) cudaGraphExecDestroy(kept);
+  kept = exec;
   return stats;
 }
 
@@ -124,9 +131,12 @@ void GraphRecorder::abort() noexcept {
   cudaGetLastError();
 }
 
-void GraphRecorder::launch() {
-  if (exec_ == nullptr) throw RuntimeFailure("CUDA graph replay: no graph has been captured");
-  CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+void GraphRecorder::launch(int slot) {
+  if (slot < 0 || slot >= kGraphSlots || execs_[slot] == nullptr) {
+    throw RuntimeFailure("CUDA graph replay: no graph has been captured in slot " +
+                         std::to_string(slot));
+  }
+  CUDA_CHECK(cudaGraphLaunch(execs_[slot], stream_));
 }
 
 PinnedUploader::PinnedUploader(cudaStream_t stream) : stream_(stream) {
@@ -182,6 +192,47 @@ void PinnedUploader::upload(void* dst, const void* host_src, std::size_t bytes) 
   CUDA_CHECK(cudaEventRecord(last_copy_, stream_));
   copies_pending_ = true;
   used_ += slot;
+}
+
+PinnedReadback::PinnedReadback(cudaStream_t stream, std::size_t bytes)
+    : stream_(stream), capacity_(bytes) {
+  CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, std::max<std::size_t>(bytes, 1));
+  if (err != cudaSuccess) {
+    cudaEventDestroy(copied_);
+    fail("CUDA: cannot allocate " + std::to_string(bytes) + " bytes of pinned readback memory",
+         err);
+  }
+  buffer_ = static_cast<char*>(p);
+}
+
+PinnedReadback::~PinnedReadback() {
+  // A copy still writing the buffer is waited for; teardown errors ignored.
+  if (pending_) cudaEventSynchronize(copied_);
+  cudaEventDestroy(copied_);
+  cudaFreeHost(buffer_);
+}
+
+void PinnedReadback::copy_from(const void* src, std::size_t bytes) {
+  if (bytes > capacity_) {
+    throw RuntimeFailure("readback of " + std::to_string(bytes) + " bytes into " +
+                         std::to_string(capacity_));
+  }
+  if (is_capturing(stream_)) {
+    throw RuntimeFailure("readback inside a graph capture: results are copied after the replay");
+  }
+  CUDA_CHECK(cudaMemcpyAsync(buffer_, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaEventRecord(copied_, stream_));
+  pending_ = true;
+}
+
+const void* PinnedReadback::wait() {
+  if (pending_) {
+    CUDA_CHECK(cudaEventSynchronize(copied_));
+    pending_ = false;
+  }
+  return buffer_;
 }
 
 }  // namespace tinyllama::cuda

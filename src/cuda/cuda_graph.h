@@ -1,8 +1,9 @@
 #pragma once
-// The two pieces of host machinery that whole-step CUDA graphs need besides
-// the kernels themselves: a recorder that turns one stream's work into a
-// graph and replays it, and an uploader that feeds per-step inputs (batch,
-// step scalars) to fixed device buffers without waiting for the device.
+// The host machinery that whole-step CUDA graphs need besides the kernels
+// themselves: a recorder that turns one stream's work into a graph and
+// replays it, an uploader that feeds per-step inputs (batch, step scalars)
+// to fixed device buffers without waiting for the device, and a readback
+// that copies a step's results out before the next step overwrites them.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -15,7 +16,8 @@ namespace tinyllama::cuda {
 // Records the work enqueued on one stream between begin() and end() as a
 // graph (stream capture, thread-local mode: only calls from the capturing
 // thread can break it, not a profiler or logger on another thread) and
-// launches it on the same stream.
+// launches it on the same stream. It keeps one instantiated graph per slot
+// (kGraphSlots), so steps in flight can each replay their own.
 class GraphRecorder {
  public:
   explicit GraphRecorder(cudaStream_t stream) : stream_(stream) {}
@@ -25,15 +27,14 @@ class GraphRecorder {
 
   void begin();
   // See Backend::end_capture.
-  GraphStats end(bool instantiate);
+  GraphStats end(bool instantiate, int slot);
   // See Backend::abort_capture.
   void abort() noexcept;
-  void launch();
-  bool ready() const { return exec_ != nullptr; }
+  void launch(int slot);
 
  private:
   cudaStream_t stream_;
-  cudaGraphExec_t exec_ = nullptr;
+  cudaGraphExec_t execs_[kGraphSlots] = {};
 };
 
 // Node counts of a graph, child graphs included (counted by their nodes).
@@ -65,6 +66,26 @@ class PinnedUploader {
   char* buffer_ = nullptr;  // pinned
   std::size_t capacity_ = 0;
   std::size_t used_ = 0;
+};
+
+// Device-to-host copies into pinned memory, stream-ordered: the host reads
+// them when an event after the copy has completed, while later work runs.
+class PinnedReadback final : public HostReadback {
+ public:
+  PinnedReadback(cudaStream_t stream, std::size_t bytes);
+  ~PinnedReadback() override;
+  PinnedReadback(const PinnedReadback&) = delete;
+  PinnedReadback& operator=(const PinnedReadback&) = delete;
+
+  void copy_from(const void* src, std::size_t bytes) override;
+  const void* wait() override;
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t copied_ = nullptr;
+  char* buffer_ = nullptr;  // pinned
+  std::size_t capacity_ = 0;
+  bool pending_ = false;
 };
 
 }  // namespace tinyllama::cuda

@@ -4,6 +4,8 @@
 // side GEMMs that run at once, in order.
 #include "model/backend.h"
 
+#include <vector>
+
 #include "core/errors.h"
 
 namespace tinyllama {
@@ -12,7 +14,7 @@ void Backend::begin_capture() {
   throw RuntimeFailure("the " + name() + " backend cannot capture graphs");
 }
 
-GraphStats Backend::end_capture(bool /*instantiate*/) {
+GraphStats Backend::end_capture(bool /*instantiate*/, int /*slot*/) {
   throw RuntimeFailure("the " + name() + " backend cannot capture graphs");
 }
 
@@ -28,8 +30,32 @@ std::int64_t Backend::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b,
   return 0;
 }
 
-void Backend::replay() {
+void Backend::replay(int /*slot*/) {
   throw RuntimeFailure("the " + name() + " backend has no captured graph to replay");
+}
+
+namespace {
+
+// For backends whose host exchange is cheap or already synchronous: the
+// bytes are copied when asked for.
+class SyncReadback final : public HostReadback {
+ public:
+  SyncReadback(Backend& backend, std::size_t bytes) : backend_(backend), bytes_(bytes) {}
+  void copy_from(const void* src, std::size_t bytes) override {
+    if (bytes > bytes_.size()) throw RuntimeFailure("readback: more bytes than it holds");
+    backend_.download(bytes_.data(), src, bytes);
+  }
+  const void* wait() override { return bytes_.data(); }
+
+ private:
+  Backend& backend_;
+  std::vector<char> bytes_;
+};
+
+}  // namespace
+
+std::unique_ptr<HostReadback> Backend::make_readback(std::size_t bytes) {
+  return std::make_unique<SyncReadback>(*this, bytes);
 }
 
 }  // namespace tinyllama

@@ -69,6 +69,24 @@ class EventTimer {
   virtual double elapsed_ms(int from_mark, int to_mark) = 0;
 };
 
+// A host copy of device results taken in stream order, so a step's loss can
+// be read after later steps have been enqueued (they may overwrite the
+// device buffer; this copy was taken before they ran).
+class HostReadback {
+ public:
+  virtual ~HostReadback() = default;
+  // Enqueues a copy of `bytes` (at most the readback's size) from backend
+  // memory, after the work enqueued so far. Not inside a captured region.
+  virtual void copy_from(const void* src, std::size_t bytes) = 0;
+  // Waits for the latest copy and returns its bytes.
+  virtual const void* wait() = 0;
+};
+
+// Whole-step graphs kept at once: one per step in flight, each recording its
+// step's timing marks (two steps overlap at most: the next one is enqueued
+// while the host reads back the last one).
+constexpr int kGraphSlots = 2;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -87,6 +105,8 @@ class Backend {
   // it after every step, and no step allocates); -1 if unknown.
   virtual std::int64_t device_peak_used_bytes() = 0;
   virtual std::unique_ptr<EventTimer> make_timer(int marks) = 0;
+  // A readback of up to `bytes`; the default copies synchronously (download).
+  virtual std::unique_ptr<HostReadback> make_readback(std::size_t bytes);
 
   // --- memory (setup time only) -------------------------------------------
   virtual void* allocate(std::size_t bytes) = 0;
@@ -112,16 +132,16 @@ class Backend {
   // Starts recording the backend's stream. Throws RuntimeFailure.
   virtual void begin_capture();
   // Stops recording. With instantiate, the recording becomes the graph that
-  // replay() launches (replacing any earlier one); without, it is only
-  // counted and discarded. Throws RuntimeFailure naming the cause, after
-  // discarding the recording and clearing the device's error state, so the
-  // caller can go on eagerly.
-  virtual GraphStats end_capture(bool instantiate);
+  // replay(slot) launches (replacing any earlier one in that slot, 0 <= slot
+  // < kGraphSlots); without, it is only counted and discarded. Throws
+  // RuntimeFailure naming the cause, after discarding the recording and
+  // clearing the device's error state, so the caller can go on eagerly.
+  virtual GraphStats end_capture(bool instantiate, int slot);
   // Discards a recording left open by an exception inside it and clears the
   // error state; does nothing when no recording is open. Never throws.
   virtual void abort_capture() noexcept {}
-  // Enqueues the instantiated graph once. Throws RuntimeFailure.
-  virtual void replay();
+  // Enqueues the graph instantiated in `slot` once. Throws RuntimeFailure.
+  virtual void replay(int slot);
 
   // dst = src converted to dst.dtype (master weights -> compute copy).
   virtual void convert(Mat dst, Mat src) = 0;

@@ -195,10 +195,29 @@ void Model::stage_step(float loss_scale, bool check_overflow, const AdamWHyper& 
 }
 
 double Model::loss() const {
+  std::vector<char> raw(losses_bytes());
+  backend_.download(raw.data(), plan_.view(arena_, plan_.losses).data, raw.size());
+  return mean_of_losses(raw.data());
+}
+
+std::size_t Model::losses_bytes() const {
   const Mat losses = plan_.view(arena_, plan_.losses);
-  std::vector<char> raw(static_cast<std::size_t>(losses.numel()) * dtype_size(losses.dtype));
-  backend_.download(raw.data(), losses.data, raw.size());
-  const std::vector<double> values = unpack(raw, losses.dtype);
+  return static_cast<std::size_t>(losses.numel()) * dtype_size(losses.dtype);
+}
+
+void Model::enqueue_loss_readback(HostReadback& rb) const {
+  rb.copy_from(plan_.view(arena_, plan_.losses).data, losses_bytes());
+}
+
+double Model::mean_loss(HostReadback& rb) const {
+  return mean_of_losses(rb.wait());
+}
+
+double Model::mean_of_losses(const void* raw) const {
+  const Mat losses = plan_.view(arena_, plan_.losses);
+  const char* bytes = static_cast<const char*>(raw);
+  const std::vector<double> values =
+      unpack(std::vector<char>(bytes, bytes + losses_bytes()), losses.dtype);
   double sum = 0;
   for (double v : values) sum += v;
   return sum / static_cast<double>(values.size());

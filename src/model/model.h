@@ -56,6 +56,13 @@ class Model {
 
   void forward();       // fills the per-position losses
   double loss() const;  // mean loss of the last forward (synchronises)
+  // The same loss without waiting: enqueue_loss_readback copies the last
+  // forward's per-position losses into `rb` in stream order (outside any
+  // capture); mean_loss waits for that copy and averages it. Steps enqueued
+  // in between do not change the result.
+  void enqueue_loss_readback(HostReadback& rb) const;
+  double mean_loss(HostReadback& rb) const;
+  std::size_t losses_bytes() const;
   // Gradients of loss() * loss_scale with respect to every parameter. With
   // check_overflow the gradients are scanned for inf/nan on the device and
   // the next optimizer_step divides loss_scale out, or skips the update when
@@ -86,6 +93,7 @@ class Model {
   Mat compute_weight(const ParamSlot& s) const;  // master, or its low-precision copy
   void refresh_compute_weights();
   void forward_layer(int l);
+  double mean_of_losses(const void* raw) const;  // losses_bytes() of the losses' dtype
   // Side GEMM tickets (Backend::side_gemm) of the weight gradients whose
   // inputs a later layer's backward overwrites: it joins each one first.
   struct WgradTickets {

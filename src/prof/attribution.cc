@@ -96,6 +96,13 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
     }
     return std::find(a.steps.begin(), a.steps.end(), root) != a.steps.end();
   };
+  // A record belongs to the step whose host range launched it: the trainer
+  // enqueues steps ahead, so a kernel often runs after its step's range has
+  // closed, while the next step is being launched. Without its API record,
+  // the record's own start time decides.
+  auto launched_in_step = [&](int api, std::int64_t start_ns) {
+    return in_step(api >= 0 ? gpu->api_calls[static_cast<std::size_t>(api)].start_ns : start_ns);
+  };
   std::unordered_map<std::uint32_t, int> api_by_correlation;
   for (std::size_t i = 0; i < gpu->api_calls.size(); ++i) {
     api_by_correlation.emplace(gpu->api_calls[i].correlation, static_cast<int>(i));
@@ -125,7 +132,7 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
     int api = -1;
     bool by_node = false;
     std::string op = op_of(k.graph_node, k.correlation, &api, &by_node);
-    const bool inside = in_step(k.start_ns);
+    const bool inside = launched_in_step(api, k.start_ns);
     if (inside) {
       OpTime& t = a.ops[op];
       ++t.kernels;
@@ -141,7 +148,7 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
     int api = -1;
     bool by_node = false;
     std::string op = op_of(x.graph_node, x.correlation, &api, &by_node);
-    const bool inside = in_step(x.start_ns);
+    const bool inside = launched_in_step(api, x.start_ns);
     if (inside) {
       OpTime& t = a.ops[op];
       ++t.transfers;

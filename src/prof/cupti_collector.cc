@@ -216,6 +216,53 @@ void stop_recording(CuptiCollector::State& s) {
   }
 }
 
+// API calls left out of the records: queries and bookkeeping that run
+// once or more per kernel launch -- cudaGetLastError after each launch,
+// cuBLASLt's attribute and name queries, the capture-state checks -- and
+// would otherwise be several records per kernel, each costing host time
+// (docs/PROFILING.md, Overhead). Launches, copies and the host's waits are
+// kept: their correlation ids tie kernels to ops, and the trace shows them.
+constexpr CUpti_CallbackId kQuietRuntimeApis[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_ptsz_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v12030,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemGetInfo_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020,
+};
+constexpr CUpti_CallbackId kQuietDriverApis[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetName,
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetFunction,
+    CUPTI_DRIVER_TRACE_CBID_cuLibraryGetKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuFuncGetName,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetId,
+    CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttributes,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v3,
+    CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2,
+};
+
+// After the RUNTIME and DRIVER kinds are enabled (enabling a kind again
+// resets these). A call CUPTI refuses to leave out is simply recorded.
+void quiet_bookkeeping_apis() {
+  for (CUpti_CallbackId cbid : kQuietRuntimeApis) cuptiActivityEnableRuntimeApi(cbid, 0);
+  for (CUpti_CallbackId cbid : kQuietDriverApis) cuptiActivityEnableDriverApi(cbid, 0);
+}
+
 }  // namespace
 
 std::unique_ptr<CuptiCollector> CuptiCollector::start(const HostRangeRecorder* ranges,
@@ -267,9 +314,10 @@ std::unique_ptr<CuptiCollector> CuptiCollector::start(const HostRangeRecorder* r
   // Concurrent-kernel records (not KERNEL, which serialises kernels); the
   // runtime and driver API records carry the launch's correlation id and
   // host time (cuBLASLt launches through the driver API).
-  for (CUpti_ActivityKind kind :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER}) {
+  const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                      CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                                      CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
+  for (CUpti_ActivityKind kind : kinds) {
     r = cuptiActivityEnable(kind);
     if (r != CUPTI_SUCCESS) {
       stop_recording(*state);
@@ -280,6 +328,7 @@ std::unique_ptr<CuptiCollector> CuptiCollector::start(const HostRangeRecorder* r
     }
     state->enabled.push_back(kind);
   }
+  quiet_bookkeeping_apis();
   return std::unique_ptr<CuptiCollector>(new CuptiCollector(std::move(state)));
 }
 

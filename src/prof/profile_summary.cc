@@ -168,7 +168,7 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
                     {"profiling_overhead_pct",
                      nullable(baseline && unprofiled > 0, 100.0 * (profiled / unprofiled - 1.0))},
                     {"run_ms_per_step", in.times.run_ms_per_step},
-                    {"host_wall_ms_per_step", static_cast<double>(a.step_ns) / steps / 1e6}};
+                    {"host_launch_ms_per_step", static_cast<double>(a.step_ns) / steps / 1e6}};
   if (!baseline) {
     notes.push_back(
         "the profiler's overhead is measured against the timed steps after the profiled ones: "

@@ -48,43 +48,55 @@ Profiler::~Profiler() {
   if (active_recorder() == &recorder_) set_active_recorder(nullptr);
 }
 
-void Profiler::begin_step(bool timed) {
+bool Profiler::begin_step(bool timed) {
   if (timed && !window_started_) {
     // The profiled window opens: forget the warm-up's ranges and records.
     window_started_ = true;
     recorder_.clear();
     if (collector_) collector_->discard();
   }
-  if (!recording_) return;
+  if (!recording_) return false;
   // Warm-up ranges matter only while they are open (a graph node captured
   // now is tagged with the open path); dropping the finished ones keeps a
   // long warm-up from growing the buffer.
   if (!window_started_) recorder_.clear();
   nvtx_push("step");
   step_range_ = recorder_.open("step");
+  return timed;
 }
 
-void Profiler::end_step(bool timed, double step_ms) {
-  if (!recording_) {
+void Profiler::end_launch() {
+  if (!recording_) return;
+  recorder_.close(step_range_);
+  nvtx_pop();
+  if (window_started_ && ++launched_profiled_ >= opts_.profile_steps) stop_recording();
+}
+
+void Profiler::end_step(bool timed, bool profiled, double step_ms) {
+  if (!profiled) {
     if (timed) unprofiled_ms_.push_back(step_ms);
     return;
   }
-  recorder_.close(step_range_);
-  nvtx_pop();
-  if (!timed) return;
   profiled_ms_.push_back(step_ms);
-  if (static_cast<int>(profiled_ms_.size()) >= opts_.profile_steps) stop_recording();
+  if (static_cast<int>(profiled_ms_.size()) >= opts_.profile_steps) stop_collecting();
 }
 
 void Profiler::stop_recording() {
   if (!recording_) return;
   recording_ = false;
   set_active_recorder(nullptr);
-  if (collector_) activity_ = collector_->finish();
+}
+
+void Profiler::stop_collecting() {
+  stop_recording();
+  if (collector_ && !collected_) {
+    collected_ = true;
+    activity_ = collector_->finish();
+  }
 }
 
 std::string Profiler::finish(const TrainSummary& summary) {
-  stop_recording();
+  stop_collecting();
   ProfileInputs in;
   in.device = backend_.device_description();
   in.backend = backend_.name();

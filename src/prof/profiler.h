@@ -3,11 +3,14 @@
 // kernels, memcpy/memset and launches through CUPTI on a GPU) and writes
 // kernel_stats.csv, trace.json and summary.json into the profile directory.
 //
-// The trainer's whole involvement is four calls: construct (before the
-// warm-up, so CUPTI's one-time setup and any graph capture happen under
-// it), begin_step/end_step around every step, and finish. Steps after the
-// profiled ones run with the profiler detached: they are the baseline its
-// overhead is measured against.
+// The trainer's whole involvement: construct (before the warm-up, so
+// CUPTI's one-time setup and any graph capture happen under it),
+// begin_step/end_launch around the host's launch of every step, end_step
+// when the step has finished on the device (later: the trainer enqueues
+// ahead), and finish. Steps after the profiled ones run with the profiler
+// detached: they are the baseline its overhead is measured against. The
+// trainer lets no baseline step start before the last profiled one has
+// finished, so CUPTI is off while they run.
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,15 +33,19 @@ class Profiler {
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
-  // Around each step's work (warm-up steps too: timed = false).
-  void begin_step(bool timed);
-  void end_step(bool timed, double step_ms);
+  // Around the launch of each step's work (warm-up steps too: timed =
+  // false). begin_step returns whether the step is one of the profiled ones.
+  bool begin_step(bool timed);
+  void end_launch();
+  // When the step has finished, with what begin_step said and its time.
+  void end_step(bool timed, bool profiled, double step_ms);
 
   // Writes the files and returns the printed summary (lines ending in '\n').
   std::string finish(const TrainSummary& summary);
 
  private:
-  void stop_recording();
+  void stop_recording();   // no more host ranges or NVTX
+  void stop_collecting();  // CUPTI off, its records kept
 
   const TrainOptions opts_;  // a copy: small, and no lifetime to reason about
   const Model& model_;
@@ -47,9 +54,11 @@ class Profiler {
   std::unique_ptr<CuptiCollector> collector_;
   std::string collector_note_;  // why there is no collector
   GpuActivity activity_;
-  bool recording_ = true;  // the recorder is attached to the op markers
+  bool recording_ = true;   // the recorder is attached to the op markers
+  bool collected_ = false;  // CUPTI's records are in activity_
   bool window_started_ = false;
   int step_range_ = -1;
+  int launched_profiled_ = 0;
   std::vector<double> profiled_ms_;
   std::vector<double> unprofiled_ms_;
 };

@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <limits>
+#include <stdexcept>
 
 #include "core/errors.h"
 
@@ -9,9 +10,16 @@ namespace tinyllama {
 namespace {
 
 // Timer marks around the phases of a step. kStart and kEnd are recorded
-// outside any graph, so whole-step time includes the graph's launch; the two
-// inside become event-record nodes of a captured graph.
+// outside any graph; the two inside become event-record nodes of a captured
+// graph. kStart completes when the step before it has (or at once on an idle
+// device), so a step's time is the device time it adds to the run: the
+// graph's launch latency counts when nothing hides it.
 enum Mark { kStart, kForwardDone, kBackwardDone, kEnd, kMarks };
+
+// Each graph slot has its own marks, so two steps in flight keep their times.
+int mark(int slot, Mark m) {
+  return slot * kMarks + m;
+}
 
 }  // namespace
 
@@ -20,8 +28,12 @@ StepRunner::StepRunner(Model& model, LossScaler& scaler, const AdamWHyper& hyper
       backend_(model.backend()),
       scaler_(scaler),
       hyper_(hyper),
-      timer_(model.backend().make_timer(kMarks)),
-      graphs_wanted_(use_graphs && model.backend().supports_graphs()) {}
+      timer_(model.backend().make_timer(kMarks * kGraphSlots)),
+      graphs_wanted_(use_graphs && model.backend().supports_graphs()) {
+  for (int slot = 0; slot < kGraphSlots; ++slot) {
+    readbacks_.push_back(backend_.make_readback(model.losses_bytes()));
+  }
+}
 
 StepRunner::~StepRunner() = default;
 
@@ -38,22 +50,41 @@ std::string StepRunner::note() const {
   return out;
 }
 
+int StepRunner::max_in_flight() const {
+  return scaler_.enabled() ? 1 : kGraphSlots;
+}
+
+bool StepRunner::can_launch() const {
+  if (in_flight() >= max_in_flight()) return false;
+  return state_ != State::CaptureNext || in_flight_.empty();
+}
+
+void StepRunner::require_idle(const char* what) const {
+  if (!in_flight_.empty()) {
+    throw std::logic_error(std::string("StepRunner::") + what + " with steps in flight");
+  }
+}
+
 // The device work of one step, the same calls whether they run now or are
-// recorded into a graph.
-void StepRunner::enqueue_work() {
+// recorded into a graph; the phase marks are the slot's.
+void StepRunner::enqueue_work(int slot) {
   model_.forward();
-  timer_->record(kForwardDone);
+  timer_->record(mark(slot, kForwardDone));
   model_.backward_pass();
-  timer_->record(kBackwardDone);
+  timer_->record(mark(slot, kBackwardDone));
   model_.optimizer_pass();
 }
 
-void StepRunner::capture_and_replay() {
+void StepRunner::capture_and_replay(int slot) {
   try {
-    backend_.begin_capture();
-    enqueue_work();
-    launches_ = backend_.end_capture(/*instantiate=*/true);
-    backend_.replay();
+    // One graph per slot, identical but for the timer marks they record.
+    for (int s = 0; s < kGraphSlots; ++s) {
+      backend_.begin_capture();
+      enqueue_work(s);
+      const GraphStats stats = backend_.end_capture(/*instantiate=*/true, s);
+      if (s == 0) launches_ = stats;
+    }
+    backend_.replay(slot);
     state_ = State::Replay;
     return;
   } catch (const std::exception& e) {
@@ -65,16 +96,17 @@ void StepRunner::capture_and_replay() {
     launches_.reset();
   }
   state_ = State::Eager;
-  enqueue_work();
+  enqueue_work(slot);
 }
 
 void StepRunner::count_launches() {
+  require_idle("count_launches");
   // After a failed capture the same work would only fail again.
   if (launches_ || capture_failed_ || !backend_.supports_graphs()) return;
   try {
     backend_.begin_capture();
-    enqueue_work();
-    launches_ = backend_.end_capture(/*instantiate=*/false);
+    enqueue_work(0);
+    launches_ = backend_.end_capture(/*instantiate=*/false, 0);
   } catch (const std::exception& e) {
     backend_.abort_capture();  // the count stays unknown; nothing ran
     launches_.reset();
@@ -83,44 +115,64 @@ void StepRunner::count_launches() {
 }
 
 StepRecord StepRunner::run(const std::vector<std::int32_t>& rows) {
+  require_idle("run");
+  launch(rows);
+  return finish();
+}
+
+void StepRunner::launch(const std::vector<std::int32_t>& rows) {
+  if (!can_launch()) throw std::logic_error("StepRunner::launch: no free slot (finish() first)");
+  const int slot = steps_run_ % kGraphSlots;
   // Inputs of this step, copied before its work in stream order (and outside
   // any graph, which reads them from the same fixed buffers at each replay).
   model_.set_batch(rows);
-  const double scale = scaler_.scale();
+  InFlight step{slot, scaler_.scale()};
   // Like GradScaler, a skipped update does not advance AdamW's step count.
-  hyper_.step = applied_updates_ + 1;
-  model_.stage_step(static_cast<float>(scale), scaler_.enabled(), hyper_);
+  // Only fp16 skips, and it keeps one step in flight, so every step still in
+  // flight here is an update that will be applied.
+  hyper_.step = applied_updates_ + in_flight() + 1;
+  model_.stage_step(static_cast<float>(step.loss_scale), scaler_.enabled(), hyper_);
 
-  timer_->record(kStart);
+  timer_->record(mark(slot, kStart));
   switch (state_) {
     case State::Replay:
-      backend_.replay();
+      backend_.replay(slot);
       break;
     case State::CaptureNext:
-      capture_and_replay();
+      capture_and_replay(slot);
       break;
     case State::Eager:
-      enqueue_work();
+      enqueue_work(slot);
       break;
   }
-  timer_->record(kEnd);
+  timer_->record(mark(slot, kEnd));
+  model_.enqueue_loss_readback(*readbacks_[static_cast<std::size_t>(slot)]);
+  in_flight_.push_back(step);
   ++steps_run_;
   if (graphs_wanted_ && !capture_failed_ && state_ == State::Eager &&
       steps_run_ >= kEagerStepsBeforeCapture) {
     state_ = State::CaptureNext;
   }
+}
+
+StepRecord StepRunner::finish() {
+  if (in_flight_.empty()) throw std::logic_error("StepRunner::finish: no step in flight");
+  const InFlight step = in_flight_.front();
+  in_flight_.pop_front();
+  const int slot = step.slot;
 
   StepRecord r;
-  r.loss = model_.loss();  // waits for the step to finish
+  r.loss = model_.mean_loss(*readbacks_[static_cast<std::size_t>(slot)]);  // waits for the step
+  // With loss scaling this is the only step in flight: the flag is its own.
   r.skipped = scaler_.update(model_.overflowed());
-  r.loss_scale = scale;
+  r.loss_scale = step.loss_scale;
   if (!r.skipped) ++applied_updates_;
-  r.ms = timer_->elapsed_ms(kStart, kEnd);
+  r.ms = timer_->elapsed_ms(mark(slot, kStart), mark(slot, kEnd));
   if (phases_timed_) {
     try {
-      r.forward_ms = timer_->elapsed_ms(kStart, kForwardDone);
-      r.backward_ms = timer_->elapsed_ms(kForwardDone, kBackwardDone);
-      r.optimizer_ms = timer_->elapsed_ms(kBackwardDone, kEnd);
+      r.forward_ms = timer_->elapsed_ms(mark(slot, kStart), mark(slot, kForwardDone));
+      r.backward_ms = timer_->elapsed_ms(mark(slot, kForwardDone), mark(slot, kBackwardDone));
+      r.optimizer_ms = timer_->elapsed_ms(mark(slot, kBackwardDone), mark(slot, kEnd));
     } catch (const RuntimeFailure& e) {
       // Only the marks inside a graph can fail; the whole step stays timed.
       phases_timed_ = false;

@@ -1,10 +1,18 @@
 #pragma once
-// One training step at a time: the batch and the step's scalars copied in,
-// forward, backward (with fp16's overflow scan) and the optimizer enqueued --
-// eagerly, or as one replay of a CUDA graph captured from those same calls --
-// then the loss read back and the loss scale updated. The trainer and the
-// GPU tests share it, so the tests exercise the trainer's capture path.
+// Training steps: the batch and the step's scalars copied in, forward,
+// backward (with fp16's overflow scan) and the optimizer enqueued -- eagerly,
+// or as one replay of a CUDA graph captured from those same calls -- then
+// the loss read back and the loss scale updated. The trainer and the GPU
+// tests share it, so the tests exercise the trainer's capture path.
+//
+// launch() enqueues a step and finish() waits for the oldest one, so the
+// host can enqueue step n+1 while the device still runs step n: the host's
+// work between steps (the next batch, the launch itself, reading the loss)
+// then overlaps the device's, as in a PyTorch loop that does not call
+// .item() every step. Each step in flight has its own graph slot, timer
+// marks and loss readback. run() is launch() then finish().
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,9 +43,25 @@ class StepRunner {
   // Trains one step on `rows` (batch rows of seq+1 tokens) and waits for its
   // loss. Returns the loss, timings, loss scale and whether fp16 skipped the
   // update; the caller numbers the step. With graphs, the step after the
-  // eager ones is captured and replayed, and every later step replays it; a
-  // capture that fails leaves every step eager (capture_failed()).
+  // eager ones is captured (once per graph slot) and replayed, and every
+  // later step replays it; a capture that fails leaves every step eager
+  // (capture_failed()). Nothing may be in flight.
   StepRecord run(const std::vector<std::int32_t>& rows);
+
+  // Enqueues one step on `rows` without waiting for it; requires
+  // can_launch(). Throws std::logic_error otherwise.
+  void launch(const std::vector<std::int32_t>& rows);
+  // Waits for the oldest step in flight and returns its record (as run()
+  // does). Throws std::logic_error when none is in flight.
+  StepRecord finish();
+  int in_flight() const { return static_cast<int>(in_flight_.size()); }
+  // Whether launch() may be called now: fewer than max_in_flight() steps in
+  // flight, and none at all before a capture (it records from an idle stream).
+  bool can_launch() const;
+  // Steps that may be in flight at once: kGraphSlots, or 1 with loss scaling
+  // (fp16), where each step's loss scale and AdamW step count depend on
+  // whether the step before it overflowed.
+  int max_in_flight() const;
 
   // Whether steps now run as replays of a captured graph.
   bool replaying() const { return state_ == State::Replay; }
@@ -55,7 +79,7 @@ class StepRunner {
   // For steps that run eagerly on a backend that can capture: records one
   // step's work without running it, only to count its launches. Leaves the
   // model untouched; a failure only leaves launches() empty (and says so in
-  // note()). Does nothing after a failed capture.
+  // note()). Does nothing after a failed capture. Nothing may be in flight.
   void count_launches();
 
   // Whether forward/backward/optimizer times are measured (they are NaN in
@@ -67,14 +91,22 @@ class StepRunner {
 
  private:
   enum class State { Eager, CaptureNext, Replay };
-  void enqueue_work();
-  void capture_and_replay();
+  // A step enqueued and not yet finished.
+  struct InFlight {
+    int slot = 0;
+    double loss_scale = 1.0;
+  };
+  void enqueue_work(int slot);
+  void capture_and_replay(int slot);
+  void require_idle(const char* what) const;
 
   Model& model_;
   Backend& backend_;
   LossScaler& scaler_;
   AdamWHyper hyper_;
-  std::unique_ptr<EventTimer> timer_;
+  std::unique_ptr<EventTimer> timer_;                     // kMarks marks per slot
+  std::vector<std::unique_ptr<HostReadback>> readbacks_;  // one per slot
+  std::deque<InFlight> in_flight_;
   bool graphs_wanted_;
   State state_ = State::Eager;
   int steps_run_ = 0;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -110,38 +111,64 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   std::unique_ptr<prof::Profiler> profiler =
       opts.profile ? std::make_unique<prof::Profiler>(opts, model, *backend) : nullptr;
 
-  const int total = opts.warmup_steps + opts.num_steps;
-  double wall_ms = 0;
-  int wall_steps = 0;
-  for (int i = 0; i < total; ++i) {
-    const auto wall_start = std::chrono::steady_clock::now();
-    const bool timed = i >= opts.warmup_steps;
-    const int step = i - opts.warmup_steps + 1;
-    const std::vector<std::int32_t> rows = data.next_batch(opts.shape.batch);
-    const bool failed_before = runner.capture_failed();
-    if (profiler) profiler->begin_step(timed);
-    StepRecord r = runner.run(rows);
-    if (profiler) profiler->end_step(timed, r.ms);
-    r.step = step;
-    if (runner.capture_failed() && !failed_before) {
-      std::cerr << "note: " << runner.note() << std::endl;  // once, when it happens
-    }
-
+  // Steps are enqueued ahead: step n+1 is launched before step n's loss is
+  // read, so the host's work overlaps the device's. The loop waits for every
+  // step in flight where the timing regime changes -- when the warm-up ends,
+  // and before the first step after the profiled ones (the profiler must
+  // stop before the baseline steps it is compared with start) -- and keeps a
+  // single step in flight while --dump-dir reads gradients after step 1.
+  struct Launched {
+    int step = 0;
+    bool timed = false;
+    bool profiled = false;
+    std::vector<std::int32_t> rows;  // kept for --dump-dir
+  };
+  std::deque<Launched> launched;
+  const int depth = dump.enabled() ? 1 : runner.max_in_flight();
+  bool capture_failure_told = false;
+  auto complete_oldest = [&] {
+    StepRecord r = runner.finish();
+    Launched l = std::move(launched.front());
+    launched.pop_front();
+    r.step = l.step;
+    if (profiler) profiler->end_step(l.timed, l.profiled, r.ms);
     const double device_peak = static_cast<double>(backend->device_peak_used_bytes());
     summary.peak_mb = std::max(summary.peak_mb, planned_bytes / 1e6);
     summary.device_used_peak_mb = std::max(summary.device_used_peak_mb, device_peak / 1e6);
-    if (!timed) continue;
-    dump.batch(step, rows, opts.shape);
-    if (step == 1) dump.gradients(model, r.loss_scale);
+    if (!l.timed) return;
+    dump.batch(l.step, l.rows, opts.shape);
+    if (l.step == 1) dump.gradients(model, r.loss_scale);
     summary.steps.push_back(r);
     if (on_step) on_step(r, opts, summary);
-    if (!profiler || step > opts.profile_steps) {
-      wall_ms +=
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
-              .count();
-      ++wall_steps;
+  };
+  auto baseline = [&](int step) { return step >= 1 && (!profiler || step > opts.profile_steps); };
+
+  const int total = opts.warmup_steps + opts.num_steps;
+  std::chrono::steady_clock::time_point wall_start;
+  for (int i = 0; i < total; ++i) {
+    const bool timed = i >= opts.warmup_steps;
+    const int step = i - opts.warmup_steps + 1;
+    const bool regime_changes = step == 1 || (profiler && step == opts.profile_steps + 1);
+    while (runner.in_flight() > 0 &&
+           (regime_changes || runner.in_flight() >= depth || !runner.can_launch())) {
+      complete_oldest();
     }
+    if (baseline(step) && !baseline(step - 1)) wall_start = std::chrono::steady_clock::now();
+    Launched l{step, timed, false, data.next_batch(opts.shape.batch)};
+    if (profiler) l.profiled = profiler->begin_step(timed);
+    runner.launch(l.rows);
+    if (profiler) profiler->end_launch();
+    if (runner.capture_failed() && !capture_failure_told) {
+      capture_failure_told = true;
+      std::cerr << "note: " << runner.note() << std::endl;  // once, when it happens
+    }
+    launched.push_back(std::move(l));
   }
+  while (runner.in_flight() > 0) complete_oldest();
+  const int wall_steps = std::max(0, opts.num_steps - (profiler ? opts.profile_steps : 0));
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
+          .count();
   summary.wall_ms_per_step = wall_steps > 0 ? wall_ms / wall_steps : 0.0;
   dump.finish();
   fill_averages(summary, opts);

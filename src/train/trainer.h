@@ -28,9 +28,11 @@ struct TrainSummary {
   double samples_per_s = 0;
   double tokens_per_s = 0;
   double ms_per_step = 0;  // mean over timed steps
-  // Host wall-clock time per timed step, profiled steps excluded: the GPU
-  // work plus what the loop adds around it (batch staging, the loss
-  // readback that ends every step, logging). ms_per_step is the GPU's part.
+  // Host wall-clock time per timed step, profiled steps excluded: from the
+  // start of the first such step to the end of the last, over their count.
+  // The loop enqueues a step before reading the last one's loss, so this
+  // approaches ms_per_step when the host keeps ahead of the device and
+  // exceeds it when the host is the bottleneck (many eager launches).
   double wall_ms_per_step = 0;
   double forward_ms = 0;
   double backward_ms = 0;

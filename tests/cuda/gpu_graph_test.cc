@@ -48,11 +48,14 @@ struct GpuRun {
   std::string note;
   std::optional<GraphStats> launches;
   int applied_updates = 0;
+  int most_in_flight = 0;
 };
 
-// `steps` training steps on the GPU from the shared weights and batches.
+// `steps` training steps on the GPU from the shared weights and batches;
+// with `ahead`, each step is launched before the last one is finished, as
+// the trainer does.
 GpuRun train_on_gpu(DType t, const LevelOptions& level, bool graphs, int steps,
-                    double initial_scale) {
+                    double initial_scale, bool ahead = false) {
   const ModelConfig cfg = awkward_config(3);
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
   Model model(cfg, level, precision_for(t), kShape, *backend);
@@ -63,9 +66,17 @@ GpuRun train_on_gpu(DType t, const LevelOptions& level, bool graphs, int steps,
   StepRunner runner(model, scaler, hp, graphs);
   GpuRun out;
   for (int i = 0; i < steps; ++i) {
-    out.steps.push_back(runner.run(random_rows(kShape.batch, kShape.seq, cfg.vocab_size,
-                                               100 + static_cast<std::uint64_t>(i))));
+    const std::vector<std::int32_t> rows =
+        random_rows(kShape.batch, kShape.seq, cfg.vocab_size, 100 + static_cast<std::uint64_t>(i));
+    if (!ahead) {
+      out.steps.push_back(runner.run(rows));
+      continue;
+    }
+    while (!runner.can_launch()) out.steps.push_back(runner.finish());
+    runner.launch(rows);
+    out.most_in_flight = std::max(out.most_in_flight, runner.in_flight());
   }
+  while (runner.in_flight() > 0) out.steps.push_back(runner.finish());
   if (!runner.replaying()) runner.count_launches();
   out.params = model.params();
   out.replaying = runner.replaying();
@@ -137,6 +148,37 @@ TEST_P(GpuGraphRun, ReplayedStepsMatchEagerSteps) {
     for (const StepRecord& r : graphed.steps) applied += r.skipped ? 0 : 1;
     EXPECT_GE(applied, 1) << "every step overflowed";
     EXPECT_EQ(graphed.applied_updates, applied) << "a skipped step advanced AdamW's count";
+  }
+}
+
+// The trainer launches step n+1 before it reads step n's loss: each step in
+// flight replays its own graph slot and reads back its own losses, so the
+// run must equal one that waits for every step.
+TEST_P(GpuGraphRun, StepsLaunchedAheadMatchStepsRunOneAtATime) {
+  const auto [t, v2] = GetParam();
+  LevelOptions level = v2 ? LevelOptions::v2() : LevelOptions::v1();
+  const double initial_scale = t == DType::F16 ? std::ldexp(1.0, 24) : 65536.0;
+  const int steps = 7;
+  for (const bool graphs : {true, false}) {
+    const GpuRun waited = train_on_gpu(t, level, graphs, steps, initial_scale);
+    const GpuRun ahead = train_on_gpu(t, level, graphs, steps, initial_scale, /*ahead=*/true);
+    EXPECT_EQ(ahead.replaying, graphs) << ahead.note;
+    // fp16's loss scale of each step depends on the step before it.
+    EXPECT_EQ(ahead.most_in_flight, t == DType::F16 ? 1 : kGraphSlots);
+    ASSERT_EQ(ahead.steps.size(), waited.steps.size());
+    for (int i = 0; i < steps; ++i) {
+      const StepRecord& w = waited.steps[static_cast<std::size_t>(i)];
+      const StepRecord& a = ahead.steps[static_cast<std::size_t>(i)];
+      EXPECT_EQ(a.skipped, w.skipped) << "step " << i + 1;
+      EXPECT_EQ(a.loss_scale, w.loss_scale) << "step " << i + 1;
+      EXPECT_NEAR(a.loss, w.loss, 1e-6 * std::abs(w.loss)) << "step " << i + 1;
+      EXPECT_TRUE(std::isfinite(a.forward_ms) && a.forward_ms > 0) << "step " << i + 1;
+      EXPECT_TRUE(std::isfinite(a.optimizer_ms) && a.optimizer_ms > 0) << "step " << i + 1;
+    }
+    const ParamLayout layout(awkward_config(3));
+    const auto [err, slot] = worst_slot(layout, ahead.params, waited.params);
+    EXPECT_LE(err, 1e-6) << "graphs " << graphs << ": parameters, worst in " << slot;
+    EXPECT_EQ(ahead.applied_updates, waited.applied_updates);
   }
 }
 
@@ -256,7 +298,7 @@ TEST_F(GpuGraphCapture, CountingACaptureRunsNothing) {
   h.gpu().begin_capture();
   h.gpu().add(out.gpu, x.gpu, x.gpu);
   h.gpu().fill_zero(x.gpu.data, sizeof(float));
-  const GraphStats s = h.gpu().end_capture(/*instantiate=*/false);
+  const GraphStats s = h.gpu().end_capture(/*instantiate=*/false, /*slot=*/0);
   EXPECT_EQ(s.kernels, 1);
   EXPECT_EQ(s.memsets, 1);
   const std::vector<double> v = h.device_values(out.gpu);

@@ -87,6 +87,10 @@ TEST_F(GpuProfiler, EagerRunYieldsNamedTimedKernelsAttributedToOps) {
   const nlohmann::json j = read_json(dir / "summary.json");
   EXPECT_EQ(j["kernel_statistics"], true) << j["notes"].dump();
   EXPECT_GT(j["gpu"]["kernel_dispatches_per_step"].get<double>(), 10.0);
+  // Every kernel of every profiled step, and no other: the count the
+  // runner took on a capture of the same step.
+  ASSERT_TRUE(s.launches.has_value()) << s.execution_note;
+  EXPECT_EQ(j["gpu"]["kernel_dispatches_per_step"].get<double>(), s.launches->kernels);
   EXPECT_GT(j["gpu"]["gpu_time_per_step_ms"].get<double>(), 0.0);
   EXPECT_EQ(j["op_time_source"], "gpu_kernels");
   // Every GEMM op launched at least one kernel inside its range.
@@ -108,6 +112,12 @@ TEST_F(GpuProfiler, GraphReplayedKernelsFindTheirOpsByCaptureTag) {
   if (s.execution != "cuda_graph")
     GTEST_SKIP() << "the run did not replay a graph: " << s.execution_note;
   EXPECT_GT(j["gpu"]["graph_kernels_per_step"].get<double>(), 10.0) << j["notes"].dump();
+  // The steps are launched ahead, so most of a step's kernels run after its
+  // host range has closed: each still counts for the step that launched it.
+  ASSERT_TRUE(s.launches.has_value());
+  EXPECT_EQ(j["gpu"]["graph_kernels_per_step"].get<double>(), s.launches->kernels);
+  EXPECT_EQ(j["gpu"]["kernel_dispatches_per_step"].get<double>(), s.launches->kernels);
+  EXPECT_EQ(j["gpu"]["launch_calls_per_step"].get<double>(), 1.0);
   const nlohmann::json* qkv = find_op(j, "forward/qkv_gemm");
   ASSERT_NE(qkv, nullptr);
   EXPECT_GE((*qkv)["kernels_per_step"].get<double>(), 1.0) << j["notes"].dump();

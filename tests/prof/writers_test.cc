@@ -158,6 +158,28 @@ TEST(Attribution, EagerKernelsByLaunchTimeGraphKernelsByNodeTag) {
   EXPECT_EQ(strip_step("step"), "");
 }
 
+// Steps are enqueued ahead: a replayed step's kernels run after its host
+// range has closed, and a kernel launched between steps may run while a
+// step's range is open. The launch decides, not the run time.
+TEST(Attribution, KernelsBelongToTheStepThatLaunchedThem) {
+  std::vector<HostRange> ranges;
+  add_range(ranges, "step", -1, 0, 100);
+  add_range(ranges, "step", -1, 300, 400);
+  GpuActivity gpu;
+  gpu.api_calls = {api("cudaGraphLaunch", 50, 1), api("cudaLaunchKernel", 200, 2)};
+  gpu.kernels = {kernel("late", 250, 290, 1, 7),    // launched in step 1, runs after it
+                 kernel("between", 320, 330, 2),    // launched between steps, runs in step 2
+                 kernel("untraced", 350, 360, 3)};  // no API record: its run time decides
+  TransferRecord copy;
+  copy.start_ns = 150;
+  copy.end_ns = 160;
+  copy.correlation = 1;  // launched in step 1
+  gpu.transfers = {copy};
+  const Attribution a = attribute(ranges, &gpu);
+  EXPECT_EQ(a.kernel_in_step, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(a.transfer_in_step, (std::vector<bool>{true}));
+}
+
 ProfileInputs inputs(const Scenario& s, const std::string& device, bool with_gpu) {
   ProfileInputs in;
   in.device = device;

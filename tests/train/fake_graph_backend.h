@@ -7,6 +7,7 @@
 // caller bakes into an op's arguments shows up as a wrong result on replay.
 // Host synchronisation and allocation inside a capture throw, as they fail a
 // CUDA stream capture.
+#include <array>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -69,7 +70,7 @@ class FakeGraphBackend final : public Backend {
     recording_.clear();
     stats_ = GraphStats{};
   }
-  GraphStats end_capture(bool instantiate) override {
+  GraphStats end_capture(bool instantiate, int slot) override {
     capturing_ = false;
     const GraphStats stats = stats_;
     if (instantiate && fail_instantiate) {
@@ -77,7 +78,7 @@ class FakeGraphBackend final : public Backend {
       throw RuntimeFailure("fake: instantiation refused");
     }
     if (instantiate) {
-      graph_ = std::move(recording_);
+      graphs_.at(static_cast<std::size_t>(slot)) = std::move(recording_);
       ++captures;
     }
     recording_.clear();
@@ -87,10 +88,11 @@ class FakeGraphBackend final : public Backend {
     capturing_ = false;
     recording_.clear();
   }
-  void replay() override {
-    if (graph_.empty()) throw RuntimeFailure("fake: nothing captured");
+  void replay(int slot) override {
+    const auto& graph = graphs_.at(static_cast<std::size_t>(slot));
+    if (graph.empty()) throw RuntimeFailure("fake: nothing captured in this slot");
     ++replays;
-    for (const auto& f : graph_) f();
+    for (const auto& f : graph) f();
   }
 
   void convert(Mat dst, Mat src) override {
@@ -208,7 +210,7 @@ class FakeGraphBackend final : public Backend {
   bool capturing_ = false;
   GraphStats stats_;
   std::vector<std::function<void()>> recording_;
-  std::vector<std::function<void()>> graph_;
+  std::array<std::vector<std::function<void()>>, kGraphSlots> graphs_;
 };
 
 }  // namespace tinyllama::test

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "core/rng.h"
@@ -64,6 +65,28 @@ RunResult train_steps(Backend& backend, bool graphs, int steps, double scaler_in
   return out;
 }
 
+// The trainer's loop: each step launched as soon as the runner allows, the
+// oldest finished only when it must be. Records the most steps in flight.
+RunResult train_ahead(Backend& backend, bool graphs, int steps, const std::vector<double>& weights,
+                      int* most_in_flight) {
+  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, backend);
+  model.set_params(weights);
+  LossScaler scaler(false);
+  AdamWHyper hp;
+  hp.lr = 1e-2f;
+  StepRunner runner(model, scaler, hp, graphs);
+  RunResult out;
+  *most_in_flight = 0;
+  for (int i = 0; i < steps; ++i) {
+    while (!runner.can_launch()) out.steps.push_back(runner.finish());
+    runner.launch(batch(i));
+    *most_in_flight = std::max(*most_in_flight, runner.in_flight());
+  }
+  while (runner.in_flight() > 0) out.steps.push_back(runner.finish());
+  out.params = model.params();
+  return out;
+}
+
 std::vector<double> weights() {
   return initial_weights(ParamLayout(small_config()), 5);
 }
@@ -84,13 +107,72 @@ TEST(StepRunner, ReplayedStepsMatchEagerStepsBitForBit) {
   const RunResult eager = train_steps(cpu, false, 6, 1024.0, w);
   FakeGraphBackend fake;
   const RunResult graphed = train_steps(fake, true, 6, 1024.0, w);
-  // Step 1 eager, step 2 captured and replayed, steps 3-6 replayed.
-  EXPECT_EQ(fake.captures, 1);
+  // Step 1 eager, step 2 captured (once per slot) and replayed, steps 3-6
+  // replayed.
+  EXPECT_EQ(fake.captures, kGraphSlots);
   EXPECT_EQ(fake.replays, 5);
   // The scale grows every 2 clean steps and AdamW's bias correction changes
   // every step: a value baked into the capture would show here.
   EXPECT_NE(eager.steps.front().loss_scale, eager.steps.back().loss_scale);
   expect_same_run(eager, graphed);
+}
+
+// Launching step n+1 before step n's loss is read: through the fake graphs,
+// which run each replay at once, step n+1 has overwritten the device's
+// losses (and the shared timer's marks, were they shared) before step n is
+// finished -- so this passes only if each step reads back its own copy and
+// times itself with its slot's marks, and AdamW's step count counts the
+// updates still in flight.
+TEST(StepRunner, LaunchingAheadTrainsLikeOneStepAtATime) {
+  const std::vector<double> w = weights();
+  CpuBackend cpu;
+  const RunResult one_at_a_time = train_steps(cpu, false, 7, 0, w);
+  for (const bool graphs : {false, true}) {
+    FakeGraphBackend fake;
+    int most = 0;
+    const RunResult ahead = train_ahead(fake, graphs, 7, w, &most);
+    EXPECT_EQ(most, kGraphSlots) << "steps never overlapped";
+    EXPECT_EQ(fake.captures, graphs ? kGraphSlots : 0);
+    EXPECT_EQ(fake.replays, graphs ? 6 : 0);
+    expect_same_run(one_at_a_time, ahead);
+    for (const StepRecord& r : ahead.steps) {
+      EXPECT_TRUE(r.forward_ms >= 0 && r.backward_ms >= 0 && r.optimizer_ms >= 0 && r.ms >= 0)
+          << "a step timed with marks that were not its own";
+    }
+  }
+}
+
+TEST(StepRunner, LossScalingKeepsOneStepInFlight) {
+  CpuBackend cpu;
+  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, cpu);
+  model.set_params(weights());
+  LossScaler scaler(true, 1024.0);
+  StepRunner runner(model, scaler, AdamWHyper{}, false);
+  EXPECT_EQ(runner.max_in_flight(), 1);
+  EXPECT_THROW(runner.finish(), std::logic_error);
+  runner.launch(batch(0));
+  EXPECT_FALSE(runner.can_launch()) << "the next scale depends on this step's overflow";
+  EXPECT_THROW(runner.launch(batch(1)), std::logic_error);
+  EXPECT_THROW(runner.run(batch(1)), std::logic_error);
+  EXPECT_TRUE(std::isfinite(runner.finish().loss));
+  EXPECT_TRUE(runner.can_launch());
+}
+
+TEST(StepRunner, TheCaptureWaitsForAnIdleDevice) {
+  FakeGraphBackend fake;
+  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, fake);
+  model.set_params(weights());
+  LossScaler scaler(false);
+  StepRunner runner(model, scaler, AdamWHyper{}, true);
+  EXPECT_EQ(runner.max_in_flight(), kGraphSlots);
+  runner.launch(batch(0));  // eager; the next one captures
+  EXPECT_FALSE(runner.can_launch());
+  runner.finish();
+  EXPECT_TRUE(runner.can_launch());
+  runner.launch(batch(1));
+  EXPECT_TRUE(runner.replaying());
+  EXPECT_TRUE(runner.can_launch());
+  EXPECT_THROW(runner.count_launches(), std::logic_error);
 }
 
 TEST(StepRunner, SkippedUpdatesUnderReplayDoNotAdvanceTheStepCount) {
