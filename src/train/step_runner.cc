@@ -10,10 +10,12 @@ namespace tinyllama {
 namespace {
 
 // Timer marks around the phases of a step. kStart and kEnd are recorded
-// outside any graph; the two inside become event-record nodes of a captured
-// graph. kStart completes when the step before it has (or at once on an idle
+// outside any graph, before the step's input copies and after its loss
+// readback; the two inside become event-record nodes of a captured graph.
+// kStart completes when the step before it has (or at once on an idle
 // device), so a step's time is the device time it adds to the run: the
-// graph's launch latency counts when nothing hides it.
+// graph's launch latency counts when nothing hides it. The input copies
+// count in the forward phase, the loss readback in the optimizer's.
 enum Mark { kStart, kForwardDone, kBackwardDone, kEnd, kMarks };
 
 // Each graph slot has its own marks, so two steps in flight keep their times.
@@ -123,6 +125,10 @@ StepRecord StepRunner::run(const std::vector<std::int32_t>& rows) {
 void StepRunner::launch(const std::vector<std::int32_t>& rows) {
   if (!can_launch()) throw std::logic_error("StepRunner::launch: no free slot (finish() first)");
   const int slot = steps_run_ % kGraphSlots;
+  // Everything the step puts on the stream lies between its first and last
+  // mark -- the input copies, the work, the loss readback -- so steps timed
+  // back to back add up to the run's device time.
+  timer_->record(mark(slot, kStart));
   // Inputs of this step, copied before its work in stream order (and outside
   // any graph, which reads them from the same fixed buffers at each replay).
   model_.set_batch(rows);
@@ -133,7 +139,6 @@ void StepRunner::launch(const std::vector<std::int32_t>& rows) {
   hyper_.step = applied_updates_ + in_flight() + 1;
   model_.stage_step(static_cast<float>(step.loss_scale), scaler_.enabled(), hyper_);
 
-  timer_->record(mark(slot, kStart));
   switch (state_) {
     case State::Replay:
       backend_.replay(slot);
@@ -145,8 +150,8 @@ void StepRunner::launch(const std::vector<std::int32_t>& rows) {
       enqueue_work(slot);
       break;
   }
-  timer_->record(mark(slot, kEnd));
   model_.enqueue_loss_readback(*readbacks_[static_cast<std::size_t>(slot)]);
+  timer_->record(mark(slot, kEnd));
   in_flight_.push_back(step);
   ++steps_run_;
   if (graphs_wanted_ && !capture_failed_ && state_ == State::Eager &&
