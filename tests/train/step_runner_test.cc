@@ -49,9 +49,12 @@ struct RunResult {
 };
 
 // `steps` steps from the same weights and batches; fp16-style loss scaling
-// on an fp32 model when scaler_initial > 0.
+// on an fp32 model when scaler_initial > 0. With most_in_flight, as the
+// trainer runs them: each step launched as soon as the runner allows, the
+// oldest finished only when it must be, and the most steps in flight noted.
 RunResult train_steps(Backend& backend, bool graphs, int steps, double scaler_initial,
-                      const std::vector<double>& weights, int growth_interval = 2) {
+                      const std::vector<double>& weights, int growth_interval = 2,
+                      int* most_in_flight = nullptr) {
   Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, backend);
   model.set_params(weights);
   LossScaler scaler(scaler_initial > 0, scaler_initial > 0 ? scaler_initial : 1.0, growth_interval);
@@ -59,31 +62,18 @@ RunResult train_steps(Backend& backend, bool graphs, int steps, double scaler_in
   hp.lr = 1e-2f;
   StepRunner runner(model, scaler, hp, graphs);
   RunResult out;
-  for (int i = 0; i < steps; ++i) out.steps.push_back(runner.run(batch(i)));
-  out.params = model.params();
-  EXPECT_EQ(runner.replaying(), graphs && backend.supports_graphs() && steps > 1);
-  return out;
-}
-
-// The trainer's loop: each step launched as soon as the runner allows, the
-// oldest finished only when it must be. Records the most steps in flight.
-RunResult train_ahead(Backend& backend, bool graphs, int steps, const std::vector<double>& weights,
-                      int* most_in_flight) {
-  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, backend);
-  model.set_params(weights);
-  LossScaler scaler(false);
-  AdamWHyper hp;
-  hp.lr = 1e-2f;
-  StepRunner runner(model, scaler, hp, graphs);
-  RunResult out;
-  *most_in_flight = 0;
   for (int i = 0; i < steps; ++i) {
+    if (most_in_flight == nullptr) {
+      out.steps.push_back(runner.run(batch(i)));
+      continue;
+    }
     while (!runner.can_launch()) out.steps.push_back(runner.finish());
     runner.launch(batch(i));
     *most_in_flight = std::max(*most_in_flight, runner.in_flight());
   }
   while (runner.in_flight() > 0) out.steps.push_back(runner.finish());
   out.params = model.params();
+  EXPECT_EQ(runner.replaying(), graphs && backend.supports_graphs() && steps > 1);
   return out;
 }
 
@@ -130,7 +120,7 @@ TEST(StepRunner, LaunchingAheadTrainsLikeOneStepAtATime) {
   for (const bool graphs : {false, true}) {
     FakeGraphBackend fake;
     int most = 0;
-    const RunResult ahead = train_ahead(fake, graphs, 7, w, &most);
+    const RunResult ahead = train_steps(fake, graphs, 7, 0, w, 2, &most);
     EXPECT_EQ(most, kGraphSlots) << "steps never overlapped";
     EXPECT_EQ(fake.captures, graphs ? kGraphSlots : 0);
     EXPECT_EQ(fake.replays, graphs ? 6 : 0);
