@@ -25,12 +25,12 @@ std::vector<char> pack(const std::vector<double>& host, DType dtype) {
   return raw;
 }
 
-std::vector<double> unpack(const std::vector<char>& raw, DType dtype) {
-  std::vector<double> host(raw.size() / dtype_size(dtype));
+std::vector<double> unpack(const char* raw, std::size_t bytes, DType dtype) {
+  std::vector<double> host(bytes / dtype_size(dtype));
   if (dtype == DType::F64) {
-    std::memcpy(host.data(), raw.data(), raw.size());
+    std::memcpy(host.data(), raw, bytes);
   } else {
-    const auto* in = reinterpret_cast<const float*>(raw.data());
+    const auto* in = reinterpret_cast<const float*>(raw);
     for (std::size_t i = 0; i < host.size(); ++i) host[i] = in[i];
   }
   return host;
@@ -143,25 +143,25 @@ void Model::set_params(const std::vector<double>& host) {
 std::vector<double> Model::params() const {
   std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
   backend_.download(raw.data(), params_, raw.size());
-  return unpack(raw, precision_.master);
+  return unpack(raw.data(), raw.size(), precision_.master);
 }
 
 std::vector<double> Model::grads() const {
   std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
   backend_.download(raw.data(), grads_, raw.size());
-  return unpack(raw, precision_.master);
+  return unpack(raw.data(), raw.size(), precision_.master);
 }
 
 std::vector<double> Model::adam_m() const {
   std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
   backend_.download(raw.data(), adam_m_, raw.size());
-  return unpack(raw, precision_.master);
+  return unpack(raw.data(), raw.size(), precision_.master);
 }
 
 std::vector<double> Model::adam_v() const {
   std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
   backend_.download(raw.data(), adam_v_, raw.size());
-  return unpack(raw, precision_.master);
+  return unpack(raw.data(), raw.size(), precision_.master);
 }
 
 void Model::set_batch(const std::vector<std::int32_t>& rows) {
@@ -215,9 +215,8 @@ double Model::mean_loss(HostReadback& rb) const {
 
 double Model::mean_of_losses(const void* raw) const {
   const Mat losses = plan_.view(arena_, plan_.losses);
-  const char* bytes = static_cast<const char*>(raw);
   const std::vector<double> values =
-      unpack(std::vector<char>(bytes, bytes + losses_bytes()), losses.dtype);
+      unpack(static_cast<const char*>(raw), losses_bytes(), losses.dtype);
   double sum = 0;
   for (double v : values) sum += v;
   return sum / static_cast<double>(values.size());
