@@ -2,6 +2,7 @@
 #include "cuda/cuda_gemm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_gemm_search.h"
 #include "cuda/cuda_graph.h"
 
 namespace tinyllama::cuda {
@@ -165,6 +167,8 @@ GemmRunner::GemmRunner() {
   CUDA_CHECK(cudaGetDevice(&device_));
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   autotune_ = env_flag("TINYLLAMA_GEMM_AUTOTUNE", true);
+  const char* mode = std::getenv("TINYLLAMA_GEMM_AUTOTUNE");
+  wide_search_ = mode != nullptr && std::strcmp(mode, "wide") == 0;
   verbose_ = env_flag("TINYLLAMA_GEMM_VERBOSE", false);
 }
 
@@ -237,6 +241,7 @@ cublasStatus_t GemmRunner::launch(const Plan& plan, const cublasLtMatmulAlgo_t& 
 void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, const Mat& b,
                       float alpha, float beta) {
   plan.settled = true;  // one attempt per problem, whatever it finds
+  const auto started = std::chrono::steady_clock::now();
   std::string what;
   if (verbose_) {
     what = "m=" + std::to_string(key[kM]) + " n=" + std::to_string(key[kN]) +
@@ -263,8 +268,11 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
     // least c's, so every candidate valid for c is valid here).
     CUDA_CHECK(cudaMemsetAsync(scratch_, 0, bytes, stream_));
   }
-  const std::vector<cublasLtMatmulHeuristicResult_t> candidates =
-      heuristics(plan, key, kMaxCandidates);
+  const GemmProblemDesc desc = problem(plan, key);
+  std::vector<cublasLtMatmulAlgo_t> candidates = heuristic_algos(desc, kMaxCandidates);
+  // The untuned choice (plan.algo, the heuristic's rank 0) is candidate 0.
+  if (candidates.empty()) return;
+  if (wide_search_) candidates = wide_candidates(desc, candidates, kMaxWideCandidates);
   if (events_.empty()) {
     events_.assign(2 * kTimed, nullptr);
     for (cudaEvent_t& e : events_) CUDA_CHECK(cudaEventCreate(&e));
@@ -272,20 +280,19 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
   constexpr float kInvalid = -1.f;
   std::vector<float> times(candidates.size(), kInvalid);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const cublasLtMatmulHeuristicResult_t& cand = candidates[i];
-    if (cand.state != CUBLAS_STATUS_SUCCESS || cand.workspaceSize > workspace_bytes_) continue;
+    const cublasLtMatmulAlgo_t& cand = candidates[i];
     // bf16/fp16 outputs keep fp32 accumulation throughout: no candidate that
     // reduces split-K parts in 16 bits (rank 0, the untuned choice, stays).
-    if (i > 0 && key[kTypeC] != CUDA_R_32F && !reduces_in_fp32(cand.algo)) continue;
+    if (i > 0 && key[kTypeC] != CUDA_R_32F && !reduces_in_fp32(cand)) continue;
     bool ok = true;
     for (int w = 0; w < kWarmups && ok; ++w) {
-      ok = launch(plan, cand.algo, a, b, target, alpha, beta) == CUBLAS_STATUS_SUCCESS;
+      ok = launch(plan, cand, a, b, target, alpha, beta) == CUBLAS_STATUS_SUCCESS;
     }
     int timed = 0;
     for (; timed < kTimed && ok; ++timed) {
       const auto e = static_cast<std::size_t>(2 * timed);
       CUDA_CHECK(cudaEventRecord(events_[e], stream_));
-      ok = launch(plan, cand.algo, a, b, target, alpha, beta) == CUBLAS_STATUS_SUCCESS;
+      ok = launch(plan, cand, a, b, target, alpha, beta) == CUBLAS_STATUS_SUCCESS;
       CUDA_CHECK(cudaEventRecord(events_[e + 1], stream_));
     }
     CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -313,7 +320,7 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
   }
   // Within 1 % of rank 0 is noise: keep the heuristic's choice.
   if (times[0] != kInvalid && times[best] > 0.99f * times[0]) best = 0;
-  plan.algo = candidates[best].algo;
+  plan.algo = candidates[best];
   ++tuned_problems_;
   {
     TunedAlgos& tuned = tuned_algos();
@@ -330,8 +337,11 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
       std::snprintf(line, sizeof(line), "chosen #%zu %.4f ms (rank 0 did not run)", best,
                     static_cast<double>(times[best]));
     }
-    std::fprintf(stderr, "[gemm autotune] %s: %zu candidates, %s [%s]\n", what.c_str(),
-                 candidates.size(), line, algo_label(plan.algo).c_str());
+    const double tune_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
+    std::fprintf(stderr, "[gemm autotune] %s: %zu candidates in %.0f ms, %s [%s]\n", what.c_str(),
+                 candidates.size(), tune_ms, line, algo_label(plan.algo).c_str());
   }
 }
 
@@ -368,7 +378,12 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   }
   if (!plan.settled) {
     try {
-      plan.algo = heuristics(plan, key, 1).front().algo;
+      const std::vector<cublasLtMatmulAlgo_t> ranked = heuristic_algos(problem(plan, key), 1);
+      if (ranked.empty()) {
+        throw RuntimeFailure("gemm: cuBLASLt has no algorithm for m=" + std::to_string(key[kM]) +
+                             " n=" + std::to_string(key[kN]) + " k=" + std::to_string(key[kK]));
+      }
+      plan.algo = ranked.front();
     } catch (...) {
       cublasLtMatrixLayoutDestroy(plan.a);
       cublasLtMatrixLayoutDestroy(plan.b);
@@ -381,41 +396,20 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   return plans_.emplace(key, plan).first->second;
 }
 
-// The heuristic's best max_count algorithms (at least one, or it throws).
-std::vector<cublasLtMatmulHeuristicResult_t> GemmRunner::heuristics(const Plan& plan,
-                                                                    const Key& key, int max_count) {
-  cublasLtMatmulPreference_t pref = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const auto ws = static_cast<std::uint64_t>(key[kWorkspace]);
-  const auto align_a = static_cast<std::uint32_t>(key[kAlignB]);  // cuBLASLt's A is our b
-  const auto align_b = static_cast<std::uint32_t>(key[kAlignA]);
-  const auto align_c = static_cast<std::uint32_t>(key[kAlignC]);
-  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(max_count));
-  int found_count = 0;
-  try {
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                                pref, max_count, results.data(), &found_count));
-  } catch (...) {
-    cublasLtMatmulPreferenceDestroy(pref);
-    throw;
-  }
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (found_count == 0) {
-    throw RuntimeFailure("gemm: cuBLASLt has no algorithm for m=" + std::to_string(key[kM]) +
-                         " n=" + std::to_string(key[kN]) + " k=" + std::to_string(key[kK]));
-  }
-  results.resize(static_cast<std::size_t>(found_count));
-  return results;
+GemmProblemDesc GemmRunner::problem(const Plan& plan, const Key& key) const {
+  GemmProblemDesc p;
+  p.handle = handle_;
+  p.desc = plan.desc;
+  p.a = plan.a;
+  p.b = plan.b;
+  p.c = plan.c;
+  p.type_ab = static_cast<cudaDataType_t>(key[kTypeAB]);
+  p.type_c = static_cast<cudaDataType_t>(key[kTypeC]);
+  p.align_a = static_cast<std::uint32_t>(key[kAlignB]);  // cuBLASLt's A is our b
+  p.align_b = static_cast<std::uint32_t>(key[kAlignA]);
+  p.align_c = static_cast<std::uint32_t>(key[kAlignC]);
+  p.workspace_bytes = static_cast<std::size_t>(key[kWorkspace]);
+  return p;
 }
 
 }  // namespace tinyllama::cuda

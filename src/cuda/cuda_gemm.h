@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/mat.h"
+#include "cuda/cuda_gemm_search.h"
 
 namespace tinyllama::cuda {
 
@@ -70,7 +71,14 @@ class GemmRunner {
   // each problem again at its first use.
   static void forget_tuned_choices();
 
+  // Whether tuning times the wide candidate list (cuda_gemm_search.h) rather
+  // than the heuristic's ranking alone. Initially on when
+  // TINYLLAMA_GEMM_AUTOTUNE=wide.
+  void set_wide_search(bool on) { wide_search_ = on; }
+  bool wide_search() const { return wide_search_; }
+
   static constexpr int kMaxCandidates = 16;
+  static constexpr std::size_t kMaxWideCandidates = 512;
 
   // c = alpha * op(a) * op(b) + beta * c for each matrix of the batch; each
   // Mat describes the first matrix. With beta == 0, c is not read.
@@ -86,8 +94,7 @@ class GemmRunner {
   };
   using Key = std::array<std::int64_t, 22>;
   Plan& plan_for(const Key& key);
-  std::vector<cublasLtMatmulHeuristicResult_t> heuristics(const Plan& plan, const Key& key,
-                                                          int max_count);
+  GemmProblemDesc problem(const Plan& plan, const Key& key) const;
   cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
                         const Mat& b, void* c, float alpha, float beta);
   void tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, const Mat& b, float alpha,
@@ -101,6 +108,7 @@ class GemmRunner {
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
   bool autotune_ = true;
+  bool wide_search_ = false;
   bool verbose_ = false;
   int tuned_problems_ = 0;
   std::vector<cudaEvent_t> events_;  // autotune timing, created at first use

@@ -2,9 +2,16 @@
 // per row: a row of the model (D = 512 bf16 is 1 KB) is a few 16-byte loads
 // per lane and a shuffle reduction, with no block-wide barrier per row. The
 // weight gradient sums over rows; doing that with atomics would make it
-// depend on scheduling, so each warp keeps column sums in its own slice of
-// shared memory, each block writes the sum of its warps as one row of a
-// workspace, and a second kernel adds those rows in a fixed order.
+// depend on scheduling, so each warp keeps its own column sums, each block
+// writes the sum of its warps as one row of a workspace, and a second
+// kernel adds those rows in a fixed order.
+//
+// Backward, rows of up to 32 * 4 vectors (D 1024 in bf16, 512 in fp32 with
+// 16-byte vectors): a lane's columns are the same for every row, so its
+// slice of dy, x, w and of the column sums stays in registers. Longer rows
+// keep the column sums in shared memory instead; that path is bank-conflicted
+// (lane stride Vec floats) and rereads each row, which is why it is only the
+// fallback.
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
@@ -101,6 +108,79 @@ __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __rest
   for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
     float sum = 0.f;
     for (int wv = 0; wv < block_warps; ++wv) sum += dw_acc[wv * dim + c];  // fixed order
+    block_row[c] = sum;
+  }
+}
+
+// The register-resident backward (see the top of the file): Chunks vectors
+// of Vec columns per lane, lane + 32 * c for c < Chunks.
+template <typename T, typename W, int Vec, int Chunks>
+__global__ void rmsnorm_backward_regs_kernel(T* dx, std::int64_t ld_dx,
+                                             float* __restrict__ partials, const T* dy,
+                                             std::int64_t ld_dy, const T* x, std::int64_t ld_x,
+                                             const W* __restrict__ w,
+                                             const float* __restrict__ rstd, std::int64_t ld_rstd,
+                                             std::int64_t rows, std::int64_t dim) {
+  extern __shared__ float warp_dw[];  // [warps per block][dim], written once
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int block_warps = blockDim.x >> 5;
+  const std::int64_t chunks = dim / Vec;
+  float wv[Chunks][Vec], acc[Chunks][Vec];
+#pragma unroll
+  for (int c = 0; c < Chunks; ++c) {
+    const std::int64_t ch = lane + 32 * c;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) wv[c][k] = acc[c][k] = 0.f;
+    if (ch < chunks) load_f32<Vec>(w + ch * Vec, wv[c]);
+  }
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * block_warps + warp; r < rows;
+       r += static_cast<std::int64_t>(gridDim.x) * block_warps) {
+    const T* dyr = dy + r * ld_dy;
+    const T* xr = x + r * ld_x;
+    float g[Chunks][Vec], xv[Chunks][Vec];
+    float dot = 0.f;
+#pragma unroll
+    for (int c = 0; c < Chunks; ++c) {
+      const std::int64_t ch = lane + 32 * c;
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) g[c][k] = xv[c][k] = 0.f;
+      if (ch < chunks) {
+        load_f32<Vec>(dyr + ch * Vec, g[c]);
+        load_f32<Vec>(xr + ch * Vec, xv[c]);
+      }
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) dot += g[c][k] * wv[c][k] * xv[c][k];
+    }
+    const float inv = rstd[r * ld_rstd];
+    const float coef = warp_sum(dot) * inv * inv * inv / static_cast<float>(dim);
+    T* dxr = dx + r * ld_dx;
+#pragma unroll
+    for (int c = 0; c < Chunks; ++c) {
+      const std::int64_t ch = lane + 32 * c;
+      float out[Vec];
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) {
+        acc[c][k] += g[c][k] * xv[c][k] * inv;
+        out[k] = inv * g[c][k] * wv[c][k] - coef * xv[c][k];
+      }
+      if (ch < chunks) store_f32<Vec>(dxr + ch * Vec, out);
+    }
+  }
+  float* mine = warp_dw + warp * dim;
+#pragma unroll
+  for (int c = 0; c < Chunks; ++c) {
+    const std::int64_t ch = lane + 32 * c;
+    if (ch < chunks) {
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) mine[ch * Vec + k] = acc[c][k];
+    }
+  }
+  __syncthreads();
+  float* block_row = partials + static_cast<std::int64_t>(blockIdx.x) * dim;
+  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    float sum = 0.f;
+    for (int wi = 0; wi < block_warps; ++wi) sum += warp_dw[wi * dim + c];  // fixed order
     block_row[c] = sum;
   }
 }
@@ -203,10 +283,24 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
     using W = typename decltype(w)::type;
     dispatch_vec<T>(row_vec<T, W>({&dx, &dout, &x}, weight), [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
-      rmsnorm_backward_kernel<T, W, kVec>
-          <<<static_cast<unsigned>(blocks), block_warps * 32, smem, stream>>>(
-              dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(), dout.ld, x.ptr<const T>(), x.ld,
-              weight.ptr<const W>(), rstd.ptr<const float>(), rstd.ld, x.rows, dim);
+      const std::int64_t per_lane = (dim / kVec + 31) / 32;
+      const dim3 grid(static_cast<unsigned>(blocks));
+      const dim3 block(static_cast<unsigned>(block_warps * 32));
+      auto regs = [&](auto kernel) {
+        kernel<<<grid, block, smem, stream>>>(dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(),
+                                              dout.ld, x.ptr<const T>(), x.ld,
+                                              weight.ptr<const W>(), rstd.ptr<const float>(),
+                                              rstd.ld, x.rows, dim);
+      };
+      if (dim % kVec != 0 || per_lane > 4) {
+        regs(rmsnorm_backward_kernel<T, W, kVec>);
+      } else if (per_lane == 1) {
+        regs(rmsnorm_backward_regs_kernel<T, W, kVec, 1>);
+      } else if (per_lane == 2) {
+        regs(rmsnorm_backward_regs_kernel<T, W, kVec, 2>);
+      } else {
+        regs(rmsnorm_backward_regs_kernel<T, W, kVec, 4>);
+      }
       CUDA_CHECK_LAUNCH();
     });
   });

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <set>
 #include <utility>
 
@@ -18,8 +17,12 @@ namespace {
 using nlohmann::json;
 using i64 = std::int64_t;
 
-double mean(const std::vector<double>& v) {
-  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+// The middle value (the mean of the two middle ones for an even count).
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Nanoseconds covered by at least one interval (the GPU's busy time).
@@ -161,8 +164,10 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
 
   // ---- step time and the profiler's own overhead ----------------------------
   const bool baseline = !in.times.unprofiled_ms.empty();
-  const double profiled = mean(in.times.profiled_ms);
-  const double unprofiled = mean(in.times.unprofiled_ms);
+  // Medians: a host hiccup in one step (a host-bound eager step can take 5x
+  // its usual time on a busy machine) would otherwise decide the overhead.
+  const double profiled = median(in.times.profiled_ms);
+  const double unprofiled = median(in.times.unprofiled_ms);
   j["step_time"] = {{"profiled_ms_per_step", profiled},
                     {"unprofiled_ms_per_step", nullable(baseline, unprofiled)},
                     {"profiling_overhead_pct",

@@ -13,7 +13,10 @@ constexpr double kEps = 1e-6;
 
 // (dtype, rows, width, pad unit). Every view's row padding is a multiple of
 // the pad unit: 8 keeps 16-byte aligned rows where the width allows (the
-// vectorised kernels), 1 gives odd strides (the scalar fallback).
+// vectorised kernels), 1 gives odd strides (the scalar fallback). Widths
+// cover the register-resident backward at 1, 2, 3 (a part-filled 4) and 4
+// vectors per lane, and the shared-memory fallback beyond; 9000 rows give
+// every warp several rows (the grid is capped at 1056 blocks of 8 warps).
 using RmsParam = std::tuple<DType, std::int64_t, std::int64_t, std::int64_t>;
 
 class GpuRmsnorm : public GpuParamTest<RmsParam> {};
@@ -61,8 +64,9 @@ std::string rms_name(const ::testing::TestParamInfo<RmsParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuRmsnorm,
                          ::testing::Combine(::testing::ValuesIn(gpu_dtypes()),
-                                            ::testing::Values<std::int64_t>(1, 7, 100, 600),
-                                            ::testing::Values<std::int64_t>(37, 512, 1029, 2056),
+                                            ::testing::Values<std::int64_t>(1, 7, 100, 600, 9000),
+                                            ::testing::Values<std::int64_t>(37, 200, 512, 776,
+                                                                            1024, 1029, 2056),
                                             ::testing::Values<std::int64_t>(1, 8)),
                          rms_name);
 

@@ -286,6 +286,20 @@ TEST(Summary, OverheadOverTheTargetIsExplainedPerKernel) {
   EXPECT_NE(note.find("average 0.2 us"), std::string::npos) << note;
 }
 
+// One step stalled by the host (a busy machine) must not decide the
+// overhead: the step times are medians.
+TEST(Summary, OneStalledStepDoesNotDecideTheOverhead) {
+  const Scenario s;
+  ProfileInputs in = inputs(s, "NVIDIA H100 80GB HBM3", true);
+  in.times.profiled_ms = {1.00e-3, 1.02e-3, 5.0e-3};
+  in.times.unprofiled_ms = {0.98e-3, 20.0e-3, 1.00e-3, 1.02e-3};
+  const json j = profile_summary(in, attribute(in.ranges, in.gpu), {});
+  EXPECT_DOUBLE_EQ(j["step_time"]["profiled_ms_per_step"].get<double>(), 1.02e-3);
+  EXPECT_DOUBLE_EQ(j["step_time"]["unprofiled_ms_per_step"].get<double>(), 1.01e-3);
+  EXPECT_NEAR(j["step_time"]["profiling_overhead_pct"].get<double>(), 100.0 * (1.02 / 1.01 - 1),
+              1e-9);
+}
+
 TEST(Summary, WithoutAGpuSaysSoAndTimesOpsOnTheHost) {
   const Scenario s;
   const ProfileInputs in = inputs(s, "cpu (2 threads)", false);
