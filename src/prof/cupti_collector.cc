@@ -7,6 +7,9 @@
 #include <cuda_runtime.h>
 #include <cupti.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -29,6 +32,13 @@ struct CuptiCollector::State {
   std::mutex mutex;
   GpuActivity activity;
   std::map<std::pair<int, std::uint32_t>, std::string> api_names;  // (domain, cbid)
+  // Launch and copy calls seen by the callback API, named at finish().
+  struct RawApiCall {
+    std::int64_t start_ns, end_ns;
+    std::uint32_t correlation, cbid, thread;
+    CUpti_CallbackDomain domain;
+  };
+  std::vector<RawApiCall> raw_api_calls;
 };
 
 namespace {
@@ -179,10 +189,36 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream_id, std::
 // Graph nodes: tag each node created during a capture with the op range
 // open at that moment; a node cloned into an executable graph (the ids that
 // replayed kernels carry) inherits its original's tag.
+// A launch, copy or wait call (the callbacks enabled for the API domains):
+// its host interval and correlation id, as an API activity record would
+// give, without CUPTI's per-call record and timestamp machinery.
+void on_api_callback(CuptiCollector::State& s, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                     const CUpti_CallbackData& info) {
+  if (info.correlationData == nullptr) return;
+  if (info.callbackSite == CUPTI_API_ENTER) {
+    *info.correlationData = static_cast<std::uint64_t>(host_now_ns());
+    return;
+  }
+  static thread_local const auto thread = static_cast<std::uint32_t>(syscall(SYS_gettid));
+  const CuptiCollector::State::RawApiCall call{static_cast<std::int64_t>(*info.correlationData),
+                                               host_now_ns(),
+                                               info.correlationId,
+                                               cbid,
+                                               thread,
+                                               domain};
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  s.raw_api_calls.push_back(call);
+}
+
 void CUPTIAPI on_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                           const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || data == nullptr) return;
+  if (data == nullptr) return;
   auto* s = static_cast<CuptiCollector::State*>(userdata);
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    on_api_callback(*s, domain, cbid, *static_cast<const CUpti_CallbackData*>(data));
+    return;
+  }
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   const auto* resource = static_cast<const CUpti_ResourceData*>(data);
   const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
   if (graph == nullptr) return;
@@ -366,7 +402,7 @@ std::unique_ptr<CuptiCollector> CuptiCollector::start(const HostRangeRecorder* r
   // EXPERIMENT (not for landing): which API records cost an eager step what.
   const char* api = std::getenv("TINYLLAMA_CUPTI_API");
   const std::string api_mode = api != nullptr ? api : "all";
-  if (api_mode != "none") kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+  if (api_mode != "none" && api_mode != "callback") kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
   if (api_mode == "all" || api_mode == "allow") kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
   for (CUpti_ActivityKind kind : kinds) {
     r = cuptiActivityEnable(kind);
@@ -379,7 +415,14 @@ std::unique_ptr<CuptiCollector> CuptiCollector::start(const HostRangeRecorder* r
     }
     state->enabled.push_back(kind);
   }
-  if (api_mode == "allow") {
+  if (api_mode == "callback") {
+    for (CUpti_CallbackId cbid : kRecordedRuntimeApis) {
+      cuptiEnableCallback(1, state->subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+    }
+    for (CUpti_CallbackId cbid : kRecordedDriverApis) {
+      cuptiEnableCallback(1, state->subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    }
+  } else if (api_mode == "allow") {
     record_only_launches_and_waits();
   } else {
     quiet_bookkeeping_apis();
@@ -403,6 +446,7 @@ void CuptiCollector::discard() {
   a.transfers.clear();
   a.api_calls.clear();
   a.dropped_records = 0;
+  state_->raw_api_calls.clear();
 }
 
 GpuActivity CuptiCollector::finish() {
@@ -417,6 +461,16 @@ GpuActivity CuptiCollector::finish() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   g_state.store(nullptr);
   const std::lock_guard<std::mutex> lock(state_->mutex);
+  for (const State::RawApiCall& c : state_->raw_api_calls) {
+    ApiRecord r;
+    r.name = api_name(*state_, c.domain, c.cbid);
+    r.start_ns = c.start_ns;
+    r.end_ns = c.end_ns;
+    r.correlation = c.correlation;
+    r.thread = c.thread;
+    state_->activity.api_calls.push_back(std::move(r));
+  }
+  state_->raw_api_calls.clear();
   return std::move(state_->activity);
 }
 
