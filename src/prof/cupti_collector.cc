@@ -7,9 +7,6 @@
 #include <cuda_runtime.h>
 #include <cupti.h>
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -32,13 +29,6 @@ struct CuptiCollector::State {
   std::mutex mutex;
   GpuActivity activity;
   std::map<std::pair<int, std::uint32_t>, std::string> api_names;  // (domain, cbid)
-  // Launch and copy calls seen by the callback API, named at finish().
-  struct RawApiCall {
-    std::int64_t start_ns, end_ns;
-    std::uint32_t correlation, cbid, thread;
-    CUpti_CallbackDomain domain;
-  };
-  std::vector<RawApiCall> raw_api_calls;
 };
 
 namespace {
@@ -189,36 +179,10 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream_id, std::
 // Graph nodes: tag each node created during a capture with the op range
 // open at that moment; a node cloned into an executable graph (the ids that
 // replayed kernels carry) inherits its original's tag.
-// A launch, copy or wait call (the callbacks enabled for the API domains):
-// its host interval and correlation id, as an API activity record would
-// give, without CUPTI's per-call record and timestamp machinery.
-void on_api_callback(CuptiCollector::State& s, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                     const CUpti_CallbackData& info) {
-  if (info.correlationData == nullptr) return;
-  if (info.callbackSite == CUPTI_API_ENTER) {
-    *info.correlationData = static_cast<std::uint64_t>(host_now_ns());
-    return;
-  }
-  static thread_local const auto thread = static_cast<std::uint32_t>(syscall(SYS_gettid));
-  const CuptiCollector::State::RawApiCall call{static_cast<std::int64_t>(*info.correlationData),
-                                               host_now_ns(),
-                                               info.correlationId,
-                                               cbid,
-                                               thread,
-                                               domain};
-  const std::lock_guard<std::mutex> lock(s.mutex);
-  s.raw_api_calls.push_back(call);
-}
-
 void CUPTIAPI on_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                           const void* data) {
-  if (data == nullptr) return;
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || data == nullptr) return;
   auto* s = static_cast<CuptiCollector::State*>(userdata);
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
-    on_api_callback(*s, domain, cbid, *static_cast<const CUpti_CallbackData*>(data));
-    return;
-  }
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   const auto* resource = static_cast<const CUpti_ResourceData*>(data);
   const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
   if (graph == nullptr) return;
@@ -299,53 +263,6 @@ void quiet_bookkeeping_apis() {
   for (CUpti_CallbackId cbid : kQuietDriverApis) cuptiActivityEnableDriverApi(cbid, 0);
 }
 
-// The API calls that launch GPU work, copy, or wait for the GPU: the only
-// ones recorded when TINYLLAMA_CUPTI_API=allow.
-constexpr CUpti_CallbackId kRecordedRuntimeApis[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
-    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010,
-    CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_ptsz_v11010,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
-};
-constexpr CUpti_CallbackId kRecordedDriverApis[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,         CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,         CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,  CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
-    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,      CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
-};
-
-void record_only_launches_and_waits() {
-  for (CUpti_CallbackId cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
-    cuptiActivityEnableRuntimeApi(cbid, 0);
-  }
-  for (CUpti_CallbackId cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
-    cuptiActivityEnableDriverApi(cbid, 0);
-  }
-  for (CUpti_CallbackId cbid : kRecordedRuntimeApis) cuptiActivityEnableRuntimeApi(cbid, 1);
-  for (CUpti_CallbackId cbid : kRecordedDriverApis) cuptiActivityEnableDriverApi(cbid, 1);
-}
-
 }  // namespace
 
 std::unique_ptr<CuptiCollector> CuptiCollector::start(const HostRangeRecorder* ranges,
@@ -397,13 +314,9 @@ std::unique_ptr<CuptiCollector> CuptiCollector::start(const HostRangeRecorder* r
   // Concurrent-kernel records (not KERNEL, which serialises kernels); the
   // runtime and driver API records carry the launch's correlation id and
   // host time (cuBLASLt launches through the driver API).
-  std::vector<CUpti_ActivityKind> kinds = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                           CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
-  // EXPERIMENT (not for landing): which API records cost an eager step what.
-  const char* api = std::getenv("TINYLLAMA_CUPTI_API");
-  const std::string api_mode = api != nullptr ? api : "all";
-  if (api_mode != "none" && api_mode != "callback") kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
-  if (api_mode == "all" || api_mode == "allow") kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+  const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                      CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                                      CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
   for (CUpti_ActivityKind kind : kinds) {
     r = cuptiActivityEnable(kind);
     if (r != CUPTI_SUCCESS) {
@@ -415,18 +328,7 @@ std::unique_ptr<CuptiCollector> CuptiCollector::start(const HostRangeRecorder* r
     }
     state->enabled.push_back(kind);
   }
-  if (api_mode == "callback") {
-    for (CUpti_CallbackId cbid : kRecordedRuntimeApis) {
-      cuptiEnableCallback(1, state->subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
-    }
-    for (CUpti_CallbackId cbid : kRecordedDriverApis) {
-      cuptiEnableCallback(1, state->subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-    }
-  } else if (api_mode == "allow") {
-    record_only_launches_and_waits();
-  } else {
-    quiet_bookkeeping_apis();
-  }
+  quiet_bookkeeping_apis();
   return std::unique_ptr<CuptiCollector>(new CuptiCollector(std::move(state)));
 }
 
@@ -446,7 +348,6 @@ void CuptiCollector::discard() {
   a.transfers.clear();
   a.api_calls.clear();
   a.dropped_records = 0;
-  state_->raw_api_calls.clear();
 }
 
 GpuActivity CuptiCollector::finish() {
@@ -461,16 +362,6 @@ GpuActivity CuptiCollector::finish() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   g_state.store(nullptr);
   const std::lock_guard<std::mutex> lock(state_->mutex);
-  for (const State::RawApiCall& c : state_->raw_api_calls) {
-    ApiRecord r;
-    r.name = api_name(*state_, c.domain, c.cbid);
-    r.start_ns = c.start_ns;
-    r.end_ns = c.end_ns;
-    r.correlation = c.correlation;
-    r.thread = c.thread;
-    state_->activity.api_calls.push_back(std::move(r));
-  }
-  state_->raw_api_calls.clear();
   return std::move(state_->activity);
 }
 
