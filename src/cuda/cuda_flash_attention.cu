@@ -336,24 +336,19 @@ __device__ __forceinline__ void stage_acc(T* tile, const float (&acc)[HD / 8][4]
   }
 }
 
-// MT m-tiles of 16 query rows per warp: BQ = 64 * MT. With MT = 2 every K/V
-// fragment a warp reads from shared memory feeds two MMAs instead of one,
-// which halves the shared-memory traffic per MMA (the limit at MT = 1); it
-// needs about twice the registers, so it is used for head_dim <= 64 and
-// sequences long enough to keep the grid full (flash_attention_forward).
-template <typename T, int HD, int MT>
+template <typename T, int HD>
 struct MmaFwd {
-  static constexpr int BQ = 64 * MT, BK = 64, LDS = MmaTile<HD>::LDS;
+  static constexpr int BQ = 64, BK = 64, LDS = MmaTile<HD>::LDS;
   static constexpr std::size_t smem = static_cast<std::size_t>(BQ + 2 * BK) * LDS * sizeof(T);
 };
 
 // Grid (query tiles, H, B), the longest (last) query tiles first. K and V of
 // a tile are loaded in two cp.async groups so that V arrives while Q K^T and
 // the softmax run, and the next K while P V runs.
-template <typename T, int HD, int MT>
-__global__ void __maxnreg__(MT == 1 ? flash_reg_budget(HD, 255, 128, 128) : 255)
+template <typename T, int HD>
+__global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
     flash_fwd_mma_kernel(const FwdArgs a) {
-  using Cfg = MmaFwd<T, HD, MT>;
+  using Cfg = MmaFwd<T, HD>;
   constexpr int BQ = Cfg::BQ, BK = Cfg::BK, LDS = Cfg::LDS;
   extern __shared__ uint4 smem_raw[];
   T* s_q = reinterpret_cast<T*>(smem_raw);
@@ -384,31 +379,20 @@ __global__ void __maxnreg__(MT == 1 ? flash_reg_budget(HD, 255, 128, 128) : 255)
   cp_async_wait<0>();
   __syncthreads();
 
-  // Warp w owns query rows w*16*MT + 16*i + (g, g + 8) of the tile, i < MT.
   // Q stays in registers for the whole key loop.
-  const int warp_row0 = warp * 16 * MT;
-  unsigned qf[MT][HD / 16][4];
+  unsigned qf[HD / 16][4];
+  const T* s_qw = s_q + warp * 16 * LDS;
 #pragma unroll
-  for (int i = 0; i < MT; ++i) {
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      ldmatrix_x4(qf[i][kk],
-                  s_q + (warp_row0 + 16 * i + a_row(lane)) * LDS + kk * 16 + a_col(lane));
-    }
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    ldmatrix_x4(qf[kk], s_qw + a_row(lane) * LDS + kk * 16 + a_col(lane));
   }
 
-  float o[MT][HD / 8][4];
-  float m[MT][2], l[MT][2];
-  int row[MT][2];
+  float o[HD / 8][4];
 #pragma unroll
-  for (int i = 0; i < MT; ++i) {
-#pragma unroll
-    for (int d = 0; d < HD / 8; ++d) o[i][d][0] = o[i][d][1] = o[i][d][2] = o[i][d][3] = 0.f;
-    m[i][0] = m[i][1] = -INFINITY;
-    l[i][0] = l[i][1] = 0.f;
-    row[i][0] = q0 + warp_row0 + 16 * i + g;
-    row[i][1] = row[i][0] + 8;
-  }
+  for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+  const int row0 = q0 + warp * 16 + g;
+  const int row1 = row0 + 8;
 
   for (int kt = 0; kt < n_kt; ++kt) {
     const int k0 = kt * BK;
@@ -419,76 +403,66 @@ __global__ void __maxnreg__(MT == 1 ? flash_reg_budget(HD, 255, 128, 128) : 255)
     load_tile<T, BK, HD, LDS>(s_v, gv + k0 * a.ldv, a.ldv, min(BK, a.seq - k0), a.vec);
     cp_async_commit();
 
-    float s[MT][BK / 8][4];
+    float s[BK / 8][4];
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-      for (int n = 0; n < BK / 8; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.f;
-    }
+    for (int i = 0; i < BK / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk) {
 #pragma unroll
       for (int nn = 0; nn < BK / 16; ++nn) {
         unsigned kb[4];
         ldmatrix_x4(kb, s_k + (nn * 16 + bnk_row(lane)) * LDS + kk * 16 + bnk_col(lane));
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          mma16816<T>(s[i][2 * nn], qf[i][kk], kb[0], kb[1]);
-          mma16816<T>(s[i][2 * nn + 1], qf[i][kk], kb[2], kb[3]);
-        }
+        mma16816<T>(s[2 * nn], qf[kk], kb[0], kb[1]);
+        mma16816<T>(s[2 * nn + 1], qf[kk], kb[2], kb[3]);
       }
     }
 
     // Online softmax over this tile (exp2 domain). Every row has key 0
-    // unmasked in the first tile, so the running max is finite from then on
-    // (a later tile wholly above a row's diagonal leaves it unchanged).
+    // unmasked in the first tile, so the running max is finite from then on.
     const bool diag = k0 + BK - 1 > q0;
+    float mx0 = m0, mx1 = m1;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      float mx0 = m[i][0], mx1 = m[i][1];
+    for (int nt = 0; nt < BK / 8; ++nt) {
 #pragma unroll
-      for (int nt = 0; nt < BK / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = k0 + nt * 8 + 2 * t + e;
-          float x0 = s[i][nt][e] * a.scale_log2;
-          float x1 = s[i][nt][2 + e] * a.scale_log2;
-          if (diag) {
-            if (col > row[i][0]) x0 = -INFINITY;
-            if (col > row[i][1]) x1 = -INFINITY;
-          }
-          s[i][nt][e] = x0;
-          s[i][nt][2 + e] = x1;
-          mx0 = fmaxf(mx0, x0);
-          mx1 = fmaxf(mx1, x1);
+      for (int e = 0; e < 2; ++e) {
+        const int col = k0 + nt * 8 + 2 * t + e;
+        float x0 = s[nt][e] * a.scale_log2;
+        float x1 = s[nt][2 + e] * a.scale_log2;
+        if (diag) {
+          if (col > row0) x0 = -INFINITY;
+          if (col > row1) x1 = -INFINITY;
         }
+        s[nt][e] = x0;
+        s[nt][2 + e] = x1;
+        mx0 = fmaxf(mx0, x0);
+        mx1 = fmaxf(mx1, x1);
       }
-      mx0 = quad_max(mx0);
-      mx1 = quad_max(mx1);
-      const float alpha0 = exp2f(m[i][0] - mx0);
-      const float alpha1 = exp2f(m[i][1] - mx1);
-      m[i][0] = mx0;
-      m[i][1] = mx1;
-      float rs0 = 0.f, rs1 = 0.f;
+    }
+    mx0 = quad_max(mx0);
+    mx1 = quad_max(mx1);
+    const float alpha0 = exp2f(m0 - mx0);
+    const float alpha1 = exp2f(m1 - mx1);
+    m0 = mx0;
+    m1 = mx1;
+    float rs0 = 0.f, rs1 = 0.f;
 #pragma unroll
-      for (int nt = 0; nt < BK / 8; ++nt) {
+    for (int nt = 0; nt < BK / 8; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          s[i][nt][e] = exp2f(s[i][nt][e] - mx0);
-          s[i][nt][2 + e] = exp2f(s[i][nt][2 + e] - mx1);
-          rs0 += s[i][nt][e];
-          rs1 += s[i][nt][2 + e];
-        }
+      for (int e = 0; e < 2; ++e) {
+        s[nt][e] = exp2f(s[nt][e] - mx0);
+        s[nt][2 + e] = exp2f(s[nt][2 + e] - mx1);
+        rs0 += s[nt][e];
+        rs1 += s[nt][2 + e];
       }
-      l[i][0] = l[i][0] * alpha0 + rs0;  // per-thread partial sums; the quad is summed at the end
-      l[i][1] = l[i][1] * alpha1 + rs1;
+    }
+    l0 = l0 * alpha0 + rs0;  // per-thread partial sums; the quad is summed at the end
+    l1 = l1 * alpha1 + rs1;
 #pragma unroll
-      for (int dt = 0; dt < HD / 8; ++dt) {
-        o[i][dt][0] *= alpha0;
-        o[i][dt][1] *= alpha0;
-        o[i][dt][2] *= alpha1;
-        o[i][dt][3] *= alpha1;
-      }
+    for (int dt = 0; dt < HD / 8; ++dt) {
+      o[dt][0] *= alpha0;
+      o[dt][1] *= alpha0;
+      o[dt][2] *= alpha1;
+      o[dt][3] *= alpha1;
     }
 
     cp_async_wait<0>();
@@ -498,43 +472,23 @@ __global__ void __maxnreg__(MT == 1 ? flash_reg_budget(HD, 255, 128, 128) : 255)
                                 a.vec);
       cp_async_commit();
     }
-    // O += P V: each V fragment from shared memory serves all MT m-tiles.
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      unsigned pa[MT][4];
-#pragma unroll
-      for (int i = 0; i < MT; ++i) acc_to_a<T>(pa[i], s[i], kk);
-#pragma unroll
-      for (int dn = 0; dn < HD / 16; ++dn) {
-        unsigned vb[4];
-        ldmatrix_x4_trans(vb, s_v + (kk * 16 + bkn_row(lane)) * LDS + dn * 16 + bkn_col(lane));
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          mma16816<T>(o[i][2 * dn], pa[i], vb[0], vb[1]);
-          mma16816<T>(o[i][2 * dn + 1], pa[i], vb[2], vb[3]);
-        }
-      }
-    }
+    mma_pb<T, HD, BK>(o, s, s_v, lane);
   }
 
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
   // Each warp stages through its own rows of s_q, which only it has read.
   __syncwarp();
-#pragma unroll
-  for (int i = 0; i < MT; ++i) {
-    const float l0 = quad_sum(l[i][0]);
-    const float l1 = quad_sum(l[i][1]);
-    const int tile_row = warp_row0 + 16 * i;
-    T* s_o = s_q + tile_row * LDS;
-    stage_acc<T, HD>(s_o, o[i], 1.f / l0, 1.f / l1, lane);
-    __syncwarp();
-    T* go = static_cast<T*>(a.out) + (tok0 + q0 + tile_row) * a.ldo +
-            static_cast<std::int64_t>(h) * HD;
-    store_warp_rows<T, HD, LDS>(go, a.ldo, s_o, q_end - (q0 + tile_row), a.vec, lane);
-    if (t == 0) {
-      float* lrow = a.lse + (static_cast<std::int64_t>(b) * a.heads + h) * a.ld_lse;
-      if (row[i][0] < a.seq) lrow[row[i][0]] = (m[i][0] + log2f(l0)) * kLn2;
-      if (row[i][1] < a.seq) lrow[row[i][1]] = (m[i][1] + log2f(l1)) * kLn2;
-    }
+  T* s_o = s_q + warp * 16 * LDS;
+  stage_acc<T, HD>(s_o, o, 1.f / l0, 1.f / l1, lane);
+  __syncwarp();
+  T* go =
+      static_cast<T*>(a.out) + (tok0 + q0 + warp * 16) * a.ldo + static_cast<std::int64_t>(h) * HD;
+  store_warp_rows<T, HD, LDS>(go, a.ldo, s_o, q_end - (q0 + warp * 16), a.vec, lane);
+  if (t == 0) {
+    float* lrow = a.lse + (static_cast<std::int64_t>(b) * a.heads + h) * a.ld_lse;
+    if (row0 < a.seq) lrow[row0] = (m0 + log2f(l0)) * kLn2;
+    if (row1 < a.seq) lrow[row1] = (m1 + log2f(l1)) * kLn2;
   }
 }
 
@@ -1419,10 +1373,6 @@ FlashDims check_flash(const char* name, const AttentionShape& s, Mat q, Mat k, M
   return FlashDims{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, s.heads / s.kv_heads};
 }
 
-// Shortest sequence for the forward's two-m-tile (128-row) query tiles; the
-// workshop's S 128 keeps 64-row tiles, twice as many blocks.
-constexpr int kTwoTileMinSeq = 256;
-
 unsigned tiles(int seq, int tile) {
   return static_cast<unsigned>((seq + tile - 1) / tile);
 }
@@ -1474,19 +1424,9 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
         launch<flash_fwd_f32_kernel<HD>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::smem,
                                          args, stream);
       } else {
-        // Two m-tiles per warp where the registers allow it and the
-        // sequence leaves enough 128-row query tiles to fill the GPU.
-        if constexpr (HD <= 64) {
-          if (d.seq >= kTwoTileMinSeq) {
-            using Cfg = MmaFwd<T, HD, 2>;
-            launch<flash_fwd_mma_kernel<T, HD, 2>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch),
-                                                   Cfg::smem, args, stream);
-            return;
-          }
-        }
-        using Cfg = MmaFwd<T, HD, 1>;
-        launch<flash_fwd_mma_kernel<T, HD, 1>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch),
-                                               Cfg::smem, args, stream);
+        using Cfg = MmaFwd<T, HD>;
+        launch<flash_fwd_mma_kernel<T, HD>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch),
+                                            Cfg::smem, args, stream);
       }
     });
   });

@@ -1,8 +1,8 @@
 // Flash attention (level v2: empty probs, P recomputed from lse) against the
 // float64 reference in the same mode, on shapes that stress the tiling:
-// sequence lengths that are not multiples of the 32/64/128-row tiles (1, 7,
-// 33, 100, 129, 257, 300) and one long enough for many key tiles, head dims 32/64/128,
-// GQA ratios 1/2/4, batch 1 and 3. q/k/v (dq/dk/dv) are column blocks of one
+// sequence lengths that are not multiples of the 32/64-row tiles (1, 7, 33,
+// 100, 129, 257, 300) and one long enough for many key tiles, head dims
+// 32/64/128, GQA ratios 1/2/4, batch 1 to 3. q/k/v (dq/dk/dv) are column blocks of one
 // qkv (d_qkv) buffer as the model lays them out; half the cases pad every
 // row by 2 elements, so the kernels take their unaligned (element-wise) load
 // path, the other half their 16-byte path. Device outputs start as NaN.
@@ -36,7 +36,7 @@ const FlashCase kCases[] = {
     {1, 257, 8, 2, 32, 0},   //
     {2, 128, 8, 4, 64, 0},   // the workshop's heads (H8 K4 hd64), exact tiles
     {1, 1024, 2, 1, 64, 0},  // many key tiles: the online softmax rescales often
-    {2, 300, 4, 2, 64, 0},   // 128-row forward tiles (S >= 256), a 44-row tail, 16-byte path
+    {2, 300, 4, 2, 64, 0},   // a 44-row tail of 64-row tiles on the 16-byte path
 };
 
 void PrintTo(const FlashCase& c, std::ostream* os) {

@@ -159,8 +159,9 @@ TEST_F(GpuTest, GemmFloat32IsNotTF32) {
 // accumulating GEMM (beta = 1) must still add alpha*a*b to c exactly once
 // (its candidates run on the autotune scratch), a beta = 0 GEMM must come out
 // right although its candidates wrote into c, and later calls (the cached
-// choice) must give the first call's bits.
-class GpuGemmAutotune : public GpuParamTest<DType> {};
+// choice) must give the first call's bits. Both candidate lists: the
+// heuristic's ranking and the wide search (split-K variants included).
+class GpuGemmAutotune : public GpuParamTest<std::tuple<DType, bool>> {};
 
 // Elements whose stored values differ (NaN never equals: a poisoned one counts).
 std::int64_t differing(const std::vector<double>& x, const std::vector<double>& y) {
@@ -170,11 +171,12 @@ std::int64_t differing(const std::vector<double>& x, const std::vector<double>& 
 }
 
 TEST_P(GpuGemmAutotune, FirstUseIsCorrectAndRepeatsBitForBit) {
-  const DType t = GetParam();
+  const auto [t, wide] = GetParam();
   cuda::GemmRunner::forget_tuned_choices();  // time here, not reuse another test's choice
   Harness h(t);
   cuda::GemmRunner& runner = h.gpu().gemm_runner();
   runner.set_autotune(true);  // whatever TINYLLAMA_GEMM_AUTOTUNE says; before prepare()
+  runner.set_wide_search(wide);
   h.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
   const std::int64_t m = 200, n = 136, k = 328;
   const double tol = tolerance(t);
@@ -219,8 +221,12 @@ TEST_P(GpuGemmAutotune, FirstUseIsCorrectAndRepeatsBitForBit) {
   EXPECT_EQ(h2.gpu().gemm_runner().tuned_problems(), 0) << "the choice should have been reused";
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, GpuGemmAutotune, ::testing::ValuesIn(gpu_dtypes()),
-                         [](const auto& info) { return dtype_label(info.param); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuGemmAutotune,
+                         ::testing::Combine(::testing::ValuesIn(gpu_dtypes()), ::testing::Bool()),
+                         [](const auto& info) {
+                           return dtype_label(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_wide" : "_ranked");
+                         });
 
 }  // namespace
 }  // namespace tinyllama::gpu_test
