@@ -1486,11 +1486,10 @@ void flash_attention_backward(const AttentionScratch& scratch, Mat dq, Mat dk, M
                 scratch.delta, dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq,
                 d.heads, rows);
       } else {
-        const unsigned delta_blocks =
-            static_cast<unsigned>((rows + kDeltaWarps - 1) / kDeltaWarps);
+        const unsigned delta_blocks = static_cast<unsigned>((rows + kDeltaWarps - 1) / kDeltaWarps);
         flash_bwd_delta_kernel<T><<<delta_blocks, kDeltaWarps * 32, 0, stream>>>(
-            scratch.delta, dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq,
-            d.heads, d.hd, rows);
+            scratch.delta, dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq, d.heads,
+            d.hd, rows);
       }
       CUDA_CHECK_LAUNCH();
       if constexpr (std::is_same_v<T, float>) {

@@ -22,6 +22,7 @@
 // is timed: the cached choice, or rank 0 for a new problem (tuned at its
 // next eager use). For bf16/fp16 outputs, candidates other than rank 0 that
 // add split-K partial sums in 16 bits are skipped (fp32 accumulation stays).
+// TINYLLAMA_GEMM_AUTOTUNE=wide times a wider list (cuda_gemm_search.h).
 // Choices are shared process-wide (per device), so two
 // backends in one process run the same algorithms and agree bit for bit.
 // TINYLLAMA_GEMM_VERBOSE=1 prints one line per tuned problem to stderr.

@@ -287,10 +287,9 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
       const dim3 grid(static_cast<unsigned>(blocks));
       const dim3 block(static_cast<unsigned>(block_warps * 32));
       auto regs = [&](auto kernel) {
-        kernel<<<grid, block, smem, stream>>>(dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(),
-                                              dout.ld, x.ptr<const T>(), x.ld,
-                                              weight.ptr<const W>(), rstd.ptr<const float>(),
-                                              rstd.ld, x.rows, dim);
+        kernel<<<grid, block, smem, stream>>>(
+            dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(), dout.ld, x.ptr<const T>(), x.ld,
+            weight.ptr<const W>(), rstd.ptr<const float>(), rstd.ld, x.rows, dim);
       };
       if (dim % kVec != 0 || per_lane > 4) {
         regs(rmsnorm_backward_kernel<T, W, kVec>);

@@ -65,8 +65,8 @@ std::string rms_name(const ::testing::TestParamInfo<RmsParam>& info) {
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuRmsnorm,
                          ::testing::Combine(::testing::ValuesIn(gpu_dtypes()),
                                             ::testing::Values<std::int64_t>(1, 7, 100, 600, 9000),
-                                            ::testing::Values<std::int64_t>(37, 200, 512, 776,
-                                                                            1024, 1029, 2056),
+                                            ::testing::Values<std::int64_t>(37, 200, 512, 776, 1024,
+                                                                            1029, 2056),
                                             ::testing::Values<std::int64_t>(1, 8)),
                          rms_name);
 
