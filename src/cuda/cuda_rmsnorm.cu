@@ -53,6 +53,21 @@ __global__ void rmsnorm_forward_kernel(T* out, std::int64_t ld_out, float* __res
   }
 }
 
+// After every warp has left its column sums in warp_dw ([warps][dim] in
+// shared memory): the block's sum of them, in warp order, as its row of
+// partials.
+__device__ __forceinline__ void write_block_partial(float* __restrict__ partials,
+                                                    const float* warp_dw, int block_warps,
+                                                    std::int64_t dim) {
+  __syncthreads();
+  float* block_row = partials + static_cast<std::int64_t>(blockIdx.x) * dim;
+  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    float sum = 0.f;
+    for (int w = 0; w < block_warps; ++w) sum += warp_dw[w * dim + c];  // fixed order
+    block_row[c] = sum;
+  }
+}
+
 // dx_c = r * dy_c * w_c - r^3 / D * x_c * sum_j(dy_j * w_j * x_j)
 // dw_c = sum over rows of dy_c * x_c * r
 // dx may alias dy or x (no __restrict__ on them): every element is read by the
@@ -103,13 +118,7 @@ __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __rest
       store_f32<Vec>(dxr + ch * Vec, out);
     }
   }
-  __syncthreads();
-  float* block_row = partials + static_cast<std::int64_t>(blockIdx.x) * dim;
-  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-    float sum = 0.f;
-    for (int wv = 0; wv < block_warps; ++wv) sum += dw_acc[wv * dim + c];  // fixed order
-    block_row[c] = sum;
-  }
+  write_block_partial(partials, dw_acc, block_warps, dim);
 }
 
 // The register-resident backward (see the top of the file): Chunks vectors
@@ -176,13 +185,7 @@ __global__ void rmsnorm_backward_regs_kernel(T* dx, std::int64_t ld_dx,
       for (int k = 0; k < Vec; ++k) mine[ch * Vec + k] = acc[c][k];
     }
   }
-  __syncthreads();
-  float* block_row = partials + static_cast<std::int64_t>(blockIdx.x) * dim;
-  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-    float sum = 0.f;
-    for (int wi = 0; wi < block_warps; ++wi) sum += warp_dw[wi * dim + c];  // fixed order
-    block_row[c] = sum;
-  }
+  write_block_partial(partials, warp_dw, block_warps, dim);
 }
 
 // dw[c] = sum of partials[b][c] over b, in a fixed order: threadIdx.y takes
