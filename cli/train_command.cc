@@ -111,6 +111,11 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "timed steps --profile records (the first ones after the warm-up)")
       ->default_str("5")
       ->group("Profiling");
+  cmd->add_flag("--profile-api-calls", a.profile_api_calls,
+                "eager runs: keep CUPTI's CUDA API records in the profiled steps too (the trace's "
+                "CUDA API track and launch arrows from each call); costs a host-bound eager step "
+                "much more than the default, which learns the launch order in the warm-up")
+      ->group("Profiling");
 }
 
 // DESIGN §1: K defaults to H/2 (GQA). For odd H that would not divide H,
@@ -167,10 +172,12 @@ TrainOptions to_train_options(const TrainArgs& a) {
   o.save_weights = a.save_weights;
   o.init_from = a.init_from;
   o.dump_dir = a.dump_dir;
-  // The two profile settings mean nothing without --profile: refused rather
+  // The profile settings mean nothing without --profile: refused rather
   // than silently ignored.
   if (!a.profile && !a.profile_dir.empty()) throw UsageError("--profile-dir: needs --profile");
   if (!a.profile && !a.profile_steps.empty()) throw UsageError("--profile-steps: needs --profile");
+  if (!a.profile && a.profile_api_calls) throw UsageError("--profile-api-calls: needs --profile");
+  o.profile_api_calls = a.profile_api_calls;
   o.profile = a.profile;
   if (!a.profile_dir.empty()) o.profile_dir = a.profile_dir;
   if (!a.profile_steps.empty())

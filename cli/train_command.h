@@ -39,6 +39,7 @@ struct TrainArgs {
   bool profile = false;
   std::string profile_dir;    // empty: not given ("profile")
   std::string profile_steps;  // empty: not given (5)
+  bool profile_api_calls = false;
 };
 
 class TrainCommand {

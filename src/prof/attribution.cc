@@ -67,7 +67,79 @@ std::string op_kind_key(const std::string& op_path) {
   return key;
 }
 
-Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* gpu) {
+namespace {
+
+// Where the learnt launch order puts one record: its host range, or -1.
+struct OrderedPlacement {
+  std::vector<int> kernel_range;    // per kernel: -2 not placed, -1 after the profiled steps
+  std::vector<int> transfer_range;  // likewise per transfer
+};
+
+// The eager records without an API call, in launch (correlation id) order,
+// must be the learnt step's launches once per profiled step, names and ops
+// alike; then each takes its launch's range. Records after the profiled
+// steps' share were launched by the next, unprofiled step. Returns false,
+// with *why, when the records do not follow the order.
+bool place_by_launch_order(const LaunchOrder& order, const std::vector<HostRange>& ranges,
+                           const Attribution& a, const GpuActivity& gpu,
+                           const std::unordered_map<std::uint32_t, int>& api_by_correlation,
+                           OrderedPlacement* out, std::string* why) {
+  struct Rec {
+    std::uint32_t correlation;
+    bool kernel;
+    std::size_t index;
+  };
+  std::vector<Rec> recs;
+  auto unlaunched = [&](std::uint64_t graph_node, std::uint32_t correlation) {
+    return graph_node == 0 && api_by_correlation.find(correlation) == api_by_correlation.end();
+  };
+  for (std::size_t i = 0; i < gpu.kernels.size(); ++i) {
+    if (unlaunched(gpu.kernels[i].graph_node, gpu.kernels[i].correlation)) {
+      recs.push_back({gpu.kernels[i].correlation, true, i});
+    }
+  }
+  for (std::size_t i = 0; i < gpu.transfers.size(); ++i) {
+    if (unlaunched(gpu.transfers[i].graph_node, gpu.transfers[i].correlation)) {
+      recs.push_back({gpu.transfers[i].correlation, false, i});
+    }
+  }
+  std::sort(recs.begin(), recs.end(),
+            [](const Rec& x, const Rec& y) { return x.correlation < y.correlation; });
+  const std::size_t per_step = order.launches.size();
+  const std::size_t expected = per_step * a.steps.size();
+  if (per_step == 0 || recs.size() < expected) {
+    *why = std::to_string(recs.size()) + " records for " + std::to_string(a.steps.size()) +
+           " steps of " + std::to_string(per_step) + " launches";
+    return false;
+  }
+  out->kernel_range.assign(gpu.kernels.size(), -2);
+  out->transfer_range.assign(gpu.transfers.size(), -2);
+  for (std::size_t p = 0; p < recs.size(); ++p) {
+    const Rec& r = recs[p];
+    int range = -1;
+    if (p < expected) {
+      const LaunchOrder::Launch& l = order.launches[p % per_step];
+      const std::string& name = r.kernel ? gpu.kernels[r.index].name : gpu.transfers[r.index].name;
+      const long long at = static_cast<long long>(a.steps[p / per_step]) + l.range_offset;
+      if (r.kernel != l.kernel || name != l.name || at < 0 ||
+          at >= static_cast<long long>(ranges.size()) ||
+          a.range_paths[static_cast<std::size_t>(at)] != l.op) {
+        *why = "launch " + std::to_string(p % per_step + 1) + " of profiled step " +
+               std::to_string(p / per_step + 1) + " is " + name + ", the learnt step's was " +
+               l.name + " in " + (l.op.empty() ? std::string(kStepOp) : l.op);
+        return false;
+      }
+      range = static_cast<int>(at);
+    }
+    (r.kernel ? out->kernel_range[r.index] : out->transfer_range[r.index]) = range;
+  }
+  return true;
+}
+
+}  // namespace
+
+Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* gpu,
+                      const LaunchOrder* order) {
   Attribution a;
   std::vector<std::string> full(ranges.size());
   a.range_paths.resize(ranges.size());
@@ -107,11 +179,28 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
   for (std::size_t i = 0; i < gpu->api_calls.size(); ++i) {
     api_by_correlation.emplace(gpu->api_calls[i].correlation, static_cast<int>(i));
   }
-  // The op of one GPU record, and the API call that launched it.
-  auto op_of = [&](std::uint64_t graph_node, std::uint32_t correlation, int* api,
+  OrderedPlacement placed;
+  if (order != nullptr && !place_by_launch_order(*order, ranges, a, *gpu, api_by_correlation,
+                                                 &placed, &a.launch_order_note)) {
+    placed = {};
+    a.launch_order_note =
+        "the profiled steps did not launch their work in the order learnt "
+        "from the warm-up (" +
+        a.launch_order_note +
+        "): records without a launch record are counted by start time and "
+        "listed as " +
+        kUnattributed;
+  }
+  auto path_of = [&](int range) -> std::string {
+    const std::string& path = a.range_paths[static_cast<std::size_t>(range)];
+    return path.empty() ? kStepOp : path;
+  };
+  // The op of one GPU record, the API call that launched it and its range.
+  auto op_of = [&](std::uint64_t graph_node, std::uint32_t correlation, int* api, int* range,
                    bool* by_node) -> std::string {
     const auto c = api_by_correlation.find(correlation);
     *api = c != api_by_correlation.end() ? c->second : -1;
+    *range = -1;
     *by_node = false;
     if (graph_node != 0) {
       const auto tag = gpu->graph_node_ops.find(graph_node);
@@ -122,17 +211,34 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
       }
     }
     if (*api < 0) return kUnattributed;
-    const int range = finder.innermost(gpu->api_calls[static_cast<std::size_t>(*api)].start_ns);
-    if (range < 0) return kUnattributed;
-    const std::string& path = a.range_paths[static_cast<std::size_t>(range)];
-    return path.empty() ? kStepOp : path;
+    *range = finder.innermost(gpu->api_calls[static_cast<std::size_t>(*api)].start_ns);
+    if (*range < 0) return kUnattributed;
+    return path_of(*range);
+  };
+  // Placed by the launch order (-1: launched after the profiled steps), or
+  // by its API call, graph node or start time.
+  auto place = [&](const std::vector<int>& ordered, std::size_t i, std::uint64_t graph_node,
+                   std::uint32_t correlation, std::int64_t start_ns, int* api, int* range,
+                   bool* by_node, bool* inside) -> std::string {
+    if (!ordered.empty() && ordered[i] != -2) {
+      *api = -1;
+      *range = ordered[i];
+      *by_node = false;
+      *inside = *range >= 0;
+      if (*inside) ++a.by_launch_order;
+      return *inside ? path_of(*range) : kUnattributed;
+    }
+    std::string op = op_of(graph_node, correlation, api, range, by_node);
+    *inside = launched_in_step(*api, start_ns);
+    return op;
   };
 
-  for (const KernelRecord& k : gpu->kernels) {
-    int api = -1;
-    bool by_node = false;
-    std::string op = op_of(k.graph_node, k.correlation, &api, &by_node);
-    const bool inside = launched_in_step(api, k.start_ns);
+  for (std::size_t i = 0; i < gpu->kernels.size(); ++i) {
+    const KernelRecord& k = gpu->kernels[i];
+    int api = -1, range = -1;
+    bool by_node = false, inside = false;
+    std::string op = place(placed.kernel_range, i, k.graph_node, k.correlation, k.start_ns, &api,
+                           &range, &by_node, &inside);
     if (inside) {
       OpTime& t = a.ops[op];
       ++t.kernels;
@@ -142,13 +248,15 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
     a.kernel_in_step.push_back(inside);
     a.kernel_ops.push_back(std::move(op));
     a.kernel_api.push_back(api);
+    a.kernel_range.push_back(range);
     a.kernel_by_graph_node.push_back(by_node);
   }
-  for (const TransferRecord& x : gpu->transfers) {
-    int api = -1;
-    bool by_node = false;
-    std::string op = op_of(x.graph_node, x.correlation, &api, &by_node);
-    const bool inside = launched_in_step(api, x.start_ns);
+  for (std::size_t i = 0; i < gpu->transfers.size(); ++i) {
+    const TransferRecord& x = gpu->transfers[i];
+    int api = -1, range = -1;
+    bool by_node = false, inside = false;
+    std::string op = place(placed.transfer_range, i, x.graph_node, x.correlation, x.start_ns, &api,
+                           &range, &by_node, &inside);
     if (inside) {
       OpTime& t = a.ops[op];
       ++t.transfers;
@@ -157,6 +265,7 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
     a.transfer_in_step.push_back(inside);
     a.transfer_ops.push_back(std::move(op));
     a.transfer_api.push_back(api);
+    a.transfer_range.push_back(range);
   }
   return a;
 }

@@ -3,7 +3,9 @@
 // kernel. Eager launches are found by time: the API call with the kernel's
 // correlation id ran inside exactly one innermost host range. Kernels
 // replayed from a CUDA graph were launched by one cudaGraphLaunch, so they
-// take the op tag their graph node got when it was captured instead.
+// take the op tag their graph node got when it was captured instead. Eager
+// records recorded without their API calls take their place in a launch
+// order learnt from a step that had them (launch_order.h).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "prof/activity.h"
 #include "prof/host_ranges.h"
+#include "prof/launch_order.h"
 
 namespace tinyllama::prof {
 
@@ -39,16 +42,24 @@ struct Attribution {
   // Per kernel / transfer: inside a profiled step, op path, launching API call.
   std::vector<bool> kernel_in_step;
   std::vector<std::string> kernel_ops;
-  std::vector<int> kernel_api;  // index into GpuActivity::api_calls, -1 if none
+  std::vector<int> kernel_api;    // index into GpuActivity::api_calls, -1 if none
+  std::vector<int> kernel_range;  // the host range that launched it, -1 if unknown
   std::vector<bool> kernel_by_graph_node;
   std::vector<bool> transfer_in_step;
   std::vector<std::string> transfer_ops;
   std::vector<int> transfer_api;
+  std::vector<int> transfer_range;
+  // Records placed by the learnt launch order, and why it placed none when
+  // it was given but the profiled steps did not follow it.
+  std::int64_t by_launch_order = 0;
+  std::string launch_order_note;
   std::map<std::string, OpTime> ops;
   std::int64_t graph_kernels = 0;  // in-step kernels launched from a graph
 };
 
 // gpu may be null (no kernel statistics): then only host ranges are joined.
-Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* gpu);
+// order, when given, places the eager records that have no API call.
+Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* gpu,
+                      const LaunchOrder* order = nullptr);
 
 }  // namespace tinyllama::prof

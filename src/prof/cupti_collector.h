@@ -29,11 +29,18 @@ class CuptiCollector {
   CuptiCollector(const CuptiCollector&) = delete;
   CuptiCollector& operator=(const CuptiCollector&) = delete;
 
-  // Flushes and forgets the records so far (the warm-up's); graph node tags
+  // Waits for the device and hands over the records so far (the warm-up's),
+  // which the profiled steps' records then start without; graph node tags
   // are kept, since a graph captured in the warm-up replays later.
-  void discard();
-  // Waits for the device, flushes every buffer, stops recording and returns
-  // the records.
+  GpuActivity take_records();
+  // From now on records kernels, memcpy and memset only: no API calls, no
+  // callbacks (so no more graph node tags). For eager steps whose launch
+  // order is known (launch_order.h): each intercepted API call costs a
+  // host-bound step far more than the kernel records do.
+  void record_kernels_only();
+  // Waits for the device, flushes every buffer, stops recording, detaches
+  // CUPTI from the process (so that the steps after the profiled ones run
+  // as fast as in a process that never profiled) and returns the records.
   GpuActivity finish();
 
   struct State;

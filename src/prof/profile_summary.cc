@@ -234,11 +234,21 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
         {"gpu_busy_basis", over_events ? "the profiled steps' GPU time (CUDA events)"
                                        : "the profiled steps' host wall time"},
         {"dropped_records", g.dropped_records},
+        {"records_by_launch_order_per_step", static_cast<double>(a.by_launch_order) / steps},
         {"top_kernels", top}};
     notes.push_back(
         "op GPU times sum the kernels (and memcpy/memset) each op launched: eager launches are "
         "matched by correlation id to the API call inside the op's host range, kernels replayed "
         "from a CUDA graph by the graph node captured inside the op's range");
+    if (a.by_launch_order > 0) {
+      notes.push_back(
+          "the eager steps were profiled without CUPTI's API records, which cost a host-bound "
+          "step most of the profiler's overhead: each kernel and copy takes the op of the launch "
+          "at its place in the order learnt from the last warm-up step (which kept them), every "
+          "name and op checked against it; --profile-api-calls keeps them (docs/PROFILING.md)");
+    }
+    if (!a.launch_order_note.empty()) notes.push_back(a.launch_order_note);
+    if (!in.launch_order_note.empty()) notes.push_back(in.launch_order_note);
     const auto unmatched = a.ops.find(kStepOp);
     if (a.graph_kernels > 0 && unmatched != a.ops.end() && unmatched->second.kernels > 0) {
       notes.push_back(

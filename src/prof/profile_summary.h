@@ -44,6 +44,7 @@ struct ProfileInputs {
   std::vector<HostRange> ranges;     // the profiled steps' host ranges
   const GpuActivity* gpu = nullptr;  // null: no kernel statistics
   std::string gpu_note;              // why there are none (when gpu is null)
+  std::string launch_order_note;     // why an eager run's profiled steps kept API records
   StepTimes times;
   MemoryFigures memory;
 };

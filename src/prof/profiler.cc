@@ -52,9 +52,10 @@ bool Profiler::begin_step(bool timed) {
   if (timed && !window_started_) {
     // The profiled window opens: forget the warm-up's ranges and records.
     window_started_ = true;
+    if (collector_) open_window();
     recorder_.clear();
-    if (collector_) collector_->discard();
   }
+  if (!timed) ++warmup_steps_;
   if (!recording_) return false;
   // Warm-up ranges matter only while they are open (a graph node captured
   // now is tagged with the open path); dropping the finished ones keeps a
@@ -63,6 +64,26 @@ bool Profiler::begin_step(bool timed) {
   nvtx_push("step");
   step_range_ = recorder_.open("step");
   return timed;
+}
+
+void Profiler::open_window() {
+  const GpuActivity warmup = collector_->take_records();
+  if (opts_.profile_api_calls) return;
+  // The first step autotunes its GEMMs (extra trial kernels): learn from a
+  // later one.
+  if (warmup_steps_ < 2) {
+    launch_order_note_ =
+        "API records kept in the profiled steps: the launch order is learnt "
+        "from the last of at least 2 warm-up steps (--warmup-steps)";
+    return;
+  }
+  std::string why_not;
+  launch_order_ = learn_launch_order(recorder_.ranges(), warmup, &why_not);
+  if (launch_order_) {
+    collector_->record_kernels_only();
+  } else if (why_not != kReplaysAGraph) {
+    launch_order_note_ = "API records kept in the profiled steps: " + why_not;
+  }
 }
 
 void Profiler::end_launch() {
@@ -122,7 +143,9 @@ std::string Profiler::finish(const TrainSummary& summary) {
     in.memory.device_used_peak_bytes = static_cast<std::int64_t>(summary.device_used_peak_mb * 1e6);
   }
 
-  const Attribution attribution = attribute(in.ranges, in.gpu);
+  in.launch_order_note = launch_order_note_;
+  const Attribution attribution =
+      attribute(in.ranges, in.gpu, launch_order_ ? &*launch_order_ : nullptr);
   std::vector<KernelRecord> profiled_kernels;
   if (in.gpu != nullptr) {
     for (std::size_t i = 0; i < activity_.kernels.size(); ++i) {

@@ -12,6 +12,7 @@
 // trainer lets no baseline step start before the last profiled one has
 // finished, so CUPTI is off while they run.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "prof/activity.h"
 #include "prof/cupti_collector.h"
 #include "prof/host_ranges.h"
+#include "prof/launch_order.h"
 #include "train/options.h"
 #include "train/trainer.h"
 
@@ -46,6 +48,9 @@ class Profiler {
  private:
   void stop_recording();   // no more host ranges or NVTX
   void stop_collecting();  // CUPTI off, its records kept
+  // At the first profiled step: learns an eager step's launch order from
+  // the warm-up's records, and if it can, drops CUPTI's API records.
+  void open_window();
 
   const TrainOptions opts_;  // a copy: small, and no lifetime to reason about
   const Model& model_;
@@ -57,6 +62,9 @@ class Profiler {
   bool recording_ = true;   // the recorder is attached to the op markers
   bool collected_ = false;  // CUPTI's records are in activity_
   bool window_started_ = false;
+  int warmup_steps_ = 0;
+  std::optional<LaunchOrder> launch_order_;  // set when the profiled steps lack API records
+  std::string launch_order_note_;            // why an eager run kept its API records
   int step_range_ = -1;
   int launched_profiled_ = 0;
   std::vector<double> profiled_ms_;

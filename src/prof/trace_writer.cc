@@ -112,21 +112,26 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
     std::map<std::string, std::string> readable;
     long long flow_id = 0;
     // One flow per GPU record: a graph launch fans out to many kernels, and
-    // a flow has exactly one start and one end.
-    auto flow = [&](int api, std::uint32_t device, std::uint32_t stream, std::int64_t start) {
-      if (api < 0) return;
-      const ApiRecord& c = g.api_calls[static_cast<std::size_t>(api)];
+    // a flow has exactly one start and one end. It starts at the API call
+    // that launched the record, or, for a record placed by the learnt launch
+    // order (no API call recorded), at the op range that launched it.
+    auto flow = [&](int api, int range, std::uint32_t device, std::uint32_t stream,
+                    std::int64_t start) {
+      if (api < 0 && range < 0) return;
       ++flow_id;
-      events.push_back({{"ph", "s"},
-                        {"id", flow_id},
-                        {"name", "launch"},
-                        {"cat", "launch"},
-                        {"pid", kHostPid},
-                        {"tid", kApiTid},
-                        // At the call's start: a graph launch's first kernels
-                        // begin while the call is still returning, so a later
-                        // point could put the arrow's tail after its head.
-                        {"ts", us(c.start_ns)}});
+      events.push_back(
+          {{"ph", "s"},
+           {"id", flow_id},
+           {"name", "launch"},
+           {"cat", "launch"},
+           {"pid", kHostPid},
+           {"tid", api >= 0 ? kApiTid : kOpsTid},
+           // At the call's (range's) start: a graph launch's
+           // first kernels begin while the call is still
+           // returning, so a later point could put the arrow's
+           // tail after its head.
+           {"ts", us(api >= 0 ? g.api_calls[static_cast<std::size_t>(api)].start_ns
+                              : in.ranges[static_cast<std::size_t>(range)].start_ns)}});
       events.push_back({{"ph", "f"},
                         {"bp", "e"},
                         {"id", flow_id},
@@ -202,7 +207,7 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
                         {"ts", us(shown.start)},
                         {"dur", dur(shown.start, shown.end)},
                         {"args", args}});
-      flow(a.kernel_api[i], k.device, k.stream, shown.start);
+      flow(a.kernel_api[i], a.kernel_range[i], k.device, k.stream, shown.start);
     }
     for (std::size_t i = 0; i < g.transfers.size(); ++i) {
       if (!a.transfer_in_step[i]) continue;
@@ -219,7 +224,7 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
                         {"ts", us(shown.start)},
                         {"dur", dur(shown.start, shown.end)},
                         {"args", args}});
-      flow(a.transfer_api[i], x.device, x.stream, shown.start);
+      flow(a.transfer_api[i], a.transfer_range[i], x.device, x.stream, shown.start);
     }
     std::set<std::uint32_t> devices;
     for (const auto& [device, stream] : streams) {

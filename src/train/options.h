@@ -33,6 +33,7 @@ struct TrainOptions {
   bool profile = false;                 // --profile: record the first profile_steps timed steps
   std::string profile_dir = "profile";  // --profile-dir: where the profile files go
   int profile_steps = 5;                // --profile-steps
+  bool profile_api_calls = false;       // --profile-api-calls: API records in eager profiled steps
 };
 
 }  // namespace tinyllama

@@ -102,6 +102,39 @@ TEST_F(GpuProfiler, EagerRunYieldsNamedTimedKernelsAttributedToOps) {
     EXPECT_GT((*o)["achieved_gbps"].get<double>(), 0.0) << op;
   }
   EXPECT_EQ(find_op(j, "(unattributed)"), nullptr) << "kernels without a launch record";
+  // Without --profile-api-calls the profiled steps had no API records: every
+  // kernel and copy was placed by the launch order learnt in the warm-up.
+  const double per_step = j["gpu"]["kernel_dispatches_per_step"].get<double>() +
+                          j["gpu"]["memcpy_per_step"].get<double>() +
+                          j["gpu"]["memset_per_step"].get<double>();
+  EXPECT_EQ(j["gpu"]["records_by_launch_order_per_step"].get<double>(), per_step)
+      << j["notes"].dump();
+  std::filesystem::remove_all(dir);
+}
+
+// --profile-api-calls: the same counts and ops, from API records, and the
+// trace's CUDA API track holds the launches. Also runs after another
+// profiler has detached CUPTI from this process, so attaching again works.
+TEST_F(GpuProfiler, EagerRunWithApiCallsMatchesTheLearntOrder) {
+  const auto dir = fresh_dir("v1_api");
+  TrainOptions o = tiny_profiled_run("v1", dir);
+  o.profile_api_calls = true;
+  const TrainSummary s = train(o, nullptr);
+  const nlohmann::json j = read_json(dir / "summary.json");
+  EXPECT_EQ(j["kernel_statistics"], true) << j["notes"].dump();
+  ASSERT_TRUE(s.launches.has_value()) << s.execution_note;
+  EXPECT_EQ(j["gpu"]["kernel_dispatches_per_step"].get<double>(), s.launches->kernels);
+  EXPECT_EQ(j["gpu"]["records_by_launch_order_per_step"].get<double>(), 0.0);
+  EXPECT_EQ(find_op(j, "(unattributed)"), nullptr);
+  const nlohmann::json trace = read_json(dir / "trace.json");
+  int launches = 0;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "cuda_api" &&
+        e["name"].get<std::string>().find("aunch") != std::string::npos) {
+      ++launches;
+    }
+  }
+  EXPECT_GE(launches, s.launches->kernels);
   std::filesystem::remove_all(dir);
 }
 

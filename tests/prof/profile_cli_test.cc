@@ -87,6 +87,10 @@ TEST(ProfileCli, BadProfileFlagsAreOneLineUsageErrors) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--profile-steps: needs --profile"), std::string::npos) << r.err;
 
+  r = run_tinyllama(kTiny + "--profile-api-calls");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--profile-api-calls: needs --profile"), std::string::npos) << r.err;
+
   const auto dir = scratch_dir("profile_file");
   const auto file = dir / "a_file";
   std::ofstream(file) << "x";
