@@ -106,8 +106,9 @@ TunedAlgos& tuned_algos() {
   return t;
 }
 
-bool env_flag(const char* name, bool fallback) {
-  const char* v = std::getenv(name);
+// An environment variable's value as a switch: unset or empty gives the
+// fallback, 0/off/false/no turn it off, anything else on.
+bool env_flag(const char* v, bool fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   for (const char* off : {"0", "off", "false", "no", "OFF", "FALSE", "NO"}) {
     if (std::strcmp(v, off) == 0) return false;
@@ -166,10 +167,11 @@ void GemmRunner::forget_tuned_choices() {
 GemmRunner::GemmRunner() {
   CUDA_CHECK(cudaGetDevice(&device_));
   CUBLAS_CHECK(cublasLtCreate(&handle_));
-  autotune_ = env_flag("TINYLLAMA_GEMM_AUTOTUNE", true);
+  // TINYLLAMA_GEMM_AUTOTUNE: unset or on (default), off, or "wide".
   const char* mode = std::getenv("TINYLLAMA_GEMM_AUTOTUNE");
+  autotune_ = env_flag(mode, true);
   wide_search_ = mode != nullptr && std::strcmp(mode, "wide") == 0;
-  verbose_ = env_flag("TINYLLAMA_GEMM_VERBOSE", false);
+  verbose_ = env_flag(std::getenv("TINYLLAMA_GEMM_VERBOSE"), false);
 }
 
 GemmRunner::~GemmRunner() {

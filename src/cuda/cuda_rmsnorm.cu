@@ -289,19 +289,19 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
       const std::int64_t per_lane = (dim / kVec + 31) / 32;
       const dim3 grid(static_cast<unsigned>(blocks));
       const dim3 block(static_cast<unsigned>(block_warps * 32));
-      auto regs = [&](auto kernel) {
+      auto launch = [&](auto kernel) {
         kernel<<<grid, block, smem, stream>>>(
             dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(), dout.ld, x.ptr<const T>(), x.ld,
             weight.ptr<const W>(), rstd.ptr<const float>(), rstd.ld, x.rows, dim);
       };
       if (dim % kVec != 0 || per_lane > 4) {
-        regs(rmsnorm_backward_kernel<T, W, kVec>);
+        launch(rmsnorm_backward_kernel<T, W, kVec>);
       } else if (per_lane == 1) {
-        regs(rmsnorm_backward_regs_kernel<T, W, kVec, 1>);
+        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 1>);
       } else if (per_lane == 2) {
-        regs(rmsnorm_backward_regs_kernel<T, W, kVec, 2>);
+        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 2>);
       } else {
-        regs(rmsnorm_backward_regs_kernel<T, W, kVec, 4>);
+        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 4>);
       }
       CUDA_CHECK_LAUNCH();
     });
