@@ -55,12 +55,6 @@ bool Profiler::begin_step(bool timed) {
     if (collector_) open_window();
     recorder_.clear();
   }
-  // The last warm-up step learns from the one before and runs as the
-  // profiled steps will, so that whatever CUPTI's change costs once falls
-  // outside them.
-  if (!timed && collector_ && warmup_steps_ >= 2 && warmup_steps_ + 1 == opts_.warmup_steps) {
-    learn_launch_order_from(collector_->take_records());
-  }
   if (!timed) ++warmup_steps_;
   if (!recording_) return false;
   // Warm-up ranges matter only while they are open (a graph node captured
@@ -74,10 +68,6 @@ bool Profiler::begin_step(bool timed) {
 
 void Profiler::open_window() {
   const GpuActivity warmup = collector_->take_records();
-  if (!launch_order_) learn_launch_order_from(warmup);
-}
-
-void Profiler::learn_launch_order_from(const GpuActivity& warmup) {
   if (opts_.profile_api_calls) return;
   // The first step autotunes its GEMMs (extra trial kernels): learn from a
   // later one.
@@ -90,7 +80,6 @@ void Profiler::learn_launch_order_from(const GpuActivity& warmup) {
   std::string why_not;
   launch_order_ = learn_launch_order(recorder_.ranges(), warmup, &why_not);
   if (launch_order_) {
-    launch_order_note_.clear();
     collector_->record_kernels_only();
   } else if (why_not != kReplaysAGraph) {
     launch_order_note_ = "API records kept in the profiled steps: " + why_not;

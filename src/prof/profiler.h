@@ -48,13 +48,10 @@ class Profiler {
  private:
   void stop_recording();   // no more host ranges or NVTX
   void stop_collecting();  // CUPTI off, its records kept
-  // At the first profiled step: drops the warm-up's records (learning the
-  // launch order from them if the last warm-up step did not).
+  // At the first profiled step: drops the warm-up's records after learning
+  // an eager step's launch order from its last step and, if it can, drops
+  // CUPTI's API records from then on.
   void open_window();
-  // From records whose host ranges hold the last finished warm-up step:
-  // learns an eager step's launch order and, if it can, drops CUPTI's API
-  // records from then on.
-  void learn_launch_order_from(const GpuActivity& warmup);
 
   const TrainOptions opts_;  // a copy: small, and no lifetime to reason about
   const Model& model_;
