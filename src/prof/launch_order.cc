@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <tuple>
 
 #include "prof/attribution.h"
@@ -27,33 +28,28 @@ std::optional<LaunchOrder> learn_launch_order(const std::vector<HostRange>& rang
   const int step = a.steps.back();
   // (correlation id, is a kernel, record index, launching range)
   std::vector<std::tuple<std::uint32_t, bool, std::size_t, int>> records;
-  for (std::size_t i = 0; i < gpu.kernels.size(); ++i) {
-    if (!a.kernel_in_step[i]) continue;
-    if (gpu.kernels[i].graph_node != 0) {
-      *why_not = kReplaysAGraph;
-      return std::nullopt;
+  // Kernels and copies alike: the step's records, each with its launching range.
+  auto collect = [&](const auto& recs, const std::vector<bool>& in_step,
+                     const std::vector<int>& range_of, bool kernel, const char* what) {
+    for (std::size_t i = 0; i < recs.size(); ++i) {
+      if (!in_step[i]) continue;
+      if (recs[i].graph_node != 0) {
+        *why_not = kReplaysAGraph;
+        return false;
+      }
+      const int range = range_of[i];
+      if (range < 0) {
+        *why_not = std::string("a ") + what + " of the warm-up step has no launch record";
+        return false;
+      }
+      if (root_of(ranges, range) == step)
+        records.emplace_back(recs[i].correlation, kernel, i, range);
     }
-    const int range = a.kernel_range[i];
-    if (range < 0) {
-      *why_not = "a kernel of the warm-up step has no launch record";
-      return std::nullopt;
-    }
-    if (root_of(ranges, range) == step)
-      records.emplace_back(gpu.kernels[i].correlation, true, i, range);
-  }
-  for (std::size_t i = 0; i < gpu.transfers.size(); ++i) {
-    if (!a.transfer_in_step[i]) continue;
-    if (gpu.transfers[i].graph_node != 0) {
-      *why_not = kReplaysAGraph;
-      return std::nullopt;
-    }
-    const int range = a.transfer_range[i];
-    if (range < 0) {
-      *why_not = "a copy of the warm-up step has no launch record";
-      return std::nullopt;
-    }
-    if (root_of(ranges, range) == step)
-      records.emplace_back(gpu.transfers[i].correlation, false, i, range);
+    return true;
+  };
+  if (!collect(gpu.kernels, a.kernel_in_step, a.kernel_range, true, "kernel") ||
+      !collect(gpu.transfers, a.transfer_in_step, a.transfer_range, false, "copy")) {
+    return std::nullopt;
   }
   if (records.empty()) {
     *why_not = "the warm-up step launched nothing";

@@ -12,6 +12,7 @@
 #include "prof/launch_order.h"
 #include "prof/profile_summary.h"
 #include "prof/trace_writer.h"
+#include "prof_test_ranges.h"
 
 namespace tinyllama::prof {
 namespace {
@@ -37,18 +38,6 @@ TransferRecord copy(std::int64_t start, std::uint32_t correlation) {
   x.stream = 7;
   x.correlation = correlation;
   return x;
-}
-
-int add_range(std::vector<HostRange>& r, const char* name, int parent, std::int64_t start,
-              std::int64_t end) {
-  HostRange h;
-  h.name = name;
-  h.parent = parent;
-  h.depth = parent < 0 ? 0 : r[static_cast<std::size_t>(parent)].depth + 1;
-  h.start_ns = start;
-  h.end_ns = end;
-  r.push_back(h);
-  return static_cast<int>(r.size()) - 1;
 }
 
 // One step at `base`: an input copy in the step itself, two kernels in

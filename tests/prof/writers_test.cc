@@ -17,6 +17,7 @@
 #include "prof/kernel_stats.h"
 #include "prof/profile_summary.h"
 #include "prof/trace_writer.h"
+#include "prof_test_ranges.h"
 
 namespace tinyllama::prof {
 namespace {
@@ -40,18 +41,6 @@ KernelRecord kernel(const std::string& name, std::int64_t start, std::int64_t en
 
 ApiRecord api(const std::string& name, std::int64_t start, std::uint32_t correlation) {
   return ApiRecord{name, start, start + 5, correlation, 1};
-}
-
-int add_range(std::vector<HostRange>& r, const char* name, int parent, std::int64_t start,
-              std::int64_t end) {
-  HostRange h;
-  h.name = name;
-  h.parent = parent;
-  h.depth = parent < 0 ? 0 : r[static_cast<std::size_t>(parent)].depth + 1;
-  h.start_ns = start;
-  h.end_ns = end;
-  r.push_back(h);
-  return static_cast<int>(r.size()) - 1;
 }
 
 // Two profiled steps: the first eager, the second a graph replay plus one
