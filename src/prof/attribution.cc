@@ -80,8 +80,7 @@ struct OrderedPlacement {
 // alike; then each takes its launch's range. Records after the profiled
 // steps' share were launched by the next, unprofiled step. Returns false,
 // with *why, when the records do not follow the order.
-bool place_by_launch_order(const LaunchOrder& order, const std::vector<HostRange>& ranges,
-                           const Attribution& a, const GpuActivity& gpu,
+bool place_by_launch_order(const LaunchOrder& order, const Attribution& a, const GpuActivity& gpu,
                            const std::unordered_map<std::uint32_t, int>& api_by_correlation,
                            OrderedPlacement* out, std::string* why) {
   struct Rec {
@@ -90,19 +89,17 @@ bool place_by_launch_order(const LaunchOrder& order, const std::vector<HostRange
     std::size_t index;
   };
   std::vector<Rec> recs;
-  auto unlaunched = [&](std::uint64_t graph_node, std::uint32_t correlation) {
-    return graph_node == 0 && api_by_correlation.find(correlation) == api_by_correlation.end();
+  // Kernels and copies alike: those neither replayed nor with an API call.
+  auto gather = [&](const auto& records, bool kernel) {
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      if (records[i].graph_node == 0 &&
+          api_by_correlation.find(records[i].correlation) == api_by_correlation.end()) {
+        recs.push_back({records[i].correlation, kernel, i});
+      }
+    }
   };
-  for (std::size_t i = 0; i < gpu.kernels.size(); ++i) {
-    if (unlaunched(gpu.kernels[i].graph_node, gpu.kernels[i].correlation)) {
-      recs.push_back({gpu.kernels[i].correlation, true, i});
-    }
-  }
-  for (std::size_t i = 0; i < gpu.transfers.size(); ++i) {
-    if (unlaunched(gpu.transfers[i].graph_node, gpu.transfers[i].correlation)) {
-      recs.push_back({gpu.transfers[i].correlation, false, i});
-    }
-  }
+  gather(gpu.kernels, true);
+  gather(gpu.transfers, false);
   std::sort(recs.begin(), recs.end(),
             [](const Rec& x, const Rec& y) { return x.correlation < y.correlation; });
   const std::size_t per_step = order.launches.size();
@@ -122,7 +119,7 @@ bool place_by_launch_order(const LaunchOrder& order, const std::vector<HostRange
       const std::string& name = r.kernel ? gpu.kernels[r.index].name : gpu.transfers[r.index].name;
       const long long at = static_cast<long long>(a.steps[p / per_step]) + l.range_offset;
       if (r.kernel != l.kernel || name != l.name || at < 0 ||
-          at >= static_cast<long long>(ranges.size()) ||
+          at >= static_cast<long long>(a.range_paths.size()) ||
           a.range_paths[static_cast<std::size_t>(at)] != l.op) {
         *why = "launch " + std::to_string(p % per_step + 1) + " of profiled step " +
                std::to_string(p / per_step + 1) + " is " + name + ", the learnt step's was " +
@@ -180,8 +177,8 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
     api_by_correlation.emplace(gpu->api_calls[i].correlation, static_cast<int>(i));
   }
   OrderedPlacement placed;
-  if (order != nullptr && !place_by_launch_order(*order, ranges, a, *gpu, api_by_correlation,
-                                                 &placed, &a.launch_order_note)) {
+  if (order != nullptr &&
+      !place_by_launch_order(*order, a, *gpu, api_by_correlation, &placed, &a.launch_order_note)) {
     placed = {};
     a.launch_order_note =
         "the profiled steps did not launch their work in the order learnt "

@@ -346,14 +346,10 @@ GpuActivity CuptiCollector::take_records() {
   const std::lock_guard<std::mutex> lock(state_->mutex);
   GpuActivity& a = state_->activity;
   GpuActivity taken;
-  taken.kernels = std::move(a.kernels);
-  taken.transfers = std::move(a.transfers);
-  taken.api_calls = std::move(a.api_calls);
-  taken.dropped_records = a.dropped_records;
-  a.kernels.clear();
-  a.transfers.clear();
-  a.api_calls.clear();
-  a.dropped_records = 0;
+  taken.kernels.swap(a.kernels);
+  taken.transfers.swap(a.transfers);
+  taken.api_calls.swap(a.api_calls);
+  taken.dropped_records = std::exchange(a.dropped_records, 0);
   return taken;
 }
 

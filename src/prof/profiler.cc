@@ -55,7 +55,6 @@ bool Profiler::begin_step(bool timed) {
     if (collector_) open_window();
     recorder_.clear();
   }
-  if (!timed) ++warmup_steps_;
   if (!recording_) return false;
   // Warm-up ranges matter only while they are open (a graph node captured
   // now is tagged with the open path); dropping the finished ones keeps a
@@ -71,7 +70,7 @@ void Profiler::open_window() {
   if (opts_.profile_api_calls) return;
   // The first step autotunes its GEMMs (extra trial kernels): learn from a
   // later one.
-  if (warmup_steps_ < 2) {
+  if (opts_.warmup_steps < 2) {
     launch_order_note_ =
         "API records kept in the profiled steps: the launch order is learnt "
         "from the last of at least 2 warm-up steps (--warmup-steps)";

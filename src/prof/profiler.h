@@ -63,7 +63,6 @@ class Profiler {
   bool recording_ = true;   // the recorder is attached to the op markers
   bool collected_ = false;  // CUPTI's records are in activity_
   bool window_started_ = false;
-  int warmup_steps_ = 0;
   std::optional<LaunchOrder> launch_order_;  // set when the profiled steps lack API records
   std::string launch_order_note_;            // why an eager run kept its API records
   int step_range_ = -1;
