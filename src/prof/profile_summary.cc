@@ -272,7 +272,15 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
                     "call, so steps of many short kernels pay most (docs/PROFILING.md, Overhead)",
                     100.0 * (profiled / unprofiled - 1.0), added_us, per_step_kernels,
                     static_cast<double>(kernel_ns) / steps / 1e3 / per_step_kernels);
-      notes.push_back(text);
+      std::string note = text;
+      // Eager steps pay CUPTI's launch-path cost once per kernel on the host;
+      // a replayed graph is one launch (docs/PROFILING.md, Sixth session).
+      if (a.graph_kernels == 0) {
+        note +=
+            "; this step launched every kernel from the host: replayed as a CUDA graph "
+            "(--enable-cuda-graphs) it would be one launch and cost far less to profile";
+      }
+      notes.push_back(note);
     }
   } else {
     j["gpu"] = nullptr;

@@ -255,8 +255,7 @@ TEST(Summary, GpuFiguresPerStepMfuAndRoofline) {
 // Over the 10 % target the summary says what the overhead is made of: the
 // added time per kernel against the kernels' average length.
 TEST(Summary, OverheadOverTheTargetIsExplainedPerKernel) {
-  const Scenario s;
-  auto overhead_note = [&](double profiled_ms) {
+  auto overhead_note = [](const Scenario& s, double profiled_ms) {
     ProfileInputs in = inputs(s, "NVIDIA H100 80GB HBM3", true);
     in.times.profiled_ms = {profiled_ms, profiled_ms};
     const Attribution a = attribute(in.ranges, in.gpu);
@@ -267,12 +266,22 @@ TEST(Summary, OverheadOverTheTargetIsExplainedPerKernel) {
     }
     return std::string();
   };
-  EXPECT_EQ(overhead_note(1.0e-3), "");  // +5.3 %: within the target
+  const Scenario mixed;
+  EXPECT_EQ(overhead_note(mixed, 1.0e-3), "");  // +5.3 %: within the target
   // +20 %: 0.19 us over 3 kernels a step, which average (450 + 550) / 2 / 3 ns.
-  const std::string note = overhead_note(1.14e-3);
+  const std::string note = overhead_note(mixed, 1.14e-3);
   EXPECT_NE(note.find("profiling added 20.0 %"), std::string::npos) << note;
   EXPECT_NE(note.find("0.06 us for each of its 3 kernels"), std::string::npos) << note;
   EXPECT_NE(note.find("average 0.2 us"), std::string::npos) << note;
+  // Part of that run was a graph replay: no advice to use graphs.
+  EXPECT_EQ(note.find("--enable-cuda-graphs"), std::string::npos) << note;
+
+  // Every kernel launched eagerly: the note points to graph replay.
+  Scenario eager;
+  std::erase_if(eager.gpu.kernels, [](const KernelRecord& k) { return k.graph_node != 0; });
+  const std::string eager_note = overhead_note(eager, 1.14e-3);
+  EXPECT_NE(eager_note.find("profiling added 20.0 %"), std::string::npos) << eager_note;
+  EXPECT_NE(eager_note.find("--enable-cuda-graphs"), std::string::npos) << eager_note;
 }
 
 // One step stalled by the host (a busy machine) must not decide the
