@@ -102,15 +102,18 @@ CudaBackend::CudaBackend(Precision precision) : precision_(precision) {
   side_ = std::make_unique<SideBranch>();
   side_gemm_ = std::make_unique<GemmRunner>();
   side_gemm_->set_stream(side_->stream());
+  updates_ = std::make_unique<SideBranch>();
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (side_) side_->synchronize();
+  if (updates_) updates_->synchronize();
   free_workspaces();
   gemm_.reset();
   side_gemm_.reset();
   side_.reset();
+  updates_.reset();
   graph_.reset();  // both use the stream: gone before it is
   uploader_.reset();
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -153,6 +156,7 @@ std::string CudaBackend::device_description() const {
 void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) {
   CUDA_CHECK(cudaStreamSynchronize(stream_));  // nothing in flight may use the old buffers
   side_->synchronize();
+  updates_->synchronize();
   free_workspaces();
 
   gemm_workspace_ = device_alloc(kGemmWorkspaceBytes, "the cuBLASLt workspace");
@@ -267,6 +271,7 @@ GraphStats CudaBackend::end_capture(bool instantiate, int slot) {
 void CudaBackend::abort_capture() noexcept {
   graph_->abort();
   side_->forget_pending();
+  updates_->forget_pending();
 }
 
 void CudaBackend::replay(int slot) {
@@ -298,6 +303,22 @@ void CudaBackend::join_side_gemm(std::int64_t ticket) {
 
 void CudaBackend::join_side_gemms() {
   if (side_enabled_) side_->join_all(stream_);
+}
+
+void CudaBackend::side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                                   const AdamWHyper& hp) {
+  if (!side_enabled_) {
+    cuda::adamw_fused(param, grad, m, v, compute_copy, hp, stream_);
+    return;
+  }
+  updates_->fork(stream_);
+  side_->order_after_pending(updates_->stream());  // the weight gradients
+  cuda::adamw_fused(param, grad, m, v, compute_copy, hp, updates_->stream());
+  updates_->mark();
+}
+
+void CudaBackend::join_side_updates() {
+  if (side_enabled_) updates_->join_all(stream_);
 }
 
 void CudaBackend::add(Mat out, Mat a, Mat b) {

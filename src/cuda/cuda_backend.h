@@ -59,6 +59,9 @@ class CudaBackend final : public Backend {
                          float beta) override;
   void join_side_gemm(std::int64_t ticket) override;
   void join_side_gemms() override;
+  void side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                        const AdamWHyper& hp) override;
+  void join_side_updates() override;
   void add(Mat out, Mat a, Mat b) override;
   void mul(Mat out, Mat a, Mat b) override;
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;
@@ -100,7 +103,10 @@ class CudaBackend final : public Backend {
   // same bits on either runner.
   std::unique_ptr<SideBranch> side_;
   std::unique_ptr<GemmRunner> side_gemm_;
-  bool side_enabled_ = false;
+  // Per-layer optimizer sweeps during the backward pass: a third stream, so
+  // that they wait neither for nor in front of the weight-gradient GEMMs.
+  std::unique_ptr<SideBranch> updates_;
+  bool side_enabled_ = false;  // both branches: on with CUDA graphs
 
   // prepare()'s allocations: cuBLASLt workspace, RMSNorm partial sums,
   // attention scratch.

@@ -46,6 +46,14 @@ void SideBranch::join_all(cudaStream_t main) {
   if (next_ticket_ > joined_) join(main, next_ticket_ - 1);
 }
 
+void SideBranch::order_after_pending(cudaStream_t other) const {
+  if (next_ticket_ == joined_) return;
+  // The latest mark: the side stream is in order, so it covers every
+  // earlier one (and outlives ring reuse, being the newest record).
+  CUDA_CHECK(
+      cudaStreamWaitEvent(other, done_[static_cast<std::size_t>((next_ticket_ - 1) % kRing)], 0));
+}
+
 void SideBranch::forget_pending() {
   joined_ = next_ticket_;
 }

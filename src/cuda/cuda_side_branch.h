@@ -29,6 +29,10 @@ class SideBranch {
   void join(cudaStream_t main, std::int64_t ticket);
   // join() for all side work marked so far; a no-op when none is pending.
   void join_all(cudaStream_t main);
+  // Orders everything enqueued on `other` from now on after the side work
+  // marked so far that is not joined into main yet (joined work is ordered
+  // by a fork from main already).
+  void order_after_pending(cudaStream_t other) const;
   // Drops unjoined tickets: after an aborted capture their events belong
   // to a discarded recording and must not be waited on.
   void forget_pending();

@@ -227,6 +227,18 @@ class Backend {
   // reference's implementation). param, grad, m, v, compute_copy contiguous.
   virtual void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
                            const AdamWHyper& hp);
+  // adamw_fused() that may run concurrently with the ops issued after it,
+  // until join_side_updates(); it starts after every op and every side GEMM
+  // issued before it. For one layer's parameters, whose gradients are final
+  // while the backward pass goes on through the layers below: the caller
+  // joins before anything reads or writes those parameters, moments or
+  // compute copy again. The CUDA backend with CUDA graphs on runs it on a
+  // stream of its own (a third branch of the captured step); the default
+  // joins the side GEMMs and runs adamw_fused() at once.
+  virtual void side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                                const AdamWHyper& hp);
+  // Orders every op issued after this call after every side_adamw_fused so far.
+  virtual void join_side_updates() {}
   // *flag = 1 when any element of x is inf or nan; otherwise *flag is left
   // as it was (so several checks can share one flag). flag: device memory.
   virtual void flag_nonfinite(Mat x, std::int32_t* flag) = 0;

@@ -60,6 +60,15 @@ struct Precision {
   static Precision amp(DType low) { return {DType::F32, low}; }
 };
 
+// With the fused optimizer in a captured step, each layer's parameters are
+// updated during the backward pass as soon as its gradients are final, on
+// a parallel branch of the graph, and the optimizer phase sweeps only the
+// embedding and the final norm. Not under fp16: there every update waits
+// for the overflow check of the whole gradient.
+inline bool updates_layers_in_backward(const LevelOptions& level, const Precision& p) {
+  return level.fused_optimizer && level.cuda_graphs && p.compute != DType::F16;
+}
+
 struct BatchShape {
   int batch = 8;
   int seq = 256;

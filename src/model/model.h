@@ -82,7 +82,12 @@ class Model {
   // hp's betas, eps and weight decay are fixed into a capture: a captured
   // step keeps the ones it was captured with.
   void stage_step(float loss_scale, bool check_overflow, const AdamWHyper& hp);
-  void backward_pass();
+  // update_layers: where updates_layers_in_backward(level, precision), also
+  // update each layer's parameters as soon as its gradients are final, and
+  // leave the optimizer_pass that must follow only the rest to sweep. For
+  // whole steps (StepRunner); not for callers that read the gradients, or
+  // the parameters they came from, before the optimizer step.
+  void backward_pass(bool update_layers = false);
   void optimizer_pass();
 
   // Views into the flat blocks, for tests and I/O.
@@ -101,7 +106,13 @@ class Model {
     std::int64_t out_proj = -1;  // reads d_residual_b
     std::int64_t qkv = -1;       // reads d_qkv
   };
-  void backward_layer(int l, Mat dres_in, Mat dres_out, WgradTickets& tickets);
+  void backward_layer(int l, Mat dres_in, Mat dres_out, WgradTickets& tickets, bool update_layer);
+  // The optimizer's step settings: the staged scalars and, under fp16, the
+  // overflow flag that skips the update.
+  AdamWHyper update_hyper() const;
+  // One fused AdamW sweep over `span` of the flat state, writing the compute
+  // copy under AMP; beside_backward: Backend::side_adamw_fused.
+  void sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward);
   void qkv_forward(int l);
   // Both return the ticket of their last weight-gradient GEMM.
   std::int64_t qkv_backward(int l, Mat dn1);
@@ -125,6 +136,7 @@ class Model {
   void* adam_m_ = nullptr;
   void* adam_v_ = nullptr;
   void* compute_params_ = nullptr;  // low-precision copy under AMP, else null
+  bool layers_updated_ = false;     // by the last backward_pass, for optimizer_pass
   void* arena_ = nullptr;
   std::int32_t* tokens_ = nullptr;         // [B*S] inputs (device)
   std::int32_t* targets_ = nullptr;        // [B*S] targets (device)

@@ -2,6 +2,9 @@
 // toggles pick between running one fused op or composing primitives on slices
 // of the same buffers, so every level trains the same parameters.
 #include "model/model.h"
+
+#include <utility>
+
 #include "prof/op_marker.h"
 
 namespace tinyllama {
@@ -130,8 +133,11 @@ void Model::backward(float loss_scale, bool check_overflow) {
   backward_pass();
 }
 
-void Model::backward_pass() {
+void Model::backward_pass(bool update_layers) {
   const prof::OpScope phase("backward");
+  // A checked (fp16) step may still be skipped: its updates wait for the scan.
+  layers_updated_ =
+      update_layers && updates_layers_in_backward(level_, precision_) && !check_overflow_;
   prof::OpSequence ops;
   const Mat logits = plan_.view(arena_, plan_.logits);
   // In place: dlogits. The factor loss_scale / (B*S) is read from the
@@ -160,7 +166,9 @@ void Model::backward_pass() {
       compute_weight(layout_.final_norm()), plan_.view(arena_, plan_.final_rstd));
   ops.close();
   WgradTickets tickets;
-  for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch, tickets);
+  for (int l = cfg_.num_layers - 1; l >= 0; --l) {
+    backward_layer(l, d_out, d_scratch, tickets, layers_updated_);
+  }
   backend_.join_side_gemms();  // every weight gradient is complete from here on
   ops.next("embedding");
   backend_.embedding_backward(grad(emb), tokens_, d_out);
@@ -172,7 +180,8 @@ void Model::backward_pass() {
 }
 
 // On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
-void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& tickets) {
+void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& tickets,
+                           bool update_layer) {
   const prof::OpScope layer(prof::layer_label(l));
   prof::OpSequence ops;
   const LayerActivations& a = plan_.layers[l];
@@ -253,6 +262,13 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   backend_.join_side_gemm(down_ticket);  // d_out is overwritten next
   ops.next("attn_residual");
   backend_.add(d_out, d_h, d_norm_in);
+  if (update_layer) {
+    // Every gradient of this layer is issued (the weight gradients on the
+    // side branch, which the sweep waits for), and nothing below reads its
+    // weights: update them beside the rest of the backward pass.
+    ops.next("adamw");
+    sweep_adamw(layout_.layer_span(l), update_hyper(), /*beside_backward=*/true);
+  }
 }
 
 // d(norm1) = d(qkv) · Wqkv and d(Wqkv) = d(qkv)ᵀ · norm1, fused or per slice.
@@ -327,24 +343,49 @@ void Model::optimizer_step(const AdamWHyper& hyper) {
   optimizer_pass();
 }
 
-void Model::optimizer_pass() {
-  const prof::OpScope phase("optimizer");
+AdamWHyper Model::update_hyper() const {
   // lr, the step count's bias corrections and the loss scale to divide out
   // come from the staged scalars; the rest of hyper_ is fixed per run.
   AdamWHyper hp = hyper_;
   hp.scalars = step_scalars_;
   if (check_overflow_) hp.skip_flag = overflow_flag_;
+  return hp;
+}
+
+void Model::sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward) {
+  auto part = [&](void* block, DType t) {
+    return Mat(static_cast<char*>(block) + span.begin * static_cast<std::int64_t>(dtype_size(t)), t,
+               1, span.size());
+  };
+  const DType m = precision_.master;
+  const Mat copy = precision_.mixed() ? part(compute_params_, precision_.compute) : Mat();
+  if (beside_backward) {
+    backend_.side_adamw_fused(part(params_, m), part(grads_, m), part(adam_m_, m), part(adam_v_, m),
+                              copy, hp);
+  } else {
+    backend_.adamw_fused(part(params_, m), part(grads_, m), part(adam_m_, m), part(adam_v_, m),
+                         copy, hp);
+  }
+}
+
+void Model::optimizer_pass() {
+  const prof::OpScope phase("optimizer");
+  const AdamWHyper hp = update_hyper();
   if (level_.fused_optimizer) {
-    // One sweep over the four equal blocks of state_, padding included (its
+    // Sweeps over the four equal blocks of state_, padding included (its
     // gradients are zero, so its zero params, m and v stay zero), writing
-    // the compute copy as it goes: bit-identical to the per-tensor calls
-    // below followed by refresh_compute_weights.
+    // the compute copy as they go: bit-identical to the per-tensor calls
+    // below followed by refresh_compute_weights, however the block is cut
+    // (the update is elementwise).
     const prof::OpScope op("adamw");
-    auto block = [&](void* p, DType t) { return Mat(p, t, 1, layout_.total()); };
-    const Mat copy = precision_.mixed() ? block(compute_params_, precision_.compute) : Mat();
-    backend_.adamw_fused(block(params_, precision_.master), block(grads_, precision_.master),
-                         block(adam_m_, precision_.master), block(adam_v_, precision_.master), copy,
-                         hp);
+    if (std::exchange(layers_updated_, false)) {
+      // The layers were swept in the backward pass; the embedding's
+      // gradient is final only now.
+      for (const ParamSpan& span : layout_.non_layer_spans()) sweep_adamw(span, hp, false);
+      backend_.join_side_updates();  // the step ends with every update done
+    } else {
+      sweep_adamw({0, layout_.total()}, hp, false);
+    }
     return;
   }
   // One optimizer call per parameter tensor, like PyTorch's for-loop AdamW.

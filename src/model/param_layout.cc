@@ -1,5 +1,6 @@
 #include "model/param_layout.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tinyllama {
@@ -25,9 +26,40 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg) {
   final_norm_ = add("final_norm", 1, d, true);
 }
 
+namespace {
+
+std::int64_t padded(std::int64_t numel) {
+  return (numel + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+}
+
+}  // namespace
+
+ParamSpan ParamLayout::layer_span(int l) const {
+  const LayerSlots& s = layers_.at(static_cast<std::size_t>(l));
+  ParamSpan span{total_, 0};
+  for (int index : {s.attn_norm, s.wqkv, s.wo, s.ffn_norm, s.wgu, s.wdown}) {
+    const ParamSlot& slot = slots_[static_cast<std::size_t>(index)];
+    span.begin = std::min(span.begin, slot.offset);
+    span.end = std::max(span.end, slot.offset + padded(slot.numel()));
+  }
+  return span;
+}
+
+std::vector<ParamSpan> ParamLayout::non_layer_spans() const {
+  std::vector<ParamSpan> rest;
+  std::int64_t at = 0;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const ParamSpan span = layer_span(l);
+    if (span.begin > at) rest.push_back({at, span.begin});
+    at = span.end;
+  }
+  if (total_ > at) rest.push_back({at, total_});
+  return rest;
+}
+
 int ParamLayout::add(std::string name, std::int64_t rows, std::int64_t cols, bool is_norm) {
   ParamSlot s{std::move(name), total_, rows, cols, is_norm};
-  total_ += (s.numel() + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  total_ += padded(s.numel());
   slots_.push_back(std::move(s));
   return static_cast<int>(slots_.size()) - 1;
 }

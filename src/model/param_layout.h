@@ -20,6 +20,13 @@ struct ParamSlot {
   std::int64_t numel() const { return rows * cols; }
 };
 
+// Elements [begin, end) of the flat buffers, slot padding included.
+struct ParamSpan {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  std::int64_t size() const { return end - begin; }
+};
+
 struct LayerSlots {
   int attn_norm, wqkv, wo, ffn_norm, wgu, wdown;  // indices into ParamLayout::slots
 };
@@ -33,6 +40,12 @@ class ParamLayout {
   const ParamSlot& final_norm() const { return slots_[final_norm_]; }
   const ParamSlot& layer(int l, int LayerSlots::*which) const { return slots_[layers_[l].*which]; }
   std::int64_t total() const { return total_; }
+  // Layer l's slots: one contiguous span (the slots are laid out layer by
+  // layer), so a layer's parameters can be updated in one sweep.
+  ParamSpan layer_span(int l) const;
+  // What the layer spans leave of [0, total): the embedding before them, the
+  // final norm after them.
+  std::vector<ParamSpan> non_layer_spans() const;
   const ModelConfig& config() const { return cfg_; }
 
  private:

@@ -229,6 +229,20 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
   b.add("cross_entropy", OpKind::Elementwise,
         {kCrossEntropyFlops * t * v, t * v * s.c + t * kTokenBytes + t * s.st});
 
+  // One fused AdamW sweep over a span of the flat state (padding included):
+  // reads param, grad, m, v; writes param, m, v and, under AMP, the compute
+  // copy from the updated value it already holds (no refresh_weights op).
+  const ParamLayout layout(cfg);
+  auto fused_sweep = [&](ParamSpan span) -> Cost {
+    i64 params = 0;
+    for (const ParamSlot& slot : layout.slots()) {
+      if (slot.offset >= span.begin && slot.offset < span.end) params += slot.numel();
+    }
+    return {kAdamWFlops * params,
+            7 * span.size() * s.m + (precision.mixed() ? span.size() * s.c : 0), 0};
+  };
+  const bool layer_updates = updates_layers_in_backward(level, precision);
+
   b.phase("backward");
   b.add("cross_entropy", OpKind::Elementwise,
         {kCrossEntropyFlops * t * v, 2 * t * v * s.c + t * kTokenBytes});
@@ -267,12 +281,12 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
         fused_qkv ? linear_wgrad(s, t, d, {qd + 2 * kvd}) : linear_wgrad(s, t, d, {qd, kvd, kvd}));
     b.add("attn_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
     b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
+    if (layer_updates) b.add("adamw", OpKind::Optimizer, fused_sweep(layout.layer_span(l)));
   }
   b.layer(-1);
   // Scatter-add into the embedding gradient: each looked-up row read and written.
   b.add("embedding", OpKind::Elementwise, {t * d, t * kTokenBytes + t * d * s.c + 2 * t * d * s.m});
 
-  const ParamLayout layout(cfg);
   i64 params = 0;
   for (const ParamSlot& slot : layout.slots()) params += slot.numel();
   if (precision.compute == DType::F16) {
@@ -282,12 +296,15 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
 
   b.phase("optimizer");
   if (level.fused_optimizer) {
-    // One sweep over the whole flat block (padding included): reads param,
-    // grad, m, v; writes param, m, v and, under AMP, the compute copy from
-    // the updated value it already holds (no refresh_weights op).
-    const i64 copy_bytes = precision.mixed() ? layout.total() * s.c : 0;
-    b.add("adamw", OpKind::Optimizer,
-          {kAdamWFlops * params, 7 * layout.total() * s.m + copy_bytes});
+    // The whole flat block in one sweep, or what the layers' sweeps in the
+    // backward pass left: the embedding and the final norm.
+    Cost sweep;
+    if (layer_updates) {
+      for (const ParamSpan& span : layout.non_layer_spans()) sweep += fused_sweep(span);
+    } else {
+      sweep = fused_sweep({0, layout.total()});
+    }
+    b.add("adamw", OpKind::Optimizer, sweep);
     return sc;
   }
   // Reads param, grad, m, v; writes param, m, v.

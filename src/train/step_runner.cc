@@ -72,7 +72,7 @@ void StepRunner::require_idle(const char* what) const {
 void StepRunner::enqueue_work(int slot) {
   model_.forward();
   timer_->record(mark(slot, kForwardDone));
-  model_.backward_pass();
+  model_.backward_pass(/*update_layers=*/true);
   timer_->record(mark(slot, kBackwardDone));
   model_.optimizer_pass();
 }

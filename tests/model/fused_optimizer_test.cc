@@ -6,6 +6,7 @@
 // written in the same op) and that padding stays exactly zero.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -42,8 +43,12 @@ struct Snapshot {
   std::vector<double> params, m, v;
 };
 
-// Three full training steps at `level`; the state after each.
-std::vector<Snapshot> train(const LevelOptions& level, Precision precision) {
+// Three full training steps at `level`; the state after each. whole_steps:
+// as StepRunner runs them (stage_step, then the passes, each layer updated
+// during the backward pass where the level does that); otherwise backward()
+// then optimizer_step().
+std::vector<Snapshot> train(const LevelOptions& level, Precision precision,
+                            bool whole_steps = false) {
   const ModelConfig cfg = tiny_config();
   const BatchShape shape{2, 5};
   CpuBackend backend;
@@ -54,10 +59,17 @@ std::vector<Snapshot> train(const LevelOptions& level, Precision precision) {
   hp.lr = 1e-2f;  // large enough that every step visibly moves the weights
   for (int step = 1; step <= 3; ++step) {
     model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 100 + step));
-    model.forward();
-    model.backward(1.0f, false);
     hp.step = step;
-    model.optimizer_step(hp);
+    if (whole_steps) {
+      model.stage_step(1.0f, false, hp);
+      model.forward();
+      model.backward_pass(/*update_layers=*/true);
+      model.optimizer_pass();
+    } else {
+      model.forward();
+      model.backward(1.0f, false);
+      model.optimizer_step(hp);
+    }
     out.push_back({model.params(), model.adam_m(), model.adam_v()});
   }
   return out;
@@ -100,11 +112,56 @@ TEST_P(FusedOptimizer, ModelStepsAreBitIdenticalToPerTensorPath) {
   EXPECT_FALSE(same_bits(a.front().params, a.back().params));
 }
 
+// v2 updates each layer during the backward pass and sweeps the rest
+// after it: the same bits as one sweep after the whole backward pass.
+TEST_P(FusedOptimizer, LayerUpdatesDuringBackwardAreBitIdenticalToOneSweep) {
+  const Precision precision = GetParam() == DType::F64 ? Precision::fp64() : Precision::fp32();
+  const LevelOptions v2 = LevelOptions::v2();
+  ASSERT_TRUE(updates_layers_in_backward(v2, precision));
+  const std::vector<Snapshot> split = train(v2, precision, /*whole_steps=*/true);
+  const std::vector<Snapshot> one = train(v2, precision, /*whole_steps=*/false);
+  for (std::size_t s = 0; s < split.size(); ++s) {
+    SCOPED_TRACE("after step " + std::to_string(s + 1));
+    EXPECT_TRUE(same_bits(split[s].params, one[s].params)) << "parameters differ";
+    EXPECT_TRUE(same_bits(split[s].m, one[s].m)) << "first moments differ";
+    EXPECT_TRUE(same_bits(split[s].v, one[s].v)) << "second moments differ";
+  }
+  EXPECT_FALSE(same_bits(split.front().params, split.back().params));
+}
+
 INSTANTIATE_TEST_SUITE_P(Master, FusedOptimizer, ::testing::Values(DType::F32, DType::F64),
                          [](const auto& info) {
                            return info.param == DType::F32 ? std::string("F32")
                                                            : std::string("F64");
                          });
+
+// The layers' spans and the rest tile the flat block exactly once, in
+// order, and every slot lies wholly inside one of them.
+TEST(ParamLayoutSpans, LayersAndTheRestTileTheBlock) {
+  const ModelConfig cfg = tiny_config();
+  const ParamLayout layout(cfg);
+  std::vector<ParamSpan> spans = layout.non_layer_spans();
+  for (int l = 0; l < cfg.num_layers; ++l) spans.push_back(layout.layer_span(l));
+  std::sort(spans.begin(), spans.end(),
+            [](const ParamSpan& a, const ParamSpan& b) { return a.begin < b.begin; });
+  std::int64_t at = 0;
+  for (const ParamSpan& span : spans) {
+    EXPECT_EQ(span.begin, at);
+    EXPECT_GT(span.size(), 0);
+    at = span.end;
+  }
+  EXPECT_EQ(at, layout.total());
+  ASSERT_EQ(layout.non_layer_spans().size(), 2U);  // the embedding, the final norm
+  for (const ParamSlot& slot : layout.slots()) {
+    const int inside = static_cast<int>(std::count_if(spans.begin(), spans.end(), [&](auto& s) {
+      return slot.offset >= s.begin && slot.offset + slot.numel() <= s.end;
+    }));
+    EXPECT_EQ(inside, 1) << slot.name;
+  }
+  const ParamSlot& wdown1 = layout.layer(1, &LayerSlots::wdown);
+  EXPECT_GE(layout.layer_span(1).end, wdown1.offset + wdown1.numel());
+  EXPECT_LE(layout.layer_span(1).begin, layout.layer(1, &LayerSlots::attn_norm).offset);
+}
 
 // The backend op itself with a compute copy (fp64 master, fp32 copy: the
 // CPU's only mixed pair): one call over the flat block gives the per-slot

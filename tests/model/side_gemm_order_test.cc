@@ -23,6 +23,12 @@ namespace {
 
 class LateSideGemms final : public CpuBackend {
  public:
+  // Side updates (side_adamw_fused) run at the earliest moment the contract
+  // allows -- right away, after the side GEMMs issued before them, which
+  // finds an update issued before its gradients -- or, with late_updates,
+  // at the latest: when join_side_updates() is called.
+  explicit LateSideGemms(bool late_updates = true) : late_updates_(late_updates) {}
+
   std::int64_t side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                          float beta) override {
     const std::int64_t ticket = next_++;
@@ -37,6 +43,24 @@ class LateSideGemms final : public CpuBackend {
   void join_side_gemms() override {
     while (!pending_.empty()) run_front();
   }
+  void side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                        const AdamWHyper& hp) override {
+    updates_.push_back(
+        {next_ - 1, [=, this] { adamw_fused(param, grad, m, v, compute_copy, hp); }});
+    ++deferred_updates_;
+    if (!late_updates_) join_side_updates();
+  }
+  void join_side_updates() override {
+    while (!updates_.empty()) {
+      join_side_gemm(updates_.front().ticket);
+      Pending u = std::move(updates_.front());
+      updates_.pop_front();
+      u.run();
+    }
+  }
+
+  std::size_t pending_updates() const { return updates_.size(); }
+  int deferred_updates() const { return deferred_updates_; }
 
   std::size_t pending() const { return pending_.size(); }
   std::size_t most_pending() const { return most_pending_; }
@@ -53,6 +77,9 @@ class LateSideGemms final : public CpuBackend {
     p.run();
   }
   std::deque<Pending> pending_;
+  std::deque<Pending> updates_;  // ticket: the last side GEMM before each
+  bool late_updates_ = true;
+  int deferred_updates_ = 0;
   std::int64_t next_ = 0;
   std::size_t most_pending_ = 0;
   int deferred_ = 0;
@@ -80,9 +107,12 @@ struct State {
   std::vector<double> grads, params;
 };
 
-// Two training steps; the gradients and weights after each.
+// Two training steps; the gradients and weights after each. whole_steps:
+// as StepRunner runs them (stage_step, then the passes, with the layers
+// updated during the backward pass); otherwise backward(), then
+// optimizer_step().
 std::vector<State> train(Backend& backend, const LevelOptions& level,
-                         const std::function<void()>& after_backward) {
+                         const std::function<void()>& after_backward, bool whole_steps = false) {
   const ModelConfig cfg = tiny_config();
   const BatchShape shape{2, 6};
   Model model(cfg, level, Precision::fp64(), shape, backend);
@@ -92,11 +122,20 @@ std::vector<State> train(Backend& backend, const LevelOptions& level,
   std::vector<State> out;
   for (int step = 1; step <= 2; ++step) {
     model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 40 + step));
+    hp.step = step;
+    if (whole_steps) {
+      model.stage_step(1.0f, false, hp);
+      model.forward();
+      model.backward_pass(/*update_layers=*/true);
+      model.optimizer_pass();
+      after_backward();
+      out.push_back({model.grads(), model.params()});
+      continue;
+    }
     model.forward();
     model.backward(1.0f, false);
     after_backward();
     out.push_back({model.grads(), {}});
-    hp.step = step;
     model.optimizer_step(hp);
     out.back().params = model.params();
   }
@@ -134,6 +173,41 @@ TEST_P(SideGemmOrder, LatestAllowedExecutionGivesTheInOrderResult) {
   const int per_layer = (level.qkv_fusion ? 1 : 3) + (level.swiglu_fusion ? 1 : 2) + 2;
   EXPECT_EQ(late.deferred(), 2 * (1 + tiny_config().num_layers * per_layer));
   EXPECT_GE(late.most_pending(), 3u);
+}
+
+// The same for whole steps, whose layers are updated during the backward
+// pass: each update run as early as it may (right after the side GEMMs
+// issued before it), then held back as long as it may (until the optimizer
+// pass joins them).
+TEST_P(SideGemmOrder, EarliestAndLatestLayerUpdatesGiveTheInOrderResult) {
+  LevelOptions level = LevelOptions::v2();
+  level.qkv_fusion = std::get<0>(GetParam());
+  level.swiglu_fusion = std::get<1>(GetParam());
+
+  CpuBackend in_order;
+  const std::vector<State> expected = train(
+      in_order, level, [] {}, /*whole_steps=*/true);
+  for (const bool late_updates : {false, true}) {
+    SCOPED_TRACE(late_updates ? "latest updates" : "earliest updates");
+    LateSideGemms late(late_updates);
+    const std::vector<State> got = train(
+        late, level,
+        [&] {
+          EXPECT_EQ(late.pending(), 0u) << "side GEMMs unjoined after the step";
+          EXPECT_EQ(late.pending_updates(), 0u) << "layer updates unjoined after the step";
+        },
+        /*whole_steps=*/true);
+
+    ASSERT_EQ(expected.size(), got.size());
+    for (std::size_t s = 0; s < got.size(); ++s) {
+      SCOPED_TRACE("step " + std::to_string(s + 1));
+      EXPECT_TRUE(same_bits(expected[s].grads, got[s].grads)) << "gradients differ";
+      EXPECT_TRUE(same_bits(expected[s].params, got[s].params)) << "weights differ";
+    }
+    // Not vacuous: every layer of both steps went through side_adamw_fused.
+    EXPECT_EQ(late.deferred_updates(), 2 * tiny_config().num_layers);
+    EXPECT_FALSE(same_bits(got.front().params, got.back().params));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fusions, SideGemmOrder,

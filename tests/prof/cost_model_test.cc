@@ -100,11 +100,24 @@ TEST(CostModel, OptimizerAndPrecisionDependentOps) {
   // bf16 activations and weight copy, fp32 weight gradient.
   EXPECT_EQ(op(bf16, "backward/layer0/qkv_gemm_wgrad").bytes, (96 + 48) * 2 + 128 * 4);
   // v2's fused optimizer writes the compute copy itself: no refresh op, and
-  // its one sweep covers the whole flat block, padding included.
+  // its sweeps cover the whole flat block, padding included: the layer's
+  // during the backward pass, the embedding and final norm after it.
   EXPECT_EQ(bf16.find("optimizer/refresh_weights"), nullptr);
-  const std::int64_t total = ParamLayout(tiny()).total();
-  EXPECT_EQ(op(bf16, "optimizer/adamw").bytes, 7 * total * 4 + total * 2);
-  EXPECT_EQ(op(bf16, "optimizer/adamw").flops, op(fp32, "optimizer/adamw").flops);
+  const ParamLayout layout(tiny());
+  const std::int64_t total = layout.total();
+  const std::int64_t layer = layout.layer_span(0).size();
+  EXPECT_EQ(op(bf16, "backward/layer0/adamw").bytes, 7 * layer * 4 + layer * 2);
+  EXPECT_EQ(op(bf16, "backward/layer0/adamw").flops, 12 * 496);
+  EXPECT_EQ(op(bf16, "backward/layer0/adamw").kind, OpKind::Optimizer);
+  EXPECT_EQ(op(bf16, "optimizer/adamw").bytes, 7 * (total - layer) * 4 + (total - layer) * 2);
+  EXPECT_EQ(op(bf16, "optimizer/adamw").flops + op(bf16, "backward/layer0/adamw").flops,
+            op(fp32, "optimizer/adamw").flops);
+  // Without graphs, or under fp16, one sweep after the backward pass.
+  LevelOptions no_graphs = LevelOptions::v2();
+  no_graphs.cuda_graphs = false;
+  const StepCost one_sweep = step_cost(tiny(), kTinyShape, no_graphs, Precision::amp(DType::BF16));
+  EXPECT_EQ(one_sweep.find("backward/layer0/adamw"), nullptr);
+  EXPECT_EQ(op(one_sweep, "optimizer/adamw").bytes, 7 * total * 4 + total * 2);
   LevelOptions per_tensor = LevelOptions::v2();
   per_tensor.fused_optimizer = false;
   const StepCost bf16_per_tensor =
@@ -115,6 +128,7 @@ TEST(CostModel, OptimizerAndPrecisionDependentOps) {
   const StepCost fp16 =
       step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::amp(DType::F16));
   EXPECT_NE(fp16.find("backward/overflow_check"), nullptr);
+  EXPECT_EQ(fp16.find("backward/layer0/adamw"), nullptr);
 }
 
 TEST(CostModel, WholeStepIsSixNTPlusTheAttentionTerm) {
@@ -160,11 +174,14 @@ std::set<std::string> marked_leaf_ops(const LevelOptions& level) {
   std::vector<std::int32_t> rows(static_cast<std::size_t>(shape.batch * (shape.seq + 1)), 1);
   model.set_batch(rows);
 
+  // A whole step as the trainer runs it (StepRunner): v2 updates each
+  // layer during the backward pass.
+  model.stage_step(1.0f, false, AdamWHyper{});
   HostRangeRecorder recorder;
   set_active_recorder(&recorder);
   model.forward();
-  model.backward(1.0f, false);
-  model.optimizer_step(AdamWHyper{});
+  model.backward_pass(/*update_layers=*/true);
+  model.optimizer_pass();
   set_active_recorder(nullptr);
 
   const auto& ranges = recorder.ranges();
