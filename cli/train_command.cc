@@ -72,7 +72,8 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   toggle(cmd, "flash-attention", a.toggles.flash_attention, "flash attention");
   toggle(cmd, "cuda-graphs", a.toggles.cuda_graphs, "CUDA graph capture of the step");
   toggle(cmd, "fused-optimizer", a.toggles.fused_optimizer,
-         "the single fused AdamW sweep (also writes the AMP weight copy)");
+         "the fused AdamW sweeps (they also write the AMP weight copy; with CUDA graphs, "
+         "except fp16, one per layer beside the backward pass)");
   cmd->add_flag("--enable-all-fusion", a.toggles.all_fusion.enable,
                 "turn all five toggles on (applied after the preset, before single toggles)");
   cmd->add_flag("--disable-all-fusion", a.toggles.all_fusion.disable,
