@@ -15,6 +15,7 @@
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
 #include "model/model.h"
+#include "whole_step.h"
 
 namespace tinyllama {
 namespace {
@@ -61,10 +62,7 @@ std::vector<Snapshot> train(const LevelOptions& level, Precision precision,
     model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 100 + step));
     hp.step = step;
     if (whole_steps) {
-      model.stage_step(1.0f, false, hp);
-      model.forward();
-      model.backward_pass(/*update_layers=*/true);
-      model.optimizer_pass();
+      run_whole_step(model, hp);
     } else {
       model.forward();
       model.backward(1.0f, false);

@@ -17,6 +17,7 @@
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
 #include "model/model.h"
+#include "whole_step.h"
 
 namespace tinyllama {
 namespace {
@@ -124,10 +125,7 @@ std::vector<State> train(Backend& backend, const LevelOptions& level,
     model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 40 + step));
     hp.step = step;
     if (whole_steps) {
-      model.stage_step(1.0f, false, hp);
-      model.forward();
-      model.backward_pass(/*update_layers=*/true);
-      model.optimizer_pass();
+      run_whole_step(model, hp);
       after_backward();
       out.push_back({model.grads(), model.params()});
       continue;
