@@ -46,6 +46,7 @@ Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precis
       shape_(shape),
       backend_(backend),
       layout_(cfg),
+      non_layer_spans_(layout_.non_layer_spans()),
       plan_(cfg, level, precision, shape) {
   cfg_.validate();
   backend_.prepare(cfg_, shape_, level_);

@@ -106,7 +106,7 @@ class Model {
     std::int64_t out_proj = -1;  // reads d_residual_b
     std::int64_t qkv = -1;       // reads d_qkv
   };
-  void backward_layer(int l, Mat dres_in, Mat dres_out, WgradTickets& tickets, bool update_layer);
+  void backward_layer(int l, Mat dres_in, Mat dres_out, WgradTickets& tickets);
   // The optimizer's step settings: the staged scalars and, under fp16, the
   // overflow flag that skips the update.
   AdamWHyper update_hyper() const;
@@ -125,6 +125,8 @@ class Model {
   BatchShape shape_;
   Backend& backend_;
   ParamLayout layout_;
+  // layout_.non_layer_spans(), kept so that no step allocates for them.
+  std::vector<ParamSpan> non_layer_spans_;
   ActivationPlan plan_;
 
   // Master weights, gradients and both AdamW moments: four equal blocks of

@@ -166,9 +166,7 @@ void Model::backward_pass(bool update_layers) {
       compute_weight(layout_.final_norm()), plan_.view(arena_, plan_.final_rstd));
   ops.close();
   WgradTickets tickets;
-  for (int l = cfg_.num_layers - 1; l >= 0; --l) {
-    backward_layer(l, d_out, d_scratch, tickets, layers_updated_);
-  }
+  for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch, tickets);
   backend_.join_side_gemms();  // every weight gradient is complete from here on
   ops.next("embedding");
   backend_.embedding_backward(grad(emb), tokens_, d_out);
@@ -180,8 +178,7 @@ void Model::backward_pass(bool update_layers) {
 }
 
 // On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
-void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& tickets,
-                           bool update_layer) {
+void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& tickets) {
   const prof::OpScope layer(prof::layer_label(l));
   prof::OpSequence ops;
   const LayerActivations& a = plan_.layers[l];
@@ -262,7 +259,7 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   backend_.join_side_gemm(down_ticket);  // d_out is overwritten next
   ops.next("attn_residual");
   backend_.add(d_out, d_h, d_norm_in);
-  if (update_layer) {
+  if (layers_updated_) {
     // Every gradient of this layer is issued (the weight gradients on the
     // side branch, which the sweep waits for), and nothing below reads its
     // weights: update them beside the rest of the backward pass.
@@ -381,7 +378,7 @@ void Model::optimizer_pass() {
     if (std::exchange(layers_updated_, false)) {
       // The layers were swept in the backward pass; the embedding's
       // gradient is final only now.
-      for (const ParamSpan& span : layout_.non_layer_spans()) sweep_adamw(span, hp, false);
+      for (const ParamSpan& span : non_layer_spans_) sweep_adamw(span, hp, false);
       backend_.join_side_updates();  // the step ends with every update done
     } else {
       sweep_adamw({0, layout_.total()}, hp, false);
