@@ -4,12 +4,10 @@
 #include <iostream>
 
 #include "core/errors.h"
-#include "model/cuda_entry.h"
 #include "train/flag_values.h"
-#include "train/memory_check.h"
 #include "train/report.h"
+#include "train/run_setup.h"
 #include "train/trainer.h"
-#include "train/validate.h"
 
 namespace tinyllama::cli {
 namespace {
@@ -125,13 +123,6 @@ int default_kv_heads(int heads) {
   return heads % 2 == 0 ? heads / 2 : heads;
 }
 
-DeviceKind choose_device(const std::string& text) {
-  if (!text.empty()) return parse_device(text);
-  if (cuda_device_available()) return DeviceKind::Cuda;
-  std::cerr << "note: no CUDA device found, running on cpu\n";
-  return DeviceKind::Cpu;
-}
-
 }  // namespace
 
 TrainOptions to_train_options(const TrainArgs& a) {
@@ -162,12 +153,12 @@ TrainOptions to_train_options(const TrainArgs& a) {
   o.seed = parse_uint64_flag("--seed", a.seed);
   o.log_every = parse_int_flag("--log-every", a.log_every);
 
-  o.level_name = a.level;
-  o.level = apply_toggle_flags(level_preset(a.level), a.toggles);
+  o.request.level = a.level;
+  o.request.ops = apply_toggle_flags(level_preset(a.level), a.toggles);
   // Checked even without --use-amp, so a typo is never silently ignored.
   const DType amp = parse_amp_dtype(a.amp_dtype);
-  o.precision = a.use_amp ? Precision::amp(amp) : Precision::fp32();
-  o.device = choose_device(a.device);
+  o.request.precision = a.use_amp ? Precision::amp(amp) : Precision::fp32();
+  if (!a.device.empty()) o.device_request = parse_device(a.device);
 
   o.json_path = a.json_path;
   o.save_weights = a.save_weights;
@@ -196,22 +187,7 @@ TrainCommand::TrainCommand(CLI::App& app)
 
 int TrainCommand::run() const {
   TrainOptions opts = to_train_options(args_);
-  validate_options(opts);
-  if (opts.device == DeviceKind::Cuda && !cuda_device_available()) {
-    throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_build_versions() +
-                         "); use --device cpu");
-  }
-  // The CUDA flash kernels are built for head_dim 32, 64 and 128. Another
-  // head_dim still trains at the default level, on materialised attention,
-  // rather than failing: the run says so once and the report shows the level.
-  const int hd = opts.model.head_dim();
-  if (opts.device == DeviceKind::Cuda && opts.level.flash_attention && hd != 32 && hd != 64 &&
-      hd != 128) {
-    opts.level.flash_attention = false;
-    std::cerr << "note: flash attention on CUDA needs head_dim 32, 64 or 128 (this model: " << hd
-              << "); using materialised attention" << std::endl;
-  }
-  check_memory(opts);
+  for (const std::string& note : resolve_run(opts)) std::cerr << "note: " << note << std::endl;
 
   std::cout << format_run_header(opts) << std::endl;
   const TrainSummary summary =

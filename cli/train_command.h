@@ -53,8 +53,8 @@ class TrainCommand {
   TrainArgs args_;
 };
 
-// TrainArgs -> TrainOptions; prints the note when no CUDA device is found
-// and --device was not given. Throws UsageError on a bad value.
+// TrainArgs -> TrainOptions (the request; train/run_setup.h resolves it).
+// Throws UsageError on a bad value.
 TrainOptions to_train_options(const TrainArgs& args);
 
 }  // namespace tinyllama::cli

@@ -1,6 +1,6 @@
 #include "version.h"
 
-#include "model/cuda_entry.h"
+#include "cuda/cuda_entry.h"
 
 namespace tinyllama::cli {
 

@@ -91,12 +91,15 @@ void CpuBackend::rope_forward(Mat x, int seq, int head_dim, double theta) {
 void CpuBackend::rope_backward(Mat dx, int seq, int head_dim, double theta) {
   cpu::rope(dx, seq, head_dim, theta, -1);
 }
-void CpuBackend::attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
-                                   const AttentionShape& shape) {
+void CpuBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
+                                   Mat v, const AttentionShape& shape) {
+  require_probs_match(impl, probs, "attention_forward");
   cpu::attention_forward(out, lse, probs, q, k, v, shape);
 }
-void CpuBackend::attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
-                                    Mat /*out*/, Mat lse, Mat probs, const AttentionShape& shape) {
+void CpuBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
+                                    Mat k, Mat v, Mat /*out*/, Mat lse, Mat probs,
+                                    const AttentionShape& shape) {
+  require_probs_match(impl, probs, "attention_backward");
   cpu::attention_backward(dq, dk, dv, dout, q, k, v, lse, probs, shape);
 }
 void CpuBackend::silu_forward(Mat out, Mat x) {

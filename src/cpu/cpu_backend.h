@@ -15,7 +15,8 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   std::string device_description() const override;
 
-  void prepare(const ModelConfig&, BatchShape, const LevelOptions&) override {}
+  DeviceCaps caps() const override { return DeviceCaps::cpu(); }
+  void prepare(const ModelConfig&, BatchShape, const StepPlan&) override {}
   std::int64_t workspace_bytes() const override { return 0; }
   std::int64_t device_peak_used_bytes() override { return -1; }
   std::unique_ptr<EventTimer> make_timer(int marks) override;
@@ -38,10 +39,12 @@ class CpuBackend : public Backend {
   void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) override;
   void rope_forward(Mat x, int seq, int head_dim, double theta) override;
   void rope_backward(Mat dx, int seq, int head_dim, double theta) override;
-  void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+  // Both implementations: P from probs (materialised) or recomputed from
+  // lse like the flash kernels, so each has a reference.
+  void attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
                          const AttentionShape& shape) override;
-  void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
-                          Mat probs, const AttentionShape& shape) override;
+  void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
+                          Mat out, Mat lse, Mat probs, const AttentionShape& shape) override;
   void silu_forward(Mat out, Mat x) override;
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;

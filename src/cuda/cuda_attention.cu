@@ -203,29 +203,30 @@ std::int64_t AttentionScratch::bytes_for(const AttentionShape& s, DType dtype) {
          aligned(rows * static_cast<std::int64_t>(sizeof(float)));
 }
 
-void AttentionScratch::assign(void* base, const AttentionShape& s, DType t) {
+AttentionScratch AttentionScratch::assigned(void* base, const AttentionShape& s, DType t) {
   const auto es = static_cast<std::int64_t>(dtype_size(t));
   const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
-  dtype = t;
-  head_elems = rows * s.head_dim;
-  score_elems = rows * s.seq;
+  AttentionScratch sc;
+  sc.dtype = t;
+  sc.head_elems = rows * s.head_dim;
+  sc.score_elems = rows * s.seq;
   char* p = static_cast<char*>(base);
   auto take = [&p](std::int64_t bytes) {
     void* r = p;
     p += aligned(bytes);
     return r;
   };
-  for (void** buf : {&q, &k, &v, &o, &dq, &dk, &dv}) *buf = take(head_elems * es);
-  dscores = take(score_elems * es);
-  delta = static_cast<float*>(take(rows * static_cast<std::int64_t>(sizeof(float))));
+  for (void** buf : {&sc.q, &sc.k, &sc.v, &sc.o, &sc.dq, &sc.dk, &sc.dv}) {
+    *buf = take(sc.head_elems * es);
+  }
+  sc.dscores = take(sc.score_elems * es);
+  sc.delta = static_cast<float*>(take(rows * static_cast<std::int64_t>(sizeof(float))));
+  return sc;
 }
 
-void attention_forward_v1(GemmRunner& gemm, const AttentionScratch& sc, Mat out, Mat lse, Mat probs,
-                          Mat q, Mat k, Mat v, const AttentionShape& shape, cudaStream_t stream) {
-  if (probs.empty()) {  // flash attention (level v2): no S x S buffer
-    flash_attention_forward(out, lse, q, k, v, shape, stream);
-    return;
-  }
+void materialized_attention_forward(GemmRunner& gemm, const AttentionScratch& sc, Mat out, Mat lse,
+                                    Mat probs, Mat q, Mat k, Mat v, const AttentionShape& shape,
+                                    cudaStream_t stream) {
   const char* name = "attention_forward";
   const Dims d = check(name, sc, shape, q, k, v, out, lse, probs);
   const DType t = q.dtype;
@@ -249,13 +250,9 @@ void attention_forward_v1(GemmRunner& gemm, const AttentionScratch& sc, Mat out,
   });
 }
 
-void attention_backward_v1(GemmRunner& gemm, const AttentionScratch& sc, Mat dq, Mat dk, Mat dv,
-                           Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse, Mat probs,
-                           const AttentionShape& shape, cudaStream_t stream) {
-  if (probs.empty()) {  // flash attention: P is recomputed from lse
-    flash_attention_backward(sc, dq, dk, dv, dout, q, k, v, out, lse, shape, stream);
-    return;
-  }
+void materialized_attention_backward(GemmRunner& gemm, const AttentionScratch& sc, Mat dq, Mat dk,
+                                     Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
+                                     Mat probs, const AttentionShape& shape, cudaStream_t stream) {
   const char* name = "attention_backward";
   const Dims d = check(name, sc, shape, q, k, v, out, lse, probs);
   require(dq.rows == q.rows && dq.cols == q.cols && dout.rows == q.rows && dout.cols == q.cols,

@@ -3,7 +3,7 @@
 // PyTorch attention): K/V repeated per query head into scratch buffers,
 // S x S scores from batched GEMMs into the caller's probs buffer, a softmax
 // kernel with the causal mask, and batched GEMMs for the output and the
-// gradients. Flash attention (no probs) is the next level.
+// gradients. Flash attention (src/cuda/flash) keeps no probs.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -31,15 +31,17 @@ struct AttentionScratch {
   float* delta = nullptr;   // rowsum(dO * O), [B*H*S]
 
   static std::int64_t bytes_for(const AttentionShape& s, DType dtype);
-  // Carves the buffers out of one allocation of bytes_for() bytes.
-  void assign(void* base, const AttentionShape& s, DType dtype);
+  // The buffers carved out of one allocation of bytes_for() bytes.
+  static AttentionScratch assigned(void* base, const AttentionShape& s, DType dtype);
 };
 
-void attention_forward_v1(GemmRunner& gemm, const AttentionScratch& scratch, Mat out, Mat lse,
-                          Mat probs, Mat q, Mat k, Mat v, const AttentionShape& shape,
-                          cudaStream_t stream);
-void attention_backward_v1(GemmRunner& gemm, const AttentionScratch& scratch, Mat dq, Mat dk,
-                           Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse, Mat probs,
-                           const AttentionShape& shape, cudaStream_t stream);
+// probs: [B*H*S, S], written by the forward, read by the backward.
+void materialized_attention_forward(GemmRunner& gemm, const AttentionScratch& scratch, Mat out,
+                                    Mat lse, Mat probs, Mat q, Mat k, Mat v,
+                                    const AttentionShape& shape, cudaStream_t stream);
+void materialized_attention_backward(GemmRunner& gemm, const AttentionScratch& scratch, Mat dq,
+                                     Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out,
+                                     Mat lse, Mat probs, const AttentionShape& shape,
+                                     cudaStream_t stream);
 
 }  // namespace tinyllama::cuda

@@ -8,15 +8,12 @@
 
 #include "core/errors.h"
 #include "cuda/cuda_check.h"
+#include "cuda/cuda_entry.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_workspaces.h"
 
 namespace tinyllama::cuda {
 namespace {
-
-// cuBLASLt's recommended workspace on Hopper.
-constexpr std::size_t kGemmWorkspaceBytes = 32u << 20;
-// Smallest GEMM autotune scratch (see prepare()).
-constexpr std::size_t kMinGemmTuneScratchBytes = 1u << 20;
 
 class CudaEventTimer final : public EventTimer {
  public:
@@ -153,62 +150,42 @@ std::string CudaBackend::device_description() const {
   return describe_device(device_);
 }
 
-void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) {
+DeviceCaps CudaBackend::caps() const {
+  return cuda_device_caps();
+}
+
+void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
   CUDA_CHECK(cudaStreamSynchronize(stream_));  // nothing in flight may use the old buffers
   side_->synchronize();
   updates_->synchronize();
   free_workspaces();
 
-  gemm_workspace_ = device_alloc(kGemmWorkspaceBytes, "the cuBLASLt workspace");
-  gemm_->set_workspace(gemm_workspace_, kGemmWorkspaceBytes);
-  workspace_bytes_ += static_cast<std::int64_t>(kGemmWorkspaceBytes);
-  // The side branch pays off inside a captured step, where forking costs
-  // nothing; an eager step would pay two event calls per GEMM on the host.
-  side_enabled_ = level.cuda_graphs;
+  // The sizes the plan lists (resolve_plan asked the same function).
+  const CudaWorkspaceSizes w = workspace_sizes(cfg, shape, plan, gemm_->autotune());
+  auto take = [&](std::int64_t bytes, const char* what) {
+    workspace_bytes_ += bytes;
+    return device_alloc(static_cast<std::size_t>(bytes), what);
+  };
+  gemm_workspace_ = take(w.gemm, "the cuBLASLt workspace");
+  gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
+  side_enabled_ = plan.parallel_branches;
   if (side_enabled_) {
-    side_gemm_workspace_ = device_alloc(kGemmWorkspaceBytes, "the side cuBLASLt workspace");
-    side_gemm_->set_workspace(side_gemm_workspace_, kGemmWorkspaceBytes);
+    side_gemm_workspace_ = take(w.side_gemm, "the side cuBLASLt workspace");
+    side_gemm_->set_workspace(side_gemm_workspace_, static_cast<std::size_t>(w.side_gemm));
     side_gemm_->set_autotune(gemm_->autotune());
-    workspace_bytes_ += static_cast<std::int64_t>(kGemmWorkspaceBytes);
   }
-
-  // GEMM autotuning times accumulating (beta != 0) GEMMs into this scratch,
-  // never into their real output. The model accumulates only the input
-  // gradients of the unfused qkv / gate_up projections (tokens x hidden);
-  // the floor covers small GEMMs outside the model (tests).
-  if (gemm_->autotune()) {
-    std::size_t bytes = kMinGemmTuneScratchBytes;
-    if (!level.qkv_fusion || !level.swiglu_fusion) {
-      bytes = std::max(bytes, static_cast<std::size_t>(shape.batch) *
-                                  static_cast<std::size_t>(shape.seq) *
-                                  static_cast<std::size_t>(cfg.hidden_dim) * sizeof(float));
-    }
-    gemm_tune_scratch_ = device_alloc(bytes, "the GEMM autotune scratch");
-    gemm_->set_autotune_scratch(gemm_tune_scratch_, bytes);
-    workspace_bytes_ += static_cast<std::int64_t>(bytes);
+  if (w.gemm_tune > 0) {
+    gemm_tune_scratch_ = take(w.gemm_tune, "the GEMM autotune scratch");
+    gemm_->set_autotune_scratch(gemm_tune_scratch_, static_cast<std::size_t>(w.gemm_tune));
   }
+  rms_partial_capacity_ = w.rms_partials / static_cast<std::int64_t>(sizeof(float));
+  rms_partials_ = static_cast<float*>(take(w.rms_partials, "RMSNorm partial sums"));
 
-  rms_partial_capacity_ = static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim;
-  const auto rms_bytes = static_cast<std::size_t>(rms_partial_capacity_) * sizeof(float);
-  rms_partials_ = static_cast<float*>(device_alloc(rms_bytes, "RMSNorm partial sums"));
-  workspace_bytes_ += static_cast<std::int64_t>(rms_bytes);
-
-  if (!level.flash_attention) {
-    const AttentionShape as{shape.batch, shape.seq, cfg.num_heads, cfg.num_kv_heads,
-                            cfg.head_dim()};
-    const std::int64_t bytes = AttentionScratch::bytes_for(as, precision_.compute);
-    attention_block_ = device_alloc(static_cast<std::size_t>(bytes), "attention scratch");
-    attention_.assign(attention_block_, as, precision_.compute);
-    workspace_bytes_ += bytes;
-  } else {
-    // Flash attention keeps only D = rowsum(dO * O) for its backward: O(B*H*S).
-    const AttentionShape as{shape.batch, shape.seq, cfg.num_heads, cfg.num_kv_heads,
-                            cfg.head_dim()};
-    const std::int64_t bytes = flash_attention_scratch_bytes(as);
-    attention_block_ = device_alloc(static_cast<std::size_t>(bytes), "flash attention scratch");
-    attention_ = flash_attention_scratch(attention_block_, as, precision_.compute);
-    workspace_bytes_ += bytes;
-  }
+  const AttentionShape as{shape.batch, shape.seq, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim()};
+  attention_block_ = take(w.attention, "attention scratch");
+  attention_ = plan.ops.attention == AttentionImpl::Materialized
+                   ? AttentionScratch::assigned(attention_block_, as, precision_.compute)
+                   : flash_attention_scratch(attention_block_, as, precision_.compute);
 }
 
 std::int64_t CudaBackend::device_peak_used_bytes() {
@@ -353,15 +330,32 @@ void CudaBackend::rope_backward(Mat dx, int seq, int head_dim, double theta) {
   cuda::rope(dx, seq, head_dim, theta, true, stream_);
 }
 
-void CudaBackend::attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
-                                    const AttentionShape& shape) {
-  attention_forward_v1(*gemm_, attention_, out, lse, probs, q, k, v, shape, stream_);
+void CudaBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
+                                    Mat v, const AttentionShape& shape) {
+  require_probs_match(impl, probs, "attention_forward");
+  switch (impl) {
+    case AttentionImpl::Materialized:
+      materialized_attention_forward(*gemm_, attention_, out, lse, probs, q, k, v, shape, stream_);
+      return;
+    case AttentionImpl::Flash:
+      flash_attention_forward(out, lse, q, k, v, shape, stream_);
+      return;
+  }
 }
 
-void CudaBackend::attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out,
-                                     Mat lse, Mat probs, const AttentionShape& shape) {
-  attention_backward_v1(*gemm_, attention_, dq, dk, dv, dout, q, k, v, out, lse, probs, shape,
-                        stream_);
+void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
+                                     Mat k, Mat v, Mat out, Mat lse, Mat probs,
+                                     const AttentionShape& shape) {
+  require_probs_match(impl, probs, "attention_backward");
+  switch (impl) {
+    case AttentionImpl::Materialized:
+      materialized_attention_backward(*gemm_, attention_, dq, dk, dv, dout, q, k, v, out, lse,
+                                      probs, shape, stream_);
+      return;
+    case AttentionImpl::Flash:
+      flash_attention_backward(attention_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_);
+      return;
+  }
 }
 
 void CudaBackend::silu_forward(Mat out, Mat x) {

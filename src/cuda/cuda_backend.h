@@ -32,7 +32,8 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device_description() const override;
-  void prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) override;
+  DeviceCaps caps() const override;
+  void prepare(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) override;
   std::int64_t workspace_bytes() const override { return workspace_bytes_; }
   std::int64_t device_peak_used_bytes() override;
   std::unique_ptr<EventTimer> make_timer(int marks) override;
@@ -54,7 +55,7 @@ class CudaBackend final : public Backend {
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
-  // On the side stream when prepare() saw cuda_graphs on, else gemm().
+  // On the side stream when the plan has parallel branches, else gemm().
   std::int64_t side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                          float beta) override;
   void join_side_gemm(std::int64_t ticket) override;
@@ -70,10 +71,10 @@ class CudaBackend final : public Backend {
   void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) override;
   void rope_forward(Mat x, int seq, int head_dim, double theta) override;
   void rope_backward(Mat dx, int seq, int head_dim, double theta) override;
-  void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+  void attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
                          const AttentionShape& shape) override;
-  void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
-                          Mat probs, const AttentionShape& shape) override;
+  void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
+                          Mat out, Mat lse, Mat probs, const AttentionShape& shape) override;
   void silu_forward(Mat out, Mat x) override;
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;
@@ -106,7 +107,7 @@ class CudaBackend final : public Backend {
   // Per-layer optimizer sweeps during the backward pass: a third stream, so
   // that they wait neither for nor in front of the weight-gradient GEMMs.
   std::unique_ptr<SideBranch> updates_;
-  bool side_enabled_ = false;  // both branches: on with CUDA graphs
+  bool side_enabled_ = false;  // both branches: StepPlan::parallel_branches
 
   // prepare()'s allocations: cuBLASLt workspace, RMSNorm partial sums,
   // attention scratch.

@@ -1,14 +1,18 @@
-// The engine's CUDA entry points (model/cuda_entry.h) in a build with the
+// The engine's CUDA entry points (cuda/cuda_entry.h) in a build with the
 // toolkit. Queries never throw when there is no device or no driver: the CLI
 // asks them to decide what to offer and to describe the build.
 #include <cuda_runtime.h>
 
+#include <iterator>
 #include <memory>
 #include <string>
 
 #include "core/errors.h"
 #include "cuda/cuda_backend.h"
-#include "model/cuda_entry.h"
+#include "cuda/cuda_entry.h"
+#include "cuda/cuda_gemm.h"
+#include "cuda/cuda_ops.h"
+#include "cuda/cuda_workspaces.h"
 
 #if __has_include(<cudnn.h>)
 #include <cudnn.h>
@@ -27,6 +31,18 @@ std::string version_string(int v) {
 
 std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
   return std::make_unique<cuda::CudaBackend>(precision);
+}
+
+DeviceCaps cuda_device_caps() {
+  DeviceCaps caps;
+  caps.kind = DeviceKind::Cuda;
+  caps.graphs = true;
+  caps.parallel_branches = true;
+  caps.flash_head_dims.assign(std::begin(cuda::kFlashHeadDims), std::end(cuda::kFlashHeadDims));
+  caps.workspaces = [](const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
+    return cuda::workspace_sizes(cfg, shape, plan, cuda::gemm_autotune_enabled()).list();
+  };
+  return caps;
 }
 
 bool cuda_device_available() {

@@ -164,12 +164,16 @@ void GemmRunner::forget_tuned_choices() {
   tuned.algos.clear();
 }
 
+bool gemm_autotune_enabled() {
+  return env_flag(std::getenv("TINYLLAMA_GEMM_AUTOTUNE"), true);
+}
+
 GemmRunner::GemmRunner() {
   CUDA_CHECK(cudaGetDevice(&device_));
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   // TINYLLAMA_GEMM_AUTOTUNE: unset or on (default), off, or "wide".
   const char* mode = std::getenv("TINYLLAMA_GEMM_AUTOTUNE");
-  autotune_ = env_flag(mode, true);
+  autotune_ = gemm_autotune_enabled();
   wide_search_ = mode != nullptr && std::strcmp(mode, "wide") == 0;
   verbose_ = env_flag(std::getenv("TINYLLAMA_GEMM_VERBOSE"), false);
 }

@@ -45,6 +45,10 @@ struct BatchStrides {
   std::int64_t c = 0, a = 0, b = 0;
 };
 
+// Whether GEMM autotuning is on for this process: TINYLLAMA_GEMM_AUTOTUNE
+// unset, "on" or "wide" (every GemmRunner starts with it).
+bool gemm_autotune_enabled();
+
 class GemmRunner {
  public:
   GemmRunner();

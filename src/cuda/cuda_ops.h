@@ -65,6 +65,8 @@ void flag_nonfinite(Mat x, std::int32_t* flag, cudaStream_t stream);
 // recomputes P from lse. head_dim 32, 64 or 128; any seq >= 1. The only
 // scratch is D = rowsum(dO * O), fp32 [B*H, S], kept in AttentionScratch::delta.
 struct AttentionScratch;
+// The head_dims the flash kernels are instantiated for (DeviceCaps reads it).
+inline constexpr int kFlashHeadDims[] = {32, 64, 128};
 std::int64_t flash_attention_scratch_bytes(const AttentionShape& s);
 AttentionScratch flash_attention_scratch(void* base, const AttentionShape& s, DType dtype);
 void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,

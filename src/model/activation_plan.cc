@@ -6,8 +6,10 @@ namespace tinyllama {
 // loads want, with room to spare.
 constexpr std::int64_t kAlignBytes = 256;
 
-ActivationPlan::ActivationPlan(const ModelConfig& cfg, const LevelOptions& level,
-                               Precision precision, BatchShape shape) {
+ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
+  const Precision precision = plan.precision;
+  const bool materialized = plan.ops.attention == AttentionImpl::Materialized;
+  const bool separate_swiglu = plan.ops.swiglu == SwigluImpl::Separate;
   const std::int64_t n = shape.tokens();
   const std::int64_t d = cfg.hidden_dim;
   const std::int64_t f = cfg.ffn_dim;
@@ -23,12 +25,12 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, const LevelOptions& level
     a.qkv = take(n, cfg.qkv_dim(), act);
     a.attn_out = take(n, cfg.q_dim(), act);
     a.lse = take(bh, shape.seq, st);
-    if (!level.flash_attention) a.probs = take(bh * shape.seq, shape.seq, act);
+    if (materialized) a.probs = take(bh * shape.seq, shape.seq, act);
     a.residual_mid = take(n, d, act);
     a.norm2 = take(n, d, act);
     a.rstd2 = take(n, 1, st);
     a.gate_up = take(n, 2 * f, act);
-    if (!level.swiglu_fusion) a.silu_gate = take(n, f, act);
+    if (separate_swiglu) a.silu_gate = take(n, f, act);
     a.ffn_hidden = take(n, f, act);
     layers.push_back(a);
   }
@@ -46,7 +48,7 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, const LevelOptions& level
   d_attn = take(n, cfg.q_dim(), act);
   d_gate_up = take(n, 2 * f, act);
   d_ffn_hidden = take(n, f, act);
-  if (!level.swiglu_fusion) d_silu_gate = take(n, f, act);
+  if (separate_swiglu) d_silu_gate = take(n, f, act);
 }
 
 Slot ActivationPlan::take(std::int64_t rows, std::int64_t cols, DType dtype) {

@@ -9,6 +9,7 @@
 
 #include "core/mat.h"
 #include "model/config.h"
+#include "model/step_plan.h"
 
 namespace tinyllama {
 
@@ -26,17 +27,16 @@ struct LayerActivations {
   Slot norm1, rstd1;
   Slot qkv;  // after RoPE on the q and k columns [N, (H+2K)hd]
   Slot attn_out, lse;
-  Slot probs;         // materialised attention only [B*H*S, S]
+  Slot probs;         // AttentionImpl::Materialized only [B*H*S, S]
   Slot residual_mid;  // h = x + Wo(attn) [N, D]
   Slot norm2, rstd2;
   Slot gate_up;     // [N, 2F]
-  Slot silu_gate;   // unfused SwiGLU only [N, F]
+  Slot silu_gate;   // SwigluImpl::Separate only [N, F]
   Slot ffn_hidden;  // silu(g) * u [N, F]
 };
 
 struct ActivationPlan {
-  ActivationPlan(const ModelConfig& cfg, const LevelOptions& level, Precision precision,
-                 BatchShape shape);
+  ActivationPlan(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan);
 
   std::vector<LayerActivations> layers;
   Slot residual_out;  // output of the last block [N, D]

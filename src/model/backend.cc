@@ -4,11 +4,21 @@
 // side GEMMs that run at once, in order.
 #include "model/backend.h"
 
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/errors.h"
 
 namespace tinyllama {
+
+void require_probs_match(AttentionImpl impl, Mat probs, const char* op) {
+  const bool materialized = impl == AttentionImpl::Materialized;
+  if (materialized == probs.empty()) {
+    throw std::invalid_argument(std::string(op) + ": " + impl_name(impl) + " attention " +
+                                (materialized ? "needs" : "takes no") + " probs buffer");
+  }
+}
 
 void Backend::begin_capture() {
   throw RuntimeFailure("the " + name() + " backend cannot capture graphs");

@@ -16,6 +16,7 @@
 
 #include "core/mat.h"
 #include "model/config.h"
+#include "model/step_plan.h"
 #include "model/step_scalars.h"
 
 namespace tinyllama {
@@ -82,6 +83,10 @@ class HostReadback {
   virtual const void* wait() = 0;
 };
 
+// Throws std::invalid_argument unless probs is given exactly when impl is
+// Materialized (the backends' shared check of the attention contract).
+void require_probs_match(AttentionImpl impl, Mat probs, const char* op);
+
 // Whole-step graphs kept at once: one per step in flight, each recording its
 // step's timing marks (two steps overlap at most: the next one is enqueued
 // while the host reads back the last one).
@@ -94,10 +99,14 @@ class Backend {
   // One line: the device's name and size.
   virtual std::string device_description() const = 0;
 
-  // Called once, before step 1, with everything that sizes the backend's own
-  // workspaces (GEMM workspace, attention scratch), so that no op allocates.
-  virtual void prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) = 0;
-  // Bytes of those workspaces.
+  // What the device can do; resolve_plan() reads it.
+  virtual DeviceCaps caps() const = 0;
+  // Called once, before step 1, with the resolved plan: it sizes the
+  // backend's own workspaces (plan.workspaces: GEMM workspace, attention
+  // scratch), so that no op allocates, and says whether the weight-gradient
+  // GEMMs and per-layer sweeps run on parallel branches.
+  virtual void prepare(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) = 0;
+  // Bytes of those workspaces: plan.workspace_bytes() after prepare().
   virtual std::int64_t workspace_bytes() const = 0;
   // The most memory in use on the device, as the driver counts it (every
   // allocation of the process, libraries' included), over the calls so far:
@@ -190,13 +199,15 @@ class Backend {
 
   // --- causal GQA attention, scale 1/sqrt(hd) -------------------------------
   // q, out: [B*S, H*hd]; k, v: [B*S, K*hd]; lse: [B*H, S] stats dtype.
-  // probs: [B*H*S, S] softmax probabilities kept for backward (materialised
-  // attention), or empty for flash attention, which recomputes from lse.
-  virtual void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
-                                 const AttentionShape& shape) = 0;
+  // impl Materialized: probs [B*H*S, S] holds the softmax probabilities for
+  // backward; impl Flash: probs is empty and backward recomputes them from
+  // lse. A backend refuses a probs that does not match impl.
+  virtual void attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
+                                 Mat v, const AttentionShape& shape) = 0;
   // dq, dk, dv overwritten; dk/dv sum over the query heads of each group.
-  virtual void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out,
-                                  Mat lse, Mat probs, const AttentionShape& shape) = 0;
+  virtual void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
+                                  Mat k, Mat v, Mat out, Mat lse, Mat probs,
+                                  const AttentionShape& shape) = 0;
 
   // --- SwiGLU pieces --------------------------------------------------------
   virtual void silu_forward(Mat out, Mat x) = 0;

@@ -40,11 +40,4 @@ void ModelConfig::validate() const {
   }
 }
 
-std::string LevelOptions::describe() const {
-  auto onoff = [](bool b) { return b ? "on" : "off"; };
-  return std::string("qkv_fusion=") + onoff(qkv_fusion) + " swiglu_fusion=" + onoff(swiglu_fusion) +
-         " flash_attention=" + onoff(flash_attention) + " cuda_graphs=" + onoff(cuda_graphs) +
-         " fused_optimizer=" + onoff(fused_optimizer);
-}
-
 }  // namespace tinyllama

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "core/errors.h"
-#include "prof/op_marker.h"
+#include "core/op_marker.h"
 
 namespace tinyllama {
 namespace {
@@ -38,18 +38,17 @@ std::vector<double> unpack(const char* raw, std::size_t bytes, DType dtype) {
 
 }  // namespace
 
-Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precision,
-             BatchShape shape, Backend& backend)
+Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Backend& backend)
     : cfg_(cfg),
-      level_(level),
-      precision_(precision),
+      plan_(plan),
+      precision_(plan.precision),
       shape_(shape),
       backend_(backend),
       layout_(cfg),
       non_layer_spans_(layout_.non_layer_spans()),
-      plan_(cfg, level, precision, shape) {
+      acts_(cfg, shape, plan) {
   cfg_.validate();
-  backend_.prepare(cfg_, shape_, level_);
+  backend_.prepare(cfg_, shape_, plan_);
   const auto master_bytes =
       static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master);
   state_ = backend_.allocate(4 * master_bytes);
@@ -65,7 +64,7 @@ Model::Model(const ModelConfig& cfg, const LevelOptions& level, Precision precis
     compute_params_ = backend_.allocate(static_cast<std::size_t>(layout_.total()) *
                                         dtype_size(precision_.compute));
   }
-  arena_ = backend_.allocate(static_cast<std::size_t>(plan_.bytes));
+  arena_ = backend_.allocate(static_cast<std::size_t>(acts_.bytes));
   const auto token_bytes = static_cast<std::size_t>(shape_.tokens()) * sizeof(std::int32_t);
   tokens_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
   targets_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
@@ -84,10 +83,11 @@ Model::~Model() {
   }
 }
 
-MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, const LevelOptions& level,
-                                       Precision precision, BatchShape shape) {
+MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, BatchShape shape,
+                                       const StepPlan& plan) {
   const ParamLayout layout(cfg);
-  const ActivationPlan plan(cfg, level, precision, shape);
+  const ActivationPlan acts(cfg, shape, plan);
+  const Precision precision = plan.precision;
   const std::int64_t master =
       layout.total() * static_cast<std::int64_t>(dtype_size(precision.master));
   MemoryBreakdown m;
@@ -97,12 +97,13 @@ MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, const LevelOption
   }
   m.gradients = master;
   m.optimizer = 2 * master;
-  m.activations = plan.bytes + 2 * shape.tokens() * static_cast<std::int64_t>(sizeof(std::int32_t));
+  m.activations = acts.bytes + 2 * shape.tokens() * static_cast<std::int64_t>(sizeof(std::int32_t));
+  m.workspaces = plan.workspace_bytes();
   return m;
 }
 
 MemoryBreakdown Model::memory() const {
-  return estimate_memory(cfg_, level_, precision_, shape_);
+  return estimate_memory(cfg_, shape_, plan_);
 }
 
 Mat Model::param(const ParamSlot& s) const {
@@ -126,7 +127,7 @@ Mat Model::compute_weight(const ParamSlot& s) const {
 
 void Model::refresh_compute_weights() {
   if (!precision_.mixed()) return;
-  const prof::OpScope op("refresh_weights");
+  const OpScope op("refresh_weights");
   backend_.convert(Mat(compute_params_, precision_.compute, 1, layout_.total()),
                    Mat(params_, precision_.master, 1, layout_.total()));
 }
@@ -197,17 +198,17 @@ void Model::stage_step(float loss_scale, bool check_overflow, const AdamWHyper& 
 
 double Model::loss() const {
   std::vector<char> raw(losses_bytes());
-  backend_.download(raw.data(), plan_.view(arena_, plan_.losses).data, raw.size());
+  backend_.download(raw.data(), acts_.view(arena_, acts_.losses).data, raw.size());
   return mean_of_losses(raw.data());
 }
 
 std::size_t Model::losses_bytes() const {
-  const Mat losses = plan_.view(arena_, plan_.losses);
+  const Mat losses = acts_.view(arena_, acts_.losses);
   return static_cast<std::size_t>(losses.numel()) * dtype_size(losses.dtype);
 }
 
 void Model::enqueue_loss_readback(HostReadback& rb) const {
-  rb.copy_from(plan_.view(arena_, plan_.losses).data, losses_bytes());
+  rb.copy_from(acts_.view(arena_, acts_.losses).data, losses_bytes());
 }
 
 double Model::mean_loss(HostReadback& rb) const {
@@ -215,7 +216,7 @@ double Model::mean_loss(HostReadback& rb) const {
 }
 
 double Model::mean_of_losses(const void* raw) const {
-  const Mat losses = plan_.view(arena_, plan_.losses);
+  const Mat losses = acts_.view(arena_, acts_.losses);
   const std::vector<double> values =
       unpack(static_cast<const char*>(raw), losses_bytes(), losses.dtype);
   double sum = 0;

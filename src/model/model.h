@@ -13,32 +13,37 @@
 
 namespace tinyllama {
 
-// Bytes the model holds on its device, by category (exact, from the plan).
+// Bytes a run holds on its device, by category (exact, from the plans): the
+// figure the memory check refuses by and the peak the summary reports.
 struct MemoryBreakdown {
   std::int64_t parameters = 0;  // master weights (+ compute copy under AMP)
   std::int64_t gradients = 0;
   std::int64_t optimizer = 0;    // AdamW m and v
-  std::int64_t activations = 0;  // the planned arena
-  std::int64_t total() const { return parameters + gradients + optimizer + activations; }
+  std::int64_t activations = 0;  // the planned arena, token buffers
+  std::int64_t workspaces = 0;   // the backend's (StepPlan::workspaces)
+  std::int64_t total() const {
+    return parameters + gradients + optimizer + activations + workspaces;
+  }
 };
 
 class Model {
  public:
-  Model(const ModelConfig& cfg, const LevelOptions& level, Precision precision, BatchShape shape,
-        Backend& backend);
+  // The plan must have been resolved for cfg and shape (resolve_plan); the
+  // model prepares the backend with it.
+  Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Backend& backend);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return cfg_; }
   const ParamLayout& layout() const { return layout_; }
-  const LevelOptions& level() const { return level_; }
+  const StepPlan& plan() const { return plan_; }
   Precision precision() const { return precision_; }
   BatchShape shape() const { return shape_; }
   Backend& backend() { return backend_; }
   MemoryBreakdown memory() const;
-  static MemoryBreakdown estimate_memory(const ModelConfig& cfg, const LevelOptions& level,
-                                         Precision precision, BatchShape shape);
+  static MemoryBreakdown estimate_memory(const ModelConfig& cfg, BatchShape shape,
+                                         const StepPlan& plan);
 
   // Host exchange of the flat parameter / gradient blocks (layout().total()
   // elements, padding included), converted from or to the master dtype.
@@ -82,7 +87,7 @@ class Model {
   // hp's betas, eps and weight decay are fixed into a capture: a captured
   // step keeps the ones it was captured with.
   void stage_step(float loss_scale, bool check_overflow, const AdamWHyper& hp);
-  // update_layers: where updates_layers_in_backward(level, precision), also
+  // update_layers: where the plan's optimizer is FusedPerLayer, also
   // update each layer's parameters as soon as its gradients are final, and
   // leave the optimizer_pass that must follow only the rest to sweep. For
   // whole steps (StepRunner); not for callers that read the gradients, or
@@ -120,14 +125,14 @@ class Model {
   std::int64_t ffn_up_backward(int l, Mat dn2);
 
   ModelConfig cfg_;
-  LevelOptions level_;
-  Precision precision_;
+  StepPlan plan_;
+  Precision precision_;  // plan_.precision
   BatchShape shape_;
   Backend& backend_;
   ParamLayout layout_;
   // layout_.non_layer_spans(), kept so that no step allocates for them.
   std::vector<ParamSpan> non_layer_spans_;
-  ActivationPlan plan_;
+  ActivationPlan acts_;
 
   // Master weights, gradients and both AdamW moments: four equal blocks of
   // one allocation (state_), so the optimizer state is one region to sweep,

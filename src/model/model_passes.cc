@@ -1,54 +1,54 @@
-// The hand-written forward and backward passes (DESIGN §1). Each level's
-// toggles pick between running one fused op or composing primitives on slices
-// of the same buffers, so every level trains the same parameters.
+// The hand-written forward and backward passes (DESIGN §1). The plan's
+// choices pick between running one fused op or composing primitives on
+// slices of the same buffers, so every level trains the same parameters.
 #include "model/model.h"
 
 #include <utility>
 
-#include "prof/op_marker.h"
+#include "core/op_marker.h"
 
 namespace tinyllama {
 
 void Model::forward() {
-  // Op markers (prof/op_marker.h): NVTX ranges, and host ranges for --profile,
+  // Op markers (core/op_marker.h): NVTX ranges, and host ranges for --profile,
   // named like the cost model's ops (prof/cost_model.h).
-  const prof::OpScope phase("forward");
-  prof::OpSequence ops;
-  const Mat x0 = plan_.view(arena_, plan_.layers[0].residual_in);
+  const OpScope phase("forward");
+  OpSequence ops;
+  const Mat x0 = acts_.view(arena_, acts_.layers[0].residual_in);
   ops.next("embedding");
   backend_.embedding_forward(x0, tokens_, compute_weight(layout_.embedding()));
   ops.close();
   for (int l = 0; l < cfg_.num_layers; ++l) forward_layer(l);
 
-  const Mat xl = plan_.view(arena_, plan_.residual_out);
-  const Mat nf = plan_.view(arena_, plan_.final_norm);
+  const Mat xl = acts_.view(arena_, acts_.residual_out);
+  const Mat nf = acts_.view(arena_, acts_.final_norm);
   ops.next("final_norm");
-  backend_.rmsnorm_forward(nf, plan_.view(arena_, plan_.final_rstd), xl,
+  backend_.rmsnorm_forward(nf, acts_.view(arena_, acts_.final_rstd), xl,
                            compute_weight(layout_.final_norm()), cfg_.rms_eps);
   // Tied LM head: logits = nf · Eᵀ.
-  const Mat logits = plan_.view(arena_, plan_.logits);
+  const Mat logits = acts_.view(arena_, acts_.logits);
   ops.next("lm_head_gemm");
   backend_.gemm(logits, nf, false, compute_weight(layout_.embedding()), true, 1.0f, 0.0f);
   ops.next("cross_entropy");
-  backend_.cross_entropy_forward(plan_.view(arena_, plan_.losses), logits, targets_);
+  backend_.cross_entropy_forward(acts_.view(arena_, acts_.losses), logits, targets_);
 }
 
 void Model::forward_layer(int l) {
-  const prof::OpScope layer(prof::layer_label(l));
-  prof::OpSequence ops;
-  const LayerActivations& a = plan_.layers[l];
-  const Mat x = plan_.view(arena_, a.residual_in);
-  const Mat out = plan_.view(
-      arena_, l + 1 < cfg_.num_layers ? plan_.layers[l + 1].residual_in : plan_.residual_out);
-  const Mat n1 = plan_.view(arena_, a.norm1);
-  const Mat qkv = plan_.view(arena_, a.qkv);
-  const Mat attn = plan_.view(arena_, a.attn_out);
-  const Mat h = plan_.view(arena_, a.residual_mid);
+  const OpScope layer(layer_label(l));
+  OpSequence ops;
+  const LayerActivations& a = acts_.layers[l];
+  const Mat x = acts_.view(arena_, a.residual_in);
+  const Mat out = acts_.view(
+      arena_, l + 1 < cfg_.num_layers ? acts_.layers[l + 1].residual_in : acts_.residual_out);
+  const Mat n1 = acts_.view(arena_, a.norm1);
+  const Mat qkv = acts_.view(arena_, a.qkv);
+  const Mat attn = acts_.view(arena_, a.attn_out);
+  const Mat h = acts_.view(arena_, a.residual_mid);
   const int qd = cfg_.q_dim();
   const int kvd = cfg_.kv_dim();
 
   ops.next("attn_norm");
-  backend_.rmsnorm_forward(n1, plan_.view(arena_, a.rstd1), x,
+  backend_.rmsnorm_forward(n1, acts_.view(arena_, a.rstd1), x,
                            compute_weight(layout_.layer(l, &LayerSlots::attn_norm)), cfg_.rms_eps);
   ops.next("qkv_gemm");
   qkv_forward(l);
@@ -58,31 +58,31 @@ void Model::forward_layer(int l) {
   const AttentionShape as{shape_.batch, shape_.seq, cfg_.num_heads, cfg_.num_kv_heads,
                           cfg_.head_dim()};
   ops.next("attention");
-  backend_.attention_forward(attn, plan_.view(arena_, a.lse), plan_.view(arena_, a.probs),
-                             qkv.col_block(0, qd), qkv.col_block(qd, kvd),
-                             qkv.col_block(qd + kvd, kvd), as);
+  backend_.attention_forward(plan_.ops.attention, attn, acts_.view(arena_, a.lse),
+                             acts_.view(arena_, a.probs), qkv.col_block(0, qd),
+                             qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), as);
   ops.next("out_proj_gemm");
   backend_.gemm(h, attn, false, compute_weight(layout_.layer(l, &LayerSlots::wo)), true, 1.0f,
                 0.0f);
   ops.next("attn_residual");
   backend_.add(h, h, x);
 
-  const Mat n2 = plan_.view(arena_, a.norm2);
-  const Mat gu = plan_.view(arena_, a.gate_up);
-  const Mat hidden = plan_.view(arena_, a.ffn_hidden);
+  const Mat n2 = acts_.view(arena_, a.norm2);
+  const Mat gu = acts_.view(arena_, a.gate_up);
+  const Mat hidden = acts_.view(arena_, a.ffn_hidden);
   const int f = cfg_.ffn_dim;
   ops.next("ffn_norm");
-  backend_.rmsnorm_forward(n2, plan_.view(arena_, a.rstd2), h,
+  backend_.rmsnorm_forward(n2, acts_.view(arena_, a.rstd2), h,
                            compute_weight(layout_.layer(l, &LayerSlots::ffn_norm)), cfg_.rms_eps);
   ops.next("gate_up_gemm");
   ffn_up_forward(l);
   const Mat gate = gu.col_block(0, f);
   const Mat up = gu.col_block(f, f);
   ops.next("swiglu");
-  if (level_.swiglu_fusion) {
+  if (plan_.ops.swiglu == SwigluImpl::Fused) {
     backend_.swiglu_forward(hidden, gate, up);
   } else {
-    const Mat s = plan_.view(arena_, a.silu_gate);
+    const Mat s = acts_.view(arena_, a.silu_gate);
     backend_.silu_forward(s, gate);
     backend_.mul(hidden, s, up);
   }
@@ -94,11 +94,11 @@ void Model::forward_layer(int l) {
 }
 
 void Model::qkv_forward(int l) {
-  const LayerActivations& a = plan_.layers[l];
-  const Mat n1 = plan_.view(arena_, a.norm1);
-  const Mat qkv = plan_.view(arena_, a.qkv);
+  const LayerActivations& a = acts_.layers[l];
+  const Mat n1 = acts_.view(arena_, a.norm1);
+  const Mat qkv = acts_.view(arena_, a.qkv);
   const Mat w = compute_weight(layout_.layer(l, &LayerSlots::wqkv));
-  if (level_.qkv_fusion) {
+  if (plan_.ops.qkv_gemm == GemmGrouping::Fused) {
     backend_.gemm(qkv, n1, false, w, true, 1.0f, 0.0f);
     return;
   }
@@ -114,11 +114,11 @@ void Model::qkv_forward(int l) {
 }
 
 void Model::ffn_up_forward(int l) {
-  const LayerActivations& a = plan_.layers[l];
-  const Mat n2 = plan_.view(arena_, a.norm2);
-  const Mat gu = plan_.view(arena_, a.gate_up);
+  const LayerActivations& a = acts_.layers[l];
+  const Mat n2 = acts_.view(arena_, a.norm2);
+  const Mat gu = acts_.view(arena_, a.gate_up);
   const Mat w = compute_weight(layout_.layer(l, &LayerSlots::wgu));
-  if (level_.swiglu_fusion) {
+  if (plan_.ops.gate_up_gemm == GemmGrouping::Fused) {
     backend_.gemm(gu, n2, false, w, true, 1.0f, 0.0f);
     return;
   }
@@ -134,19 +134,18 @@ void Model::backward(float loss_scale, bool check_overflow) {
 }
 
 void Model::backward_pass(bool update_layers) {
-  const prof::OpScope phase("backward");
+  const OpScope phase("backward");
   // A checked (fp16) step may still be skipped: its updates wait for the scan.
-  layers_updated_ =
-      update_layers && updates_layers_in_backward(level_, precision_) && !check_overflow_;
-  prof::OpSequence ops;
-  const Mat logits = plan_.view(arena_, plan_.logits);
+  layers_updated_ = update_layers && plan_.updates_layers_in_backward() && !check_overflow_;
+  OpSequence ops;
+  const Mat logits = acts_.view(arena_, acts_.logits);
   // In place: dlogits. The factor loss_scale / (B*S) is read from the
   // staged scalars when the kernel runs.
   ops.next("cross_entropy");
   backend_.cross_entropy_backward(logits, logits, targets_, step_scalars_);
 
-  const Mat nf = plan_.view(arena_, plan_.final_norm);
-  const Mat dnf = plan_.view(arena_, plan_.d_norm_out);
+  const Mat nf = acts_.view(arena_, acts_.final_norm);
+  const Mat dnf = acts_.view(arena_, acts_.d_norm_out);
   const ParamSlot& emb = layout_.embedding();
   // Every weight gradient is a side GEMM, issued before the input gradient
   // of the same layer so that the two can run together; nothing reads the
@@ -158,12 +157,12 @@ void Model::backward_pass(bool update_layers) {
   ops.next("lm_head_gemm_dgrad");
   backend_.gemm(dnf, logits, false, compute_weight(emb), false, 1.0f, 0.0f);
 
-  const Mat d_out = plan_.view(arena_, plan_.d_residual_a);
-  const Mat d_scratch = plan_.view(arena_, plan_.d_residual_b);
+  const Mat d_out = acts_.view(arena_, acts_.d_residual_a);
+  const Mat d_scratch = acts_.view(arena_, acts_.d_residual_b);
   ops.next("final_norm");
   backend_.rmsnorm_backward(
-      d_out, grad(layout_.final_norm()), dnf, plan_.view(arena_, plan_.residual_out),
-      compute_weight(layout_.final_norm()), plan_.view(arena_, plan_.final_rstd));
+      d_out, grad(layout_.final_norm()), dnf, acts_.view(arena_, acts_.residual_out),
+      compute_weight(layout_.final_norm()), acts_.view(arena_, acts_.final_rstd));
   ops.close();
   WgradTickets tickets;
   for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch, tickets);
@@ -179,18 +178,18 @@ void Model::backward_pass(bool update_layers) {
 
 // On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
 void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& tickets) {
-  const prof::OpScope layer(prof::layer_label(l));
-  prof::OpSequence ops;
-  const LayerActivations& a = plan_.layers[l];
+  const OpScope layer(layer_label(l));
+  OpSequence ops;
+  const LayerActivations& a = acts_.layers[l];
   const int f = cfg_.ffn_dim;
   const int qd = cfg_.q_dim();
   const int kvd = cfg_.kv_dim();
-  const Mat d_norm_out = plan_.view(arena_, plan_.d_norm_out);
-  const Mat d_norm_in = plan_.view(arena_, plan_.d_norm_in);
+  const Mat d_norm_out = acts_.view(arena_, acts_.d_norm_out);
+  const Mat d_norm_in = acts_.view(arena_, acts_.d_norm_in);
 
   // Feed-forward half: out = h + Wdown(silu(g) * u).
-  const Mat hidden = plan_.view(arena_, a.ffn_hidden);
-  const Mat d_hidden = plan_.view(arena_, plan_.d_ffn_hidden);
+  const Mat hidden = acts_.view(arena_, a.ffn_hidden);
+  const Mat d_hidden = acts_.view(arena_, acts_.d_ffn_hidden);
   const ParamSlot& wdown = layout_.layer(l, &LayerSlots::wdown);
   ops.next("down_gemm_wgrad");
   const std::int64_t down_ticket =
@@ -198,19 +197,19 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   ops.next("down_gemm_dgrad");
   backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
 
-  const Mat gu = plan_.view(arena_, a.gate_up);
-  const Mat d_gu = plan_.view(arena_, plan_.d_gate_up);
+  const Mat gu = acts_.view(arena_, a.gate_up);
+  const Mat d_gu = acts_.view(arena_, acts_.d_gate_up);
   const Mat gate = gu.col_block(0, f);
   const Mat up = gu.col_block(f, f);
   const Mat d_gate = d_gu.col_block(0, f);
   const Mat d_up = d_gu.col_block(f, f);
   backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
   ops.next("swiglu");
-  if (level_.swiglu_fusion) {
+  if (plan_.ops.swiglu == SwigluImpl::Fused) {
     backend_.swiglu_backward(d_gate, d_up, d_hidden, gate, up);
   } else {
-    const Mat s = plan_.view(arena_, a.silu_gate);
-    const Mat d_s = plan_.view(arena_, plan_.d_silu_gate);
+    const Mat s = acts_.view(arena_, a.silu_gate);
+    const Mat d_s = acts_.view(arena_, acts_.d_silu_gate);
     backend_.mul(d_up, d_hidden, s);
     backend_.mul(d_s, d_hidden, up);
     backend_.silu_backward(d_gate, d_s, gate);
@@ -220,32 +219,32 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
   ops.next("ffn_norm");
   backend_.rmsnorm_backward(d_norm_in, grad(ffn_norm), d_norm_out,
-                            plan_.view(arena_, a.residual_mid), compute_weight(ffn_norm),
-                            plan_.view(arena_, a.rstd2));
+                            acts_.view(arena_, a.residual_mid), compute_weight(ffn_norm),
+                            acts_.view(arena_, a.rstd2));
   const Mat d_h = d_scratch;
   backend_.join_side_gemm(tickets.out_proj);  // d_scratch is overwritten next
   ops.next("ffn_residual");
   backend_.add(d_h, d_out, d_norm_in);
 
   // Attention half: h = x + Wo(attn(rope(q), rope(k), v)).
-  const Mat attn = plan_.view(arena_, a.attn_out);
-  const Mat d_attn = plan_.view(arena_, plan_.d_attn);
+  const Mat attn = acts_.view(arena_, a.attn_out);
+  const Mat d_attn = acts_.view(arena_, acts_.d_attn);
   const ParamSlot& wo = layout_.layer(l, &LayerSlots::wo);
   ops.next("out_proj_gemm_wgrad");
   tickets.out_proj = backend_.side_gemm(grad(wo), d_h, true, attn, false, 1.0f, 0.0f);
   ops.next("out_proj_gemm_dgrad");
   backend_.gemm(d_attn, d_h, false, compute_weight(wo), false, 1.0f, 0.0f);
 
-  const Mat qkv = plan_.view(arena_, a.qkv);
-  const Mat d_qkv = plan_.view(arena_, plan_.d_qkv);
+  const Mat qkv = acts_.view(arena_, a.qkv);
+  const Mat d_qkv = acts_.view(arena_, acts_.d_qkv);
   const AttentionShape as{shape_.batch, shape_.seq, cfg_.num_heads, cfg_.num_kv_heads,
                           cfg_.head_dim()};
   backend_.join_side_gemm(tickets.qkv);  // d_qkv is overwritten next
   ops.next("attention");
-  backend_.attention_backward(d_qkv.col_block(0, qd), d_qkv.col_block(qd, kvd),
+  backend_.attention_backward(plan_.ops.attention, d_qkv.col_block(0, qd), d_qkv.col_block(qd, kvd),
                               d_qkv.col_block(qd + kvd, kvd), d_attn, qkv.col_block(0, qd),
                               qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), attn,
-                              plan_.view(arena_, a.lse), plan_.view(arena_, a.probs), as);
+                              acts_.view(arena_, a.lse), acts_.view(arena_, a.probs), as);
   ops.next("rope");
   backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
                          cfg_.rope_theta);
@@ -254,8 +253,8 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   const ParamSlot& attn_norm = layout_.layer(l, &LayerSlots::attn_norm);
   ops.next("attn_norm");
   backend_.rmsnorm_backward(d_norm_in, grad(attn_norm), d_norm_out,
-                            plan_.view(arena_, a.residual_in), compute_weight(attn_norm),
-                            plan_.view(arena_, a.rstd1));
+                            acts_.view(arena_, a.residual_in), compute_weight(attn_norm),
+                            acts_.view(arena_, a.rstd1));
   backend_.join_side_gemm(down_ticket);  // d_out is overwritten next
   ops.next("attn_residual");
   backend_.add(d_out, d_h, d_norm_in);
@@ -270,14 +269,14 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
 
 // d(norm1) = d(qkv) · Wqkv and d(Wqkv) = d(qkv)ᵀ · norm1, fused or per slice.
 std::int64_t Model::qkv_backward(int l, Mat d_n1) {
-  const LayerActivations& a = plan_.layers[l];
-  const Mat n1 = plan_.view(arena_, a.norm1);
-  const Mat d_qkv = plan_.view(arena_, plan_.d_qkv);
+  const LayerActivations& a = acts_.layers[l];
+  const Mat n1 = acts_.view(arena_, a.norm1);
+  const Mat d_qkv = acts_.view(arena_, acts_.d_qkv);
   const ParamSlot& slot = layout_.layer(l, &LayerSlots::wqkv);
   const Mat w = compute_weight(slot);
   const Mat dw = grad(slot);
-  prof::OpSequence ops;
-  if (level_.qkv_fusion) {
+  OpSequence ops;
+  if (plan_.ops.qkv_gemm == GemmGrouping::Fused) {
     ops.next("qkv_gemm_wgrad");
     const std::int64_t ticket = backend_.side_gemm(dw, d_qkv, true, n1, false, 1.0f, 0.0f);
     ops.next("qkv_gemm_dgrad");
@@ -305,14 +304,14 @@ std::int64_t Model::qkv_backward(int l, Mat d_n1) {
 }
 
 std::int64_t Model::ffn_up_backward(int l, Mat d_n2) {
-  const LayerActivations& a = plan_.layers[l];
-  const Mat n2 = plan_.view(arena_, a.norm2);
-  const Mat d_gu = plan_.view(arena_, plan_.d_gate_up);
+  const LayerActivations& a = acts_.layers[l];
+  const Mat n2 = acts_.view(arena_, a.norm2);
+  const Mat d_gu = acts_.view(arena_, acts_.d_gate_up);
   const ParamSlot& slot = layout_.layer(l, &LayerSlots::wgu);
   const Mat w = compute_weight(slot);
   const Mat dw = grad(slot);
-  prof::OpSequence ops;
-  if (level_.swiglu_fusion) {
+  OpSequence ops;
+  if (plan_.ops.gate_up_gemm == GemmGrouping::Fused) {
     ops.next("gate_up_gemm_wgrad");
     const std::int64_t ticket = backend_.side_gemm(dw, d_gu, true, n2, false, 1.0f, 0.0f);
     ops.next("gate_up_gemm_dgrad");
@@ -366,15 +365,15 @@ void Model::sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backwa
 }
 
 void Model::optimizer_pass() {
-  const prof::OpScope phase("optimizer");
+  const OpScope phase("optimizer");
   const AdamWHyper hp = update_hyper();
-  if (level_.fused_optimizer) {
+  if (plan_.ops.optimizer != OptimizerImpl::PerTensor) {
     // Sweeps over the four equal blocks of state_, padding included (its
     // gradients are zero, so its zero params, m and v stay zero), writing
     // the compute copy as they go: bit-identical to the per-tensor calls
     // below followed by refresh_compute_weights, however the block is cut
     // (the update is elementwise).
-    const prof::OpScope op("adamw");
+    const OpScope op("adamw");
     if (std::exchange(layers_updated_, false)) {
       // The layers were swept in the backward pass; the embedding's
       // gradient is final only now.
@@ -387,7 +386,7 @@ void Model::optimizer_pass() {
   }
   // One optimizer call per parameter tensor, like PyTorch's for-loop AdamW.
   const auto elem = static_cast<std::int64_t>(dtype_size(precision_.master));
-  prof::OpSequence ops;
+  OpSequence ops;
   ops.next("adamw");
   for (const ParamSlot& s : layout_.slots()) {
     auto at = [&](void* block) {

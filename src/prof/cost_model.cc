@@ -177,8 +177,9 @@ std::int64_t attention_training_flops(const ModelConfig& cfg, BatchShape shape) 
          cfg.head_dim();
 }
 
-StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level,
-                   Precision precision) {
+StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
+  const Precision precision = plan.precision;
+  const bool materialized = plan.ops.attention == AttentionImpl::Materialized;
   StepCost sc;
   const i64 t = shape.tokens();
   sc.tokens = t;
@@ -194,12 +195,13 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
   const i64 bh = static_cast<i64>(shape.batch) * cfg.num_heads;
   const i64 seq = shape.seq;
   const i64 lse_bytes = bh * seq * s.st;
-  const i64 probs_bytes = level.flash_attention ? 0 : bh * seq * seq * s.c;
+  const i64 probs_bytes = materialized ? bh * seq * seq * s.c : 0;
   // Causal half: 2·B·H·S²·hd forward (QKᵀ and PV), twice that backward.
   const i64 attn_fwd_flops = 2 * bh * seq * seq * cfg.head_dim();
 
-  const bool fused_qkv = level.qkv_fusion;
-  const bool fused_ffn = level.swiglu_fusion;
+  const bool fused_qkv = plan.ops.qkv_gemm == GemmGrouping::Fused;
+  const bool fused_gate_up = plan.ops.gate_up_gemm == GemmGrouping::Fused;
+  const bool fused_swiglu = plan.ops.swiglu == SwigluImpl::Fused;
   Builder b(sc);
   b.phase("forward");
   b.add("embedding", OpKind::Elementwise, {0, t * kTokenBytes + 2 * t * d * s.c});
@@ -216,10 +218,10 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
     b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
     b.add("ffn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
     b.add("gate_up_gemm", OpKind::Gemm,
-          fused_ffn ? linear_forward(s, t, d, {2 * f}) : linear_forward(s, t, d, {f, f}));
+          fused_gate_up ? linear_forward(s, t, d, {2 * f}) : linear_forward(s, t, d, {f, f}));
     // Fused: silu(g)·u reads g, u and writes h; unfused writes and rereads silu(g).
     b.add("swiglu", OpKind::Elementwise,
-          {kSwigluForwardFlops * t * f, (fused_ffn ? 3 : 5) * t * f * s.c});
+          {kSwigluForwardFlops * t * f, (fused_swiglu ? 3 : 5) * t * f * s.c});
     b.add("down_gemm", OpKind::Gemm, linear_forward(s, t, f, {d}));
     b.add("ffn_residual", OpKind::Elementwise, add(s, t, d));
   }
@@ -241,7 +243,7 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
     return {kAdamWFlops * params,
             7 * span.size() * s.m + (precision.mixed() ? span.size() * s.c : 0), 0};
   };
-  const bool layer_updates = updates_layers_in_backward(level, precision);
+  const bool layer_updates = plan.updates_layers_in_backward();
 
   b.phase("backward");
   b.add("cross_entropy", OpKind::Elementwise,
@@ -256,11 +258,11 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
     // Fused: reads dh, g, u, writes dg, du. Unfused: three ops of three
     // tensors each (du = dh·s, ds = dh·u, dg = silu'(g)·ds).
     b.add("swiglu", OpKind::Elementwise,
-          {kSwigluBackwardFlops * t * f, (fused_ffn ? 5 : 9) * t * f * s.c});
+          {kSwigluBackwardFlops * t * f, (fused_swiglu ? 5 : 9) * t * f * s.c});
     b.add("gate_up_gemm_dgrad", OpKind::Gemm,
-          fused_ffn ? linear_dgrad(s, t, d, {2 * f}) : linear_dgrad(s, t, d, {f, f}));
+          fused_gate_up ? linear_dgrad(s, t, d, {2 * f}) : linear_dgrad(s, t, d, {f, f}));
     b.add("gate_up_gemm_wgrad", OpKind::Gemm,
-          fused_ffn ? linear_wgrad(s, t, d, {2 * f}) : linear_wgrad(s, t, d, {f, f}));
+          fused_gate_up ? linear_wgrad(s, t, d, {2 * f}) : linear_wgrad(s, t, d, {f, f}));
     b.add("ffn_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
     b.add("ffn_residual", OpKind::Elementwise, add(s, t, d));
     b.add("out_proj_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, qd, {d}));
@@ -268,7 +270,7 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
     // Reads dout, q, k, v, lse and (flash) out or (materialised) the saved
     // probabilities; writes dq, dk, dv.
     const i64 attn_bwd_reads =
-        level.flash_attention ? (3 * t * qd + 2 * t * kvd) * s.c : (2 * t * qd + 2 * t * kvd) * s.c;
+        materialized ? (2 * t * qd + 2 * t * kvd) * s.c : (3 * t * qd + 2 * t * kvd) * s.c;
     b.add("attention", OpKind::Attention,
           {2 * attn_fwd_flops,
            attn_bwd_reads + lse_bytes + probs_bytes + (t * qd + 2 * t * kvd) * s.c});
@@ -289,13 +291,13 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions&
 
   i64 params = 0;
   for (const ParamSlot& slot : layout.slots()) params += slot.numel();
-  if (precision.compute == DType::F16) {
+  if (plan.loss_scaling == LossScaling::Dynamic) {
     // fp16 loss scaling scans the whole gradient block (padding included).
     b.add("overflow_check", OpKind::Elementwise, {layout.total(), layout.total() * s.m + 4});
   }
 
   b.phase("optimizer");
-  if (level.fused_optimizer) {
+  if (plan.ops.optimizer != OptimizerImpl::PerTensor) {
     // The whole flat block in one sweep, or what the layers' sweeps in the
     // backward pass left: the embedding and the final norm.
     Cost sweep;

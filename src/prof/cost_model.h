@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/step_plan.h"
 
 namespace tinyllama::prof {
 
@@ -74,10 +75,9 @@ std::int64_t matmul_parameters(const ModelConfig& cfg);
 // The attention term of a training step: 6·L·B·H·S²·hd (causal half).
 std::int64_t attention_training_flops(const ModelConfig& cfg, BatchShape shape);
 
-// Every op of one training step (forward, backward, optimizer) at this level
-// and precision. fp16 adds the overflow scan of the gradients, AMP the
-// refresh of the low-precision weight copy, as the trainer runs them.
-StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level,
-                   Precision precision);
+// Every op of one training step (forward, backward, optimizer) as the plan
+// runs it. Loss scaling adds the overflow scan of the gradients, AMP with a
+// per-tensor optimizer the refresh of the low-precision weight copy.
+StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan);
 
 }  // namespace tinyllama::prof

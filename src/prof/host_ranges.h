@@ -1,12 +1,13 @@
 #pragma once
 // The host side of the profiler: nested named time ranges (step -> phase ->
 // layer -> op) recorded by the op markers while a profiler is active. The
-// recorder is fed from the training thread only; the markers check one
-// pointer when no profiler is active, so unprofiled runs pay nothing more.
-#include <atomic>
+// recorder is fed from the training thread only, through the op markers'
+// observer interface (core/op_marker.h).
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/op_marker.h"
 
 namespace tinyllama::prof {
 
@@ -22,15 +23,15 @@ struct HostRange {
   std::int64_t end_ns = -1;  // -1 while open
 };
 
-class HostRangeRecorder {
+class HostRangeRecorder final : public OpObserver {
  public:
   HostRangeRecorder();
 
   // Opens a range inside the innermost open one; returns its index.
-  int open(const char* name);
+  int open(const char* name) override;
   // Closes the range `index` (and, defensively, anything opened inside it
   // that was left open).
-  void close(int index) noexcept;
+  void close(int index) noexcept override;
 
   const std::vector<HostRange>& ranges() const { return ranges_; }
   bool idle() const { return stack_.empty(); }
@@ -46,17 +47,5 @@ class HostRangeRecorder {
   std::vector<HostRange> ranges_;
   std::vector<int> stack_;
 };
-
-namespace detail {
-inline std::atomic<HostRangeRecorder*> active_recorder{nullptr};
-}
-
-// The recorder the op markers feed, or null when no profiler is active.
-inline HostRangeRecorder* active_recorder() noexcept {
-  return detail::active_recorder.load(std::memory_order_relaxed);
-}
-inline void set_active_recorder(HostRangeRecorder* recorder) noexcept {
-  detail::active_recorder.store(recorder, std::memory_order_relaxed);
-}
 
 }  // namespace tinyllama::prof

@@ -8,8 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "model/step_plan_json.h"
 #include "prof/device_peaks.h"
-#include "train/flag_values.h"
 
 namespace tinyllama::prof {
 namespace {
@@ -144,9 +144,9 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
   j["profiled_steps"] = a.steps.size();
   j["device"] = in.device;
   j["backend"] = in.backend;
-  j["level"] = in.level_name;
-  j["level_toggles"] = in.level.describe();
-  j["precision"] = precision_name(in.precision);
+  j["level"] = in.plan.level;
+  j["precision"] = precision_name(in.plan.precision);
+  j["plan"] = plan_json(in.plan);
   j["config"] = {{"vocab_size", in.model.vocab_size},     {"hidden_dim", in.model.hidden_dim},
                  {"num_layers", in.model.num_layers},     {"num_heads", in.model.num_heads},
                  {"num_kv_heads", in.model.num_kv_heads}, {"ffn_dim", in.model.ffn_dim},
@@ -300,7 +300,7 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
                 {"min_bytes_per_step", in.cost.total_bytes()},
                 {"attention_convention", "causal half: 6*L*B*H*S^2*hd per training step"}};
   const std::optional<DevicePeak> peak = find_device_peak(in.device);
-  const double peak_tf = peak ? peak_tflops(*peak, in.precision) : 0.0;
+  const double peak_tf = peak ? peak_tflops(*peak, in.plan.precision) : 0.0;
   if (peak) {
     j["device_peak"] = {{"name", peak->name},
                         {"fp32_tflops", peak->fp32_tflops},
@@ -317,13 +317,13 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
               {"achieved_tflops", achieved},
               {"peak_tflops", nullable(peak_tf > 0, peak_tf)},
               {"basis", "model FLOPs per step / run_ms_per_step / the device's dense peak for " +
-                            std::string(dtype_name(in.precision.compute))}};
+                            std::string(dtype_name(in.plan.precision.compute))}};
   if (!peak) {
     notes.push_back("MFU and roofline roofs omitted: no peak figures for '" + in.device +
                     "' (src/prof/device_peaks.cc lists the known GPUs)");
   } else if (peak_tf <= 0) {
     notes.push_back("MFU omitted: no dense peak for " +
-                    std::string(dtype_name(in.precision.compute)));
+                    std::string(dtype_name(in.plan.precision.compute)));
   }
 
   // ---- per op: cost model joined with measured time -----------------------------
@@ -399,8 +399,8 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
                  {"gradients_bytes", m.model.gradients},
                  {"optimizer_bytes", m.model.optimizer},
                  {"activations_bytes", m.model.activations},
-                 {"workspace_bytes", m.workspace_bytes},
-                 {"total_bytes", m.model.total() + m.workspace_bytes},
+                 {"workspace_bytes", m.model.workspaces},
+                 {"total_bytes", m.model.total()},
                  {"device_total_bytes", known(m.device_total_bytes)},
                  {"device_used_peak_bytes", known(m.device_used_peak_bytes)}};
   j["notes"] = notes;

@@ -26,8 +26,7 @@ struct StepTimes {
 };
 
 struct MemoryFigures {
-  MemoryBreakdown model;
-  std::int64_t workspace_bytes = 0;
+  MemoryBreakdown model;                     // workspaces included
   std::int64_t device_total_bytes = -1;      // -1: unknown (the CPU)
   std::int64_t device_used_peak_bytes = -1;  // the driver's count, sampled per step; -1: unknown
 };
@@ -35,9 +34,7 @@ struct MemoryFigures {
 struct ProfileInputs {
   std::string device;   // the backend's device description
   std::string backend;  // "cpu" or "cuda"
-  std::string level_name;
-  LevelOptions level;
-  Precision precision;
+  StepPlan plan;
   ModelConfig model;
   BatchShape shape;
   StepCost cost;

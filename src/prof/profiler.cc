@@ -6,11 +6,11 @@
 #include <system_error>
 
 #include "core/errors.h"
-#include "model/cuda_entry.h"
+#include "core/op_marker.h"
+#include "cuda/cuda_entry.h"
 #include "prof/attribution.h"
 #include "prof/cost_model.h"
 #include "prof/kernel_stats.h"
-#include "prof/op_marker.h"
 #include "prof/profile_summary.h"
 #include "prof/trace_writer.h"
 
@@ -26,17 +26,17 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 
 }  // namespace
 
-Profiler::Profiler(const TrainOptions& opts, const Model& model, Backend& backend)
-    : opts_(opts), model_(model), backend_(backend) {
+Profiler::Profiler(const ProfileSettings& settings, const Model& model, Backend& backend)
+    : settings_(settings), model_(model), backend_(backend) {
   std::error_code ec;
-  std::filesystem::create_directories(opts.profile_dir, ec);
-  if (ec || !std::filesystem::is_directory(opts.profile_dir)) {
-    throw RuntimeFailure("--profile-dir " + opts.profile_dir + ": cannot create the directory" +
+  std::filesystem::create_directories(settings.dir, ec);
+  if (ec || !std::filesystem::is_directory(settings.dir)) {
+    throw RuntimeFailure("--profile-dir " + settings.dir + ": cannot create the directory" +
                          (ec ? " (" + ec.message() + ")" : std::string()));
   }
   // Attached from the start, so that a CUDA graph captured in the warm-up
   // gets its nodes tagged with the ops that created them.
-  set_active_recorder(&recorder_);
+  set_op_observer(&recorder_);
   if (backend.name() == "cuda") {
     collector_ = CuptiCollector::start(&recorder_, &collector_note_);
   } else {
@@ -45,7 +45,7 @@ Profiler::Profiler(const TrainOptions& opts, const Model& model, Backend& backen
 }
 
 Profiler::~Profiler() {
-  if (active_recorder() == &recorder_) set_active_recorder(nullptr);
+  if (op_observer() == &recorder_) set_op_observer(nullptr);
 }
 
 bool Profiler::begin_step(bool timed) {
@@ -67,10 +67,10 @@ bool Profiler::begin_step(bool timed) {
 
 void Profiler::open_window() {
   const GpuActivity warmup = collector_->take_records();
-  if (opts_.profile_api_calls) return;
+  if (settings_.api_calls) return;
   // The first step autotunes its GEMMs (extra trial kernels): learn from a
   // later one.
-  if (opts_.warmup_steps < 2) {
+  if (settings_.warmup_steps < 2) {
     launch_order_note_ =
         "API records kept in the profiled steps: the launch order is learnt "
         "from the last of at least 2 warm-up steps (--warmup-steps)";
@@ -89,7 +89,7 @@ void Profiler::end_launch() {
   if (!recording_) return;
   recorder_.close(step_range_);
   nvtx_pop();
-  if (window_started_ && ++launched_profiled_ >= opts_.profile_steps) stop_recording();
+  if (window_started_ && ++launched_profiled_ >= settings_.steps) stop_recording();
 }
 
 void Profiler::end_step(bool timed, bool profiled, double step_ms) {
@@ -98,13 +98,13 @@ void Profiler::end_step(bool timed, bool profiled, double step_ms) {
     return;
   }
   profiled_ms_.push_back(step_ms);
-  if (static_cast<int>(profiled_ms_.size()) >= opts_.profile_steps) stop_collecting();
+  if (static_cast<int>(profiled_ms_.size()) >= settings_.steps) stop_collecting();
 }
 
 void Profiler::stop_recording() {
   if (!recording_) return;
   recording_ = false;
-  set_active_recorder(nullptr);
+  set_op_observer(nullptr);
 }
 
 void Profiler::stop_collecting() {
@@ -115,31 +115,28 @@ void Profiler::stop_collecting() {
   }
 }
 
-std::string Profiler::finish(const TrainSummary& summary) {
+std::string Profiler::finish(const RunFigures& run) {
   stop_collecting();
   ProfileInputs in;
   in.device = backend_.device_description();
   in.backend = backend_.name();
-  in.level_name = opts_.level_name;
-  in.level = opts_.level;
-  in.precision = opts_.precision;
-  in.model = opts_.model;
-  in.shape = opts_.shape;
-  in.cost = step_cost(opts_.model, opts_.shape, opts_.level, opts_.precision);
+  in.plan = model_.plan();
+  in.model = model_.config();
+  in.shape = model_.shape();
+  in.cost = step_cost(in.model, in.shape, in.plan);
   in.ranges = recorder_.ranges();
   in.gpu = collector_ ? &activity_ : nullptr;
   in.gpu_note = collector_note_;
   in.times.profiled_ms = profiled_ms_;
   in.times.unprofiled_ms = unprofiled_ms_;
-  in.times.run_ms_per_step = summary.ms_per_step;
+  in.times.run_ms_per_step = run.ms_per_step;
   in.memory.model = model_.memory();
-  in.memory.workspace_bytes = backend_.workspace_bytes();
   std::size_t total = 0;
   if (in.backend == "cuda" && cuda_memory_info(nullptr, &total)) {
     in.memory.device_total_bytes = static_cast<std::int64_t>(total);
   }
-  if (summary.device_used_peak_mb > 0) {
-    in.memory.device_used_peak_bytes = static_cast<std::int64_t>(summary.device_used_peak_mb * 1e6);
+  if (run.device_used_peak_mb > 0) {
+    in.memory.device_used_peak_bytes = static_cast<std::int64_t>(run.device_used_peak_mb * 1e6);
   }
 
   in.launch_order_note = launch_order_note_;
@@ -154,7 +151,7 @@ std::string Profiler::finish(const TrainSummary& summary) {
   const std::vector<KernelStat> stats = kernel_stats(profiled_kernels);
   const nlohmann::json summary_json = profile_summary(in, attribution, stats);
 
-  const std::filesystem::path dir(opts_.profile_dir);
+  const std::filesystem::path dir(settings_.dir);
   std::string written;
   if (in.gpu != nullptr) {
     write_file(dir / "kernel_stats.csv", kernel_stats_csv(stats));

@@ -22,15 +22,28 @@
 #include "prof/cupti_collector.h"
 #include "prof/host_ranges.h"
 #include "prof/launch_order.h"
-#include "train/options.h"
-#include "train/trainer.h"
 
 namespace tinyllama::prof {
 
+// What --profile was asked for (the trainer fills it from its options).
+struct ProfileSettings {
+  std::string dir = "profile";  // --profile-dir
+  int steps = 5;                // --profile-steps: the first timed steps
+  int warmup_steps = 0;         // the run's untimed steps before them
+  bool api_calls = false;       // --profile-api-calls
+};
+
+// The run's figures the summary puts beside the profiled steps.
+struct RunFigures {
+  double ms_per_step = 0;          // mean over all timed steps
+  double device_used_peak_mb = 0;  // the driver's count; 0 when unknown
+};
+
 class Profiler {
  public:
-  // Creates the profile directory (RuntimeFailure if it cannot).
-  Profiler(const TrainOptions& opts, const Model& model, Backend& backend);
+  // Creates the profile directory (RuntimeFailure if it cannot). The model
+  // gives the plan, shapes and memory the summary reports.
+  Profiler(const ProfileSettings& settings, const Model& model, Backend& backend);
   ~Profiler();
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
@@ -43,7 +56,7 @@ class Profiler {
   void end_step(bool timed, bool profiled, double step_ms);
 
   // Writes the files and returns the printed summary (lines ending in '\n').
-  std::string finish(const TrainSummary& summary);
+  std::string finish(const RunFigures& run);
 
  private:
   void stop_recording();   // no more host ranges or NVTX
@@ -53,7 +66,7 @@ class Profiler {
   // CUPTI's API records from then on.
   void open_window();
 
-  const TrainOptions opts_;  // a copy: small, and no lifetime to reason about
+  const ProfileSettings settings_;
   const Model& model_;
   Backend& backend_;
   HostRangeRecorder recorder_;

@@ -244,7 +244,7 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
           {"otherData",
            {{"tool", "tinyllama --profile"},
             {"device", in.device},
-            {"level", in.level_name},
+            {"level", in.plan.level},
             {"profiled_steps", a.steps.size()},
             {"clock", "steady clock, microseconds from the first profiled step"}}}};
 }

@@ -67,13 +67,4 @@ DType parse_amp_dtype(const std::string& text) {
   reject("--amp-dtype", text, "allowed values are bfloat16, float16");
 }
 
-std::string_view device_name(DeviceKind device) {
-  return device == DeviceKind::Cuda ? "cuda" : "cpu";
-}
-
-std::string precision_name(Precision precision) {
-  if (precision.mixed()) return "amp_" + std::string(dtype_name(precision.compute));
-  return precision.compute == DType::F64 ? "fp64" : "fp32";
-}
-
 }  // namespace tinyllama

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
-#include "train/options.h"
+#include "model/step_plan.h"
 
 namespace tinyllama {
 
@@ -18,9 +18,5 @@ double parse_real_flag(std::string_view flag, const std::string& text);
 
 DeviceKind parse_device(const std::string& text);  // cpu | cuda
 DType parse_amp_dtype(const std::string& text);    // bfloat16 | float16
-
-std::string_view device_name(DeviceKind device);
-// "fp32", "fp64", "amp_bfloat16" or "amp_float16": the run's precision in one word.
-std::string precision_name(Precision precision);
 
 }  // namespace tinyllama

@@ -1,21 +1,11 @@
 #pragma once
-// Choosing a level (DESIGN §2): a named preset of toggles, then the
-// --enable-*/--disable-* flags on top for ablation. The result does not
+// The workshop's --enable-*/--disable-* flags, applied on top of a level's
+// preset choices (model/step_plan.h) for ablation. The result does not
 // depend on the order of the flags on the command line: preset first, then
 // the all-fusion pair, then each toggle's own pair.
-#include <string>
-#include <string_view>
-
-#include "model/config.h"
+#include "model/step_plan.h"
 
 namespace tinyllama {
-
-// The preset used when --version is not given. Kept in one place so that it
-// moves to the fastest level as soon as that level is implemented.
-inline constexpr std::string_view kDefaultLevel = "v2";
-
-// Throws UsageError for unknown names and for levels not implemented yet.
-LevelOptions level_preset(const std::string& name);
 
 // Whether --enable-X and/or --disable-X were given.
 struct TogglePair {
@@ -23,6 +13,10 @@ struct TogglePair {
   bool disable = false;
 };
 
+// Each toggle sets the plan choices it names: qkv_fusion the Q/K/V GEMM;
+// swiglu_fusion the gate/up GEMM and silu*mul; flash_attention the
+// attention; cuda_graphs the execution; fused_optimizer the optimizer
+// (FusedPerLayer when on, which resolve_plan narrows to what can run).
 struct ToggleFlags {
   TogglePair all_fusion;  // every toggle below at once, like the workshop's flag
   TogglePair qkv_fusion;
@@ -33,6 +27,6 @@ struct ToggleFlags {
 };
 
 // Throws UsageError when both halves of a pair are given.
-LevelOptions apply_toggle_flags(LevelOptions preset, const ToggleFlags& flags);
+OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);
 
 }  // namespace tinyllama

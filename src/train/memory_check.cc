@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/errors.h"
-#include "model/cuda_entry.h"
+#include "cuda/cuda_entry.h"
 
 namespace tinyllama {
 
@@ -52,17 +52,16 @@ void check_memory_fits(const MemoryBreakdown& need, std::int64_t available, Devi
       device == DeviceKind::Cuda
           ? "the cuda device has " + format_bytes(available) + " free"
           : "the cpu has " + format_bytes(available) + " available (MemAvailable)";
-  throw RuntimeFailure("run needs " + format_bytes(need.total()) + " (parameters " +
-                       format_bytes(need.parameters) + ", gradients " +
-                       format_bytes(need.gradients) + ", optimizer " +
-                       format_bytes(need.optimizer) + ", activations " +
-                       format_bytes(need.activations) + ") but " + where);
+  throw RuntimeFailure(
+      "run needs " + format_bytes(need.total()) + " (parameters " + format_bytes(need.parameters) +
+      ", gradients " + format_bytes(need.gradients) + ", optimizer " +
+      format_bytes(need.optimizer) + ", activations " + format_bytes(need.activations) +
+      ", workspaces " + format_bytes(need.workspaces) + ") but " + where);
 }
 
-void check_memory(const TrainOptions& opts) {
-  const MemoryBreakdown need =
-      Model::estimate_memory(opts.model, opts.level, opts.precision, opts.shape);
-  check_memory_fits(need, available_memory_bytes(opts.device), opts.device);
+void check_memory(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
+  check_memory_fits(Model::estimate_memory(cfg, shape, plan), available_memory_bytes(plan.device),
+                    plan.device);
 }
 
 }  // namespace tinyllama

@@ -1,6 +1,8 @@
 #pragma once
-// Refuses a run that cannot fit before it allocates anything: the model's
-// exact planned bytes (Model::estimate_memory) against what the device has.
+// Refuses a run that cannot fit before it allocates anything: the exact
+// planned bytes (Model::estimate_memory: the model's blocks, the activation
+// arena and the plan's backend workspaces -- the total the summary reports
+// as the peak) against what the device has.
 // Failing here gives one clear line instead of an out-of-memory deep inside
 // setup, or the host swapping itself to a halt.
 #include <cstdint>
@@ -8,7 +10,7 @@
 #include <string>
 
 #include "model/model.h"
-#include "train/options.h"
+#include "model/step_plan.h"
 
 namespace tinyllama {
 
@@ -26,7 +28,7 @@ std::int64_t available_memory_bytes(DeviceKind device);
 // device has Y GB free" when need exceeds available (unless available < 0).
 void check_memory_fits(const MemoryBreakdown& need, std::int64_t available, DeviceKind device);
 
-// The two above for a run's options.
-void check_memory(const TrainOptions& opts);
+// The two above for a resolved plan.
+void check_memory(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan);
 
 }  // namespace tinyllama

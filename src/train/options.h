@@ -1,22 +1,23 @@
 #pragma once
-// Everything a training run is configured by. The CLI fills it; the trainer
-// and the reports read it.
+// Everything a training run is configured by. A front end fills in what was
+// asked (the model, the plan request, the device); resolve_run()
+// (train/run_setup.h) turns the request into the resolved plan, which the
+// trainer and the reports read.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/config.h"
+#include "model/step_plan.h"
 
 namespace tinyllama {
-
-enum class DeviceKind { Cpu, Cuda };
 
 struct TrainOptions {
   ModelConfig model;
   BatchShape shape{8, 256};
-  LevelOptions level = LevelOptions::v2();
-  std::string level_name = "v2";  // preset the toggles started from
-  Precision precision = Precision::fp32();
-  DeviceKind device = DeviceKind::Cpu;
+  PlanRequest request;                       // level preset, single overrides, precision
+  std::optional<DeviceKind> device_request;  // empty: cuda when a device is found, else cpu
+  StepPlan plan;                             // resolve_run(): what the run does
 
   int num_steps = 50;
   int warmup_steps = 5;  // trained but untimed, before the measured steps

@@ -12,8 +12,8 @@
 #include <optional>
 
 #include "core/errors.h"
-#include "model/cuda_entry.h"
-#include "train/flag_values.h"
+#include "cuda/cuda_entry.h"
+#include "model/step_plan_json.h"
 #include "train/memory_check.h"
 
 namespace tinyllama {
@@ -34,8 +34,10 @@ double per_second(double count, double ms) {
   return ms > 0 ? count / (ms / 1e3) : 0.0;
 }
 
-std::string level_line(const TrainOptions& opts) {
-  return opts.level_name + " (" + opts.level.describe() + ")";
+std::string level_line(const StepPlan& plan) {
+  std::string line = plan.level + " (" + plan.describe() + ")";
+  for (const Fallback& f : plan.fallbacks) line += "; " + f.describe();
+  return line;
 }
 
 std::string precision_line(Precision p) {
@@ -63,17 +65,13 @@ nlohmann::json config_json(const TrainOptions& opts) {
       {"learning_rate", opts.learning_rate},
       {"seed", opts.seed},
       {"data_pool_rows", opts.data_pool_rows},
-      {"level", opts.level_name},
-      {"qkv_fusion", opts.level.qkv_fusion},
-      {"swiglu_fusion", opts.level.swiglu_fusion},
-      {"flash_attention", opts.level.flash_attention},
-      {"cuda_graphs", opts.level.cuda_graphs},
-      {"fused_optimizer", opts.level.fused_optimizer},
-      {"precision", precision_name(opts.precision)},
-      {"use_amp", opts.precision.mixed()},
-      {"amp_dtype", opts.precision.mixed() ? nlohmann::json(dtype_name(opts.precision.compute))
-                                           : nlohmann::json(nullptr)},
-      {"device", device_name(opts.device)},
+      {"level", opts.plan.level},
+      {"precision", precision_name(opts.plan.precision)},
+      {"use_amp", opts.plan.precision.mixed()},
+      {"amp_dtype", opts.plan.precision.mixed()
+                        ? nlohmann::json(dtype_name(opts.plan.precision.compute))
+                        : nlohmann::json(nullptr)},
+      {"device", device_name(opts.plan.device)},
       {"init_from", opts.init_from},
   };
 }
@@ -106,29 +104,28 @@ std::string execution_line(const TrainSummary& s) {
 }
 
 nlohmann::json memory_json(const MemoryBreakdown& m) {
-  return {{"parameters_bytes", m.parameters},
-          {"gradients_bytes", m.gradients},
-          {"optimizer_bytes", m.optimizer},
-          {"activations_bytes", m.activations},
-          {"total_bytes", m.total()}};
+  return {{"parameters_bytes", m.parameters}, {"gradients_bytes", m.gradients},
+          {"optimizer_bytes", m.optimizer},   {"activations_bytes", m.activations},
+          {"workspace_bytes", m.workspaces},  {"total_bytes", m.total()}};
 }
 
 }  // namespace
 
 std::string format_run_header(const TrainOptions& opts) {
   const ModelConfig& m = opts.model;
-  return printf_string(
-             "train | model D%d L%d H%d K%d F%d vocab %d | batch %d x seq %d | %d warm-up + %d "
-             "timed steps | lr %g | seed %llu | ",
-             m.hidden_dim, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_dim, m.vocab_size,
-             opts.shape.batch, opts.shape.seq, opts.warmup_steps, opts.num_steps,
-             opts.learning_rate, static_cast<unsigned long long>(opts.seed)) +
-         level_line(opts) + " | " + precision_name(opts.precision) + " | " +
-         std::string(device_name(opts.device)) +
-         // Said once here rather than on every step: the toggle has no cpu meaning.
-         (opts.device == DeviceKind::Cpu && opts.level.cuda_graphs
-              ? " (cuda_graphs ignored: the cpu backend runs eagerly)"
-              : "");
+  const StepPlan& plan = opts.plan;
+  std::string out = printf_string(
+      "train | model D%d L%d H%d K%d F%d vocab %d | batch %d x seq %d | %d warm-up + %d timed "
+      "steps | lr %g | seed %llu | %s | %s | %s\n",
+      m.hidden_dim, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_dim, m.vocab_size,
+      opts.shape.batch, opts.shape.seq, opts.warmup_steps, opts.num_steps, opts.learning_rate,
+      static_cast<unsigned long long>(opts.seed), plan.level.c_str(),
+      precision_name(plan.precision).c_str(), device_name(plan.device));
+  // The resolved plan, then each choice that fell back and why: said once
+  // here rather than on every step.
+  out += "plan | " + plan.describe() + " | workspaces " + format_bytes(plan.workspace_bytes());
+  for (const Fallback& f : plan.fallbacks) out += "\nfallback | " + f.describe();
+  return out;
 }
 
 std::string format_step_line(const StepRecord& rec, const TrainOptions& opts, double peak_mb) {
@@ -147,8 +144,6 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
   int skipped = 0;
   for (const StepRecord& r : s.steps) skipped += r.skipped ? 1 : 0;
   const MemoryBreakdown& m = s.memory;
-  // Peak counts the backend's workspaces as well as the planned model memory.
-  const double other_mb = s.peak_mb - static_cast<double>(m.total()) / 1e6;
 
   std::string out = printf_string("summary over %zu timed steps (after %d untimed warm-up steps)\n",
                                   s.steps.size(), opts.warmup_steps);
@@ -176,7 +171,7 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
       "activations %s, workspaces %s)\n",
       s.peak_mb, format_bytes(m.parameters).c_str(), format_bytes(m.gradients).c_str(),
       format_bytes(m.optimizer).c_str(), format_bytes(m.activations).c_str(),
-      format_bytes(static_cast<std::int64_t>(other_mb > 0 ? other_mb * 1e6 : 0)).c_str());
+      format_bytes(m.workspaces).c_str());
   if (s.device_used_peak_mb > 0) {
     out += printf_string(
         "  device used  %.1f MB (the driver's count, sampled after each step; CUDA context "
@@ -184,9 +179,10 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
         s.device_used_peak_mb);
   }
   out += printf_string("  parameters   %lld\n", static_cast<long long>(s.parameter_count));
-  out += "  device       " + std::string(device_name(opts.device)) + ": " + s.device_name + "\n";
-  out += "  level        " + level_line(opts) + "\n";
-  out += "  precision    " + precision_line(opts.precision) + "\n";
+  out +=
+      "  device       " + std::string(device_name(opts.plan.device)) + ": " + s.device_name + "\n";
+  out += "  level        " + level_line(opts.plan) + "\n";
+  out += "  precision    " + precision_line(opts.plan.precision) + "\n";
   return out;
 }
 
@@ -229,8 +225,9 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
       {"memory", memory_json(s.memory)},
       {"parameter_count", s.parameter_count},
       {"config", config_json(opts)},
+      {"plan", plan_json(opts.plan)},
       {"device",
-       {{"kind", device_name(opts.device)},
+       {{"kind", device_name(opts.plan.device)},
         {"name", s.device_name},
         {"build", cuda_build_versions()}}},
   };

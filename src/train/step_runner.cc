@@ -25,13 +25,17 @@ int mark(int slot, Mark m) {
 
 }  // namespace
 
-StepRunner::StepRunner(Model& model, LossScaler& scaler, const AdamWHyper& hyper, bool use_graphs)
+StepRunner::StepRunner(Model& model, LossScaler& scaler, const AdamWHyper& hyper)
     : model_(model),
       backend_(model.backend()),
       scaler_(scaler),
       hyper_(hyper),
       timer_(model.backend().make_timer(kMarks * kGraphSlots)),
-      graphs_wanted_(use_graphs && model.backend().supports_graphs()) {
+      graphs_wanted_(model.plan().captured()) {
+  if (graphs_wanted_ && !backend_.supports_graphs()) {
+    throw std::logic_error("StepRunner: the plan captures graphs, the " + backend_.name() +
+                           " backend cannot (a plan resolved for another device)");
+  }
   for (int slot = 0; slot < kGraphSlots; ++slot) {
     readbacks_.push_back(backend_.make_readback(model.losses_bytes()));
   }

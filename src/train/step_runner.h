@@ -31,11 +31,11 @@ class StepRunner {
   // loading), none of which may happen inside a capture.
   static constexpr int kEagerStepsBeforeCapture = 1;
 
-  // use_graphs: the level's cuda_graphs toggle; ignored (see note()) when
-  // the model's backend cannot capture graphs. hyper: AdamW's constants and
+  // Captures and replays the step when the model's plan says Graph (the
+  // plan was resolved for a backend that can). hyper: AdamW's constants and
   // learning rate; the step count is the runner's. The scaler decides the
   // loss scale of each step and learns of its overflows.
-  StepRunner(Model& model, LossScaler& scaler, const AdamWHyper& hyper, bool use_graphs);
+  StepRunner(Model& model, LossScaler& scaler, const AdamWHyper& hyper);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;

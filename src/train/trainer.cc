@@ -12,9 +12,9 @@
 #include "core/errors.h"
 #include "io/hf_weights.h"
 #include "io/safetensors.h"
-#include "model/backend_factory.h"
 #include "model/init.h"
 #include "prof/profiler.h"
+#include "train/backend_factory.h"
 #include "train/loss_scaler.h"
 #include "train/step_runner.h"
 #include "train/synthetic_data.h"
@@ -83,15 +83,23 @@ void fill_averages(TrainSummary& s, const TrainOptions& opts) {
 
 TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   opts.model.validate();
-  std::unique_ptr<Backend> backend = make_backend(opts.device, opts.precision);
-  Model model(opts.model, opts.level, opts.precision, opts.shape, *backend);
+  const StepPlan& plan = opts.plan;
+  if (plan.level.empty()) throw std::logic_error("train: the plan is not resolved (resolve_run)");
+  std::unique_ptr<Backend> backend = make_backend(plan.device, plan.precision);
+  Model model(opts.model, opts.shape, plan, *backend);
+  // The memory check refused by the plan's figure: the backend must have
+  // allocated exactly that, or the reported peak would be wrong.
+  if (backend->workspace_bytes() != plan.workspace_bytes()) {
+    throw RuntimeFailure("internal: the " + backend->name() + " backend allocated " +
+                         std::to_string(backend->workspace_bytes()) +
+                         " workspace bytes, the plan " + std::to_string(plan.workspace_bytes()));
+  }
 
   TrainSummary summary;
   summary.device_name = backend->device_description();
   summary.memory = model.memory();
   for (const ParamSlot& s : model.layout().slots()) summary.parameter_count += s.numel();
-  const double planned_bytes =
-      static_cast<double>(summary.memory.total() + backend->workspace_bytes());
+  const double planned_bytes = static_cast<double>(summary.memory.total());
 
   model.set_params(opts.init_from.empty() ? initial_weights(model.layout(), opts.seed)
                                           : load_hf_weights(opts.init_from, model.layout()));
@@ -99,17 +107,18 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   dump.initial_weights(model);
 
   SyntheticData data(opts.model.vocab_size, opts.shape.seq, opts.data_pool_rows, opts.seed);
-  // fp16 needs dynamic loss scaling (GradScaler's rules); bf16 and fp32 have
-  // fp32's exponent range and run unscaled.
-  LossScaler scaler(opts.precision.compute == DType::F16);
+  LossScaler scaler(plan.loss_scaling == LossScaling::Dynamic);
   AdamWHyper hp;
   hp.lr = static_cast<float>(opts.learning_rate);
-  // Eager steps, or (cuda_graphs on a backend that has them) one captured
-  // step replayed; the cpu backend runs eagerly, as the run header says.
-  StepRunner runner(model, scaler, hp, opts.level.cuda_graphs);
+  // Eager steps, or one captured step replayed (plan.ops.execution).
+  StepRunner runner(model, scaler, hp);
   // --profile: records the first profile_steps timed steps (src/prof/profiler.h).
   std::unique_ptr<prof::Profiler> profiler =
-      opts.profile ? std::make_unique<prof::Profiler>(opts, model, *backend) : nullptr;
+      opts.profile ? std::make_unique<prof::Profiler>(
+                         prof::ProfileSettings{opts.profile_dir, opts.profile_steps,
+                                               opts.warmup_steps, opts.profile_api_calls},
+                         model, *backend)
+                   : nullptr;
 
   // Steps are enqueued ahead: step n+1 is launched before step n's loss is
   // read, so the host's work overlaps the device's. The loop waits for every
@@ -172,7 +181,9 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   summary.wall_ms_per_step = wall_steps > 0 ? wall_ms / wall_steps : 0.0;
   dump.finish();
   fill_averages(summary, opts);
-  if (profiler) summary.profile_report = profiler->finish(summary);
+  if (profiler) {
+    summary.profile_report = profiler->finish({summary.ms_per_step, summary.device_used_peak_mb});
+  }
   // An eager run's launches are counted on a capture made only for that.
   if (!runner.replaying()) runner.count_launches();
   summary.execution = runner.replaying() ? "cuda_graph" : "eager";

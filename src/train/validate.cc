@@ -57,9 +57,6 @@ void validate_options(const TrainOptions& opts) {
     std::snprintf(value, sizeof value, "%g", opts.learning_rate);
     throw UsageError(std::string("--learning-rate ") + value + ": must be a finite number above 0");
   }
-  if (opts.precision.mixed() && opts.device == DeviceKind::Cpu) {
-    throw UsageError("--use-amp: mixed precision needs --device cuda");
-  }
   require_readable_file("--init-from", opts.init_from);
   require_parent_directory("--json", opts.json_path);
   require_parent_directory("--save-weights", opts.save_weights);

@@ -35,15 +35,24 @@ TEST(TrainRun, PrintsStepLinesAndWritesTheJsonReport) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(TrainRun, FusedOptimizerToggleReachesTheConfig) {
+TEST(TrainRun, FusedOptimizerToggleReachesThePlan) {
   const auto dir = scratch_dir("fused_optimizer");
   const RunResult r = run_tinyllama(kTiny + "--version v1 --enable-fused-optimizer --json " +
                                     (dir / "r.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(read_text(dir / "r.json"));
-  EXPECT_EQ(j["config"]["fused_optimizer"], true);
-  EXPECT_EQ(j["config"]["qkv_fusion"], false);
-  EXPECT_NE(r.out.find("fused_optimizer=on"), std::string::npos) << r.out;
+  // v1 with the toggle asks for the per-layer sweeps; an eager step on the
+  // cpu runs one fused sweep instead, and the plan says why.
+  const nlohmann::json& plan = j["plan"];
+  EXPECT_EQ(plan["level"], "v1");
+  EXPECT_EQ(plan["ops"]["optimizer"], "fused");
+  EXPECT_EQ(plan["ops"]["qkv_gemm"], "separate");
+  ASSERT_EQ(plan["fallbacks"].size(), 1u) << plan.dump();
+  EXPECT_EQ(plan["fallbacks"][0]["op"], "optimizer");
+  EXPECT_EQ(plan["fallbacks"][0]["wanted"], "fused_per_layer");
+  EXPECT_NE(r.out.find("optimizer fused |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fallback | optimizer fused_per_layer -> fused"), std::string::npos)
+      << r.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -57,7 +57,7 @@ TEST_P(GpuAttention, ForwardAndBackward) {
   cfg.num_heads = c.heads;
   cfg.num_kv_heads = c.kv_heads;
   cfg.hidden_dim = c.heads * c.head_dim;
-  h.prepare(cfg, BatchShape{c.batch, c.seq}, LevelOptions::v1());
+  h.prepare(cfg, BatchShape{c.batch, c.seq}, "v1");
 
   const std::int64_t tokens = static_cast<std::int64_t>(c.batch) * c.seq;
   const std::int64_t qd = static_cast<std::int64_t>(c.heads) * c.head_dim;
@@ -70,7 +70,8 @@ TEST_P(GpuAttention, ForwardAndBackward) {
   const Twin lse = h.output(bh, c.seq, DType::F32, 1);
   const Twin probs = h.output(bh * c.seq, c.seq, t, 2);
   cpu::attention_forward(out.cpu, lse.cpu, probs.cpu, in.q.cpu, in.k.cpu, in.v.cpu, s);
-  h.gpu().attention_forward(out.gpu, lse.gpu, probs.gpu, in.q.gpu, in.k.gpu, in.v.gpu, s);
+  h.gpu().attention_forward(AttentionImpl::Materialized, out.gpu, lse.gpu, probs.gpu, in.q.gpu,
+                            in.k.gpu, in.v.gpu, s);
   h.expect_close(probs, tolerance(t), "attention probs (zeros above the diagonal)");
   // lse is stored in fp32, but under AMP it is taken of scores rounded to
   // the compute dtype.
@@ -89,8 +90,9 @@ TEST_P(GpuAttention, ForwardAndBackward) {
   const Twin dv = col_block(dqkv, qd + kvd, kvd);
   cpu::attention_backward(dq.cpu, dk.cpu, dv.cpu, dout.cpu, in.q.cpu, in.k.cpu, in.v.cpu,
                           lse_saved.cpu, probs_saved.cpu, s);
-  h.gpu().attention_backward(dq.gpu, dk.gpu, dv.gpu, dout.gpu, in.q.gpu, in.k.gpu, in.v.gpu,
-                             out_saved.gpu, lse_saved.gpu, probs_saved.gpu, s);
+  h.gpu().attention_backward(AttentionImpl::Materialized, dq.gpu, dk.gpu, dv.gpu, dout.gpu,
+                             in.q.gpu, in.k.gpu, in.v.gpu, out_saved.gpu, lse_saved.gpu,
+                             probs_saved.gpu, s);
   h.expect_close(dq, tolerance(t), "attention dq");
   h.expect_close(dk, tolerance(t), "attention dk (summed over the group)");
   h.expect_close(dv, tolerance(t), "attention dv (summed over the group)");
@@ -118,7 +120,7 @@ TEST_F(GpuTest, AttentionChainedFloat32) {
   cfg.num_heads = s.heads;
   cfg.num_kv_heads = s.kv_heads;
   cfg.hidden_dim = s.heads * s.head_dim;
-  h.prepare(cfg, BatchShape{s.batch, s.seq}, LevelOptions::v1());
+  h.prepare(cfg, BatchShape{s.batch, s.seq}, "v1");
   const std::int64_t tokens = static_cast<std::int64_t>(s.batch) * s.seq;
   const std::int64_t qd = static_cast<std::int64_t>(s.heads) * s.head_dim;
   const std::int64_t kvd = static_cast<std::int64_t>(s.kv_heads) * s.head_dim;
@@ -128,15 +130,17 @@ TEST_F(GpuTest, AttentionChainedFloat32) {
   const Twin lse = h.output(bh, s.seq, DType::F32);
   const Twin probs = h.output(bh * s.seq, s.seq, DType::F32);
   cpu::attention_forward(out.cpu, lse.cpu, probs.cpu, in.q.cpu, in.k.cpu, in.v.cpu, s);
-  h.gpu().attention_forward(out.gpu, lse.gpu, probs.gpu, in.q.gpu, in.k.gpu, in.v.gpu, s);
+  h.gpu().attention_forward(AttentionImpl::Materialized, out.gpu, lse.gpu, probs.gpu, in.q.gpu,
+                            in.k.gpu, in.v.gpu, s);
   const Twin dout = h.input(tokens, qd, DType::F32);
   const Twin dqkv = h.output(tokens, qd + 2 * kvd, DType::F32);
   cpu::attention_backward(col_block(dqkv, 0, qd).cpu, col_block(dqkv, qd, kvd).cpu,
                           col_block(dqkv, qd + kvd, kvd).cpu, dout.cpu, in.q.cpu, in.k.cpu,
                           in.v.cpu, lse.cpu, probs.cpu, s);
-  h.gpu().attention_backward(col_block(dqkv, 0, qd).gpu, col_block(dqkv, qd, kvd).gpu,
-                             col_block(dqkv, qd + kvd, kvd).gpu, dout.gpu, in.q.gpu, in.k.gpu,
-                             in.v.gpu, out.gpu, lse.gpu, probs.gpu, s);
+  h.gpu().attention_backward(AttentionImpl::Materialized, col_block(dqkv, 0, qd).gpu,
+                             col_block(dqkv, qd, kvd).gpu, col_block(dqkv, qd + kvd, kvd).gpu,
+                             dout.gpu, in.q.gpu, in.k.gpu, in.v.gpu, out.gpu, lse.gpu, probs.gpu,
+                             s);
   h.expect_close(col_block(dqkv, 0, qd), tolerance(DType::F32), "dq");
   h.expect_close(col_block(dqkv, qd, kvd), tolerance(DType::F32), "dk");
   h.expect_close(col_block(dqkv, qd + kvd, kvd), tolerance(DType::F32), "dv");

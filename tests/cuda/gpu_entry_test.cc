@@ -1,4 +1,4 @@
-// The engine's CUDA entry points (model/cuda_entry.h) and the backend's
+// The engine's CUDA entry points (cuda/cuda_entry.h) and the backend's
 // memory and timing plumbing. The entry points must never crash: with no
 // device they say so (that check runs only where there is no device), with
 // one they describe it (skipped where there is none).
@@ -60,15 +60,21 @@ TEST_F(GpuTest, MemoryRoundTripAndFillZero) {
   EXPECT_GT(b->device_peak_used_bytes(), 0);
 }
 
-TEST_F(GpuTest, PrepareSizesWorkspacesAndTimersMeasure) {
+TEST_F(GpuTest, PrepareAllocatesThePlannedWorkspacesAndTimersMeasure) {
   const std::unique_ptr<Backend> b = make_cuda_backend(Precision::fp32());
   ModelConfig cfg;
-  b->prepare(cfg, BatchShape{8, 128}, LevelOptions::v1());
-  const std::int64_t v1_bytes = b->workspace_bytes();
-  EXPECT_GT(v1_bytes, 0);
-  // Preparing again replaces the workspaces instead of leaking them.
-  b->prepare(cfg, BatchShape{8, 128}, LevelOptions::v1());
-  EXPECT_EQ(b->workspace_bytes(), v1_bytes);
+  const BatchShape shape{8, 128};
+  // The memory check and the reported peak count the plan's workspaces: the
+  // backend must allocate exactly those, for every plan a level can take.
+  for (const PlanVariant& v : level_variants()) {
+    const StepPlan plan = test_plan(v.ops, Precision::fp32(), *b, cfg, shape);
+    EXPECT_GT(plan.workspace_bytes(), 0) << v.name;
+    b->prepare(cfg, shape, plan);
+    EXPECT_EQ(b->workspace_bytes(), plan.workspace_bytes()) << v.name;
+    // Preparing again replaces the workspaces instead of leaking them.
+    b->prepare(cfg, shape, plan);
+    EXPECT_EQ(b->workspace_bytes(), plan.workspace_bytes()) << v.name;
+  }
 
   const std::unique_ptr<EventTimer> timer = b->make_timer(2);
   timer->record(0);

@@ -49,7 +49,7 @@ AttentionShape shape_of(const FlashCase& c) {
 }
 
 // Prepares the backend for the shape at the level (v2: flash attention's scratch).
-void prepare_level(Harness& h, const AttentionShape& s, const LevelOptions& level) {
+void prepare_level(Harness& h, const AttentionShape& s, const std::string& level) {
   ModelConfig cfg;
   cfg.num_heads = s.heads;
   cfg.num_kv_heads = s.kv_heads;
@@ -93,13 +93,14 @@ TEST_P(GpuFlashAttention, ForwardAndBackwardMatchReference) {
   const AttentionShape s = shape_of(c);
   const Dims d(s);
   Harness h(t);
-  prepare_level(h, s, LevelOptions::v2());
+  prepare_level(h, s, "v2");
 
   const Qkv in = make_qkv(h, s, t, c.pad);
   const Twin out = h.output(d.tokens, d.qd, t, c.pad);
   const Twin lse = h.output(d.bh, c.seq, DType::F32, 1);
   cpu::attention_forward(out.cpu, lse.cpu, kNoProbs, in.q.cpu, in.k.cpu, in.v.cpu, s);
-  h.gpu().attention_forward(out.gpu, lse.gpu, kNoProbs, in.q.gpu, in.k.gpu, in.v.gpu, s);
+  h.gpu().attention_forward(AttentionImpl::Flash, out.gpu, lse.gpu, kNoProbs, in.q.gpu, in.k.gpu,
+                            in.v.gpu, s);
   h.expect_close(out, tolerance(t), "flash attention out");
   // lse is stored in fp32, but under AMP it is taken of scores from inputs
   // in the compute dtype.
@@ -117,8 +118,8 @@ TEST_P(GpuFlashAttention, ForwardAndBackwardMatchReference) {
   const Twin dv = col_block(dqkv, d.qd + d.kvd, d.kvd);
   cpu::attention_backward(dq.cpu, dk.cpu, dv.cpu, dout.cpu, in.q.cpu, in.k.cpu, in.v.cpu,
                           lse_saved.cpu, kNoProbs, s);
-  h.gpu().attention_backward(dq.gpu, dk.gpu, dv.gpu, dout.gpu, in.q.gpu, in.k.gpu, in.v.gpu,
-                             out_saved.gpu, lse_saved.gpu, kNoProbs, s);
+  h.gpu().attention_backward(AttentionImpl::Flash, dq.gpu, dk.gpu, dv.gpu, dout.gpu, in.q.gpu,
+                             in.k.gpu, in.v.gpu, out_saved.gpu, lse_saved.gpu, kNoProbs, s);
   h.expect_close(dv, tolerance(t), "flash attention dv (summed over the group)");
   if (c.seq > 1) {
     h.expect_close(dq, tolerance(t), "flash attention dq");
@@ -186,22 +187,26 @@ TEST_P(GpuFlashVsMaterialised, FlashAgreesWithMaterialisedAttention) {
     const Twin dout = h.input(d.tokens, d.qd, t, 1.0);
 
     // Materialised (v1) first; its scratch is released by the second prepare.
-    prepare_level(h, s, LevelOptions::v1());
+    prepare_level(h, s, "v1");
     const Twin out_m = h.output(d.tokens, d.qd, t);
     const Twin lse_m = h.output(d.bh, s.seq, DType::F32);
     const Twin probs = h.output(d.bh * s.seq, s.seq, t);
     const Twin dqkv_m = h.output(d.tokens, d.qd + 2 * d.kvd, t);
-    h.gpu().attention_forward(out_m.gpu, lse_m.gpu, probs.gpu, in.q.gpu, in.k.gpu, in.v.gpu, s);
-    h.gpu().attention_backward(dqkv_m.gpu.col_block(0, d.qd), dqkv_m.gpu.col_block(d.qd, d.kvd),
+    h.gpu().attention_forward(AttentionImpl::Materialized, out_m.gpu, lse_m.gpu, probs.gpu,
+                              in.q.gpu, in.k.gpu, in.v.gpu, s);
+    h.gpu().attention_backward(AttentionImpl::Materialized, dqkv_m.gpu.col_block(0, d.qd),
+                               dqkv_m.gpu.col_block(d.qd, d.kvd),
                                dqkv_m.gpu.col_block(d.qd + d.kvd, d.kvd), dout.gpu, in.q.gpu,
                                in.k.gpu, in.v.gpu, out_m.gpu, lse_m.gpu, probs.gpu, s);
 
-    prepare_level(h, s, LevelOptions::v2());
+    prepare_level(h, s, "v2");
     const Twin out_f = h.output(d.tokens, d.qd, t);
     const Twin lse_f = h.output(d.bh, s.seq, DType::F32);
     const Twin dqkv_f = h.output(d.tokens, d.qd + 2 * d.kvd, t);
-    h.gpu().attention_forward(out_f.gpu, lse_f.gpu, kNoProbs, in.q.gpu, in.k.gpu, in.v.gpu, s);
-    h.gpu().attention_backward(dqkv_f.gpu.col_block(0, d.qd), dqkv_f.gpu.col_block(d.qd, d.kvd),
+    h.gpu().attention_forward(AttentionImpl::Flash, out_f.gpu, lse_f.gpu, kNoProbs, in.q.gpu,
+                              in.k.gpu, in.v.gpu, s);
+    h.gpu().attention_backward(AttentionImpl::Flash, dqkv_f.gpu.col_block(0, d.qd),
+                               dqkv_f.gpu.col_block(d.qd, d.kvd),
                                dqkv_f.gpu.col_block(d.qd + d.kvd, d.kvd), dout.gpu, in.q.gpu,
                                in.k.gpu, in.v.gpu, out_f.gpu, lse_f.gpu, kNoProbs, s);
 
@@ -230,18 +235,20 @@ TEST_P(GpuFlashVsMaterialised, FlashBackwardIsDeterministic) {
   const AttentionShape s{2, 200, 8, 2, 64};
   const Dims d(s);
   Harness h(t);
-  prepare_level(h, s, LevelOptions::v2());
+  prepare_level(h, s, "v2");
   const Qkv in = make_qkv(h, s, t, 0);
   const Twin dout = h.input(d.tokens, d.qd, t, 1.0);
   const Twin out = h.output(d.tokens, d.qd, t);
   const Twin lse = h.output(d.bh, s.seq, DType::F32);
-  h.gpu().attention_forward(out.gpu, lse.gpu, kNoProbs, in.q.gpu, in.k.gpu, in.v.gpu, s);
+  h.gpu().attention_forward(AttentionImpl::Flash, out.gpu, lse.gpu, kNoProbs, in.q.gpu, in.k.gpu,
+                            in.v.gpu, s);
   const Twin first = h.output(d.tokens, d.qd + 2 * d.kvd, t);
   const Twin second = h.output(d.tokens, d.qd + 2 * d.kvd, t);
   for (const Twin* g : {&first, &second}) {
-    h.gpu().attention_backward(g->gpu.col_block(0, d.qd), g->gpu.col_block(d.qd, d.kvd),
-                               g->gpu.col_block(d.qd + d.kvd, d.kvd), dout.gpu, in.q.gpu, in.k.gpu,
-                               in.v.gpu, out.gpu, lse.gpu, kNoProbs, s);
+    h.gpu().attention_backward(AttentionImpl::Flash, g->gpu.col_block(0, d.qd),
+                               g->gpu.col_block(d.qd, d.kvd), g->gpu.col_block(d.qd + d.kvd, d.kvd),
+                               dout.gpu, in.q.gpu, in.k.gpu, in.v.gpu, out.gpu, lse.gpu, kNoProbs,
+                               s);
   }
   const std::vector<double> a = h.device_values(first.gpu);
   const std::vector<double> b = h.device_values(second.gpu);
@@ -265,12 +272,13 @@ TEST_F(GpuTest, FlashAttentionRejectsUnsupportedHeadDim) {
   const AttentionShape s{1, 8, 2, 2, 16};
   const Dims d(s);
   Harness h(DType::BF16);
-  prepare_level(h, s, LevelOptions::v2());
+  prepare_level(h, s, "v2");
   const Qkv in = make_qkv(h, s, DType::BF16, 0);
   const Twin out = h.output(d.tokens, d.qd, DType::BF16);
   const Twin lse = h.output(d.bh, s.seq, DType::F32);
   try {
-    h.gpu().attention_forward(out.gpu, lse.gpu, kNoProbs, in.q.gpu, in.k.gpu, in.v.gpu, s);
+    h.gpu().attention_forward(AttentionImpl::Flash, out.gpu, lse.gpu, kNoProbs, in.q.gpu, in.k.gpu,
+                              in.v.gpu, s);
     FAIL() << "head_dim 16 was accepted";
   } catch (const RuntimeFailure& e) {
     EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();

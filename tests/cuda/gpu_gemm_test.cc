@@ -33,7 +33,7 @@ Twin operand(Harness& h, bool trans, std::int64_t rows, std::int64_t cols, DType
 TEST_P(GpuGemm, MatchesReference) {
   const auto [ab_type, c_type, ta, tb] = GetParam();
   Harness h(ab_type);
-  h.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  h.prepare(ModelConfig{}, BatchShape{2, 16}, "v1");
   // Inputs are rounded identically on both sides and the GPU accumulates in
   // fp32, so a wide (fp32) output is held to the fp32 tolerance.
   const double tol = tolerance(c_type);
@@ -89,7 +89,7 @@ class GpuGemmSlices : public GpuParamTest<DType> {};
 TEST_P(GpuGemmSlices, RowBlocksOfWeightIntoColumnBlocks) {
   const DType t = GetParam();
   Harness h(t);
-  h.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  h.prepare(ModelConfig{}, BatchShape{2, 16}, "v1");
   const std::int64_t tokens = 33, d = 48, qd = 48, kvd = 24;
   const Twin x = h.input(tokens, d, t);
   const Twin w = h.input(qd + 2 * kvd, d, t, 0.1);
@@ -138,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GpuGemmSlices, ::testing::ValuesIn(gpu_dtypes()
 // 2^-12 * sum(s) exactly and TF32 leaves 0.
 TEST_F(GpuTest, GemmFloat32IsNotTF32) {
   Harness h(DType::F32);
-  h.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  h.prepare(ModelConfig{}, BatchShape{2, 16}, "v1");
   const std::int64_t m = 64, n = 32, k = 256;
   std::vector<double> av(static_cast<std::size_t>(m * k));
   for (double& v : av) v = 1.0 + (h.rng().below(2) ? 1.0 : -1.0) * 0x1p-12;
@@ -177,7 +177,7 @@ TEST_P(GpuGemmAutotune, FirstUseIsCorrectAndRepeatsBitForBit) {
   cuda::GemmRunner& runner = h.gpu().gemm_runner();
   runner.set_autotune(true);  // whatever TINYLLAMA_GEMM_AUTOTUNE says; before prepare()
   runner.set_wide_search(wide);
-  h.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  h.prepare(ModelConfig{}, BatchShape{2, 16}, "v1");
   const std::int64_t m = 200, n = 136, k = 328;
   const double tol = tolerance(t);
   const Twin a = h.input(m, k, t);
@@ -211,7 +211,7 @@ TEST_P(GpuGemmAutotune, FirstUseIsCorrectAndRepeatsBitForBit) {
   // A second backend of the process reuses the choices: the same bits again.
   Harness h2(t);
   h2.gpu().gemm_runner().set_autotune(true);
-  h2.prepare(ModelConfig{}, BatchShape{2, 16}, LevelOptions::v1());
+  h2.prepare(ModelConfig{}, BatchShape{2, 16}, "v1");
   const Twin a2 = h2.from_values(m, k, t, Harness::host_values(a.cpu));
   const Twin b2 = h2.from_values(n, k, t, Harness::host_values(b.cpu), 3);
   const Twin acc3 = h2.from_values(m, n, t, start);

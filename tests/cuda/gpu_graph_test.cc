@@ -2,8 +2,8 @@
 //  * a run whose steps replay one captured graph trains exactly like the
 //    eager run -- losses, loss scales, skipped fp16 steps and parameters --
 //    so nothing that changes between steps was baked into the capture;
-//  * every combination of the four level toggles, run through the trainer's
-//    StepRunner (so cuda_graphs really captures), gives the CPU reference's
+//  * each level, and each level with one plan choice changed, run through
+//    the trainer's StepRunner (so a Graph plan really captures), gives the CPU reference's
 //    loss and gradients;
 //  * a capture broken by a host synchronisation is discarded cleanly and
 //    leaves the device usable for eager work.
@@ -54,16 +54,19 @@ struct GpuRun {
 // `steps` training steps on the GPU from the shared weights and batches;
 // with `ahead`, each step is launched before the last one is finished, as
 // the trainer does.
-GpuRun train_on_gpu(DType t, const LevelOptions& level, bool graphs, int steps,
-                    double initial_scale, bool ahead = false) {
+GpuRun train_on_gpu(DType t, const std::string& level, bool graphs, int steps, double initial_scale,
+                    bool ahead = false) {
   const ModelConfig cfg = awkward_config(3);
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
-  Model model(cfg, level, precision_for(t), kShape, *backend);
+  OpChoices ops = level_preset(level);
+  ops.execution = graphs ? Execution::Graph : Execution::Eager;
+  const StepPlan plan = test_plan(ops, precision_for(t), *backend, cfg, kShape);
+  Model model(cfg, kShape, plan, *backend);
   model.set_params(weights(model.layout()));
-  LossScaler scaler(t == DType::F16, initial_scale, 2000);
+  LossScaler scaler(plan.loss_scaling == LossScaling::Dynamic, initial_scale, 2000);
   AdamWHyper hp;
   hp.lr = 1e-3f;
-  StepRunner runner(model, scaler, hp, graphs);
+  StepRunner runner(model, scaler, hp);
   GpuRun out;
   for (int i = 0; i < steps; ++i) {
     const std::vector<std::int32_t> rows =
@@ -95,7 +98,7 @@ class GpuGraphRun : public GpuParamTest<GraphParam> {};
 // so the runs should agree bit for bit; 1e-6 relative is the contract.
 TEST_P(GpuGraphRun, ReplayedStepsMatchEagerSteps) {
   const auto [t, v2] = GetParam();
-  LevelOptions level = v2 ? LevelOptions::v2() : LevelOptions::v1();
+  const std::string level = v2 ? "v2" : "v1";
   // fp16: an initial scale so large that the first steps overflow (the
   // cross-entropy gradient alone is 2^24 / 111 > fp16's 65504), so skipped
   // steps happen inside replays, then the halved scale trains normally.
@@ -156,7 +159,7 @@ TEST_P(GpuGraphRun, ReplayedStepsMatchEagerSteps) {
 // run must equal one that waits for every step.
 TEST_P(GpuGraphRun, StepsLaunchedAheadMatchStepsRunOneAtATime) {
   const auto [t, v2] = GetParam();
-  LevelOptions level = v2 ? LevelOptions::v2() : LevelOptions::v1();
+  const std::string level = v2 ? "v2" : "v1";
   const double initial_scale = t == DType::F16 ? std::ldexp(1.0, 24) : 65536.0;
   const int steps = 7;
   for (const bool graphs : {true, false}) {
@@ -191,17 +194,9 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuGraphRun,
                          ::testing::Combine(::testing::ValuesIn(gpu_dtypes()), ::testing::Bool()),
                          graph_name);
 
-// (toggle bits qkv|swiglu|flash|graphs, kv heads, compute dtype)
+// (index into level_variants(): each level and each single change of it,
+// kv heads, compute dtype)
 using ComboParam = std::tuple<int, int, DType>;
-
-LevelOptions level_from_bits(int bits) {
-  LevelOptions l;
-  l.qkv_fusion = (bits & 1) != 0;
-  l.swiglu_fusion = (bits & 2) != 0;
-  l.flash_attention = (bits & 4) != 0;
-  l.cuda_graphs = (bits & 8) != 0;
-  return l;
-}
 
 class GpuToggleCombo : public GpuParamTest<ComboParam> {};
 
@@ -210,25 +205,27 @@ class GpuToggleCombo : public GpuParamTest<ComboParam> {};
 // the same batch. lr 0 keeps the weights where both sides started, so the
 // comparison is of one step's loss and gradients, not of two trajectories.
 TEST_P(GpuToggleCombo, LossAndGradientsMatchTheCpuReference) {
-  const auto [bits, kv_heads, t] = GetParam();
-  const LevelOptions level = level_from_bits(bits);
+  const auto [index, kv_heads, t] = GetParam();
+  const PlanVariant variant = level_variants()[static_cast<std::size_t>(index)];
   const ModelConfig cfg = awkward_config(kv_heads);
 
   const std::unique_ptr<Backend> gpu_backend = make_cuda_backend(precision_for(t));
-  Model gpu(cfg, level, precision_for(t), kShape, *gpu_backend);
+  const StepPlan plan = test_plan(variant.ops, precision_for(t), *gpu_backend, cfg, kShape);
+  Model gpu(cfg, kShape, plan, *gpu_backend);
   const std::vector<double> w = weights(gpu.layout());
   gpu.set_params(w);
   LossScaler scaler(false);
   AdamWHyper hp;
   hp.lr = 0.0f;
-  StepRunner runner(gpu, scaler, hp, level.cuda_graphs);
+  StepRunner runner(gpu, scaler, hp);
   runner.run(random_rows(kShape.batch, kShape.seq, cfg.vocab_size, 1));
   const std::vector<std::int32_t> batch = random_rows(kShape.batch, kShape.seq, cfg.vocab_size, 2);
   const StepRecord r = runner.run(batch);
-  EXPECT_EQ(runner.replaying(), level.cuda_graphs) << runner.note();
+  EXPECT_EQ(runner.replaying(), plan.captured()) << runner.note();
 
   CpuBackend cpu_backend;
-  Model ref(cfg, level, Precision::fp64(), kShape, cpu_backend);
+  Model ref(cfg, kShape, test_plan(variant.ops, Precision::fp64(), cpu_backend, cfg, kShape),
+            cpu_backend);
   ref.set_params(w);
   ref.set_batch(batch);
   ref.forward();
@@ -239,24 +236,27 @@ TEST_P(GpuToggleCombo, LossAndGradientsMatchTheCpuReference) {
   const double tol = tolerance(t);
   const double loss_err = std::abs(r.loss - ref.loss()) / ref.loss();
   const auto [grad_err, grad_slot] = worst_slot(ref.layout(), gpu.grads(), ref.grads());
-  std::cout << "[ combo    ] " << level.describe() << " K" << kv_heads << " " << dtype_label(t)
-            << ": loss rel err " << loss_err << ", worst grad rel err " << grad_err << " ("
-            << grad_slot << ")\n";
+  std::cout << "[ combo    ] " << variant.name << " (" << plan.describe() << ") K" << kv_heads
+            << " " << dtype_label(t) << ": loss rel err " << loss_err << ", worst grad rel err "
+            << grad_err << " (" << grad_slot << ")\n";
   EXPECT_LE(loss_err, tol) << "loss " << r.loss << " vs reference " << ref.loss();
   EXPECT_LE(grad_err, tol) << "worst gradient: " << grad_slot;
 }
 
 std::string combo_name(const ::testing::TestParamInfo<ComboParam>& info) {
-  const auto [bits, kv, t] = info.param;
-  return std::string("qkv") + ((bits & 1) ? "1" : "0") + "_swiglu" + ((bits & 2) ? "1" : "0") +
-         "_flash" + ((bits & 4) ? "1" : "0") + "_graphs" + ((bits & 8) ? "1" : "0") + "_K" +
-         std::to_string(kv) + "_" + dtype_label(t);
+  const auto [index, kv, t] = info.param;
+  std::string name = level_variants()[static_cast<std::size_t>(index)].name;
+  for (char& c : name) {
+    if (c == ' ' || c == '=') c = '_';
+  }
+  return name + "_K" + std::to_string(kv) + "_" + dtype_label(t);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllToggles, GpuToggleCombo,
-                         ::testing::Combine(::testing::Range(0, 16), ::testing::Values(2, 3),
-                                            ::testing::Values(DType::F32, DType::BF16)),
-                         combo_name);
+INSTANTIATE_TEST_SUITE_P(
+    LevelsAndSingleChanges, GpuToggleCombo,
+    ::testing::Combine(::testing::Range(0, static_cast<int>(level_variants().size())),
+                       ::testing::Values(2, 3), ::testing::Values(DType::F32, DType::BF16)),
+    combo_name);
 
 class GpuGraphCapture : public GpuTest {};
 

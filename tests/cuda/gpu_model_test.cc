@@ -36,12 +36,10 @@ TEST_P(GpuModelStep, LevelV1MatchesCpuReference) {
   const auto [t, seq] = GetParam();
   const ModelConfig cfg = small_config();
   const BatchShape shape{3, seq};
-  const LevelOptions level = LevelOptions::v1();
-
   CpuBackend cpu_backend;
-  Model ref(cfg, level, Precision::fp64(), shape, cpu_backend);
+  Model ref(cfg, shape, test_plan("v1", Precision::fp64(), cpu_backend, cfg, shape), cpu_backend);
   const std::unique_ptr<Backend> gpu_backend = make_cuda_backend(precision_for(t));
-  Model gpu(cfg, level, precision_for(t), shape, *gpu_backend);
+  Model gpu(cfg, shape, test_plan("v1", precision_for(t), *gpu_backend, cfg, shape), *gpu_backend);
 
   const std::vector<double> w = weights(ref.layout());
   const std::vector<std::int32_t> batch = random_rows(shape.batch, shape.seq, cfg.vocab_size, 5);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gpu_test_util.h"
+#include "train/run_setup.h"
 #include "train/trainer.h"
 
 namespace tinyllama::gpu_test {
@@ -24,14 +25,15 @@ TrainOptions tiny_profiled_run(const std::string& level, const std::filesystem::
   o.model.num_kv_heads = 2;
   o.model.ffn_dim = 256;
   o.shape = BatchShape{2, 32};
-  o.level = level == "v1" ? LevelOptions::v1() : LevelOptions::v2();
-  o.level_name = level;
-  o.device = DeviceKind::Cuda;
+  o.request.level = level;
+  o.request.ops = level_preset(level);
+  o.device_request = DeviceKind::Cuda;
   o.num_steps = 4;
   o.warmup_steps = 3;  // a v2 run captures its graph in the warm-up
   o.profile = true;
   o.profile_steps = 2;
   o.profile_dir = dir.string();
+  resolve_run(o);
   return o;
 }
 

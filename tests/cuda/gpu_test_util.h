@@ -26,8 +26,9 @@
 #include "core/mat.h"
 #include "core/rng.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_entry.h"
 #include "io/hf_weights.h"
-#include "model/cuda_entry.h"
+#include "model/test_plans.h"
 
 namespace tinyllama {
 
@@ -169,7 +170,7 @@ struct Tokens {
 class Harness {
  public:
   explicit Harness(Precision precision, std::uint64_t seed = 20261122)
-      : gpu_(std::make_unique<cuda::CudaBackend>(precision)), rng_(seed) {}
+      : gpu_(std::make_unique<cuda::CudaBackend>(precision)), precision_(precision), rng_(seed) {}
   explicit Harness(DType compute, std::uint64_t seed = 20261122)
       : Harness(precision_for(compute), seed) {}
 
@@ -191,8 +192,10 @@ class Harness {
   cuda::CudaBackend& gpu() { return *gpu_; }
   Rng& rng() { return rng_; }
 
-  void prepare(const ModelConfig& cfg, BatchShape shape, const LevelOptions& level) {
-    gpu_->prepare(cfg, shape, level);
+  // Prepares the backend with the plan of `level` (e.g. "v1": materialised
+  // attention's scratch; "v2": flash attention's) at these shapes.
+  void prepare(const ModelConfig& cfg, BatchShape shape, const std::string& level) {
+    gpu_->prepare(cfg, shape, test_plan(level, precision_, *gpu_, cfg, shape));
   }
 
   // Random N(mean, scale^2) values rounded to dtype; `pad` extra elements per row.
@@ -370,6 +373,7 @@ class Harness {
   }
 
   std::unique_ptr<cuda::CudaBackend> gpu_;
+  Precision precision_;
   Rng rng_;
   std::vector<void*> gpu_buffers_;
   std::deque<std::vector<double>> host_store_;  // deque: element addresses stay put

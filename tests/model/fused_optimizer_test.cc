@@ -1,4 +1,4 @@
-// The fused optimizer sweep (LevelOptions::fused_optimizer) against the
+// The fused optimizer sweep (OptimizerImpl::Fused, FusedPerLayer) against the
 // per-tensor AdamW calls followed by the compute-copy refresh: bit-identical
 // parameters, moments and compute copy, step after step. The CPU backend's
 // fused op is the composition of its primitives, so what these tests pin
@@ -15,6 +15,7 @@
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
 #include "model/model.h"
+#include "model/test_plans.h"
 #include "whole_step.h"
 
 namespace tinyllama {
@@ -48,12 +49,11 @@ struct Snapshot {
 // as StepRunner runs them (stage_step, then the passes, each layer updated
 // during the backward pass where the level does that); otherwise backward()
 // then optimizer_step().
-std::vector<Snapshot> train(const LevelOptions& level, Precision precision,
-                            bool whole_steps = false) {
+std::vector<Snapshot> train(const OpChoices& ops, Precision precision, bool whole_steps = false) {
   const ModelConfig cfg = tiny_config();
   const BatchShape shape{2, 5};
   CpuBackend backend;
-  Model model(cfg, level, precision, shape, backend);
+  Model model(cfg, shape, graph_plan(ops, precision, cfg, shape), backend);
   model.set_params(initial_weights(model.layout(), 11));
   std::vector<Snapshot> out;
   AdamWHyper hp;
@@ -82,10 +82,10 @@ class FusedOptimizer : public ::testing::TestWithParam<DType> {};
 
 TEST_P(FusedOptimizer, ModelStepsAreBitIdenticalToPerTensorPath) {
   const Precision precision = GetParam() == DType::F64 ? Precision::fp64() : Precision::fp32();
-  LevelOptions fused = LevelOptions::v2();
-  fused.fused_optimizer = true;
-  LevelOptions per_tensor = fused;
-  per_tensor.fused_optimizer = false;
+  OpChoices fused = level_preset("v2");
+  fused.optimizer = OptimizerImpl::Fused;
+  OpChoices per_tensor = fused;
+  per_tensor.optimizer = OptimizerImpl::PerTensor;
   const std::vector<Snapshot> a = train(fused, precision);
   const std::vector<Snapshot> b = train(per_tensor, precision);
   const ParamLayout layout(tiny_config());
@@ -114,8 +114,8 @@ TEST_P(FusedOptimizer, ModelStepsAreBitIdenticalToPerTensorPath) {
 // after it: the same bits as one sweep after the whole backward pass.
 TEST_P(FusedOptimizer, LayerUpdatesDuringBackwardAreBitIdenticalToOneSweep) {
   const Precision precision = GetParam() == DType::F64 ? Precision::fp64() : Precision::fp32();
-  const LevelOptions v2 = LevelOptions::v2();
-  ASSERT_TRUE(updates_layers_in_backward(v2, precision));
+  const OpChoices v2 = level_preset("v2");
+  ASSERT_TRUE(graph_plan(v2, precision, tiny_config(), {2, 5}).updates_layers_in_backward());
   const std::vector<Snapshot> split = train(v2, precision, /*whole_steps=*/true);
   const std::vector<Snapshot> one = train(v2, precision, /*whole_steps=*/false);
   for (std::size_t s = 0; s < split.size(); ++s) {

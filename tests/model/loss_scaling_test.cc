@@ -10,6 +10,7 @@
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
 #include "model/model.h"
+#include "model/test_plans.h"
 
 namespace tinyllama {
 namespace {
@@ -35,7 +36,8 @@ std::vector<std::int32_t> rows(int batch, int seq) {
 // Parameters after one step at the given loss scale.
 std::vector<double> params_after_step(float scale, bool check, bool* overflowed) {
   CpuBackend backend;
-  Model model(small_config(), LevelOptions::v1(), Precision::fp32(), BatchShape{2, 5}, backend);
+  Model model(small_config(), BatchShape{2, 5},
+              test_plan("v1", Precision::fp32(), backend, small_config(), {2, 5}), backend);
   model.set_params(initial_weights(model.layout(), 3));
   model.set_batch(rows(2, 5));
   model.forward();
@@ -61,7 +63,8 @@ TEST(LossScaling, ScaledGradientsGiveTheUnscaledUpdate) {
 
 TEST(LossScaling, NonFiniteGradientsAreFlaggedAndTheUpdateSkipped) {
   CpuBackend backend;
-  Model model(small_config(), LevelOptions::v1(), Precision::fp32(), BatchShape{2, 5}, backend);
+  Model model(small_config(), BatchShape{2, 5},
+              test_plan("v1", Precision::fp32(), backend, small_config(), {2, 5}), backend);
   std::vector<double> init = initial_weights(model.layout(), 3);
   // One huge weight in the FFN: fine in fp32 forward, but a 2^124 loss scale
   // pushes its gradients past fp32's range, as fp16 overflows in practice.

@@ -10,6 +10,7 @@
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
 #include "model/model.h"
+#include "model/test_plans.h"
 
 namespace tinyllama {
 namespace {
@@ -46,7 +47,7 @@ std::vector<double> perturbed_weights(const ParamLayout& layout, std::uint64_t s
 
 struct GradCheckCase {
   int heads, kv_heads;
-  LevelOptions level;
+  OpChoices ops;
 };
 
 class ModelGradCheck : public ::testing::TestWithParam<GradCheckCase> {};
@@ -56,7 +57,7 @@ TEST_P(ModelGradCheck, BackwardMatchesFiniteDifferences) {
   const ModelConfig cfg = tiny_config(c.heads, c.kv_heads);
   const BatchShape shape{2, 5};
   CpuBackend backend;
-  Model model(cfg, c.level, Precision::fp64(), shape, backend);
+  Model model(cfg, shape, test_plan(c.ops, Precision::fp64(), backend, cfg, shape), backend);
   const std::vector<double> w = perturbed_weights(model.layout(), 42);
   model.set_params(w);
   model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 3));
@@ -86,54 +87,67 @@ TEST_P(ModelGradCheck, BackwardMatchesFiniteDifferences) {
     }
   }
   ASSERT_GT(ref2, 0.0);
-  EXPECT_LT(std::sqrt(diff2 / ref2), 1e-6) << c.level.describe();
+  EXPECT_LT(std::sqrt(diff2 / ref2), 1e-6) << named_summary(c.ops);
 }
 
-LevelOptions with(bool qkv, bool swiglu, bool flash) {
-  return {qkv, swiglu, flash, false};
+// The presets' op choices with one changed: a few representative mixes
+// for the (slow) finite-difference check; ModelLevels below covers every
+// single change.
+OpChoices choices(GemmGrouping qkv, GemmGrouping gate_up, SwigluImpl swiglu, AttentionImpl attn) {
+  OpChoices ops = level_preset("v1");
+  ops.qkv_gemm = qkv;
+  ops.gate_up_gemm = gate_up;
+  ops.swiglu = swiglu;
+  ops.attention = attn;
+  return ops;
 }
 
-INSTANTIATE_TEST_SUITE_P(Levels, ModelGradCheck,
-                         ::testing::Values(GradCheckCase{2, 1, LevelOptions::v1()},
-                                           GradCheckCase{2, 1, with(true, true, true)},
-                                           GradCheckCase{4, 4, with(true, false, true)},
-                                           GradCheckCase{4, 2, with(false, true, false)},
-                                           GradCheckCase{4, 1, with(true, true, false)}),
-                         [](const auto& info) {
-                           const GradCheckCase& c = info.param;
-                           return "H" + std::to_string(c.heads) + "_K" +
-                                  std::to_string(c.kv_heads) + "_qkv" +
-                                  std::to_string(c.level.qkv_fusion) + "_swiglu" +
-                                  std::to_string(c.level.swiglu_fusion) + "_flash" +
-                                  std::to_string(c.level.flash_attention);
-                         });
+constexpr GemmGrouping kSep = GemmGrouping::Separate;
+constexpr GemmGrouping kFused = GemmGrouping::Fused;
 
-// Every level computes the same function: identical losses and gradients up
-// to fp64 rounding, from the same weights and batch.
-TEST(ModelLevels, AllToggleCombinationsAgree) {
+INSTANTIATE_TEST_SUITE_P(
+    Levels, ModelGradCheck,
+    ::testing::Values(
+        GradCheckCase{2, 1, level_preset("v1")}, GradCheckCase{2, 1, level_preset("v2")},
+        GradCheckCase{4, 4, choices(kFused, kSep, SwigluImpl::Separate, AttentionImpl::Flash)},
+        GradCheckCase{4, 2, choices(kSep, kFused, SwigluImpl::Fused, AttentionImpl::Materialized)},
+        GradCheckCase{4, 1,
+                      choices(kFused, kFused, SwigluImpl::Fused, AttentionImpl::Materialized)}),
+    [](const auto& info) {
+      const GradCheckCase& c = info.param;
+      return "H" + std::to_string(c.heads) + "_K" + std::to_string(c.kv_heads) + "_qkv_" +
+             impl_name(c.ops.qkv_gemm) + "_gu_" + impl_name(c.ops.gate_up_gemm) + "_swiglu_" +
+             impl_name(c.ops.swiglu) + "_" + impl_name(c.ops.attention);
+    });
+
+// Every level, and every level with one choice changed, computes the same
+// function: identical losses and gradients up to fp64 rounding, from the
+// same weights and batch.
+TEST(ModelLevels, LevelsAndSingleChangesAgree) {
   const ModelConfig cfg = tiny_config(4, 2);
   const BatchShape shape{3, 7};
   CpuBackend backend;
   std::vector<double> ref_grads;
   double ref_loss = 0;
-  for (int bits = 0; bits < 8; ++bits) {
-    const LevelOptions level = with(bits & 1, bits & 2, bits & 4);
-    Model model(cfg, level, Precision::fp64(), shape, backend);
+  const std::vector<PlanVariant> variants = level_variants();
+  ASSERT_GT(variants.size(), 4u);
+  for (const PlanVariant& v : variants) {
+    Model model(cfg, shape, graph_plan(v.ops, Precision::fp64(), cfg, shape), backend);
     model.set_params(perturbed_weights(model.layout(), 5));
     model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 9));
     model.forward();
     model.backward();
     const std::vector<double> g = model.grads();
-    if (bits == 0) {
+    if (ref_grads.empty()) {
       ref_grads = g;
       ref_loss = model.loss();
       continue;
     }
-    EXPECT_NEAR(model.loss(), ref_loss, 1e-12) << level.describe();
+    EXPECT_NEAR(model.loss(), ref_loss, 1e-12) << v.name;
     double worst = 0;
     for (std::size_t i = 0; i < g.size(); ++i)
       worst = std::max(worst, std::abs(g[i] - ref_grads[i]));
-    EXPECT_LT(worst, 1e-12) << level.describe();
+    EXPECT_LT(worst, 1e-12) << v.name;
   }
 }
 

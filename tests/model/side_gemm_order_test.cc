@@ -17,6 +17,7 @@
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
 #include "model/model.h"
+#include "model/test_plans.h"
 #include "whole_step.h"
 
 namespace tinyllama {
@@ -112,11 +113,11 @@ struct State {
 // as StepRunner runs them (stage_step, then the passes, with the layers
 // updated during the backward pass); otherwise backward(), then
 // optimizer_step().
-std::vector<State> train(Backend& backend, const LevelOptions& level,
+std::vector<State> train(Backend& backend, const OpChoices& ops,
                          const std::function<void()>& after_backward, bool whole_steps = false) {
   const ModelConfig cfg = tiny_config();
   const BatchShape shape{2, 6};
-  Model model(cfg, level, Precision::fp64(), shape, backend);
+  Model model(cfg, shape, graph_plan(ops, Precision::fp64(), cfg, shape), backend);
   model.set_params(initial_weights(model.layout(), 5));
   AdamWHyper hp;
   hp.lr = 1e-2f;
@@ -148,10 +149,15 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 // per projection.
 class SideGemmOrder : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
+OpChoices v2_with(bool qkv_fused, bool gate_up_fused) {
+  OpChoices ops = level_preset("v2");
+  ops.qkv_gemm = qkv_fused ? GemmGrouping::Fused : GemmGrouping::Separate;
+  ops.gate_up_gemm = gate_up_fused ? GemmGrouping::Fused : GemmGrouping::Separate;
+  return ops;
+}
+
 TEST_P(SideGemmOrder, LatestAllowedExecutionGivesTheInOrderResult) {
-  LevelOptions level = LevelOptions::v2();
-  level.qkv_fusion = std::get<0>(GetParam());
-  level.swiglu_fusion = std::get<1>(GetParam());
+  const OpChoices level = v2_with(std::get<0>(GetParam()), std::get<1>(GetParam()));
 
   CpuBackend in_order;
   const std::vector<State> expected = train(in_order, level, [] {});
@@ -168,7 +174,8 @@ TEST_P(SideGemmOrder, LatestAllowedExecutionGivesTheInOrderResult) {
   // Not vacuous: every weight gradient went through side_gemm (LM head and
   // four projections per layer, more slices when unfused), and several
   // were held back at once.
-  const int per_layer = (level.qkv_fusion ? 1 : 3) + (level.swiglu_fusion ? 1 : 2) + 2;
+  const int per_layer = (level.qkv_gemm == GemmGrouping::Fused ? 1 : 3) +
+                        (level.gate_up_gemm == GemmGrouping::Fused ? 1 : 2) + 2;
   EXPECT_EQ(late.deferred(), 2 * (1 + tiny_config().num_layers * per_layer));
   EXPECT_GE(late.most_pending(), 3u);
 }
@@ -178,9 +185,7 @@ TEST_P(SideGemmOrder, LatestAllowedExecutionGivesTheInOrderResult) {
 // issued before it), then held back as long as it may (until the optimizer
 // pass joins them).
 TEST_P(SideGemmOrder, EarliestAndLatestLayerUpdatesGiveTheInOrderResult) {
-  LevelOptions level = LevelOptions::v2();
-  level.qkv_fusion = std::get<0>(GetParam());
-  level.swiglu_fusion = std::get<1>(GetParam());
+  const OpChoices level = v2_with(std::get<0>(GetParam()), std::get<1>(GetParam()));
 
   CpuBackend in_order;
   const std::vector<State> expected = train(

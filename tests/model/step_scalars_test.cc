@@ -12,6 +12,7 @@
 #include "model/init.h"
 #include "model/model.h"
 #include "model/step_scalars.h"
+#include "model/test_plans.h"
 
 namespace tinyllama {
 namespace {
@@ -97,8 +98,10 @@ TEST(StepScalars, StagedStepsEqualEagerSteps) {
   const BatchShape shape{3, 5};
   CpuBackend a_backend;
   CpuBackend b_backend;
-  Model a(tiny(), LevelOptions::v2(), Precision::fp32(), shape, a_backend);
-  Model b(tiny(), LevelOptions::v2(), Precision::fp32(), shape, b_backend);
+  Model a(tiny(), shape, graph_plan(level_preset("v2"), Precision::fp32(), tiny(), shape),
+          a_backend);
+  Model b(tiny(), shape, graph_plan(level_preset("v2"), Precision::fp32(), tiny(), shape),
+          b_backend);
   const std::vector<double> w = initial_weights(a.layout(), 8);
   a.set_params(w);
   b.set_params(w);

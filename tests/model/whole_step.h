@@ -1,7 +1,7 @@
 #pragma once
 // One unscaled training step as StepRunner enqueues it: the step's scalars
 // staged, then the passes, with each layer updated during the backward pass
-// where the level does that (updates_layers_in_backward).
+// where the plan does that (OptimizerImpl::FusedPerLayer).
 #include "model/model.h"
 
 namespace tinyllama {

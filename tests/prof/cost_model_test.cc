@@ -13,6 +13,7 @@
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
 #include "model/model.h"
+#include "model/test_plans.h"
 #include "prof/host_ranges.h"
 
 namespace tinyllama::prof {
@@ -31,6 +32,12 @@ ModelConfig tiny() {
 }
 constexpr BatchShape kTinyShape{2, 3};
 
+// A plan with the choices as given (the per-layer sweeps kept: the cost
+// model counts what a captured step runs).
+StepPlan plan_of(const OpChoices& ops, Precision precision) {
+  return graph_plan(ops, precision, tiny(), kTinyShape);
+}
+
 // By value: GCC 13 cannot see that the result outlives the temporary path.
 OpCost op(const StepCost& c, const std::string& path) {
   const OpCost* o = c.find(path);
@@ -39,7 +46,7 @@ OpCost op(const StepCost& c, const std::string& path) {
 }
 
 TEST(CostModel, FusedGemmsMatchHandCounts) {
-  const StepCost c = step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::fp32());
+  const StepCost c = step_cost(tiny(), kTinyShape, plan_of(level_preset("v2"), Precision::fp32()));
   // Forward QKV: 2*T*D*16 FLOPs; reads x [6,8] and W [16,8], writes [6,16], fp32.
   const OpCost qkv = op(c, "forward/layer0/qkv_gemm");
   EXPECT_EQ(qkv.kind, OpKind::Gemm);
@@ -59,7 +66,7 @@ TEST(CostModel, FusedGemmsMatchHandCounts) {
 }
 
 TEST(CostModel, UnfusedGemmsReadTheirInputOncePerSliceAndAccumulateDgrad) {
-  const StepCost c = step_cost(tiny(), kTinyShape, LevelOptions::v1(), Precision::fp32());
+  const StepCost c = step_cost(tiny(), kTinyShape, plan_of(level_preset("v1"), Precision::fp32()));
   const OpCost qkv = op(c, "forward/layer0/qkv_gemm");
   EXPECT_EQ(qkv.flops, 1536);  // the same work as one fused GEMM
   EXPECT_EQ(qkv.gemm_calls, 3);
@@ -74,20 +81,23 @@ TEST(CostModel, UnfusedGemmsReadTheirInputOncePerSliceAndAccumulateDgrad) {
 }
 
 TEST(CostModel, CausalAttentionCountsHalfTheSquare) {
-  const StepCost flash = step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::fp32());
+  const StepCost flash =
+      step_cost(tiny(), kTinyShape, plan_of(level_preset("v2"), Precision::fp32()));
   // 2 products * 2*B*H*S^2*hd * 1/2 = 2*2*2*9*4.
   EXPECT_EQ(op(flash, "forward/layer0/attention").flops, 288);
   EXPECT_EQ(op(flash, "backward/layer0/attention").flops, 576);
   // Reads q [6,8], k, v [6,4], writes out [6,8] and lse [B*H, S] (fp32).
   EXPECT_EQ(op(flash, "forward/layer0/attention").bytes, (96 + 48) * 4 + 12 * 4);
   // Materialised attention also saves the probabilities [B*H*S, S].
-  const StepCost mat = step_cost(tiny(), kTinyShape, LevelOptions::v1(), Precision::fp32());
+  const StepCost mat =
+      step_cost(tiny(), kTinyShape, plan_of(level_preset("v1"), Precision::fp32()));
   EXPECT_EQ(op(mat, "forward/layer0/attention").bytes, (96 + 48) * 4 + 12 * 4 + 36 * 4);
   EXPECT_EQ(attention_training_flops(tiny(), kTinyShape), 864);
 }
 
 TEST(CostModel, OptimizerAndPrecisionDependentOps) {
-  const StepCost fp32 = step_cost(tiny(), kTinyShape, LevelOptions::v1(), Precision::fp32());
+  const StepCost fp32 =
+      step_cost(tiny(), kTinyShape, plan_of(level_preset("v1"), Precision::fp32()));
   // 584 parameters: embedding 80, layer 496 (norms 16, Wqkv 128, Wo 64,
   // Wgu 192, Wdown 96), final norm 8; AdamW reads 4 and writes 3 fp32 tensors.
   EXPECT_EQ(op(fp32, "optimizer/adamw").bytes, 7 * 584 * 4);
@@ -96,7 +106,7 @@ TEST(CostModel, OptimizerAndPrecisionDependentOps) {
   EXPECT_EQ(fp32.find("backward/overflow_check"), nullptr);
 
   const StepCost bf16 =
-      step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::amp(DType::BF16));
+      step_cost(tiny(), kTinyShape, plan_of(level_preset("v2"), Precision::amp(DType::BF16)));
   // bf16 activations and weight copy, fp32 weight gradient.
   EXPECT_EQ(op(bf16, "backward/layer0/qkv_gemm_wgrad").bytes, (96 + 48) * 2 + 128 * 4);
   // v2's fused optimizer writes the compute copy itself: no refresh op, and
@@ -113,20 +123,21 @@ TEST(CostModel, OptimizerAndPrecisionDependentOps) {
   EXPECT_EQ(op(bf16, "optimizer/adamw").flops + op(bf16, "backward/layer0/adamw").flops,
             op(fp32, "optimizer/adamw").flops);
   // Without graphs, or under fp16, one sweep after the backward pass.
-  LevelOptions no_graphs = LevelOptions::v2();
-  no_graphs.cuda_graphs = false;
-  const StepCost one_sweep = step_cost(tiny(), kTinyShape, no_graphs, Precision::amp(DType::BF16));
+  OpChoices no_graphs = level_preset("v2");
+  no_graphs.execution = Execution::Eager;
+  const StepCost one_sweep =
+      step_cost(tiny(), kTinyShape, plan_of(no_graphs, Precision::amp(DType::BF16)));
   EXPECT_EQ(one_sweep.find("backward/layer0/adamw"), nullptr);
   EXPECT_EQ(op(one_sweep, "optimizer/adamw").bytes, 7 * total * 4 + total * 2);
-  LevelOptions per_tensor = LevelOptions::v2();
-  per_tensor.fused_optimizer = false;
+  OpChoices per_tensor = level_preset("v2");
+  per_tensor.optimizer = OptimizerImpl::PerTensor;
   const StepCost bf16_per_tensor =
-      step_cost(tiny(), kTinyShape, per_tensor, Precision::amp(DType::BF16));
+      step_cost(tiny(), kTinyShape, plan_of(per_tensor, Precision::amp(DType::BF16)));
   EXPECT_NE(bf16_per_tensor.find("optimizer/refresh_weights"), nullptr);
   EXPECT_EQ(op(bf16_per_tensor, "optimizer/adamw").bytes, 7 * 584 * 4);
   EXPECT_EQ(bf16.find("backward/overflow_check"), nullptr);
   const StepCost fp16 =
-      step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::amp(DType::F16));
+      step_cost(tiny(), kTinyShape, plan_of(level_preset("v2"), Precision::amp(DType::F16)));
   EXPECT_NE(fp16.find("backward/overflow_check"), nullptr);
   EXPECT_EQ(fp16.find("backward/layer0/adamw"), nullptr);
 }
@@ -135,17 +146,18 @@ TEST(CostModel, WholeStepIsSixNTPlusTheAttentionTerm) {
   // N: every parameter in a matrix product (not the RMSNorm weights), the
   // tied embedding once: 80 + 128 + 64 + 3*12*8 = 560.
   EXPECT_EQ(matmul_parameters(tiny()), 560);
-  const StepCost tiny_cost = step_cost(tiny(), kTinyShape, LevelOptions::v1(), Precision::fp32());
+  const StepCost tiny_cost =
+      step_cost(tiny(), kTinyShape, plan_of(level_preset("v1"), Precision::fp32()));
   EXPECT_EQ(tiny_cost.model_flops(), 6 * 560 * 6 + 864);
 
   ModelConfig big;  // the DESIGN default model
   const BatchShape shape{8, 128};
-  for (const LevelOptions& level : {LevelOptions::v1(), LevelOptions::v2()}) {
+  for (const PlanVariant& v : level_variants()) {
     for (const Precision& p : {Precision::fp32(), Precision::amp(DType::BF16)}) {
-      const StepCost c = step_cost(big, shape, level, p);
+      const StepCost c = step_cost(big, shape, plan_of(v.ops, p));
       EXPECT_EQ(c.model_flops(),
                 6 * matmul_parameters(big) * shape.tokens() + attention_training_flops(big, shape))
-          << level.describe();
+          << v.name;
       EXPECT_EQ(c.attention_flops(), attention_training_flops(big, shape));
       EXPECT_EQ(c.tokens, shape.tokens());
     }
@@ -155,7 +167,7 @@ TEST(CostModel, WholeStepIsSixNTPlusTheAttentionTerm) {
 }
 
 TEST(CostModel, KindKeysSumLayers) {
-  const StepCost c = step_cost(tiny(), kTinyShape, LevelOptions::v2(), Precision::fp32());
+  const StepCost c = step_cost(tiny(), kTinyShape, plan_of(level_preset("v2"), Precision::fp32()));
   EXPECT_EQ(op(c, "forward/layer0/qkv_gemm").kind_key(), "forward/qkv_gemm");
   EXPECT_EQ(op(c, "forward/layer0/qkv_gemm").layer, 0);
   EXPECT_EQ(op(c, "optimizer/adamw").kind_key(), "optimizer/adamw");
@@ -164,12 +176,12 @@ TEST(CostModel, KindKeysSumLayers) {
 
 // ---- the join: marked ops == modelled ops --------------------------------------
 
-std::set<std::string> marked_leaf_ops(const LevelOptions& level) {
+std::set<std::string> marked_leaf_ops(const StepPlan& plan) {
   ModelConfig cfg = tiny();
   cfg.num_layers = 2;
   const BatchShape shape{2, 4};
   CpuBackend backend;
-  Model model(cfg, level, Precision::fp32(), shape, backend);
+  Model model(cfg, shape, plan, backend);
   model.set_params(initial_weights(model.layout(), 3));
   std::vector<std::int32_t> rows(static_cast<std::size_t>(shape.batch * (shape.seq + 1)), 1);
   model.set_batch(rows);
@@ -178,11 +190,11 @@ std::set<std::string> marked_leaf_ops(const LevelOptions& level) {
   // layer during the backward pass.
   model.stage_step(1.0f, false, AdamWHyper{});
   HostRangeRecorder recorder;
-  set_active_recorder(&recorder);
+  set_op_observer(&recorder);
   model.forward();
   model.backward_pass(/*update_layers=*/true);
   model.optimizer_pass();
-  set_active_recorder(nullptr);
+  set_op_observer(nullptr);
 
   const auto& ranges = recorder.ranges();
   std::vector<bool> has_child(ranges.size(), false);
@@ -198,16 +210,18 @@ std::set<std::string> marked_leaf_ops(const LevelOptions& level) {
 }
 
 TEST(CostModel, EveryMarkedOpIsModelledAndEveryModelledOpIsMarked) {
-  LevelOptions mixed = LevelOptions::v2();
-  mixed.swiglu_fusion = false;
-  mixed.fused_optimizer = false;
-  for (const LevelOptions& level : {LevelOptions::v1(), LevelOptions::v2(), mixed}) {
-    ModelConfig cfg = tiny();
-    cfg.num_layers = 2;
-    const StepCost c = step_cost(cfg, BatchShape{2, 4}, level, Precision::fp32());
-    std::set<std::string> modelled;
-    for (const OpCost& o : c.ops) modelled.insert(o.path);
-    EXPECT_EQ(marked_leaf_ops(level), modelled) << level.describe();
+  // Each level and each single change of it, the per-layer sweeps included
+  // (the model runs a Graph plan's passes on the CPU in order).
+  for (const PlanVariant& v : level_variants()) {
+    for (const Precision& p : {Precision::fp32(), Precision::fp64()}) {
+      ModelConfig cfg = tiny();
+      cfg.num_layers = 2;
+      const StepPlan plan = graph_plan(v.ops, p, cfg, BatchShape{2, 4});
+      const StepCost c = step_cost(cfg, BatchShape{2, 4}, plan);
+      std::set<std::string> modelled;
+      for (const OpCost& o : c.ops) modelled.insert(o.path);
+      EXPECT_EQ(marked_leaf_ops(plan), modelled) << v.name;
+    }
   }
 }
 

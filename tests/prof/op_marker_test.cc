@@ -1,6 +1,6 @@
 // The op markers: nesting and paths while a recorder is attached, nothing
 // recorded when none is, and OpSequence's one-op-at-a-time ranges.
-#include "prof/op_marker.h"
+#include "core/op_marker.h"
 
 #include <gtest/gtest.h>
 
@@ -15,8 +15,8 @@ namespace {
 // Attaches a recorder for one test, detaching it even when the test fails.
 class Attached {
  public:
-  Attached() { set_active_recorder(&recorder); }
-  ~Attached() { set_active_recorder(nullptr); }
+  Attached() { set_op_observer(&recorder); }
+  ~Attached() { set_op_observer(nullptr); }
   HostRangeRecorder recorder;
 };
 
@@ -78,7 +78,7 @@ TEST(OpMarker, NothingIsRecordedWithoutARecorder) {
     ops.next("embedding");
   }
   EXPECT_TRUE(recorder.ranges().empty());
-  EXPECT_EQ(active_recorder(), nullptr);
+  EXPECT_EQ(op_observer(), nullptr);
 }
 
 TEST(OpMarker, LayerLabelsAreStableAndReused) {

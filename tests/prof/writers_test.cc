@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model/test_plans.h"
 #include "prof/attribution.h"
 #include "prof/device_peaks.h"
 #include "prof/kernel_stats.h"
@@ -173,12 +174,11 @@ ProfileInputs inputs(const Scenario& s, const std::string& device, bool with_gpu
   ProfileInputs in;
   in.device = device;
   in.backend = with_gpu ? "cuda" : "cpu";
-  in.level_name = "v2";
-  in.level = LevelOptions::v2();
-  in.precision = Precision::amp(DType::BF16);
   in.model.num_layers = 1;
   in.shape = BatchShape{2, 8};
-  in.cost = step_cost(in.model, in.shape, in.level, in.precision);
+  in.plan = graph_plan(level_preset("v2"), Precision::amp(DType::BF16), in.model, in.shape);
+  in.plan.level = "v2";
+  in.cost = step_cost(in.model, in.shape, in.plan);
   in.ranges = s.ranges;
   in.gpu = with_gpu ? &s.gpu : nullptr;
   in.gpu_note = "the run used the CPU backend";
@@ -190,7 +190,7 @@ ProfileInputs inputs(const Scenario& s, const std::string& device, bool with_gpu
   in.memory.model.gradients = 2000;
   in.memory.model.optimizer = 4000;
   in.memory.model.activations = 8000;
-  in.memory.workspace_bytes = 16;
+  in.memory.model.workspaces = 16;
   in.memory.device_total_bytes = with_gpu ? 80000000000LL : -1;
   return in;
 }

@@ -30,8 +30,16 @@ class FakeGraphBackend final : public Backend {
 
   std::string name() const override { return "fake-graph"; }
   std::string device_description() const override { return "cpu with fake graphs"; }
-  void prepare(const ModelConfig& c, BatchShape s, const LevelOptions& l) override {
-    inner_.prepare(c, s, l);
+  // Captures, and runs side work in order at replay like a graph branch
+  // that happens to finish first.
+  DeviceCaps caps() const override {
+    DeviceCaps caps = DeviceCaps::cpu();
+    caps.graphs = true;
+    caps.parallel_branches = true;
+    return caps;
+  }
+  void prepare(const ModelConfig& c, BatchShape s, const StepPlan& plan) override {
+    inner_.prepare(c, s, plan);
   }
   std::int64_t workspace_bytes() const override { return 0; }
   std::int64_t device_peak_used_bytes() override { return -1; }
@@ -125,14 +133,15 @@ class FakeGraphBackend final : public Backend {
   void rope_backward(Mat dx, int seq, int hd, double theta) override {
     enqueue(Kind::Kernel, [=, this] { inner_.rope_backward(dx, seq, hd, theta); });
   }
-  void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+  void attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
                          const AttentionShape& shape) override {
-    enqueue(Kind::Kernel, [=, this] { inner_.attention_forward(out, lse, probs, q, k, v, shape); });
+    enqueue(Kind::Kernel,
+            [=, this] { inner_.attention_forward(impl, out, lse, probs, q, k, v, shape); });
   }
-  void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
-                          Mat probs, const AttentionShape& shape) override {
+  void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
+                          Mat out, Mat lse, Mat probs, const AttentionShape& shape) override {
     enqueue(Kind::Kernel, [=, this] {
-      inner_.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, probs, shape);
+      inner_.attention_backward(impl, dq, dk, dv, dout, q, k, v, out, lse, probs, shape);
     });
   }
   void silu_forward(Mat out, Mat x) override {

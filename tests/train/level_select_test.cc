@@ -1,4 +1,5 @@
-// Level presets (DESIGN §2) and the --enable/--disable toggles on top.
+// Level presets (DESIGN §2) and the workshop's --enable/--disable toggles
+// on top of them.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,18 +10,28 @@
 namespace tinyllama {
 namespace {
 
-bool all_on(const LevelOptions& l) {
-  return l.qkv_fusion && l.swiglu_fusion && l.flash_attention && l.cuda_graphs && l.fused_optimizer;
+// v2's choices: every toggle on.
+bool all_on(const OpChoices& o) {
+  return o == level_preset("v2");
 }
-bool all_off(const LevelOptions& l) {
-  return !l.qkv_fusion && !l.swiglu_fusion && !l.flash_attention && !l.cuda_graphs &&
-         !l.fused_optimizer;
+// v1's choices: every toggle off.
+bool all_off(const OpChoices& o) {
+  return o == level_preset("v1");
 }
 
 TEST(LevelSelect, V1IsTheBaselineAndV2TurnsEveryToggleOn) {
-  EXPECT_TRUE(all_off(level_preset("v1")));
-  EXPECT_TRUE(all_on(level_preset("v2")));
-  EXPECT_NO_THROW(level_preset(std::string(kDefaultLevel)));
+  const OpChoices v1 = level_preset("v1");
+  EXPECT_EQ(v1.qkv_gemm, GemmGrouping::Separate);
+  EXPECT_EQ(v1.attention, AttentionImpl::Materialized);
+  EXPECT_EQ(v1.swiglu, SwigluImpl::Separate);
+  EXPECT_EQ(v1.optimizer, OptimizerImpl::PerTensor);
+  EXPECT_EQ(v1.execution, Execution::Eager);
+  const OpChoices v2 = level_preset("v2");
+  EXPECT_EQ(v2.gate_up_gemm, GemmGrouping::Fused);
+  EXPECT_EQ(v2.attention, AttentionImpl::Flash);
+  EXPECT_EQ(v2.optimizer, OptimizerImpl::FusedPerLayer);
+  EXPECT_EQ(v2.execution, Execution::Graph);
+  EXPECT_NO_THROW(level_preset(kDefaultLevel));
 }
 
 TEST(LevelSelect, UnimplementedAndUnknownLevelsAreRefusedByName) {
@@ -38,32 +49,48 @@ TEST(LevelSelect, UnimplementedAndUnknownLevelsAreRefusedByName) {
 TEST(LevelSelect, TogglesApplyOnTopOfThePresetInAFixedOrder) {
   ToggleFlags f;
   f.cuda_graphs.disable = true;
-  const LevelOptions v2_eager = apply_toggle_flags(level_preset("v2"), f);
-  EXPECT_TRUE(v2_eager.qkv_fusion && v2_eager.swiglu_fusion && v2_eager.flash_attention);
-  EXPECT_FALSE(v2_eager.cuda_graphs);
+  const OpChoices v2_eager = apply_toggle_flags(level_preset("v2"), f);
+  EXPECT_EQ(v2_eager.execution, Execution::Eager);
+  OpChoices expected = level_preset("v2");
+  expected.execution = Execution::Eager;
+  EXPECT_EQ(v2_eager, expected) << "only the execution changes";
 
   ToggleFlags g;
   g.all_fusion.enable = true;
   g.flash_attention.disable = true;  // single toggles win over the all-fusion pair
-  const LevelOptions l = apply_toggle_flags(level_preset("v1"), g);
-  EXPECT_TRUE(l.qkv_fusion && l.swiglu_fusion && l.cuda_graphs);
-  EXPECT_FALSE(l.flash_attention);
+  const OpChoices l = apply_toggle_flags(level_preset("v1"), g);
+  EXPECT_EQ(l.qkv_gemm, GemmGrouping::Fused);
+  EXPECT_EQ(l.swiglu, SwigluImpl::Fused);
+  EXPECT_EQ(l.execution, Execution::Graph);
+  EXPECT_EQ(l.attention, AttentionImpl::Materialized);
+}
+
+TEST(LevelSelect, SwigluFusionSetsTheGateUpGemmAndTheActivation) {
+  ToggleFlags f;
+  f.swiglu_fusion.enable = true;
+  const OpChoices o = apply_toggle_flags(level_preset("v1"), f);
+  EXPECT_EQ(o.gate_up_gemm, GemmGrouping::Fused);
+  EXPECT_EQ(o.swiglu, SwigluImpl::Fused);
+  EXPECT_EQ(o.qkv_gemm, GemmGrouping::Separate);
 }
 
 TEST(LevelSelect, FusedOptimizerHasItsOwnPairAndFollowsAllFusion) {
   ToggleFlags f;
   f.fused_optimizer.disable = true;
-  const LevelOptions v2_split = apply_toggle_flags(level_preset("v2"), f);
-  EXPECT_FALSE(v2_split.fused_optimizer);
-  EXPECT_TRUE(v2_split.qkv_fusion && v2_split.cuda_graphs);
+  const OpChoices v2_split = apply_toggle_flags(level_preset("v2"), f);
+  EXPECT_EQ(v2_split.optimizer, OptimizerImpl::PerTensor);
+  EXPECT_EQ(v2_split.execution, Execution::Graph);
 
   ToggleFlags g;
   g.fused_optimizer.enable = true;
-  EXPECT_TRUE(apply_toggle_flags(level_preset("v1"), g).fused_optimizer);
+  EXPECT_EQ(apply_toggle_flags(level_preset("v1"), g).optimizer, OptimizerImpl::FusedPerLayer);
 
   ToggleFlags all_off_flags;
   all_off_flags.all_fusion.disable = true;
   EXPECT_TRUE(all_off(apply_toggle_flags(level_preset("v2"), all_off_flags)));
+  ToggleFlags all_on_flags;
+  all_on_flags.all_fusion.enable = true;
+  EXPECT_TRUE(all_on(apply_toggle_flags(level_preset("v1"), all_on_flags)));
   ToggleFlags both;
   both.fused_optimizer.enable = both.fused_optimizer.disable = true;
   EXPECT_THROW(apply_toggle_flags(level_preset("v2"), both), UsageError);

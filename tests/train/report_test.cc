@@ -32,7 +32,7 @@ TEST(Report, GraphRunsReportTheirLaunchesPerStep) {
   s.execution = "cuda_graph";
   s.launches = GraphStats{120, 1, 0, 2};
   TrainOptions o;
-  o.device = DeviceKind::Cuda;
+  o.plan.device = DeviceKind::Cuda;
   const nlohmann::json j = json_report(s, o);
   EXPECT_EQ(j["execution"], "cuda_graph");
   EXPECT_EQ(j["kernel_launches_per_step"], 120);
@@ -61,16 +61,24 @@ TEST(Report, UnmeasuredPhasesAreNullNotNumbers) {
   EXPECT_NE(text.find("phases not measured"), std::string::npos) << text;
 }
 
-TEST(Report, TheCpuRunHeaderSaysOnceThatGraphsAreIgnored) {
+// The header shows every op's implementation and says once, with the
+// reason, what fell back.
+TEST(Report, TheRunHeaderShowsThePlanAndEachFallback) {
   TrainOptions o;
-  o.device = DeviceKind::Cpu;
-  o.level = LevelOptions::v2();
-  EXPECT_NE(format_run_header(o).find("cuda_graphs ignored"), std::string::npos);
-  o.level.cuda_graphs = false;
-  EXPECT_EQ(format_run_header(o).find("cuda_graphs ignored"), std::string::npos);
-  o.level.cuda_graphs = true;
-  o.device = DeviceKind::Cuda;
-  EXPECT_EQ(format_run_header(o).find("cuda_graphs ignored"), std::string::npos);
+  o.plan = plan_for_level("v2", Precision::fp32(), DeviceCaps::cpu(), o.model, o.shape);
+  const std::string cpu = format_run_header(o);
+  EXPECT_NE(cpu.find("plan | qkv_gemm fused | gate_up_gemm fused | attention flash"),
+            std::string::npos)
+      << cpu;
+  EXPECT_NE(cpu.find("fallback | execution graph -> eager: the cpu backend runs eagerly"),
+            std::string::npos)
+      << cpu;
+  OpChoices eager = level_preset("v2");
+  eager.execution = Execution::Eager;
+  eager.optimizer = OptimizerImpl::Fused;
+  o.plan = plan_for_choices(eager, Precision::fp32(), DeviceCaps::cpu(), o.model, o.shape);
+  EXPECT_EQ(format_run_header(o).find("fallback"), std::string::npos) << format_run_header(o);
+  EXPECT_EQ(json_report(TrainSummary{}, o)["plan"]["fallbacks"].size(), 0u);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "fake_graph_backend.h"
 #include "model/init.h"
 #include "model/model.h"
+#include "model/test_plans.h"
 #include "train/step_runner.h"
 
 namespace tinyllama {
@@ -48,6 +49,14 @@ struct RunResult {
   std::vector<double> params;
 };
 
+// The level's plan on the backend, captured or eager (the backend's caps
+// decide whether a capture can happen: the CPU backend falls back to eager).
+StepPlan plan_on(const Backend& backend, const std::string& level, bool graphs) {
+  OpChoices ops = level_preset(level);
+  ops.execution = graphs ? Execution::Graph : Execution::Eager;
+  return test_plan(ops, Precision::fp32(), backend, small_config(), kShape);
+}
+
 // `steps` steps from the same weights and batches; fp16-style loss scaling
 // on an fp32 model when scaler_initial > 0. With most_in_flight, as the
 // trainer runs them: each step launched as soon as the runner allows, the
@@ -55,12 +64,12 @@ struct RunResult {
 RunResult train_steps(Backend& backend, bool graphs, int steps, double scaler_initial,
                       const std::vector<double>& weights, int growth_interval = 2,
                       int* most_in_flight = nullptr) {
-  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, backend);
+  Model model(small_config(), kShape, plan_on(backend, "v2", graphs), backend);
   model.set_params(weights);
   LossScaler scaler(scaler_initial > 0, scaler_initial > 0 ? scaler_initial : 1.0, growth_interval);
   AdamWHyper hp;
   hp.lr = 1e-2f;
-  StepRunner runner(model, scaler, hp, graphs);
+  StepRunner runner(model, scaler, hp);
   RunResult out;
   for (int i = 0; i < steps; ++i) {
     if (most_in_flight == nullptr) {
@@ -134,10 +143,10 @@ TEST(StepRunner, LaunchingAheadTrainsLikeOneStepAtATime) {
 
 TEST(StepRunner, LossScalingKeepsOneStepInFlight) {
   CpuBackend cpu;
-  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, cpu);
+  Model model(small_config(), kShape, plan_on(cpu, "v2", false), cpu);
   model.set_params(weights());
   LossScaler scaler(true, 1024.0);
-  StepRunner runner(model, scaler, AdamWHyper{}, false);
+  StepRunner runner(model, scaler, AdamWHyper{});
   EXPECT_EQ(runner.max_in_flight(), 1);
   EXPECT_THROW(runner.finish(), std::logic_error);
   runner.launch(batch(0));
@@ -150,10 +159,10 @@ TEST(StepRunner, LossScalingKeepsOneStepInFlight) {
 
 TEST(StepRunner, TheCaptureWaitsForAnIdleDevice) {
   FakeGraphBackend fake;
-  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, fake);
+  Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
   model.set_params(weights());
   LossScaler scaler(false);
-  StepRunner runner(model, scaler, AdamWHyper{}, true);
+  StepRunner runner(model, scaler, AdamWHyper{});
   EXPECT_EQ(runner.max_in_flight(), kGraphSlots);
   runner.launch(batch(0));  // eager; the next one captures
   EXPECT_FALSE(runner.can_launch());
@@ -172,7 +181,7 @@ TEST(StepRunner, SkippedUpdatesUnderReplayDoNotAdvanceTheStepCount) {
   double max_grad = 0;
   {
     CpuBackend cpu;
-    Model m(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, cpu);
+    Model m(small_config(), kShape, plan_on(cpu, "v2", false), cpu);
     m.set_params(w);
     m.set_batch(batch(0));
     m.forward();
@@ -208,12 +217,12 @@ TEST(StepRunner, FailedInstantiationFallsBackToEagerSteps) {
 
   FakeGraphBackend fake;
   fake.fail_instantiate = true;
-  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, fake);
+  Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
   model.set_params(w);
   LossScaler scaler(false);
   AdamWHyper hp;
   hp.lr = 1e-2f;
-  StepRunner runner(model, scaler, hp, true);
+  StepRunner runner(model, scaler, hp);
   RunResult graphed;
   for (int i = 0; i < 4; ++i) graphed.steps.push_back(runner.run(batch(i)));
   graphed.params = model.params();
@@ -233,12 +242,12 @@ TEST(StepRunner, AnOpThatCannotBeCapturedFallsBackToEagerSteps) {
 
   FakeGraphBackend fake;
   fake.fail_op_during_capture = true;
-  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, fake);
+  Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
   model.set_params(w);
   LossScaler scaler(true, 1024.0, 2);
   AdamWHyper hp;
   hp.lr = 1e-2f;
-  StepRunner runner(model, scaler, hp, true);
+  StepRunner runner(model, scaler, hp);
   RunResult graphed;
   for (int i = 0; i < 3; ++i) graphed.steps.push_back(runner.run(batch(i)));
   graphed.params = model.params();
@@ -249,11 +258,11 @@ TEST(StepRunner, AnOpThatCannotBeCapturedFallsBackToEagerSteps) {
 
 TEST(StepRunner, GraphStepsCountTheirLaunchesAndTimeTheirPhases) {
   FakeGraphBackend fake;
-  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, fake);
+  Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
   model.set_params(weights());
   LossScaler scaler(true);  // fp16-style: the backward pass zeroes and scans the overflow flag
   AdamWHyper hp;
-  StepRunner runner(model, scaler, hp, true);
+  StepRunner runner(model, scaler, hp);
   EXPECT_FALSE(runner.launches().has_value());
   for (int i = 0; i < 3; ++i) {
     const StepRecord r = runner.run(batch(i));
@@ -273,11 +282,11 @@ TEST(StepRunner, GraphStepsCountTheirLaunchesAndTimeTheirPhases) {
 
 TEST(StepRunner, EagerRunsCountLaunchesWithoutRunningTheCapture) {
   FakeGraphBackend fake;
-  Model model(small_config(), LevelOptions::v1(), Precision::fp32(), kShape, fake);
+  Model model(small_config(), kShape, plan_on(fake, "v1", false), fake);
   model.set_params(weights());
   LossScaler scaler(false);
   AdamWHyper hp;
-  StepRunner runner(model, scaler, hp, false);
+  StepRunner runner(model, scaler, hp);
   for (int i = 0; i < 2; ++i) runner.run(batch(i));
   const std::vector<double> before = model.params();
   runner.count_launches();
@@ -291,10 +300,10 @@ TEST(StepRunner, EagerRunsCountLaunchesWithoutRunningTheCapture) {
 
 TEST(StepRunner, AnUncountableStepSaysWhy) {
   FakeGraphBackend fake;
-  Model model(small_config(), LevelOptions::v1(), Precision::fp32(), kShape, fake);
+  Model model(small_config(), kShape, plan_on(fake, "v1", false), fake);
   model.set_params(weights());
   LossScaler scaler(false);
-  StepRunner runner(model, scaler, AdamWHyper{}, false);
+  StepRunner runner(model, scaler, AdamWHyper{});
   runner.run(batch(0));
   fake.fail_op_during_capture = true;
   runner.count_launches();
@@ -304,22 +313,26 @@ TEST(StepRunner, AnUncountableStepSaysWhy) {
       << runner.note();
 }
 
-TEST(StepRunner, TheCpuBackendIgnoresTheGraphToggle) {
+TEST(StepRunner, OnTheCpuBackendAGraphPlanFallsBackToEager) {
   const std::vector<double> w = weights();
   CpuBackend a;
   CpuBackend b;
   expect_same_run(train_steps(a, false, 3, 0, w), train_steps(b, true, 3, 0, w));
 
   CpuBackend cpu;
-  Model model(small_config(), LevelOptions::v2(), Precision::fp32(), kShape, cpu);
+  Model model(small_config(), kShape, plan_on(cpu, "v2", true), cpu);
   model.set_params(w);
   LossScaler scaler(false);
-  StepRunner runner(model, scaler, AdamWHyper{}, true);
+  StepRunner runner(model, scaler, AdamWHyper{});
   for (int i = 0; i < 2; ++i) runner.run(batch(i));
   runner.count_launches();
   EXPECT_FALSE(runner.replaying());
   EXPECT_FALSE(runner.launches().has_value());
   EXPECT_EQ(runner.note(), "") << "the run header says it once; no per-run note";
+  const StepPlan plan = plan_on(cpu, "v2", true);
+  EXPECT_FALSE(plan.captured());
+  ASSERT_FALSE(plan.fallbacks.empty());
+  EXPECT_EQ(plan.fallbacks.front().op, "execution");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "train/run_setup.h"
 #include "train/synthetic_data.h"
 #include "train/trainer.h"
 
@@ -15,9 +16,11 @@ TrainOptions small_cpu_run() {
   o.model.num_kv_heads = 2;
   o.model.ffn_dim = 64;
   o.shape = {4, 16};
-  o.device = DeviceKind::Cpu;
-  o.level = LevelOptions::v1();
+  o.device_request = DeviceKind::Cpu;
+  o.request.level = "v1";
+  o.request.ops = level_preset("v1");
   o.warmup_steps = 0;
+  resolve_run(o);
   return o;
 }
 

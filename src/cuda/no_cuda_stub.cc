@@ -1,6 +1,6 @@
 // Entry points of a build without the CUDA toolkit: there is no GPU backend.
 #include "core/errors.h"
-#include "model/cuda_entry.h"
+#include "cuda/cuda_entry.h"
 
 namespace tinyllama {
 
@@ -17,6 +17,11 @@ std::string cuda_device_description() {
 }
 bool cuda_memory_info(std::size_t*, std::size_t*) {
   return false;
+}
+DeviceCaps cuda_device_caps() {
+  DeviceCaps caps;
+  caps.kind = DeviceKind::Cuda;
+  return caps;
 }
 std::string cuda_build_versions() {
   return "CUDA none, cuDNN none (CPU-only build)";

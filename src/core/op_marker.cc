@@ -1,4 +1,4 @@
-#include "prof/op_marker.h"
+#include "core/op_marker.h"
 
 #include <deque>
 #include <mutex>
@@ -8,7 +8,7 @@
 #include <nvtx3/nvToolsExt.h>
 #endif
 
-namespace tinyllama::prof {
+namespace tinyllama {
 
 void nvtx_push(const char* name) noexcept {
 #if defined(TINYLLAMA_HAS_CUDA)
@@ -37,4 +37,4 @@ const char* layer_label(int layer) {
   return layer < 0 ? "layer?" : labels[static_cast<std::size_t>(layer)].c_str();
 }
 
-}  // namespace tinyllama::prof
+}  // namespace tinyllama

@@ -1,0 +1,57 @@
+#include "cuda/cuda_workspaces.h"
+
+#include <algorithm>
+
+#include "cuda/cuda_attention.h"
+#include "cuda/cuda_ops.h"
+
+namespace tinyllama::cuda {
+namespace {
+
+// cuBLASLt's recommended workspace on Hopper.
+constexpr std::int64_t kGemmWorkspaceBytes = 32 << 20;
+// Smallest GEMM autotune scratch: covers small GEMMs outside the model (tests).
+constexpr std::int64_t kMinGemmTuneScratchBytes = 1 << 20;
+
+}  // namespace
+
+CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan,
+                                   bool gemm_autotune) {
+  CudaWorkspaceSizes w;
+  w.gemm = kGemmWorkspaceBytes;
+  // Two GEMMs in flight must not share one workspace.
+  if (plan.parallel_branches) w.side_gemm = kGemmWorkspaceBytes;
+  // Autotuning times accumulating (beta != 0) GEMMs into this scratch, never
+  // into their real output. The model accumulates only the input gradients
+  // of separate qkv / gate_up projections (tokens x hidden, fp32 at most).
+  if (gemm_autotune) {
+    w.gemm_tune = kMinGemmTuneScratchBytes;
+    if (plan.ops.qkv_gemm == GemmGrouping::Separate ||
+        plan.ops.gate_up_gemm == GemmGrouping::Separate) {
+      w.gemm_tune = std::max(
+          w.gemm_tune, shape.tokens() * cfg.hidden_dim * static_cast<std::int64_t>(sizeof(float)));
+    }
+  }
+  w.rms_partials = static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim *
+                   static_cast<std::int64_t>(sizeof(float));
+  const AttentionShape as{shape.batch, shape.seq, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim()};
+  w.attention = plan.ops.attention == AttentionImpl::Materialized
+                    ? AttentionScratch::bytes_for(as, plan.precision.compute)
+                    : flash_attention_scratch_bytes(as);
+  return w;
+}
+
+std::vector<Workspace> CudaWorkspaceSizes::list() const {
+  std::vector<Workspace> out;
+  auto add = [&](const char* name, std::int64_t bytes) {
+    if (bytes > 0) out.push_back({name, bytes});
+  };
+  add("gemm", gemm);
+  add("side_gemm", side_gemm);
+  add("gemm_autotune", gemm_tune);
+  add("rmsnorm_partials", rms_partials);
+  add("attention", attention);
+  return out;
+}
+
+}  // namespace tinyllama::cuda

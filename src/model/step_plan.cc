@@ -1,0 +1,228 @@
+#include "model/step_plan.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/errors.h"
+
+namespace tinyllama {
+namespace {
+
+// Every implementation of each op, for naming and for single_changes().
+constexpr GemmGrouping kGroupings[] = {GemmGrouping::Separate, GemmGrouping::Fused};
+constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionImpl::Flash};
+constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused};
+constexpr OptimizerImpl kOptimizers[] = {OptimizerImpl::PerTensor, OptimizerImpl::Fused,
+                                         OptimizerImpl::FusedPerLayer};
+constexpr Execution kExecutions[] = {Execution::Eager, Execution::Graph};
+
+std::string join_ints(const std::vector<int>& values) {
+  std::string out;
+  for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
+// Replaces `choice` by `fallback` and records why.
+template <typename Impl>
+void fall_back(StepPlan& plan, const char* op, Impl& choice, Impl fallback, std::string reason) {
+  plan.fallbacks.push_back({op, impl_name(choice), impl_name(fallback), std::move(reason)});
+  choice = fallback;
+}
+
+}  // namespace
+
+const char* impl_name(GemmGrouping v) {
+  return v == GemmGrouping::Fused ? "fused" : "separate";
+}
+const char* impl_name(AttentionImpl v) {
+  return v == AttentionImpl::Flash ? "flash" : "materialized";
+}
+const char* impl_name(SwigluImpl v) {
+  return v == SwigluImpl::Fused ? "fused" : "separate";
+}
+const char* impl_name(NormImpl) {
+  return "plain";
+}
+const char* impl_name(RopeImpl) {
+  return "separate";
+}
+const char* impl_name(LossImpl) {
+  return "full_logits";
+}
+const char* impl_name(GemmEpilogue) {
+  return "none";
+}
+const char* impl_name(OptimizerImpl v) {
+  switch (v) {
+    case OptimizerImpl::PerTensor:
+      return "per_tensor";
+    case OptimizerImpl::Fused:
+      return "fused";
+    case OptimizerImpl::FusedPerLayer:
+      return "fused_per_layer";
+  }
+  return "?";
+}
+const char* impl_name(Execution v) {
+  return v == Execution::Graph ? "graph" : "eager";
+}
+const char* impl_name(LossScaling v) {
+  return v == LossScaling::Dynamic ? "dynamic" : "none";
+}
+
+bool operator==(const OpChoices& a, const OpChoices& b) {
+  return a.qkv_gemm == b.qkv_gemm && a.gate_up_gemm == b.gate_up_gemm &&
+         a.attention == b.attention && a.swiglu == b.swiglu && a.norm == b.norm &&
+         a.rope == b.rope && a.loss == b.loss && a.epilogue == b.epilogue &&
+         a.optimizer == b.optimizer && a.execution == b.execution;
+}
+
+std::vector<NamedChoice> named_choices(const OpChoices& ops) {
+  return {{"qkv_gemm", impl_name(ops.qkv_gemm)},   {"gate_up_gemm", impl_name(ops.gate_up_gemm)},
+          {"attention", impl_name(ops.attention)}, {"swiglu", impl_name(ops.swiglu)},
+          {"norm", impl_name(ops.norm)},           {"rope", impl_name(ops.rope)},
+          {"loss", impl_name(ops.loss)},           {"gemm_epilogue", impl_name(ops.epilogue)},
+          {"optimizer", impl_name(ops.optimizer)}, {"execution", impl_name(ops.execution)}};
+}
+
+std::vector<std::string> implemented_levels() {
+  return {"v1", "v2"};
+}
+
+OpChoices level_preset(const std::string& name) {
+  OpChoices ops;  // the defaults are v2's choices
+  if (name == "v1") {
+    ops.qkv_gemm = ops.gate_up_gemm = GemmGrouping::Separate;
+    ops.attention = AttentionImpl::Materialized;
+    ops.swiglu = SwigluImpl::Separate;
+    ops.optimizer = OptimizerImpl::PerTensor;
+    ops.execution = Execution::Eager;
+    return ops;
+  }
+  // DESIGN §2 lists the multi-tensor AdamW under v3; v2 takes it early
+  // because v2's speed target needs the optimizer in one launch (50
+  // per-tensor launches plus a convert pass were ~35 % of the bf16 step).
+  if (name == "v2") return ops;
+  const std::string allowed = "v1, v2";
+  if (name == "v3" || name == "v4") {
+    throw UsageError("--version " + name + ": not implemented yet; available: " + allowed);
+  }
+  throw UsageError("--version " + (name.empty() ? std::string("''") : name) +
+                   ": allowed values are " + allowed + " (v3, v4 not implemented yet)");
+}
+
+std::vector<OpChoices> single_changes(const OpChoices& preset) {
+  std::vector<OpChoices> out;
+  auto each = [&](auto OpChoices::*field, const auto& all) {
+    for (auto impl : all) {
+      if (impl == preset.*field) continue;
+      OpChoices changed = preset;
+      changed.*field = impl;
+      out.push_back(changed);
+    }
+  };
+  each(&OpChoices::qkv_gemm, kGroupings);
+  each(&OpChoices::gate_up_gemm, kGroupings);
+  each(&OpChoices::attention, kAttentions);
+  each(&OpChoices::swiglu, kSwiglus);
+  each(&OpChoices::optimizer, kOptimizers);
+  each(&OpChoices::execution, kExecutions);
+  return out;
+}
+
+DeviceCaps DeviceCaps::cpu() {
+  return DeviceCaps{};
+}
+
+std::string Fallback::describe() const {
+  return op + " " + wanted + " -> " + using_ + ": " + reason;
+}
+
+std::int64_t StepPlan::workspace_bytes() const {
+  std::int64_t total = 0;
+  for (const Workspace& w : workspaces) total += w.bytes;
+  return total;
+}
+
+std::string StepPlan::describe() const {
+  std::string out;
+  for (const NamedChoice& c : named_choices(ops)) {
+    out += (out.empty() ? "" : " | ") + std::string(c.op) + " " + c.impl;
+  }
+  out += std::string(" | loss_scaling ") + impl_name(loss_scaling);
+  if (parallel_branches) out += " | parallel branches";
+  return out;
+}
+
+StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const ModelConfig& cfg,
+                      BatchShape shape) {
+  StepPlan plan;
+  plan.level = request.level;
+  plan.device = caps.kind;
+  plan.precision = request.precision;
+  plan.ops = request.ops;
+  OpChoices& ops = plan.ops;
+  const std::string device = device_name(caps.kind);
+
+  const std::vector<int>& dims = caps.flash_head_dims;
+  if (ops.attention == AttentionImpl::Flash && !dims.empty() &&
+      std::find(dims.begin(), dims.end(), cfg.head_dim()) == dims.end()) {
+    fall_back(plan, "attention", ops.attention, AttentionImpl::Materialized,
+              "the " + device + " flash kernels are built for head_dim " + join_ints(dims) +
+                  " (this model: " + std::to_string(cfg.head_dim()) + ")");
+  }
+  if (ops.execution == Execution::Graph && !caps.graphs) {
+    fall_back(plan, "execution", ops.execution, Execution::Eager,
+              "the " + device + " backend runs eagerly");
+  }
+  // fp16's narrow range needs GradScaler's dynamic loss scaling; bf16 and
+  // fp32 have fp32's exponent range and run unscaled.
+  plan.loss_scaling =
+      plan.precision.compute == DType::F16 ? LossScaling::Dynamic : LossScaling::None;
+  // Branches pay off inside a captured step, where forking costs nothing;
+  // an eager step would pay two event calls per GEMM on the host.
+  plan.parallel_branches = plan.captured() && caps.parallel_branches;
+  if (ops.optimizer == OptimizerImpl::FusedPerLayer) {
+    if (!plan.parallel_branches) {
+      fall_back(plan, "optimizer", ops.optimizer, OptimizerImpl::Fused,
+                "the per-layer sweeps run on a branch of a captured step, and this step " +
+                    std::string(plan.captured() ? "has no parallel branches on " + device
+                                                : "runs eagerly"));
+    } else if (plan.loss_scaling == LossScaling::Dynamic) {
+      fall_back(plan, "optimizer", ops.optimizer, OptimizerImpl::Fused,
+                "fp16 loss scaling: every update waits for the overflow scan of the whole "
+                "gradient");
+    }
+  }
+  if (caps.workspaces) plan.workspaces = caps.workspaces(cfg, shape, plan);
+  return plan;
+}
+
+StepPlan plan_for_choices(const OpChoices& ops, Precision precision, const DeviceCaps& caps,
+                          const ModelConfig& cfg, BatchShape shape) {
+  PlanRequest request;
+  request.level = "custom";
+  request.ops = ops;
+  request.precision = precision;
+  return resolve_plan(request, caps, cfg, shape);
+}
+
+StepPlan plan_for_level(const std::string& level, Precision precision, const DeviceCaps& caps,
+                        const ModelConfig& cfg, BatchShape shape) {
+  PlanRequest request;
+  request.level = level;
+  request.ops = level_preset(level);
+  request.precision = precision;
+  return resolve_plan(request, caps, cfg, shape);
+}
+
+std::string precision_name(Precision precision) {
+  if (precision.mixed()) return "amp_" + std::string(dtype_name(precision.compute));
+  return precision.compute == DType::F64 ? "fp64" : "fp32";
+}
+
+const char* device_name(DeviceKind device) {
+  return device == DeviceKind::Cuda ? "cuda" : "cpu";
+}
+
+}  // namespace tinyllama

@@ -1,0 +1,177 @@
+#pragma once
+// One resolved plan per run (DESIGN §2-3): which implementation each op of
+// the step uses, how the step executes (eager or one captured graph, with or
+// without parallel branches), whether the loss is scaled, and the backend's
+// workspaces. resolve_plan() is the only place that decides any of it, from
+// the level preset and the single overrides (OpChoices), the precision, what
+// the device can do (DeviceCaps) and the shapes. Every consumer -- the
+// activation plan, the passes, the cost model, the backends, the step runner,
+// the memory check, the reports -- reads the plan and decides nothing.
+//
+// A choice that cannot run on this device or at these shapes falls back in
+// resolve_plan, and the plan keeps a one-line reason for it (Fallback), so
+// the run header, the summary and --json can say what changed and why.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace tinyllama {
+
+enum class DeviceKind { Cpu, Cuda };
+
+// --- the implementation choices, one enum per op ------------------------------
+// A choice with a single value names the op's only implementation today; the
+// next levels (v3, v4) add theirs beside it.
+
+// The Q/K/V and gate/up projections: one GEMM on the fused weight, or one per
+// part on row slices of it (the same parameters either way).
+enum class GemmGrouping { Separate, Fused };
+enum class AttentionImpl { Materialized, Flash };
+// silu(gate) * up: one kernel, or silu then mul through a stored silu(gate).
+enum class SwigluImpl { Separate, Fused };
+enum class NormImpl { Plain };       // residual add and RMSNorm as separate ops
+enum class RopeImpl { Separate };    // a rotation pass over q and k
+enum class LossImpl { FullLogits };  // full logits, then cross-entropy
+enum class GemmEpilogue { None };    // GEMMs write their output, nothing fused in
+enum class OptimizerImpl {
+  PerTensor,      // one AdamW launch per parameter tensor, then a convert pass (AMP)
+  Fused,          // one sweep over the flat state, writing the AMP copy as it goes
+  FusedPerLayer,  // Fused, with each layer's sweep beside the backward pass
+};
+enum class Execution { Eager, Graph };  // Graph: one captured step replayed
+enum class LossScaling { None, Dynamic };
+
+struct OpChoices {
+  GemmGrouping qkv_gemm = GemmGrouping::Fused;
+  GemmGrouping gate_up_gemm = GemmGrouping::Fused;
+  AttentionImpl attention = AttentionImpl::Flash;
+  SwigluImpl swiglu = SwigluImpl::Fused;
+  NormImpl norm = NormImpl::Plain;
+  RopeImpl rope = RopeImpl::Separate;
+  LossImpl loss = LossImpl::FullLogits;
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  OptimizerImpl optimizer = OptimizerImpl::FusedPerLayer;
+  Execution execution = Execution::Graph;
+};
+// Written out: the CUDA sources that include this header compile as C++17.
+bool operator==(const OpChoices& a, const OpChoices& b);
+inline bool operator!=(const OpChoices& a, const OpChoices& b) {
+  return !(a == b);
+}
+
+// Names as the reports print them: "fused", "flash", "fused_per_layer", ...
+const char* impl_name(GemmGrouping v);
+const char* impl_name(AttentionImpl v);
+const char* impl_name(SwigluImpl v);
+const char* impl_name(NormImpl v);
+const char* impl_name(RopeImpl v);
+const char* impl_name(LossImpl v);
+const char* impl_name(GemmEpilogue v);
+const char* impl_name(OptimizerImpl v);
+const char* impl_name(Execution v);
+const char* impl_name(LossScaling v);
+
+// The choices of a level preset, in order: {"qkv_gemm", "fused"}, ...
+struct NamedChoice {
+  const char* op;
+  const char* impl;
+};
+std::vector<NamedChoice> named_choices(const OpChoices& ops);
+
+// --- levels -------------------------------------------------------------------
+
+// The preset used when --version is not given. Kept in one place so that it
+// moves to the fastest level as soon as that level is implemented.
+inline constexpr const char* kDefaultLevel = "v2";
+// Every implemented level, in ladder order.
+std::vector<std::string> implemented_levels();
+// The choices of a level (DESIGN §2). Throws UsageError naming the allowed
+// levels for an unknown or unimplemented name.
+OpChoices level_preset(const std::string& name);
+
+// --- what the device can do ----------------------------------------------------
+
+// A backend workspace planned before step 1 (GEMM workspace, attention
+// scratch, ...): the memory check and the reported peak count it.
+struct Workspace {
+  std::string name;
+  std::int64_t bytes = 0;
+};
+
+struct StepPlan;
+
+struct DeviceCaps {
+  DeviceKind kind = DeviceKind::Cpu;
+  bool graphs = false;             // can capture a whole step and replay it
+  bool parallel_branches = false;  // work beside the main stream inside a capture
+  // head_dims the flash kernels are built for; empty: any head_dim.
+  std::vector<int> flash_head_dims;
+  // The backend's workspaces for a resolved plan; unset: none.
+  std::function<std::vector<Workspace>(const ModelConfig&, BatchShape, const StepPlan&)> workspaces;
+
+  static DeviceCaps cpu();  // the reference backend: eager, any head_dim, no workspaces
+};
+
+// --- the plan -------------------------------------------------------------------
+
+// A choice that could not run as asked.
+struct Fallback {
+  std::string op;      // "attention"
+  std::string wanted;  // "flash"
+  std::string using_;  // "materialized"
+  std::string
+      reason;  // "the CUDA flash kernels are built for head_dim 32, 64, 128 (this model: 96)"
+  std::string describe() const;  // "attention flash -> materialized: <reason>"
+};
+
+// What a run asks for: a level preset with single choices changed, and a precision.
+struct PlanRequest {
+  std::string level = kDefaultLevel;
+  OpChoices ops = level_preset(kDefaultLevel);
+  Precision precision = Precision::fp32();
+};
+
+struct StepPlan {
+  std::string level;  // the preset the choices started from
+  DeviceKind device = DeviceKind::Cpu;
+  Precision precision;
+  OpChoices ops;  // resolved: each one runs on this device at these shapes
+  LossScaling loss_scaling = LossScaling::None;
+  // The weight-gradient GEMMs, and FusedPerLayer's sweeps, on branches of
+  // the captured graph beside the main stream (only under Execution::Graph).
+  bool parallel_branches = false;
+  std::vector<Fallback> fallbacks;
+  std::vector<Workspace> workspaces;
+
+  bool captured() const { return ops.execution == Execution::Graph; }
+  bool updates_layers_in_backward() const { return ops.optimizer == OptimizerImpl::FusedPerLayer; }
+  std::int64_t workspace_bytes() const;
+  // One line: "qkv_gemm fused | attention flash | ... | graph | loss scaling none".
+  std::string describe() const;
+};
+
+// The one function that decides. Throws UsageError for a request no
+// fallback can serve (there is none today: every op has a portable choice).
+StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const ModelConfig& cfg,
+                      BatchShape shape);
+
+// The preset's choices with one op changed to each of its other
+// implementations, one OpChoices per change: a level is tested as its
+// preset and each single change (not the product of every choice).
+std::vector<OpChoices> single_changes(const OpChoices& preset);
+
+// The plan a test or tool gets for a level on a device, with no overrides.
+StepPlan plan_for_level(const std::string& level, Precision precision, const DeviceCaps& caps,
+                        const ModelConfig& cfg, BatchShape shape);
+// The same for choices of one's own (tests of a single change).
+StepPlan plan_for_choices(const OpChoices& ops, Precision precision, const DeviceCaps& caps,
+                          const ModelConfig& cfg, BatchShape shape);
+
+// "fp32", "fp64", "amp_bfloat16" or "amp_float16": a precision in one word.
+std::string precision_name(Precision precision);
+const char* device_name(DeviceKind device);
+
+}  // namespace tinyllama

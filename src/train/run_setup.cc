@@ -1,0 +1,37 @@
+#include "train/run_setup.h"
+
+#include "core/errors.h"
+#include "cuda/cuda_entry.h"
+#include "train/backend_factory.h"
+#include "train/memory_check.h"
+#include "train/validate.h"
+
+namespace tinyllama {
+namespace {
+
+DeviceKind choose_device(const TrainOptions& opts, std::vector<std::string>& notes) {
+  if (opts.device_request) return *opts.device_request;
+  if (cuda_device_available()) return DeviceKind::Cuda;
+  notes.push_back("no CUDA device found, running on cpu");
+  return DeviceKind::Cpu;
+}
+
+}  // namespace
+
+std::vector<std::string> resolve_run(TrainOptions& opts) {
+  validate_options(opts);
+  std::vector<std::string> notes;
+  const DeviceKind device = choose_device(opts, notes);
+  if (opts.request.precision.mixed() && device == DeviceKind::Cpu) {
+    throw UsageError("--use-amp: mixed precision needs --device cuda");
+  }
+  if (device == DeviceKind::Cuda && !cuda_device_available()) {
+    throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_build_versions() +
+                         "); use --device cpu");
+  }
+  opts.plan = resolve_plan(opts.request, device_caps(device), opts.model, opts.shape);
+  check_memory(opts.model, opts.shape, opts.plan);
+  return notes;
+}
+
+}  // namespace tinyllama

@@ -1,0 +1,19 @@
+#pragma once
+// Turning what a command asked for into a run that can start, for every
+// subcommand alike: the options checked (one line and exit 2 for a bad
+// value), the device chosen, the plan resolved for that device and these
+// shapes (model/step_plan.h), and the memory the plan needs checked against
+// what the device has -- all before anything is allocated.
+#include <string>
+#include <vector>
+
+#include "train/options.h"
+
+namespace tinyllama {
+
+// Fills opts.plan. Returns the notes a front end should print (e.g. no CUDA
+// device found, running on the cpu). Throws UsageError for bad options and
+// RuntimeFailure for a device that is missing or a run that cannot fit.
+std::vector<std::string> resolve_run(TrainOptions& opts);
+
+}  // namespace tinyllama
