@@ -700,10 +700,18 @@ def short_name(tensor):
     return tensor[len("model."):-len(".weight")]
 
 
+AMP_CELL = "%8s %8s %7s %-4s"  # binary error, autocast error, ratio, verdict
+
+
 def amp_cell(report, label, kind, error, autocast, limit):
     ok = report.record_amp(label, kind, error, autocast, limit)
-    return "%8.2e %8.2e %6s %-4s" % (error, autocast, ratio_str(amp_ratio(error, autocast)),
-                                     verdict(ok))
+    return AMP_CELL % ("%.2e" % error, "%.2e" % autocast, ratio_str(amp_ratio(error, autocast)),
+                       verdict(ok))
+
+
+def amp_row(name, limit, *cells):
+    """One table line: a quantity, its limit, then a cell per check."""
+    return "  %-33s %8s | %s" % (name, limit, " | ".join(cells))
 
 
 def amp_weight_errors(tensor, runs, limit):
@@ -738,16 +746,17 @@ def compare_amp(report, name, cfg, run, one_step, amp, device):
           % (device, amp, t1 - t0, time.time() - t1))
 
     floor = amp_floor(amp)
-    print("  %-33s %8s | %-29s| %s" % ("", "limit", "binary   autocast  ratio",
-                                       "binary   autocast  ratio"))
+    header = AMP_CELL % ("binary", "autocast", "ratio", "")
+    print(amp_row("", "limit", header, header))
     for step, (got, want) in enumerate(zip(run["report"]["losses"], ref[0]), start=1):
         ac = rel_err(ac_losses[step - 1], ref_ac[0][step - 1])
         limit = AMP_FACTOR * ac + floor
         label = "loss step%d" % step
-        print("  %-33s %8.2e | %s|" % (label, limit, amp_cell(
+        print(amp_row(label, "%.2e" % limit, amp_cell(
             report, "%s %s" % (name, label), "loss", rel_err(got, want), ac, limit)))
 
-    print("  %-33s %8s | %-29s| %s" % ("tensor", "", "grad step1", "weight step%d" % NUM_STEPS))
+    width = len(header)
+    print(amp_row("tensor", "", "%-*s" % (width, "grad step1"), "weight step%d" % NUM_STEPS))
     worst_adamw, adamw_ok = 0.0, True
     one_init, one_final = arrays(one_step["init"]), arrays(one_step["final"])
     for t in expected_shapes(cfg):
@@ -758,12 +767,85 @@ def compare_amp(report, name, cfg, run, one_step, amp, device):
         weight_b, weight_a = amp_weight_errors(
             t, ((grads, final, ref), (ac_grads[0], ac_final, ref_ac)), limit)
         weight = amp_cell(report, "%s weight %s" % (name, t), "weight", weight_b, weight_a, limit)
-        print("  %-33s %8.2e | %s| %s" % (short_name(t), limit, grad, weight))
+        print(amp_row(short_name(t), "%.2e" % limit, grad, weight))
         metric = adamw_err(one_final[t], ref_adamw[t], one_init[t])
         adamw_ok = report.record("%s adamw %s" % (name, t), metric, TOL_ADAMW) and adamw_ok
         worst_adamw = max(worst_adamw, metric)
     print("  adamw step1 (fp32, the binary's own gradients): worst %.2e, tol %g %s"
           % (worst_adamw, TOL_ADAMW, verdict(adamw_ok)))
+
+
+def fabricated_runs(cfg, amp, device, seed=5):
+    """A 3-step and a 1-step "binary" run that are the autocast replay itself."""
+    rng = np.random.default_rng(seed)
+    init = {t: (np.ones(shape) if len(shape) == 1 else rng.normal(0.0, 0.02, shape))
+            for t, shape in expected_shapes(cfg).items()}
+    batches = [rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"] + 1)).astype(np.int32)
+               for _ in range(NUM_STEPS)]
+    losses, grads, final = autocast_replay(init, batches, cfg, amp, device)
+
+    def f32(tensors):
+        return {t: ("F32", np.asarray(a, dtype=np.float32)) for t, a in tensors.items()}
+
+    def run(steps, final, loss_list):
+        return {"init": f32(init), "grads_step1": f32(grads[0]), "final": f32(final),
+                "batches": {"step%d" % (i + 1): ("I32", batches[i]) for i in range(steps)},
+                "report": {"losses": list(loss_list)}}
+    return (run(NUM_STEPS, final, losses),
+            run(1, adamw_first_step(f32_arrays(init), grads[0]), losses[:1]))
+
+
+def f32_arrays(tensors):
+    return {t: np.asarray(a, dtype=np.float32) for t, a in tensors.items()}
+
+
+def perturb(run, loss_step, grad_tensor, weight_tensor):
+    """A copy of run with one loss, one gradient element and one weight element off by 5 %."""
+    bad = {key: dict(value) for key, value in run.items()}
+    bad["report"] = {"losses": list(run["report"]["losses"])}
+    bad["report"]["losses"][loss_step - 1] *= 1.05
+    for key, t in (("grads_step1", grad_tensor), ("final", weight_tensor)):
+        a = run[key][t][1].copy()
+        a.flat[0] += 0.05 * np.max(np.abs(a))
+        bad[key][t] = ("F32", a)
+    return bad
+
+
+def self_check_amp():
+    """--self-check: the --amp comparison on fabricated runs; no binary, no GPU.
+
+    The "binary" is the autocast replay itself, so every ratio is 1 and all
+    checks must pass; with one loss, one gradient and one weight pushed 5 %
+    off, those must fail (the gradient's may take its weight along: the
+    replay's step 1 follows the binary's gradients). Runs wherever torch's
+    autocast supports the dtype on the CPU (bf16; fp16 from torch 2.x).
+    """
+    name, cfg = "mqa", CONFIGS["mqa"]
+    k_proj = "model.layers.1.self_attn.k_proj.weight"
+    up_proj = "model.layers.2.mlp.up_proj.weight"
+    status = 0
+    for amp in AMP_DTYPES:
+        if not autocast_works("cpu", AMP_DTYPES[amp]):
+            print("self-check %s: skipped, CPU autocast lacks it in torch %s"
+                  % (amp, torch.__version__))
+            continue
+        run, one_step = fabricated_runs(cfg, amp, "cpu")
+        print("self-check %s, the autocast replay as the binary: all must pass" % amp)
+        good = Report()
+        compare_amp(good, name, cfg, run, one_step, amp, "cpu")
+        print("self-check %s, loss step2, grad %s, weight %s 5 %% off: those must fail"
+              % (amp, short_name(k_proj), short_name(up_proj)))
+        bad = Report()
+        compare_amp(bad, name, cfg, perturb(run, 2, k_proj, up_proj), one_step, amp, "cpu")
+        failed = {f.split(":")[0] for f in bad.failures}
+        must = {"%s loss step2" % name, "%s grad %s" % (name, k_proj),
+                "%s weight %s" % (name, up_proj)}
+        may = must | {"%s weight %s" % (name, k_proj)}
+        ok = not good.failures and must <= failed <= may
+        print("self-check %s: %s (clean run: %d failures; perturbed run failed %s)"
+              % (amp, verdict(ok), len(good.failures), sorted(failed)))
+        status = status or (0 if ok else 1)
+    return status
 
 
 def amp_setup(args):
@@ -805,7 +887,7 @@ def amp_summary(report):
     worst = ", ".join("%s: %s" % (kind, report.worst_ratio[kind][1])
                       for kind in ("grad", "weight") if kind in report.worst_ratio)
     share, label = report.worst_share or (0.0, "none")
-    return ("worst binary/autocast ratio %s (%s); nearest its limit: %s at %.2f of it"
+    return ("worst binary/autocast ratio %s (%s); nearest its limit: %s at %.3g of it"
             % (ratios, worst, label, share))
 
 
@@ -834,7 +916,10 @@ def main():
     parser = argparse.ArgumentParser(
         description="Check the tinyllama binary against a float64 PyTorch replay "
                     "(losses, step-1 gradients, weights after %d AdamW steps)." % NUM_STEPS)
-    parser.add_argument("--binary", required=True, help="the tinyllama executable")
+    parser.add_argument("--binary", help="the tinyllama executable")
+    parser.add_argument("--self-check", action="store_true",
+                        help="check the --amp comparison itself on fabricated runs "
+                             "(CPU autocast, no binary) and exit")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="passed to the binary; the reference always runs on the CPU")
     parser.add_argument("--amp", choices=("none", "bfloat16", "float16"), default="none",
@@ -854,6 +939,10 @@ def main():
     parser.add_argument("--timeout", type=int, default=300,
                         help="seconds allowed per binary run")
     args = parser.parse_args()
+    if args.self_check:
+        return self_check_amp()
+    if not args.binary:
+        parser.error("--binary is required")
     if args.tol is not None and args.amp != "none":
         parser.error("--tol sets the fp32 tolerance; under --amp the limits come from autocast")
 
