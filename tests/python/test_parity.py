@@ -27,27 +27,36 @@ replay (step 1's update from its own gradients), so step 1's losses and
 gradients have one reference for both. The limits, per quantity:
 
   loss step t, grad step1   binary error <= 2 x autocast error + floor
-  weight step3              the AdamW bound below, fed with the tensor's
-                            grad step1 limit, and 1e-5 for the fp32 weights
+  weight step3              within the AdamW bound (adam_error_scale, below)
+                            of gradients that err by the tensor's grad
+                            step1 limit; 1e-5 for the fp32 weights' own
+                            rounding
   adamw step1               1e-4 as above (fp32 master weights and state)
 
 floor = torch.finfo(dtype).eps, 2^-7 (bf16) or 2^-10 (fp16): one unit in
 the last place of the compute dtype at a tensor's largest element,
-relative to it (2^-8 to 2^-7 for bf16 depending on where in its binade the
-element sits: the bound is taken). Every checked value is computed from
-operands that passed through the compute dtype, and a correct
-implementation that rounds one of them differently lands a unit in the
-last place away; where autocast's error happens to be near zero, twice it
-would otherwise fail correct code. The factor 2 leaves room for
-tinyllama's own precision placement (autocast_replay says where the two
-differ). The weights after 3 steps are not compared with autocast's
+relative to it (for bf16 between 2^-8 and 2^-7 depending on where that
+element sits in its binade; the bound is taken). It is the resolution of
+the compute dtype at the tensor's scale: every checked value is computed
+from operands stored in that dtype, and a correct implementation that
+rounds one intermediate differently (another summation order landing on
+the neighbouring value) is that far off. Where autocast's own error is
+far below it (a scalar loss whose rounding errors cancel, a value autocast
+keeps in fp32), twice autocast's error alone would fail correct code. The
+factor 2 leaves room for tinyllama's own precision placement
+(autocast_replay lists where the two differ).
+
+The weights after 3 steps are not held to 2x autocast's weight error
 directly: after step 1 each run's largest weight error sits on the few
 elements whose Adam update is ill-conditioned, so the ratio of two such
-maxima swings both ways (0.2 to 5 in a bf16 emulation of both placements)
-and only a floor that swallows 3 steps of movement would absorb it. The
-bound asks instead that the weights lie within what gradients within their
-limit can produce through AdamW; autocast's weight error against the same
-bound is printed beside it.
+maxima swings both ways (from 0.2 to 5 when both placements were emulated
+by rounding after each op in PyTorch) and only a floor that swallows
+3 steps of movement would absorb it. The bound asks instead that the
+weights lie within what gradients inside their limit can produce through
+AdamW, so the weight limit follows from the same 2x rule; autocast's
+weight error against the same bound is printed beside it.
+--self-check runs this comparison on runs made with CPU autocast, the
+binary's part included (no binary, no GPU; CTest pytorch_parity_amp_selfcheck).
 
 Why the weight checks look the way they do: AdamW's update m/(sqrt(v)+eps)
 is nearly sign(g) where the gradient is near zero, so rounding far inside
@@ -67,7 +76,8 @@ Runs with Debian's python3-torch 1.13 as well as torch 2.x: no pytest, no
 safetensors package, no F.scaled_dot_product_attention.
 
 Exit status: 0 all checks pass, 1 a check failed, 2 the binary failed or
-did not produce its outputs.
+did not produce its outputs, or (--amp) this torch cannot run the autocast
+that the limits are measured with.
 """
 
 import argparse
@@ -395,7 +405,7 @@ def autocast_replay(init, batches, cfg, amp, device):
         cross-entropy compute in fp32 from compute-dtype inputs too;
       * weight gradients: tinyllama's GEMMs write them in fp32, autocast's
         are the matmul's low-precision gradient of the cast weight, widened.
-    The first three favour autocast, the last tinyllama; hence the factor
+    The first two favour autocast, the last tinyllama; hence the factor
     AMP_FACTOR rather than 1.
     """
     dtype = AMP_DTYPES[amp]
