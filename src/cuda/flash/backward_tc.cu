@@ -14,6 +14,7 @@
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
+#include "cuda/flash/prologue.cuh"
 #include "cuda/flash/tiles.cuh"
 
 namespace tinyllama::cuda::flash {
@@ -49,22 +50,13 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
   const int lane = tid & 31;
   const int g = lane >> 2;
   const int t = lane & 3;
-  const int kt = static_cast<int>(blockIdx.x);
-  const int kvh = static_cast<int>(blockIdx.y);
-  const int b = static_cast<int>(blockIdx.z);
-  const int k0 = kt * BK;
-  const int k_valid = min(BK, a.seq - k0);
-  const int n_qt = (a.seq + BQ - 1) / BQ;
-  const int qt0 = k0 / BQ;  // first query tile with a query >= k0
-  const int nq = n_qt - qt0;
-  const int n_it = a.group * nq;
-  const std::int64_t tok0 = static_cast<std::int64_t>(b) * a.seq;
-  const T* gq = static_cast<const T*>(a.q) + tok0 * a.ldq;
-  const T* gdo = static_cast<const T*>(a.dout) + tok0 * a.ld_dout;
+  const KeyTileBlock<BK, BQ> blk(a);
+  const T* gq = static_cast<const T*>(a.q) + blk.tok0 * a.ldq;
+  const T* gdo = static_cast<const T*>(a.dout) + blk.tok0 * a.ld_dout;
 
   auto load_stage = [&](int it, int stage) {
-    const int h = kvh * a.group + it / nq;
-    const int q0 = (qt0 + it % nq) * BQ;
+    const int h = blk.head_of(it, a.group);
+    const int q0 = blk.q0_of(it);
     const int valid = min(BQ, a.seq - q0);
     load_tile<T, BQ, HD, LDS>(s_q + stage * BQ * LDS,
                               gq + q0 * a.ldq + static_cast<std::int64_t>(h) * HD, a.ldq, valid,
@@ -72,7 +64,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
     load_tile<T, BQ, HD, LDS>(s_do + stage * BQ * LDS,
                               gdo + q0 * a.ld_dout + static_cast<std::int64_t>(h) * HD, a.ld_dout,
                               valid, a.vec);
-    const std::int64_t bh = static_cast<std::int64_t>(b) * a.heads + h;
+    const std::int64_t bh = bh_row(blk.b, a.heads, h);
     if (tid < BQ) {
       const bool ok = tid < valid;
       cp_async_4(s_lse + stage * BQ + tid, a.lse + bh * a.ld_lse + q0 + (ok ? tid : 0), ok);
@@ -83,12 +75,14 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
     }
   };
 
-  load_tile<T, BK, HD, LDS>(
-      s_k, static_cast<const T*>(a.k) + (tok0 + k0) * a.ldk + static_cast<std::int64_t>(kvh) * HD,
-      a.ldk, k_valid, a.vec);
-  load_tile<T, BK, HD, LDS>(
-      s_v, static_cast<const T*>(a.v) + (tok0 + k0) * a.ldv + static_cast<std::int64_t>(kvh) * HD,
-      a.ldv, k_valid, a.vec);
+  load_tile<T, BK, HD, LDS>(s_k,
+                            static_cast<const T*>(a.k) + (blk.tok0 + blk.k0) * a.ldk +
+                                static_cast<std::int64_t>(blk.kvh) * HD,
+                            a.ldk, blk.k_valid, a.vec);
+  load_tile<T, BK, HD, LDS>(s_v,
+                            static_cast<const T*>(a.v) + (blk.tok0 + blk.k0) * a.ldv +
+                                static_cast<std::int64_t>(blk.kvh) * HD,
+                            a.ldv, blk.k_valid, a.vec);
   load_stage(0, 0);
   cp_async_commit();
 
@@ -98,14 +92,14 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
     dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = 0.f;
     dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.f;
   }
-  const int key0 = k0 + warp * 16 + g;
+  const int key0 = blk.k0 + warp * 16 + g;
   const int key1 = key0 + 8;
   const T* s_kw = s_k + warp * 16 * LDS;
   const T* s_vw = s_v + warp * 16 * LDS;
 
-  for (int it = 0; it < n_it; ++it) {
+  for (int it = 0; it < blk.n_it; ++it) {
     const int stage = it & 1;
-    if (it + 1 < n_it) {
+    if (it + 1 < blk.n_it) {
       load_stage(it + 1, stage ^ 1);  // that stage was released by the last iteration's barrier
       cp_async_commit();
       cp_async_wait<1>();
@@ -113,7 +107,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
       cp_async_wait<0>();
     }
     __syncthreads();
-    const int q0 = (qt0 + it % nq) * BQ;
+    const int q0 = blk.q0_of(it);
     const T* cq = s_q + stage * BQ * LDS;
     const T* cdo = s_do + stage * BQ * LDS;
     const float* cl = s_lse + stage * BQ;
@@ -130,7 +124,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
 
     // Masked: keys after the query (causal) and query rows past the end,
     // whose zero-filled lse would otherwise give P = 1.
-    const bool need_mask = (k0 + BK - 1 > q0) || (q0 + BQ > a.seq);
+    const bool need_mask = (blk.k0 + BK - 1 > q0) || (q0 + BQ > a.seq);
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt) {
 #pragma unroll
@@ -162,14 +156,14 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
   stage_acc<T, HD>(s_dk, dk, a.scale, a.scale, lane);
   stage_acc<T, HD>(s_dv, dv, 1.f, 1.f, lane);
   __syncwarp();
-  const std::int64_t row = tok0 + k0 + warp * 16;
-  const int valid = k_valid - warp * 16;
+  const std::int64_t row = blk.tok0 + blk.k0 + warp * 16;
+  const int valid = blk.k_valid - warp * 16;
   store_warp_rows<T, HD, LDS>(
-      static_cast<T*>(a.dk) + row * a.ld_dk + static_cast<std::int64_t>(kvh) * HD, a.ld_dk, s_dk,
-      valid, a.vec, lane);
+      static_cast<T*>(a.dk) + row * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
+      s_dk, valid, a.vec, lane);
   store_warp_rows<T, HD, LDS>(
-      static_cast<T*>(a.dv) + row * a.ld_dv + static_cast<std::int64_t>(kvh) * HD, a.ld_dv, s_dv,
-      valid, a.vec, lane);
+      static_cast<T*>(a.dv) + row * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
+      s_dv, valid, a.vec, lane);
 }
 
 template <typename T, int HD>
@@ -196,32 +190,27 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int g = lane >> 2;
   const int t = lane & 3;
-  const int n_qt = (a.seq + BQ - 1) / BQ;
-  const int qt = n_qt - 1 - static_cast<int>(blockIdx.x);
-  const int h = static_cast<int>(blockIdx.y);
-  const int b = static_cast<int>(blockIdx.z);
-  const int kvh = h / a.group;
-  const int q0 = qt * BQ;
-  const int q_end = min(q0 + BQ, a.seq);
-  const int n_kt = (q_end - 1) / BK + 1;
-  const std::int64_t tok0 = static_cast<std::int64_t>(b) * a.seq;
-  const T* gk = static_cast<const T*>(a.k) + tok0 * a.ldk + static_cast<std::int64_t>(kvh) * HD;
-  const T* gv = static_cast<const T*>(a.v) + tok0 * a.ldv + static_cast<std::int64_t>(kvh) * HD;
+  const QueryTileBlock<BQ, BK> blk(a);
+  const T* gk =
+      static_cast<const T*>(a.k) + blk.tok0 * a.ldk + static_cast<std::int64_t>(blk.kvh) * HD;
+  const T* gv =
+      static_cast<const T*>(a.v) + blk.tok0 * a.ldv + static_cast<std::int64_t>(blk.kvh) * HD;
 
-  load_tile<T, BQ, HD, LDS>(
-      s_q, static_cast<const T*>(a.q) + (tok0 + q0) * a.ldq + static_cast<std::int64_t>(h) * HD,
-      a.ldq, q_end - q0, a.vec);
-  load_tile<T, BQ, HD, LDS>(
-      s_do,
-      static_cast<const T*>(a.dout) + (tok0 + q0) * a.ld_dout + static_cast<std::int64_t>(h) * HD,
-      a.ld_dout, q_end - q0, a.vec);
+  load_tile<T, BQ, HD, LDS>(s_q,
+                            static_cast<const T*>(a.q) + (blk.tok0 + blk.q0) * a.ldq +
+                                static_cast<std::int64_t>(blk.h) * HD,
+                            a.ldq, blk.q_end - blk.q0, a.vec);
+  load_tile<T, BQ, HD, LDS>(s_do,
+                            static_cast<const T*>(a.dout) + (blk.tok0 + blk.q0) * a.ld_dout +
+                                static_cast<std::int64_t>(blk.h) * HD,
+                            a.ld_dout, blk.q_end - blk.q0, a.vec);
   load_tile<T, BK, HD, LDS>(s_k, gk, a.ldk, min(BK, a.seq), a.vec);
   load_tile<T, BK, HD, LDS>(s_v, gv, a.ldv, min(BK, a.seq), a.vec);
   cp_async_commit();
 
-  const int row0 = q0 + warp * 16 + g;
+  const int row0 = blk.q0 + warp * 16 + g;
   const int row1 = row0 + 8;
-  const std::int64_t bh = static_cast<std::int64_t>(b) * a.heads + h;
+  const std::int64_t bh = bh_row(blk.b, a.heads, blk.h);
   // Rows past the end get lse 0 and D 0: their P is finite and never stored.
   const float lse2_0 = row0 < a.seq ? a.lse[bh * a.ld_lse + row0] * kLog2e : 0.f;
   const float lse2_1 = row1 < a.seq ? a.lse[bh * a.ld_lse + row1] * kLog2e : 0.f;
@@ -234,10 +223,10 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
   const T* s_qw = s_q + warp * 16 * LDS;
   const T* s_dow = s_do + warp * 16 * LDS;
 
-  for (int kt = 0; kt < n_kt; ++kt) {
+  for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int stage = kt & 1;
     const int k0 = kt * BK;
-    if (kt + 1 < n_kt) {
+    if (kt + 1 < blk.n_kt) {
       const int k1 = k0 + BK;
       load_tile<T, BK, HD, LDS>(s_k + (stage ^ 1) * BK * LDS, gk + k1 * a.ldk, a.ldk,
                                 min(BK, a.seq - k1), a.vec);
@@ -261,7 +250,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
     mma_abt<T, HD, BK>(s, s_qw, ck, lane);
     mma_abt<T, HD, BK>(dp, s_dow, cv, lane);
 
-    const bool diag = k0 + BK - 1 > q0;
+    const bool diag = k0 + BK - 1 > blk.q0;
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt) {
 #pragma unroll
@@ -284,9 +273,9 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
   T* s_dq = s_q + warp * 16 * LDS;  // the warp's own rows, read only by it
   stage_acc<T, HD>(s_dq, dq, a.scale, a.scale, lane);
   __syncwarp();
-  store_warp_rows<T, HD, LDS>(
-      static_cast<T*>(a.dq) + (tok0 + q0 + warp * 16) * a.ld_dq + static_cast<std::int64_t>(h) * HD,
-      a.ld_dq, s_dq, q_end - (q0 + warp * 16), a.vec, lane);
+  store_warp_rows<T, HD, LDS>(static_cast<T*>(a.dq) + (blk.tok0 + blk.q0 + warp * 16) * a.ld_dq +
+                                  static_cast<std::int64_t>(blk.h) * HD,
+                              a.ld_dq, s_dq, blk.q_end - (blk.q0 + warp * 16), a.vec, lane);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
+#include "cuda/flash/prologue.cuh"
 #include "cuda/flash/tiles.cuh"
 
 namespace tinyllama::cuda::flash {
@@ -39,21 +40,15 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int g = lane >> 2;
   const int t = lane & 3;
-  const int n_qt = (a.seq + BQ - 1) / BQ;
-  const int qt = n_qt - 1 - static_cast<int>(blockIdx.x);
-  const int h = static_cast<int>(blockIdx.y);
-  const int b = static_cast<int>(blockIdx.z);
-  const int kvh = h / a.group;
-  const int q0 = qt * BQ;
-  const int q_end = min(q0 + BQ, a.seq);
-  const int n_kt = (q_end - 1) / BK + 1;
-  const std::int64_t tok0 = static_cast<std::int64_t>(b) * a.seq;
-  const T* gq =
-      static_cast<const T*>(a.q) + (tok0 + q0) * a.ldq + static_cast<std::int64_t>(h) * HD;
-  const T* gk = static_cast<const T*>(a.k) + tok0 * a.ldk + static_cast<std::int64_t>(kvh) * HD;
-  const T* gv = static_cast<const T*>(a.v) + tok0 * a.ldv + static_cast<std::int64_t>(kvh) * HD;
+  const QueryTileBlock<BQ, BK> blk(a);
+  const T* gq = static_cast<const T*>(a.q) + (blk.tok0 + blk.q0) * a.ldq +
+                static_cast<std::int64_t>(blk.h) * HD;
+  const T* gk =
+      static_cast<const T*>(a.k) + blk.tok0 * a.ldk + static_cast<std::int64_t>(blk.kvh) * HD;
+  const T* gv =
+      static_cast<const T*>(a.v) + blk.tok0 * a.ldv + static_cast<std::int64_t>(blk.kvh) * HD;
 
-  load_tile<T, BQ, HD, LDS>(s_q, gq, a.ldq, q_end - q0, a.vec);
+  load_tile<T, BQ, HD, LDS>(s_q, gq, a.ldq, blk.q_end - blk.q0, a.vec);
   load_tile<T, BK, HD, LDS>(s_k, gk, a.ldk, min(BK, a.seq), a.vec);
   cp_async_commit();
   cp_async_wait<0>();
@@ -71,10 +66,10 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
 #pragma unroll
   for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
-  const int row0 = q0 + warp * 16 + g;
+  const int row0 = blk.q0 + warp * 16 + g;
   const int row1 = row0 + 8;
 
-  for (int kt = 0; kt < n_kt; ++kt) {
+  for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int k0 = kt * BK;
     if (kt > 0) {
       cp_async_wait<0>();
@@ -99,7 +94,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
 
     // Online softmax over this tile (exp2 domain). Every row has key 0
     // unmasked in the first tile, so the running max is finite from then on.
-    const bool diag = k0 + BK - 1 > q0;
+    const bool diag = k0 + BK - 1 > blk.q0;
     float mx0 = m0, mx1 = m1;
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt) {
@@ -147,7 +142,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
 
     cp_async_wait<0>();
     __syncthreads();  // V[kt] landed; every warp is done with K[kt]
-    if (kt + 1 < n_kt) {
+    if (kt + 1 < blk.n_kt) {
       load_tile<T, BK, HD, LDS>(s_k, gk + (k0 + BK) * a.ldk, a.ldk, min(BK, a.seq - k0 - BK),
                                 a.vec);
       cp_async_commit();
@@ -162,13 +157,13 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
   T* s_o = s_q + warp * 16 * LDS;
   stage_acc<T, HD>(s_o, o, 1.f / l0, 1.f / l1, lane);
   __syncwarp();
-  T* go =
-      static_cast<T*>(a.out) + (tok0 + q0 + warp * 16) * a.ldo + static_cast<std::int64_t>(h) * HD;
-  store_warp_rows<T, HD, LDS>(go, a.ldo, s_o, q_end - (q0 + warp * 16), a.vec, lane);
+  T* go = static_cast<T*>(a.out) + (blk.tok0 + blk.q0 + warp * 16) * a.ldo +
+          static_cast<std::int64_t>(blk.h) * HD;
+  store_warp_rows<T, HD, LDS>(go, a.ldo, s_o, blk.q_end - (blk.q0 + warp * 16), a.vec, lane);
   if (t == 0) {
-    float* lrow = a.lse + (static_cast<std::int64_t>(b) * a.heads + h) * a.ld_lse;
-    if (row0 < a.seq) lrow[row0] = (m0 + log2f(l0)) * kLn2;
-    if (row1 < a.seq) lrow[row1] = (m1 + log2f(l1)) * kLn2;
+    float* lrow = a.lse + bh_row(blk.b, a.heads, blk.h) * a.ld_lse;
+    if (row0 < a.seq) lrow[row0] = lse_from_exp2(m0, l0);
+    if (row1 < a.seq) lrow[row1] = lse_from_exp2(m1, l1);
   }
 }
 

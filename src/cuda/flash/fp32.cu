@@ -10,6 +10,7 @@
 #include "cuda/flash/fp32_tiles.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/params.h"
+#include "cuda/flash/prologue.cuh"
 #include "cuda/flash/tiles.cuh"
 
 namespace tinyllama::cuda::flash {
@@ -36,23 +37,16 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
   const int tid = static_cast<int>(threadIdx.x);
   const int rg = tid >> 4;
   const int cg = tid & 15;
-  const int n_qt = (a.seq + BQ - 1) / BQ;
-  const int qt = n_qt - 1 - static_cast<int>(blockIdx.x);
-  const int h = static_cast<int>(blockIdx.y);
-  const int b = static_cast<int>(blockIdx.z);
-  const int kvh = h / a.group;
-  const int q0 = qt * BQ;
-  const int q_end = min(q0 + BQ, a.seq);
-  const int n_kt = (q_end - 1) / BK + 1;
-  const std::int64_t tok0 = static_cast<std::int64_t>(b) * a.seq;
+  const QueryTileBlock<BQ, BK> blk(a);
   const float* gk =
-      static_cast<const float*>(a.k) + tok0 * a.ldk + static_cast<std::int64_t>(kvh) * HD;
+      static_cast<const float*>(a.k) + blk.tok0 * a.ldk + static_cast<std::int64_t>(blk.kvh) * HD;
   const float* gv =
-      static_cast<const float*>(a.v) + tok0 * a.ldv + static_cast<std::int64_t>(kvh) * HD;
+      static_cast<const float*>(a.v) + blk.tok0 * a.ldv + static_cast<std::int64_t>(blk.kvh) * HD;
 
-  load_tile<float, BQ, HD, LDS>(
-      s_q, static_cast<const float*>(a.q) + (tok0 + q0) * a.ldq + static_cast<std::int64_t>(h) * HD,
-      a.ldq, q_end - q0, a.vec);
+  load_tile<float, BQ, HD, LDS>(s_q,
+                                static_cast<const float*>(a.q) + (blk.tok0 + blk.q0) * a.ldq +
+                                    static_cast<std::int64_t>(blk.h) * HD,
+                                a.ldq, blk.q_end - blk.q0, a.vec);
 
   float o[RM][OC];
   float m[RM], l[RM];
@@ -64,7 +58,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
     for (int n = 0; n < OC; ++n) o[i][n] = 0.f;
   }
 
-  for (int kt = 0; kt < n_kt; ++kt) {
+  for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int k0 = kt * BK;
     const int kv = min(BK, a.seq - k0);
     load_tile<float, BK, HD, LDS>(s_k, gk + k0 * a.ldk, a.ldk, kv, a.vec);
@@ -81,10 +75,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
     }
     f32_abt<RM, CN, HD>(s, s_q, s_k, rg, cg);
 
-    const bool diag = k0 + BK - 1 > q0;
+    const bool diag = k0 + BK - 1 > blk.q0;
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
-      const int row = q0 + rg * RM + i;
+      const int row = blk.q0 + rg * RM + i;
       float mx = m[i];
 #pragma unroll
       for (int c = 0; c < CN; ++c) {
@@ -118,15 +112,15 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
     l[i] = half_warp_sum(l[i]);
     inv[i] = 1.f / l[i];
   }
-  f32_store_rows<RM, HD>(
-      static_cast<float*>(a.out) + (tok0 + q0) * a.ldo + static_cast<std::int64_t>(h) * HD, a.ldo,
-      o, inv, rg, cg, q_end - q0, a.vec);
+  f32_store_rows<RM, HD>(static_cast<float*>(a.out) + (blk.tok0 + blk.q0) * a.ldo +
+                             static_cast<std::int64_t>(blk.h) * HD,
+                         a.ldo, o, inv, rg, cg, blk.q_end - blk.q0, a.vec);
   if (cg == 0) {
-    float* lrow = a.lse + (static_cast<std::int64_t>(b) * a.heads + h) * a.ld_lse;
+    float* lrow = a.lse + bh_row(blk.b, a.heads, blk.h) * a.ld_lse;
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
-      const int row = q0 + rg * RM + i;
-      if (row < a.seq) lrow[row] = (m[i] + log2f(l[i])) * kLn2;
+      const int row = blk.q0 + rg * RM + i;
+      if (row < a.seq) lrow[row] = lse_from_exp2(m[i], l[i]);
     }
   }
 }
@@ -159,25 +153,16 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
   const int tid = static_cast<int>(threadIdx.x);
   const int rg = tid >> 4;
   const int cg = tid & 15;
-  const int kt = static_cast<int>(blockIdx.x);
-  const int kvh = static_cast<int>(blockIdx.y);
-  const int b = static_cast<int>(blockIdx.z);
-  const int k0 = kt * BK;
-  const int k_valid = min(BK, a.seq - k0);
-  const int n_qt = (a.seq + BQ - 1) / BQ;
-  const int qt0 = k0 / BQ;
-  const int nq = n_qt - qt0;
-  const int n_it = a.group * nq;
-  const std::int64_t tok0 = static_cast<std::int64_t>(b) * a.seq;
+  const KeyTileBlock<BK, BQ> blk(a);
 
-  load_tile<float, BK, HD, LDS>(
-      s_k,
-      static_cast<const float*>(a.k) + (tok0 + k0) * a.ldk + static_cast<std::int64_t>(kvh) * HD,
-      a.ldk, k_valid, a.vec);
-  load_tile<float, BK, HD, LDS>(
-      s_v,
-      static_cast<const float*>(a.v) + (tok0 + k0) * a.ldv + static_cast<std::int64_t>(kvh) * HD,
-      a.ldv, k_valid, a.vec);
+  load_tile<float, BK, HD, LDS>(s_k,
+                                static_cast<const float*>(a.k) + (blk.tok0 + blk.k0) * a.ldk +
+                                    static_cast<std::int64_t>(blk.kvh) * HD,
+                                a.ldk, blk.k_valid, a.vec);
+  load_tile<float, BK, HD, LDS>(s_v,
+                                static_cast<const float*>(a.v) + (blk.tok0 + blk.k0) * a.ldv +
+                                    static_cast<std::int64_t>(blk.kvh) * HD,
+                                a.ldv, blk.k_valid, a.vec);
 
   float dk[RM][OC], dv[RM][OC];
 #pragma unroll
@@ -186,20 +171,20 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
     for (int n = 0; n < OC; ++n) dk[i][n] = dv[i][n] = 0.f;
   }
 
-  for (int it = 0; it < n_it; ++it) {
-    const int h = kvh * a.group + it / nq;
-    const int q0 = (qt0 + it % nq) * BQ;
+  for (int it = 0; it < blk.n_it; ++it) {
+    const int h = blk.head_of(it, a.group);
+    const int q0 = blk.q0_of(it);
     const int valid = min(BQ, a.seq - q0);
-    load_tile<float, BQ, HD, LDS>(
-        s_q,
-        static_cast<const float*>(a.q) + (tok0 + q0) * a.ldq + static_cast<std::int64_t>(h) * HD,
-        a.ldq, valid, a.vec);
+    load_tile<float, BQ, HD, LDS>(s_q,
+                                  static_cast<const float*>(a.q) + (blk.tok0 + q0) * a.ldq +
+                                      static_cast<std::int64_t>(h) * HD,
+                                  a.ldq, valid, a.vec);
     load_tile<float, BQ, HD, LDS>(s_do,
-                                  static_cast<const float*>(a.dout) + (tok0 + q0) * a.ld_dout +
+                                  static_cast<const float*>(a.dout) + (blk.tok0 + q0) * a.ld_dout +
                                       static_cast<std::int64_t>(h) * HD,
                                   a.ld_dout, valid, a.vec);
     cp_async_commit();
-    const std::int64_t bh = static_cast<std::int64_t>(b) * a.heads + h;
+    const std::int64_t bh = bh_row(blk.b, a.heads, h);
     if (tid < BQ) {
       s_lse[tid] = tid < valid ? a.lse[bh * a.ld_lse + q0 + tid] * kLog2e : 0.f;
     } else if (tid < 2 * BQ) {
@@ -218,10 +203,10 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
     f32_abt<RM, CN, HD>(st, s_k, s_q, rg, cg);
     f32_abt<RM, CN, HD>(dpt, s_v, s_do, rg, cg);
 
-    const bool need_mask = (k0 + BK - 1 > q0) || (q0 + BQ > a.seq);
+    const bool need_mask = (blk.k0 + BK - 1 > q0) || (q0 + BQ > a.seq);
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
-      const int key = k0 + rg * RM + i;
+      const int key = blk.k0 + rg * RM + i;
 #pragma unroll
       for (int c = 0; c < CN; ++c) {
         const int ci = cg + 16 * c;
@@ -238,7 +223,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
     __syncthreads();  // Q, dO, lse, D, P and dS are overwritten by the next tile
   }
 
-  const std::int64_t row0 = tok0 + k0;
+  const std::int64_t row0 = blk.tok0 + blk.k0;
   float fk[RM], fv[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
@@ -246,11 +231,11 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
     fv[i] = 1.f;
   }
   f32_store_rows<RM, HD>(
-      static_cast<float*>(a.dk) + row0 * a.ld_dk + static_cast<std::int64_t>(kvh) * HD, a.ld_dk, dk,
-      fk, rg, cg, k_valid, a.vec);
+      static_cast<float*>(a.dk) + row0 * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
+      dk, fk, rg, cg, blk.k_valid, a.vec);
   f32_store_rows<RM, HD>(
-      static_cast<float*>(a.dv) + row0 * a.ld_dv + static_cast<std::int64_t>(kvh) * HD, a.ld_dv, dv,
-      fv, rg, cg, k_valid, a.vec);
+      static_cast<float*>(a.dv) + row0 * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
+      dv, fv, rg, cg, blk.k_valid, a.vec);
 }
 
 template <int HD>
@@ -275,33 +260,27 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
   const int tid = static_cast<int>(threadIdx.x);
   const int rg = tid >> 4;
   const int cg = tid & 15;
-  const int n_qt = (a.seq + BQ - 1) / BQ;
-  const int qt = n_qt - 1 - static_cast<int>(blockIdx.x);
-  const int h = static_cast<int>(blockIdx.y);
-  const int b = static_cast<int>(blockIdx.z);
-  const int kvh = h / a.group;
-  const int q0 = qt * BQ;
-  const int q_end = min(q0 + BQ, a.seq);
-  const int n_kt = (q_end - 1) / BK + 1;
-  const std::int64_t tok0 = static_cast<std::int64_t>(b) * a.seq;
+  const QueryTileBlock<BQ, BK> blk(a);
   const float* gk =
-      static_cast<const float*>(a.k) + tok0 * a.ldk + static_cast<std::int64_t>(kvh) * HD;
+      static_cast<const float*>(a.k) + blk.tok0 * a.ldk + static_cast<std::int64_t>(blk.kvh) * HD;
   const float* gv =
-      static_cast<const float*>(a.v) + tok0 * a.ldv + static_cast<std::int64_t>(kvh) * HD;
+      static_cast<const float*>(a.v) + blk.tok0 * a.ldv + static_cast<std::int64_t>(blk.kvh) * HD;
 
-  load_tile<float, BQ, HD, LDS>(
-      s_q, static_cast<const float*>(a.q) + (tok0 + q0) * a.ldq + static_cast<std::int64_t>(h) * HD,
-      a.ldq, q_end - q0, a.vec);
+  load_tile<float, BQ, HD, LDS>(s_q,
+                                static_cast<const float*>(a.q) + (blk.tok0 + blk.q0) * a.ldq +
+                                    static_cast<std::int64_t>(blk.h) * HD,
+                                a.ldq, blk.q_end - blk.q0, a.vec);
   load_tile<float, BQ, HD, LDS>(s_do,
-                                static_cast<const float*>(a.dout) + (tok0 + q0) * a.ld_dout +
-                                    static_cast<std::int64_t>(h) * HD,
-                                a.ld_dout, q_end - q0, a.vec);
+                                static_cast<const float*>(a.dout) +
+                                    (blk.tok0 + blk.q0) * a.ld_dout +
+                                    static_cast<std::int64_t>(blk.h) * HD,
+                                a.ld_dout, blk.q_end - blk.q0, a.vec);
 
-  const std::int64_t bh = static_cast<std::int64_t>(b) * a.heads + h;
+  const std::int64_t bh = bh_row(blk.b, a.heads, blk.h);
   float lse2[RM], dd[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
-    const int row = q0 + rg * RM + i;
+    const int row = blk.q0 + rg * RM + i;
     lse2[i] = row < a.seq ? a.lse[bh * a.ld_lse + row] * kLog2e : 0.f;
     dd[i] = row < a.seq ? a.delta[bh * a.seq + row] : 0.f;
   }
@@ -312,7 +291,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
     for (int n = 0; n < OC; ++n) dq[i][n] = 0.f;
   }
 
-  for (int kt = 0; kt < n_kt; ++kt) {
+  for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int k0 = kt * BK;
     const int kv = min(BK, a.seq - k0);
     load_tile<float, BK, HD, LDS>(s_k, gk + k0 * a.ldk, a.ldk, kv, a.vec);
@@ -330,10 +309,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
     f32_abt<RM, CN, HD>(s, s_q, s_k, rg, cg);
     f32_abt<RM, CN, HD>(dp, s_do, s_v, rg, cg);
 
-    const bool diag = k0 + BK - 1 > q0;
+    const bool diag = k0 + BK - 1 > blk.q0;
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
-      const int row = q0 + rg * RM + i;
+      const int row = blk.q0 + rg * RM + i;
 #pragma unroll
       for (int c = 0; c < CN; ++c) {
         float p = exp2f(fmaf(s[i][c], a.scale_log2, -lse2[i]));
@@ -349,9 +328,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
   float f[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) f[i] = a.scale;
-  f32_store_rows<RM, HD>(
-      static_cast<float*>(a.dq) + (tok0 + q0) * a.ld_dq + static_cast<std::int64_t>(h) * HD,
-      a.ld_dq, dq, f, rg, cg, q_end - q0, a.vec);
+  f32_store_rows<RM, HD>(static_cast<float*>(a.dq) + (blk.tok0 + blk.q0) * a.ld_dq +
+                             static_cast<std::int64_t>(blk.h) * HD,
+                         a.ld_dq, dq, f, rg, cg, blk.q_end - blk.q0, a.vec);
 }
 
 }  // namespace
