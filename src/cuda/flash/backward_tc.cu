@@ -87,11 +87,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
   cp_async_commit();
 
   float dk[HD / 8][4], dv[HD / 8][4];
-#pragma unroll
-  for (int i = 0; i < HD / 8; ++i) {
-    dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = 0.f;
-    dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.f;
-  }
+  zero(dk);
+  zero(dv);
   const int key0 = blk.k0 + warp * 16 + g;
   const int key1 = key0 + 8;
   const T* s_kw = s_k + warp * 16 * LDS;
@@ -114,11 +111,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
     const float* cd = s_d + stage * BQ;
 
     float st[BQ / 8][4], dpt[BQ / 8][4];
-#pragma unroll
-    for (int i = 0; i < BQ / 8; ++i) {
-      st[i][0] = st[i][1] = st[i][2] = st[i][3] = 0.f;
-      dpt[i][0] = dpt[i][1] = dpt[i][2] = dpt[i][3] = 0.f;
-    }
+    zero(st);
+    zero(dpt);
     mma_abt<T, HD, BQ>(st, s_kw, cq, lane);
     mma_abt<T, HD, BQ>(dpt, s_vw, cdo, lane);
 
@@ -218,8 +212,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
   const float d1 = row1 < a.seq ? a.delta[bh * a.seq + row1] : 0.f;
 
   float dq[HD / 8][4];
-#pragma unroll
-  for (int i = 0; i < HD / 8; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
+  zero(dq);
   const T* s_qw = s_q + warp * 16 * LDS;
   const T* s_dow = s_do + warp * 16 * LDS;
 
@@ -242,11 +235,8 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
     const T* cv = s_v + stage * BK * LDS;
 
     float s[BK / 8][4], dp[BK / 8][4];
-#pragma unroll
-    for (int i = 0; i < BK / 8; ++i) {
-      s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-      dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.f;
-    }
+    zero(s);
+    zero(dp);
     mma_abt<T, HD, BK>(s, s_qw, ck, lane);
     mma_abt<T, HD, BK>(dp, s_dow, cv, lane);
 

@@ -62,6 +62,12 @@ flash::FlashDims check_flash(const char* name, const AttentionShape& s, Mat q, M
   return flash::FlashDims{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, s.heads / s.kv_heads};
 }
 
+// The softmax scale 1/sqrt(hd) times log2(e): the kernels compute scores in
+// the exp2 domain.
+float softmax_scale_log2(int hd) {
+  return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
+}
+
 }  // namespace
 
 std::int64_t flash_attention_scratch_bytes(const AttentionShape& s) {
@@ -98,7 +104,7 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
   args.seq = d.seq;
   args.heads = d.heads;
   args.group = d.group;
-  args.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(d.hd)));
+  args.scale_log2 = softmax_scale_log2(d.hd);
   args.vec = aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out);
   dispatch_head_dim(d.hd, name, [&](auto hd_tag) {
     constexpr int HD = decltype(hd_tag)::value;
@@ -151,7 +157,7 @@ void flash_attention_backward(const AttentionScratch& scratch, Mat dq, Mat dk, M
   args.heads = d.heads;
   args.group = d.group;
   args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hd)));
-  args.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(d.hd)));
+  args.scale_log2 = softmax_scale_log2(d.hd);
   args.vec = aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) && aligned16(dq) &&
              aligned16(dk) && aligned16(dv);
 

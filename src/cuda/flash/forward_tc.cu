@@ -63,8 +63,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
   }
 
   float o[HD / 8][4];
-#pragma unroll
-  for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  zero(o);
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
   const int row0 = blk.q0 + warp * 16 + g;
   const int row1 = row0 + 8;
@@ -79,8 +78,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
     cp_async_commit();
 
     float s[BK / 8][4];
-#pragma unroll
-    for (int i = 0; i < BK / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    zero(s);
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk) {
 #pragma unroll

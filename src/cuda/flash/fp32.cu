@@ -68,11 +68,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
     __syncthreads();
 
     float s[RM][CN];
-#pragma unroll
-    for (int i = 0; i < RM; ++i) {
-#pragma unroll
-      for (int c = 0; c < CN; ++c) s[i][c] = 0.f;
-    }
+    zero(s);
     f32_abt<RM, CN, HD>(s, s_q, s_k, rg, cg);
 
     const bool diag = k0 + BK - 1 > blk.q0;
@@ -165,11 +161,8 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
                                 a.ldv, blk.k_valid, a.vec);
 
   float dk[RM][OC], dv[RM][OC];
-#pragma unroll
-  for (int i = 0; i < RM; ++i) {
-#pragma unroll
-    for (int n = 0; n < OC; ++n) dk[i][n] = dv[i][n] = 0.f;
-  }
+  zero(dk);
+  zero(dv);
 
   for (int it = 0; it < blk.n_it; ++it) {
     const int h = blk.head_of(it, a.group);
@@ -195,11 +188,8 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
     __syncthreads();
 
     float st[RM][CN], dpt[RM][CN];
-#pragma unroll
-    for (int i = 0; i < RM; ++i) {
-#pragma unroll
-      for (int c = 0; c < CN; ++c) st[i][c] = dpt[i][c] = 0.f;
-    }
+    zero(st);
+    zero(dpt);
     f32_abt<RM, CN, HD>(st, s_k, s_q, rg, cg);
     f32_abt<RM, CN, HD>(dpt, s_v, s_do, rg, cg);
 
@@ -285,11 +275,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
     dd[i] = row < a.seq ? a.delta[bh * a.seq + row] : 0.f;
   }
   float dq[RM][OC];
-#pragma unroll
-  for (int i = 0; i < RM; ++i) {
-#pragma unroll
-    for (int n = 0; n < OC; ++n) dq[i][n] = 0.f;
-  }
+  zero(dq);
 
   for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int k0 = kt * BK;
@@ -301,11 +287,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
     __syncthreads();
 
     float s[RM][CN], dp[RM][CN];
-#pragma unroll
-    for (int i = 0; i < RM; ++i) {
-#pragma unroll
-      for (int c = 0; c < CN; ++c) s[i][c] = dp[i][c] = 0.f;
-    }
+    zero(s);
+    zero(dp);
     f32_abt<RM, CN, HD>(s, s_q, s_k, rg, cg);
     f32_abt<RM, CN, HD>(dp, s_do, s_v, rg, cg);
 

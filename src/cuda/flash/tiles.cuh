@@ -1,9 +1,10 @@
 #pragma once
-// Tile movement between global and shared memory, shared by every kernel
-// family: load_tile (a whole block fills a ROWS x HD tile, cp.async when
-// every address allows 16-byte accesses, else element by element; rows past
-// the sequence end become zeros) and store_warp_rows (one warp writes its 16
-// staged rows back, dropping rows past the end).
+// Tiles, shared by every kernel family: load_tile (a whole block fills a
+// ROWS x HD shared tile from global memory, cp.async when every address
+// allows 16-byte accesses, else element by element; rows past the sequence
+// end become zeros), store_warp_rows (one warp writes its 16 staged rows
+// back, dropping rows past the end) and zero (a register tile of
+// accumulators).
 #include <cstdint>
 
 #include "cuda/cuda_common.cuh"
@@ -15,6 +16,16 @@ namespace tinyllama::cuda::flash {
 template <typename T>
 __device__ __forceinline__ T zero_value() {
   return from_f32<T>(0.f);
+}
+
+// Zeroes a register tile (accumulators before their first product).
+template <int R, int C>
+__device__ __forceinline__ void zero(float (&x)[R][C]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+#pragma unroll
+    for (int j = 0; j < C; ++j) x[i][j] = 0.f;
+  }
 }
 
 // Rows [0, ROWS) x columns [0, HD) of a tile whose first element is src (row
