@@ -98,18 +98,23 @@ void launch_delta(float* delta, const Mat& dout, const Mat& out, bool vec, const
   CUDA_CHECK_LAUNCH();
 }
 
-#define TINYLLAMA_FLASH_DELTA(T, HD)                                                        \
-  template void launch_delta<T, HD>(float*, const Mat&, const Mat&, bool, const FlashDims&, \
-                                    std::int64_t, cudaStream_t);
-TINYLLAMA_FLASH_DELTA(float, 32)
-TINYLLAMA_FLASH_DELTA(float, 64)
-TINYLLAMA_FLASH_DELTA(float, 128)
-TINYLLAMA_FLASH_DELTA(__nv_bfloat16, 32)
-TINYLLAMA_FLASH_DELTA(__nv_bfloat16, 64)
-TINYLLAMA_FLASH_DELTA(__nv_bfloat16, 128)
-TINYLLAMA_FLASH_DELTA(__half, 32)
-TINYLLAMA_FLASH_DELTA(__half, 64)
-TINYLLAMA_FLASH_DELTA(__half, 128)
-#undef TINYLLAMA_FLASH_DELTA
+template void launch_delta<float, 32>(float*, const Mat&, const Mat&, bool, const FlashDims&,
+                                      std::int64_t, cudaStream_t);
+template void launch_delta<float, 64>(float*, const Mat&, const Mat&, bool, const FlashDims&,
+                                      std::int64_t, cudaStream_t);
+template void launch_delta<float, 128>(float*, const Mat&, const Mat&, bool, const FlashDims&,
+                                       std::int64_t, cudaStream_t);
+template void launch_delta<__nv_bfloat16, 32>(float*, const Mat&, const Mat&, bool,
+                                              const FlashDims&, std::int64_t, cudaStream_t);
+template void launch_delta<__nv_bfloat16, 64>(float*, const Mat&, const Mat&, bool,
+                                              const FlashDims&, std::int64_t, cudaStream_t);
+template void launch_delta<__nv_bfloat16, 128>(float*, const Mat&, const Mat&, bool,
+                                               const FlashDims&, std::int64_t, cudaStream_t);
+template void launch_delta<__half, 32>(float*, const Mat&, const Mat&, bool, const FlashDims&,
+                                       std::int64_t, cudaStream_t);
+template void launch_delta<__half, 64>(float*, const Mat&, const Mat&, bool, const FlashDims&,
+                                       std::int64_t, cudaStream_t);
+template void launch_delta<__half, 128>(float*, const Mat&, const Mat&, bool, const FlashDims&,
+                                        std::int64_t, cudaStream_t);
 
 }  // namespace tinyllama::cuda::flash

@@ -11,6 +11,7 @@
 // kernels on purpose: behind a helper function, NVVM simplifies the address
 // arithmetic before inlining, the kernels' PTX changes and so do their
 // register counts (the forward at hd 128: 229 -> 225).
+#include <cmath>
 #include <cstdint>
 
 #include "cuda/flash/params.h"
