@@ -60,7 +60,7 @@ void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy, const Adam
 // *flag = 1 when any element of x is inf or nan; otherwise *flag is untouched.
 void flag_nonfinite(Mat x, std::int32_t* flag, cudaStream_t stream);
 
-// cuda_flash_attention.cu: causal GQA flash attention (level v2), the
+// flash/dispatch.cu: causal GQA flash attention (level v2), the
 // Backend contract with an empty probs Mat. No S x S buffer: the backward
 // recomputes P from lse. head_dim 32, 64 or 128; any seq >= 1. The only
 // scratch is D = rowsum(dO * O), fp32 [B*H, S], kept in AttentionScratch::delta.

@@ -1,0 +1,185 @@
+// Flash attention (level v2), host side: argument checks, the dtype and
+// head-dim dispatch, and the public functions of cuda_ops.h. The design
+// (online softmax, causal tile ranges, GQA without repeats, tails) and a map
+// of the folder are in README.md beside this file.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "cuda/cuda_attention.h"
+#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_ops.h"
+#include "cuda/flash/launch.cuh"
+#include "cuda/flash/params.h"
+
+namespace tinyllama::cuda {
+namespace {
+
+// The instantiated head_dims: kFlashHeadDims (cuda_ops.h) lists the same
+// three, and resolve_plan falls back to materialised attention for others.
+static_assert(sizeof(kFlashHeadDims) / sizeof(kFlashHeadDims[0]) == 3 && kFlashHeadDims[0] == 32 &&
+                  kFlashHeadDims[1] == 64 && kFlashHeadDims[2] == 128,
+              "dispatch_head_dim and kFlashHeadDims must list the same head_dims");
+
+template <typename Fn>
+void dispatch_head_dim(int hd, const char* op, Fn&& fn) {
+  switch (hd) {
+    case 32:
+      fn(std::integral_constant<int, 32>{});
+      return;
+    case 64:
+      fn(std::integral_constant<int, 64>{});
+      return;
+    case 128:
+      fn(std::integral_constant<int, 128>{});
+      return;
+    default:
+      break;
+  }
+  throw RuntimeFailure(std::string(op) + ": flash attention on CUDA supports head_dim 32, 64 or " +
+                       "128, got " + std::to_string(hd));
+}
+
+bool aligned16(const Mat& m) {
+  return reinterpret_cast<std::uintptr_t>(m.data) % 16 == 0 &&
+         (m.ld * static_cast<std::int64_t>(dtype_size(m.dtype))) % 16 == 0;
+}
+
+flash::FlashDims check_flash(const char* name, const AttentionShape& s, Mat q, Mat k, Mat v,
+                             Mat out, Mat lse) {
+  require(s.batch > 0 && s.seq > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0, name,
+          "attention shape must be positive");
+  require(s.heads % s.kv_heads == 0, name, "heads must be a multiple of kv_heads");
+  require(s.batch <= 65535 && s.heads <= 65535, name, "batch and heads must be at most 65535");
+  const std::int64_t tokens = static_cast<std::int64_t>(s.batch) * s.seq;
+  const std::int64_t qw = static_cast<std::int64_t>(s.heads) * s.head_dim;
+  const std::int64_t kw = static_cast<std::int64_t>(s.kv_heads) * s.head_dim;
+  require(q.rows == tokens && q.cols == qw, name, "q " + shape_str(q) + " does not match shape");
+  require(out.rows == tokens && out.cols == qw, name, "out " + shape_str(out) + " does not match");
+  require(k.rows == tokens && k.cols == kw, name, "k " + shape_str(k) + " does not match shape");
+  require(v.rows == tokens && v.cols == kw, name, "v " + shape_str(v) + " does not match shape");
+  require(lse.rows == static_cast<std::int64_t>(s.batch) * s.heads && lse.cols == s.seq, name,
+          "lse must be [B*H, S], got " + shape_str(lse));
+  require_dtype(name, lse, DType::F32);
+  for (const Mat* m : {&k, &v, &out}) {
+    require(m->dtype == q.dtype, name, "q, k, v and out must share one dtype");
+  }
+  return flash::FlashDims{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, s.heads / s.kv_heads};
+}
+
+// The softmax scale 1/sqrt(hd) times log2(e): the kernels compute scores in
+// the exp2 domain.
+float softmax_scale_log2(int hd) {
+  return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
+}
+
+}  // namespace
+
+std::int64_t flash_attention_scratch_bytes(const AttentionShape& s) {
+  return static_cast<std::int64_t>(s.batch) * s.heads * s.seq *
+         static_cast<std::int64_t>(sizeof(float));
+}
+
+AttentionScratch flash_attention_scratch(void* base, const AttentionShape& s, DType dtype) {
+  AttentionScratch scratch;
+  scratch.dtype = dtype;
+  // No head or score buffers; head_elems keeps v1's meaning for delta's
+  // capacity (head_elems / head_dim rows), which the backward checks.
+  scratch.head_elems = static_cast<std::int64_t>(s.batch) * s.heads * s.seq * s.head_dim;
+  scratch.score_elems = 0;
+  scratch.delta = static_cast<float*>(base);
+  return scratch;
+}
+
+void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
+                             cudaStream_t stream) {
+  const char* name = "attention_forward (flash)";
+  const flash::FlashDims d = check_flash(name, shape, q, k, v, out, lse);
+  flash::FwdArgs args{};
+  args.q = q.data;
+  args.k = k.data;
+  args.v = v.data;
+  args.out = out.data;
+  args.lse = lse.ptr<float>();
+  args.ldq = q.ld;
+  args.ldk = k.ld;
+  args.ldv = v.ld;
+  args.ldo = out.ld;
+  args.ld_lse = lse.ld;
+  args.seq = d.seq;
+  args.heads = d.heads;
+  args.group = d.group;
+  args.scale_log2 = softmax_scale_log2(d.hd);
+  args.vec = aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out);
+  dispatch_head_dim(d.hd, name, [&](auto hd_tag) {
+    constexpr int HD = decltype(hd_tag)::value;
+    dispatch_float(q.dtype, name, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, float>) {
+        flash::launch_forward_fp32<HD>(args, d, stream);
+      } else {
+        flash::launch_forward_tc<T, HD>(args, d, stream);
+      }
+    });
+  });
+}
+
+void flash_attention_backward(const AttentionScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout,
+                              Mat q, Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
+                              cudaStream_t stream) {
+  const char* name = "attention_backward (flash)";
+  const flash::FlashDims d = check_flash(name, shape, q, k, v, out, lse);
+  require(dq.rows == q.rows && dq.cols == q.cols && dout.rows == q.rows && dout.cols == q.cols,
+          name, "dq and dout must match q");
+  require(dk.rows == k.rows && dk.cols == k.cols && dv.rows == v.rows && dv.cols == v.cols, name,
+          "dk and dv must match k and v");
+  for (const Mat* m : {&dq, &dk, &dv, &dout}) {
+    require(m->dtype == q.dtype, name, "gradients must share q's dtype");
+  }
+  const std::int64_t rows = static_cast<std::int64_t>(d.batch) * d.heads * d.seq;
+  require(scratch.delta != nullptr && scratch.head_elems >= rows * d.hd, name,
+          "attention scratch was not prepared for this shape (call prepare())");
+
+  flash::BwdArgs args{};
+  args.q = q.data;
+  args.k = k.data;
+  args.v = v.data;
+  args.dout = dout.data;
+  args.dq = dq.data;
+  args.dk = dk.data;
+  args.dv = dv.data;
+  args.lse = lse.ptr<const float>();
+  args.delta = scratch.delta;
+  args.ldq = q.ld;
+  args.ldk = k.ld;
+  args.ldv = v.ld;
+  args.ld_dout = dout.ld;
+  args.ld_dq = dq.ld;
+  args.ld_dk = dk.ld;
+  args.ld_dv = dv.ld;
+  args.ld_lse = lse.ld;
+  args.seq = d.seq;
+  args.heads = d.heads;
+  args.group = d.group;
+  args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hd)));
+  args.scale_log2 = softmax_scale_log2(d.hd);
+  args.vec = aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) && aligned16(dq) &&
+             aligned16(dk) && aligned16(dv);
+
+  dispatch_head_dim(d.hd, name, [&](auto hd_tag) {
+    constexpr int HD = decltype(hd_tag)::value;
+    dispatch_float(q.dtype, name, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      flash::launch_delta<T, HD>(scratch.delta, dout, out, args.vec && aligned16(out), d, rows,
+                                 stream);
+      if constexpr (std::is_same_v<T, float>) {
+        flash::launch_backward_fp32<HD>(args, d, stream);
+      } else {
+        flash::launch_backward_tc<T, HD>(args, d, stream);
+      }
+    });
+  });
+}
+
+}  // namespace tinyllama::cuda

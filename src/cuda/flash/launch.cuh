@@ -1,0 +1,60 @@
+#pragma once
+// How dispatch.cu reaches kernels that live in other translation units: one
+// host launcher per kernel family, each defined and explicitly instantiated
+// beside its kernels (T: the element types it serves, HD: 32, 64, 128), and
+// the helpers the launchers share (grid arithmetic, the dynamic shared
+// memory opt-in, the launch with its error check). Kernels themselves stay
+// in unnamed namespaces: nothing outside their file names them.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/mat.h"
+#include "cuda/cuda_check.h"
+#include "cuda/flash/params.h"
+
+namespace tinyllama::cuda::flash {
+
+// forward_tc.cu, T = __nv_bfloat16 or __half.
+template <typename T, int HD>
+void launch_forward_tc(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// backward_tc.cu, T = __nv_bfloat16 or __half: dK/dV, then dQ.
+template <typename T, int HD>
+void launch_backward_tc(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// fp32.cu.
+template <int HD>
+void launch_forward_fp32(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
+template <int HD>
+void launch_backward_fp32(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// delta.cu, T = float, __nv_bfloat16 or __half: D = rowsum(dO * O) into
+// delta ([B*H, S], rows = B*H*S); vec: every row of dout and out allows
+// 16-byte loads.
+template <typename T, int HD>
+void launch_delta(float* delta, const Mat& dout, const Mat& out, bool vec, const FlashDims& d,
+                  std::int64_t rows, cudaStream_t stream);
+
+// Opting in to more than 48 KiB of dynamic shared memory is per kernel; once
+// per instantiation is enough (a failure throws and is retried next call).
+template <auto Kernel>
+void allow_smem(std::size_t bytes) {
+  static const bool done = [bytes] {
+    CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(bytes)));
+    return true;
+  }();
+  (void)done;
+}
+
+template <auto Kernel, typename Args>
+void launch(dim3 grid, std::size_t smem, const Args& args, cudaStream_t stream) {
+  allow_smem<Kernel>(smem);
+  Kernel<<<grid, kFlashThreads, smem, stream>>>(args);
+  CUDA_CHECK_LAUNCH();
+}
+
+inline unsigned tiles(int seq, int tile) {
+  return static_cast<unsigned>((seq + tile - 1) / tile);
+}
+
+}  // namespace tinyllama::cuda::flash

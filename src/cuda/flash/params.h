@@ -1,0 +1,55 @@
+#pragma once
+// What the host hands the flash kernels, and the constants both sides
+// compile against: the block size, the argument structs of the forward and
+// backward kernels, the problem dimensions the launchers derive grids from,
+// and the per-head-dim register budgets (__maxnreg__) of the kernels where
+// ptxas' own choice spills.
+#include <cstdint>
+
+namespace tinyllama::cuda::flash {
+
+constexpr int kFlashThreads = 128;  // 4 warps
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.69314718055994531f;
+
+struct FwdArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  float* lse;
+  std::int64_t ldq, ldk, ldv, ldo, ld_lse;
+  int seq, heads, group;
+  float scale_log2;  // 1/sqrt(hd) * log2(e): scores live in the exp2 domain
+  bool vec;          // every base and row stride allows 16-byte accesses
+};
+
+struct BwdArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* dout;
+  void* dq;
+  void* dk;
+  void* dv;
+  const float* lse;
+  const float* delta;  // [B*H, S], row stride seq
+  std::int64_t ldq, ldk, ldv, ld_dout, ld_dq, ld_dk, ld_dv, ld_lse;
+  int seq, heads, group;
+  float scale;
+  float scale_log2;
+  bool vec;
+};
+
+// Register budgets where ptxas' own choice under __launch_bounds__ spills a
+// few bytes (it aims at 128 registers at hd 64 and 168 at hd 128): enough to
+// hold the accumulators, low enough to keep 2-4 blocks per SM.
+constexpr int flash_reg_budget(int hd, int at128, int at64, int at32) {
+  return hd == 128 ? at128 : hd == 64 ? at64 : at32;
+}
+
+struct FlashDims {
+  int batch, seq, heads, kv_heads, hd, group;
+};
+
+}  // namespace tinyllama::cuda::flash
