@@ -1,0 +1,153 @@
+// The printed profile summary, made from summary.json's object (so the
+// text and the file never disagree): the step time and overhead, the GPU's
+// dispatches and top kernels, per-op rates, MFU and memory.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "prof/profile_summary.h"
+
+namespace tinyllama::prof {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string format(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string num(const json& v, const char* fmt) {
+  return v.is_number() ? format(fmt, v.get<double>()) : std::string("-");
+}
+
+std::string mb(const json& v) {
+  return v.is_number() ? format("%.1f MB", v.get<double>() / 1e6) : std::string("unknown");
+}
+
+// 5.28e9 -> "5.28 G": FLOP counts span kFLOP (tests) to PFLOP (big models).
+std::string si(const json& v) {
+  if (!v.is_number()) return "- ";
+  double x = v.get<double>();
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (std::abs(x) >= 1000 && i < 6) {
+    x /= 1000;
+    ++i;
+  }
+  return format("%.3g ", x) + prefixes[i];
+}
+
+std::string shorten(const std::string& s, std::size_t width) {
+  return s.size() <= width ? s : s.substr(0, width - 3) + "...";
+}
+
+std::string pad(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string lpad(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+}  // namespace
+
+std::string format_profile_summary(const json& j) {
+  std::string out;
+  out += "profile: " + std::to_string(j["profiled_steps"].get<int>()) + " steps, " +
+         j["level"].get<std::string>() + ", " + j["precision"].get<std::string>() + ", " +
+         j["device"].get<std::string>() + "\n";
+
+  const json& st = j["step_time"];
+  out += "  step      " + num(st["profiled_ms_per_step"], "%.3f") + " ms profiled";
+  if (st["unprofiled_ms_per_step"].is_number()) {
+    out += ", " + num(st["unprofiled_ms_per_step"], "%.3f") + " ms unprofiled (overhead " +
+           num(st["profiling_overhead_pct"], "%+.1f") + " %)";
+  }
+  out += "\n";
+
+  const json& g = j["gpu"];
+  if (g.is_object()) {
+    out += "  gpu       " + num(g["kernel_dispatches_per_step"], "%.0f") +
+           " kernel dispatches/step (" + num(g["launch_calls_per_step"], "%.0f") +
+           " launch calls), " + std::to_string(g["unique_kernels"].get<int>()) +
+           " unique kernels, " + num(g["gpu_time_per_step_ms"], "%.3f") +
+           " ms GPU time/step, busy " + num(g["gpu_busy_pct"], "%.1f") + " % of the step\n";
+  } else {
+    out += "  gpu       kernel statistics need a GPU (see the notes)\n";
+  }
+
+  const json& f = j["flops"];
+  const json& mfu = j["mfu"];
+  const json achieved = mfu["achieved_tflops"].get<double>() * 1e12;
+  out += "  flops     " + si(f["model_flops_per_step"]) + "FLOP/step of model work (6NT " +
+         si(f["six_n_t"]) + " + attention " + si(f["attention_term"]) + "), " + si(achieved) +
+         "FLOP/s at the run's " + num(j["step_time"]["run_ms_per_step"], "%.3f") + " ms/step";
+  if (mfu["value"].is_number()) {
+    out += ", MFU " + format("%.1f", 100.0 * mfu["value"].get<double>()) + " % of " +
+           num(mfu["peak_tflops"], "%.0f") + " TFLOP/s (" +
+           j["device_peak"]["name"].get<std::string>() + ")";
+  }
+  out += "\n";
+
+  if (g.is_object() && !g["top_kernels"].empty()) {
+    out += "  top kernels      share  calls/step    ms/step  name\n";
+    for (const json& k : g["top_kernels"]) {
+      out += "            " + lpad(num(k["share_pct"], "%.1f %%"), 9) +
+             lpad(num(k["calls_per_step"], "%.0f"), 12) + lpad(num(k["ms_per_step"], "%.3f"), 11) +
+             "  " + shorten(k["name"].get<std::string>(), 80) + "\n";
+    }
+  }
+
+  // Ops by time, the slowest first; the JSON keeps the pass order.
+  std::vector<json> ops;
+  for (const json& o : j["ops"]) {
+    if (o["time_ms_per_step"].is_number()) ops.push_back(o);
+  }
+  std::stable_sort(ops.begin(), ops.end(), [](const json& a, const json& b) {
+    return a["time_ms_per_step"].get<double>() > b["time_ms_per_step"].get<double>();
+  });
+  if (!ops.empty()) {
+    const std::string source = j["op_time_source"] == "gpu_kernels" ? "GPU kernel" : "host";
+    out += "  ops (" + source + " time per step, slowest first)\n";
+    out += "    " + pad("op", 32) + lpad("ms", 9) + lpad("GFLOP", 10) + lpad("MB", 10) +
+           lpad("TFLOP/s", 9) + lpad("GB/s", 9) + lpad("FLOP/B", 8) + lpad("roof %", 8) +
+           "  bound\n";
+    for (std::size_t i = 0; i < ops.size() && i < 20; ++i) {
+      const json& o = ops[i];
+      const json gflop = o["flops_per_step"].is_number()
+                             ? json(o["flops_per_step"].get<double>() / 1e9)
+                             : json(nullptr);
+      const json mbytes = o["bytes_per_step"].is_number()
+                              ? json(o["bytes_per_step"].get<double>() / 1e6)
+                              : json(nullptr);
+      out += "    " + pad(shorten(o["op"].get<std::string>(), 32), 32) +
+             lpad(num(o["time_ms_per_step"], "%.3f"), 9) + lpad(num(gflop, "%.3g"), 10) +
+             lpad(num(mbytes, "%.3g"), 10) + lpad(num(o["achieved_tflops"], "%.3g"), 9) +
+             lpad(num(o["achieved_gbps"], "%.4g"), 9) +
+             lpad(num(o["arithmetic_intensity"], "%.1f"), 8) +
+             lpad(num(o["pct_of_roof"], "%.0f"), 8) + "  " +
+             (o["bound"].is_string() ? o["bound"].get<std::string>() : std::string("-")) + "\n";
+    }
+    if (ops.size() > 20) {
+      out += "    ... " + std::to_string(ops.size() - 20) + " more in summary.json\n";
+    }
+  }
+
+  const json& m = j["memory"];
+  out += "  memory    parameters " + mb(m["parameters_bytes"]) + ", gradients " +
+         mb(m["gradients_bytes"]) + ", optimizer " + mb(m["optimizer_bytes"]) + ", activations " +
+         mb(m["activations_bytes"]) + ", workspaces " + mb(m["workspace_bytes"]) + "; total " +
+         mb(m["total_bytes"]);
+  if (m["device_total_bytes"].is_number()) out += " of " + mb(m["device_total_bytes"]) + " device";
+  if (m["device_used_peak_bytes"].is_number()) {
+    out += " (driver peak " + mb(m["device_used_peak_bytes"]) + ")";
+  }
+  out += "\n";
+  for (const json& n : j["notes"]) out += "  note: " + n.get<std::string>() + "\n";
+  return out;
+}
+
+}  // namespace tinyllama::prof
