@@ -10,7 +10,8 @@
 //    two kernels, so a 3 µs kernel is not measured as the 5 µs it takes
 //    the host to launch it; this is also how the v2 training step runs
 //    them (one graph per step). The event-record nodes between
-//    repetitions cost about a microsecond or less each.
+//    repetitions add an overhead of their own, expected below a
+//    microsecond but not yet measured.
 //  * eager: plain launches, one after another. Ops shorter than their own
 //    launch cost measure the host, not the GPU; kept for comparison.
 //
