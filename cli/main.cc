@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "kernels_command.h"
 #include "parse_error.h"
 #include "train_command.h"
 #include "version.h"
@@ -31,10 +32,12 @@ int run_cli(int argc, char** argv) {
   app.set_version_flag("--version", cli::version_text,
                        "print the version and the build's CUDA/cuDNN versions, then exit");
   cli::TrainCommand train(app);
+  cli::KernelsCommand kernels(app);
   try {
     app.parse(argc, argv);
     if (train.selected()) return train.run();
-    throw UsageError("missing command; available: train (see 'tinyllama --help')");
+    if (kernels.selected()) return kernels.run();
+    throw UsageError("missing command; available: train, kernels (see 'tinyllama --help')");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(kExitUsage, cli::one_line_parse_error(e, app));

@@ -25,6 +25,15 @@ const CLI::App* chosen_command(const CLI::App& app) {
   return nullptr;
 }
 
+// "train, kernels": the commands registered, in order.
+std::string command_names(const CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return names;
+}
+
 std::string help_hint(const CLI::App& app) {
   const CLI::App* cmd = chosen_command(app);
   return "see '" + app.get_name() + (cmd ? " " + cmd->get_name() : "") + " --help'";
@@ -52,7 +61,8 @@ std::string unexpected_arguments(const std::string& message, const CLI::App& app
     if (w.rfind('-', 0) == 0) return w.substr(0, w.find('=')) + ": unknown flag; " + help_hint(app);
   }
   if (chosen_command(app) == nullptr) {
-    return extras.front() + ": unknown command; available: train (" + help_hint(app) + ")";
+    return extras.front() + ": unknown command; available: " + command_names(app) + " (" +
+           help_hint(app) + ")";
   }
   return extras.front() + ": unexpected argument (flags take the form --name VALUE); " +
          help_hint(app);

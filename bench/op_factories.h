@@ -1,0 +1,37 @@
+#pragma once
+// The op cases of the kernel bench, one op family per file (ops_*.cc);
+// op_registry.cc names them and their variants.
+#include <memory>
+
+#include "bench/op_case.h"
+
+namespace tinyllama::bench {
+
+enum class Pass { Forward, Backward };
+
+// ops_gemm.cc: the linear layers of one block and the tied LM head. The
+// fused form is one GEMM; the split form runs one GEMM per part (q, k, v or
+// gate, up) on row slices of the same weight, as unfused levels do.
+enum class Linear { Qkv, OutProj, GateUp, Down, LmHead };
+enum class GemmPass { Forward, InputGrad, WeightGrad };
+std::unique_ptr<OpCase> make_gemm(BenchContext& ctx, Linear linear, GemmPass pass, bool split);
+
+// ops_attention.cc: causal GQA attention, materialised (probs kept) or flash.
+std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, bool flash);
+
+// ops_norm_rope.cc
+std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass);
+std::unique_ptr<OpCase> make_rope(BenchContext& ctx, Pass pass);
+
+// ops_elementwise.cc: SwiGLU fused or as silu and mul; the residual add.
+std::unique_ptr<OpCase> make_swiglu(BenchContext& ctx, Pass pass, bool fused);
+std::unique_ptr<OpCase> make_residual_add(BenchContext& ctx);
+
+// ops_loss_embedding.cc
+std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass);
+std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass);
+
+// ops_adamw.cc: AdamW over layer 0's parameters, per tensor or one sweep.
+std::unique_ptr<OpCase> make_adamw(BenchContext& ctx, bool fused);
+
+}  // namespace tinyllama::bench

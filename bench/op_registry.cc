@@ -1,0 +1,263 @@
+#include "bench/op_registry.h"
+
+#include <algorithm>
+
+#include "bench/op_factories.h"
+#include "bench/shapes.h"
+#include "core/errors.h"
+
+namespace tinyllama::bench {
+namespace {
+
+using Factory = std::function<std::unique_ptr<OpCase>(BenchContext&)>;
+using Unsupported = std::function<std::string(const ModelConfig&)>;
+
+// The CUDA flash kernels are compiled for these head sizes only.
+std::string flash_unsupported(const ModelConfig& cfg) {
+  const int hd = cfg.head_dim();
+  if (hd == 32 || hd == 64 || hd == 128) return "";
+  return "flash attention on CUDA needs head_dim 32, 64 or 128 (here " + std::to_string(hd) + ")";
+}
+
+class Builder {
+ public:
+  void add(std::string op, std::string variant, std::string path, ImplChoice impl, Factory make,
+           Unsupported unsupported = {}) {
+    OpVariant v;
+    v.op = std::move(op);
+    v.variant = std::move(variant);
+    v.cost_path = std::move(path);
+    v.impl = impl;
+    v.make = std::move(make);
+    v.unsupported = std::move(unsupported);
+    entries_.push_back(std::move(v));
+  }
+
+  // One pass of a linear layer: the fused GEMM, and for the layers stored
+  // fused (Wqkv, Wgu) the split form beside it.
+  void gemm(Linear linear, GemmPass pass) {
+    const char* name = "";
+    std::string layer = "layer0/";
+    ImplChoice split;
+    bool splits = false;
+    switch (linear) {
+      case Linear::Qkv:
+        name = "qkv_gemm";
+        split.fused_qkv = false;
+        splits = true;
+        break;
+      case Linear::OutProj:
+        name = "out_proj_gemm";
+        break;
+      case Linear::GateUp:
+        name = "gate_up_gemm";
+        split.fused_ffn = false;
+        splits = true;
+        break;
+      case Linear::Down:
+        name = "down_gemm";
+        break;
+      case Linear::LmHead:
+        name = "lm_head_gemm";
+        layer = "";
+        break;
+    }
+    std::string op = name;
+    std::string path;
+    switch (pass) {
+      case GemmPass::Forward:
+        op += ".fwd";
+        path = "forward/" + layer + name;
+        break;
+      case GemmPass::InputGrad:
+        op += ".dgrad";
+        path = "backward/" + layer + name + "_dgrad";
+        break;
+      case GemmPass::WeightGrad:
+        op += ".wgrad";
+        path = "backward/" + layer + name + "_wgrad";
+        break;
+    }
+    add(op, splits ? "fused" : "", path, ImplChoice{},
+        [=](BenchContext& c) { return make_gemm(c, linear, pass, false); });
+    if (splits) {
+      add(op, "split", path, split,
+          [=](BenchContext& c) { return make_gemm(c, linear, pass, true); });
+    }
+  }
+
+  std::vector<OpVariant> take() { return std::move(entries_); }
+
+ private:
+  std::vector<OpVariant> entries_;
+};
+
+std::vector<OpVariant> build_registry() {
+  const ImplChoice v2;
+  ImplChoice materialised;
+  materialised.flash_attention = false;
+  ImplChoice unfused_ffn;
+  unfused_ffn.fused_ffn = false;
+  ImplChoice per_tensor;
+  per_tensor.fused_optimizer = false;
+  const Pass fwd = Pass::Forward;
+  const Pass bwd = Pass::Backward;
+
+  Builder b;
+  // Forward pass.
+  b.add("embedding.fwd", "", "forward/embedding", v2,
+        [=](BenchContext& c) { return make_embedding(c, fwd); });
+  b.add("rmsnorm.fwd", "", "forward/layer0/attn_norm", v2,
+        [=](BenchContext& c) { return make_rmsnorm(c, fwd); });
+  b.gemm(Linear::Qkv, GemmPass::Forward);
+  b.add("rope.fwd", "", "forward/layer0/rope", v2,
+        [=](BenchContext& c) { return make_rope(c, fwd); });
+  b.add("attention.fwd", "materialized", "forward/layer0/attention", materialised,
+        [=](BenchContext& c) { return make_attention(c, fwd, false); });
+  b.add(
+      "attention.fwd", "flash", "forward/layer0/attention", v2,
+      [=](BenchContext& c) { return make_attention(c, fwd, true); }, flash_unsupported);
+  b.gemm(Linear::OutProj, GemmPass::Forward);
+  b.add("residual_add", "", "forward/layer0/attn_residual", v2,
+        [](BenchContext& c) { return make_residual_add(c); });
+  b.gemm(Linear::GateUp, GemmPass::Forward);
+  b.add("swiglu.fwd", "fused", "forward/layer0/swiglu", v2,
+        [=](BenchContext& c) { return make_swiglu(c, fwd, true); });
+  b.add("swiglu.fwd", "silu+mul", "forward/layer0/swiglu", unfused_ffn,
+        [=](BenchContext& c) { return make_swiglu(c, fwd, false); });
+  b.gemm(Linear::Down, GemmPass::Forward);
+  b.gemm(Linear::LmHead, GemmPass::Forward);
+  b.add("cross_entropy.fwd", "", "forward/cross_entropy", v2,
+        [=](BenchContext& c) { return make_cross_entropy(c, fwd); });
+
+  // Backward pass.
+  b.add("cross_entropy.bwd", "", "backward/cross_entropy", v2,
+        [=](BenchContext& c) { return make_cross_entropy(c, bwd); });
+  b.gemm(Linear::LmHead, GemmPass::InputGrad);
+  b.gemm(Linear::LmHead, GemmPass::WeightGrad);
+  b.gemm(Linear::Down, GemmPass::InputGrad);
+  b.gemm(Linear::Down, GemmPass::WeightGrad);
+  b.add("swiglu.bwd", "fused", "backward/layer0/swiglu", v2,
+        [=](BenchContext& c) { return make_swiglu(c, bwd, true); });
+  b.add("swiglu.bwd", "silu+mul", "backward/layer0/swiglu", unfused_ffn,
+        [=](BenchContext& c) { return make_swiglu(c, bwd, false); });
+  b.gemm(Linear::GateUp, GemmPass::InputGrad);
+  b.gemm(Linear::GateUp, GemmPass::WeightGrad);
+  b.add("rmsnorm.bwd", "", "backward/layer0/ffn_norm", v2,
+        [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
+  b.gemm(Linear::OutProj, GemmPass::InputGrad);
+  b.gemm(Linear::OutProj, GemmPass::WeightGrad);
+  b.add("attention.bwd", "materialized", "backward/layer0/attention", materialised,
+        [=](BenchContext& c) { return make_attention(c, bwd, false); });
+  b.add(
+      "attention.bwd", "flash", "backward/layer0/attention", v2,
+      [=](BenchContext& c) { return make_attention(c, bwd, true); }, flash_unsupported);
+  b.add("rope.bwd", "", "backward/layer0/rope", v2,
+        [=](BenchContext& c) { return make_rope(c, bwd); });
+  b.gemm(Linear::Qkv, GemmPass::InputGrad);
+  b.gemm(Linear::Qkv, GemmPass::WeightGrad);
+  b.add("embedding.bwd", "", "backward/embedding", v2,
+        [=](BenchContext& c) { return make_embedding(c, bwd); });
+
+  // Optimizer: layer 0's parameters.
+  b.add("adamw", "per-tensor", kLayerAdamwPath, per_tensor,
+        [](BenchContext& c) { return make_adamw(c, false); });
+  b.add("adamw", "fused", kLayerAdamwPath, v2, [](BenchContext& c) { return make_adamw(c, true); });
+  return b.take();
+}
+
+std::vector<std::string> families() {
+  std::vector<std::string> out;
+  for (const OpVariant& v : registry()) {
+    if (std::find(out.begin(), out.end(), v.family()) == out.end()) out.push_back(v.family());
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+bool names(const OpVariant& v, const std::string& name) {
+  if (name == v.op || name == v.family()) return true;
+  return name == "gemm" && v.family().size() > 5 &&
+         v.family().compare(v.family().size() - 5, 5, "_gemm") == 0;
+}
+
+}  // namespace
+
+std::string OpVariant::family() const {
+  return op.substr(0, op.find('.'));
+}
+
+std::string OpVariant::label() const {
+  return variant.empty() ? op : op + " " + variant;
+}
+
+const std::vector<OpVariant>& registry() {
+  static const std::vector<OpVariant> entries = build_registry();
+  return entries;
+}
+
+std::vector<const OpVariant*> select_ops(const std::string& list) {
+  const std::vector<OpVariant>& all = registry();
+  std::vector<bool> chosen(all.size(), false);
+  bool any_item = false;
+  for (const std::string& item : split_list(list)) {
+    any_item = true;
+    const std::size_t colon = item.find(':');
+    const std::string name = item.substr(0, colon);
+    const std::string variant = colon == std::string::npos ? "" : item.substr(colon + 1);
+    bool named = false;
+    bool matched = false;
+    std::vector<std::string> variants;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (!names(all[i], name)) continue;
+      named = true;
+      if (!all[i].variant.empty()) variants.push_back(all[i].variant);
+      if (colon == std::string::npos || all[i].variant == variant) {
+        chosen[i] = true;
+        matched = true;
+      }
+    }
+    if (!named) {
+      throw UsageError("--ops " + list + ": no op '" + name + "'; expected a family (" +
+                       joined(families()) +
+                       "), one pass of it (e.g. attention.fwd), gemm, or any of these with "
+                       ":variant (e.g. attention.fwd:flash)");
+    }
+    if (!matched) {
+      std::sort(variants.begin(), variants.end());
+      variants.erase(std::unique(variants.begin(), variants.end()), variants.end());
+      throw UsageError("--ops " + list + ": '" + name + "' has no variant '" + variant + "'" +
+                       (variants.empty() ? std::string("; it has one implementation")
+                                         : "; its variants: " + joined(variants)));
+    }
+  }
+  if (!any_item) throw UsageError("--ops " + list + ": expected a comma-separated list of ops");
+  std::vector<const OpVariant*> out;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (chosen[i]) out.push_back(&all[i]);
+  }
+  return out;
+}
+
+const std::vector<std::pair<std::string, std::string>>& ops_measured_elsewhere() {
+  static const std::vector<std::pair<std::string, std::string>> list = {
+      {"forward/ffn_norm", "rmsnorm.fwd (the same kernel at the same shape)"},
+      {"forward/final_norm", "rmsnorm.fwd (the same kernel at the same shape)"},
+      {"backward/attn_norm", "rmsnorm.bwd (the same kernel at the same shape)"},
+      {"backward/final_norm", "rmsnorm.bwd (the same kernel at the same shape)"},
+      {"forward/ffn_residual", "residual_add (the same kernel at the same shape)"},
+      {"backward/attn_residual", "residual_add (the same kernel at the same shape)"},
+      {"backward/ffn_residual", "residual_add (the same kernel at the same shape)"},
+      {"optimizer/adamw", "adamw (layer 0's parameters; the other spans sweep the same kernel)"},
+      {"optimizer/refresh_weights", "adamw per-tensor (its convert of the layer's weights)"},
+      {"backward/overflow_check", "not benched: fp16 loss scaling's scan of the gradients"},
+  };
+  return list;
+}
+
+}  // namespace tinyllama::bench

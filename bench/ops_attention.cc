@@ -1,0 +1,153 @@
+// Causal GQA attention, forward and backward, materialised (the S x S
+// probabilities kept for the backward, v1) or flash (v2: only the
+// log-sum-exp kept, P recomputed). q, k and v are column blocks of one qkv
+// buffer and dq, dk, dv of one d_qkv buffer, as the model lays them out.
+#include <string>
+#include <vector>
+
+#include "bench/device_buffers.h"
+#include "bench/op_factories.h"
+#include "bench/reference.h"
+#include "cpu/cpu_backend.h"
+
+namespace tinyllama::bench {
+namespace {
+
+// Columns of heads `heads` in a [tokens, n_heads * hd] matrix, from `first`.
+Index head_columns(const std::vector<std::int64_t>& heads, std::int64_t hd,
+                   std::int64_t first = 0) {
+  Index cols;
+  for (const std::int64_t h : heads) {
+    for (std::int64_t d = 0; d < hd; ++d) cols.push_back(first + h * hd + d);
+  }
+  return cols;
+}
+
+std::string list_heads(const std::vector<std::int64_t>& heads) {
+  std::string s;
+  for (const std::int64_t h : heads) s += (s.empty() ? "" : ",") + std::to_string(h);
+  return s;
+}
+
+class AttentionCase final : public OpCase {
+ public:
+  AttentionCase(BenchContext& ctx, Pass pass, bool flash)
+      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), shape_(ctx.attention()), pass_(pass) {
+    const std::int64_t t = ctx.tokens();
+    const std::int64_t qd = ctx.cfg.q_dim();
+    const std::int64_t kvd = ctx.cfg.kv_dim();
+    const std::int64_t bh = static_cast<std::int64_t>(shape_.batch) * shape_.heads;
+    const DType act = ctx.act();
+    // Uniform in [-2, 2): scores q·k/sqrt(hd) of about one unit, so the
+    // softmax is neither flat nor one-hot.
+    qkv_ = buffers_.random(t, qd + 2 * kvd, act, -2, 2);
+    q_ = qkv_.col_block(0, qd);
+    k_ = qkv_.col_block(qd, kvd);
+    v_ = qkv_.col_block(qd + kvd, kvd);
+    out_ = buffers_.poisoned(t, qd, act);
+    lse_ = buffers_.poisoned(bh, shape_.seq, ctx.stats());
+    if (!flash) probs_ = buffers_.poisoned(bh * shape_.seq, shape_.seq, act);
+    impl_ = flash ? AttentionImpl::Flash : AttentionImpl::Materialized;
+    if (pass == Pass::Backward) {
+      dout_ = buffers_.random(t, qd, act, -1, 1);
+      const Mat dqkv = buffers_.poisoned(t, qd + 2 * kvd, act);
+      dq_ = dqkv.col_block(0, qd);
+      dk_ = dqkv.col_block(qd, kvd);
+      dv_ = dqkv.col_block(qd + kvd, kvd);
+      // The backward reads what the forward saved (out, lse, probs).
+      ctx.gpu.attention_forward(impl_, out_, lse_, probs_, q_, k_, v_, shape_);
+    }
+  }
+
+  void run() override {
+    if (pass_ == Pass::Forward) {
+      ctx_.gpu.attention_forward(impl_, out_, lse_, probs_, q_, k_, v_, shape_);
+    } else {
+      ctx_.gpu.attention_backward(impl_, dq_, dk_, dv_, dout_, q_, k_, v_, out_, lse_, probs_,
+                                  shape_);
+    }
+  }
+
+  // Batches are independent and so are kv groups: the reference runs batch
+  // row 0 and two whole kv groups (the first and the last), which covers
+  // the GQA mapping at both ends of the heads in a fraction of the work.
+  CheckResult check() override {
+    Backend& gpu = ctx_.gpu;
+    const std::int64_t hd = shape_.head_dim;
+    const std::int64_t seq = shape_.seq;
+    const std::int64_t group = shape_.heads / shape_.kv_heads;
+    std::vector<std::int64_t> kv_heads{0};
+    if (shape_.kv_heads > 1) kv_heads.push_back(shape_.kv_heads - 1);
+    std::vector<std::int64_t> heads;
+    for (const std::int64_t g : kv_heads) {
+      for (std::int64_t j = 0; j < group; ++j) heads.push_back(g * group + j);
+    }
+    const AttentionShape sub{1, shape_.seq, static_cast<int>(heads.size()),
+                             static_cast<int>(kv_heads.size()), shape_.head_dim};
+    const Index positions = all_of(seq);  // batch row 0
+    const Index q_cols = head_columns(heads, hd);
+    const Index kv_cols = head_columns(kv_heads, hd);
+    // lse rows and probs rows of batch row 0 are indexed by head.
+    const Index lse_rows(heads.begin(), heads.end());
+    Index prob_rows;
+    for (const std::int64_t h : heads) {
+      const Index r = range_of(h * seq, (h + 1) * seq);
+      prob_rows.insert(prob_rows.end(), r.begin(), r.end());
+    }
+    const bool materialised = !probs_.empty();
+
+    HostMat q = gather(gpu, q_, positions, q_cols);
+    HostMat k = gather(gpu, k_, positions, kv_cols);
+    HostMat v = gather(gpu, v_, positions, kv_cols);
+    CpuBackend cpu;
+    Comparison cmp;
+    const std::int64_t rows = seq;
+    if (pass_ == Pass::Forward) {
+      run();
+      HostMat out(rows, static_cast<std::int64_t>(q_cols.size()));
+      HostMat lse(static_cast<std::int64_t>(heads.size()), seq);
+      HostMat probs(materialised ? static_cast<std::int64_t>(prob_rows.size()) : 0, seq);
+      cpu.attention_forward(impl_, out.mat(), lse.mat(), materialised ? probs.mat() : Mat(),
+                            q.mat(), k.mat(), v.mat(), sub);
+      cmp.add("out", gather(gpu, out_, positions, q_cols), out);
+      cmp.add("lse", gather(gpu, lse_, lse_rows, all_of(seq)), lse);
+      if (materialised) cmp.add("probs", gather(gpu, probs_, prob_rows, all_of(seq)), probs);
+    } else {
+      // The forward's results as the GPU saved them, which its backward reads.
+      HostMat dout = gather(gpu, dout_, positions, q_cols);
+      HostMat out = gather(gpu, out_, positions, q_cols);
+      HostMat lse = gather(gpu, lse_, lse_rows, all_of(seq));
+      HostMat probs = materialised ? gather(gpu, probs_, prob_rows, all_of(seq)) : HostMat(0, seq);
+      run();
+      HostMat dq(rows, static_cast<std::int64_t>(q_cols.size()));
+      HostMat dk(rows, static_cast<std::int64_t>(kv_cols.size()));
+      HostMat dv(rows, static_cast<std::int64_t>(kv_cols.size()));
+      cpu.attention_backward(impl_, dq.mat(), dk.mat(), dv.mat(), dout.mat(), q.mat(), k.mat(),
+                             v.mat(), out.mat(), lse.mat(), materialised ? probs.mat() : Mat(),
+                             sub);
+      cmp.add("dq", gather(gpu, dq_, positions, q_cols), dq);
+      cmp.add("dk", gather(gpu, dk_, positions, kv_cols), dk);
+      cmp.add("dv", gather(gpu, dv_, positions, kv_cols), dv);
+    }
+    return cmp.result("batch row 0 of " + std::to_string(shape_.batch) + ", kv heads " +
+                      list_heads(kv_heads) + " (query heads " + list_heads(heads) + "), all " +
+                      std::to_string(seq) + " positions");
+  }
+
+ private:
+  BenchContext& ctx_;
+  DeviceBuffers buffers_;
+  AttentionShape shape_;
+  Pass pass_;
+  Mat qkv_, q_, k_, v_, out_, lse_, probs_;
+  AttentionImpl impl_ = AttentionImpl::Flash;
+  Mat dout_, dq_, dk_, dv_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, bool flash) {
+  return std::make_unique<AttentionCase>(ctx, pass, flash);
+}
+
+}  // namespace tinyllama::bench

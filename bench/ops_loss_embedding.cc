@@ -1,0 +1,203 @@
+// The ends of the step: the token embedding (lookup, and the gradient's
+// scatter-add into the table, which accumulates onto what the tied LM
+// head wrote) and the cross-entropy loss over the [T, vocab] logits.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "bench/device_buffers.h"
+#include "bench/op_factories.h"
+#include "bench/reference.h"
+#include "cpu/cpu_backend.h"
+
+namespace tinyllama::bench {
+namespace {
+
+// Positions whose tokens choose the embedding rows a backward check
+// compares (plus the table's first rows, whether a token hits them or not).
+constexpr std::int64_t kCheckedTokens = 64;
+constexpr std::int64_t kCheckedLeadingRows = 16;
+
+// Sorted distinct values.
+Index distinct(std::vector<std::int64_t> values) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+// Where each of `ids` sits in `rows` (every id is in it).
+std::vector<std::int32_t> compact_ids(const std::vector<std::int64_t>& ids, const Index& rows) {
+  std::vector<std::int32_t> out;
+  out.reserve(ids.size());
+  for (const std::int64_t id : ids) {
+    const auto at = std::lower_bound(rows.begin(), rows.end(), id);
+    out.push_back(static_cast<std::int32_t>(at - rows.begin()));
+  }
+  return out;
+}
+
+class EmbeddingCase final : public OpCase {
+ public:
+  EmbeddingCase(BenchContext& ctx, Pass pass)
+      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass) {
+    const std::int64_t t = ctx.tokens();
+    const std::int64_t d = ctx.cfg.hidden_dim;
+    const int vocab = ctx.cfg.vocab_size;
+    tokens_ = buffers_.tokens(t, vocab, host_tokens_);
+    if (pass == Pass::Forward) {
+      table_ = buffers_.random(vocab, d, ctx.act(), -1, 1);  // the compute copy of E
+      rows_ = buffers_.poisoned(t, d, ctx.act());
+    } else {
+      table_ = buffers_.random(vocab, d, ctx.master(), -1, 1);  // dE, as the LM head left it
+      rows_ = buffers_.random(t, d, ctx.act(), -1, 1);          // d(embedding output)
+    }
+  }
+
+  // The backward accumulates: repeated runs keep adding the same rows.
+  void run() override {
+    if (pass_ == Pass::Forward) {
+      ctx_.gpu.embedding_forward(rows_, tokens_, table_);
+    } else {
+      ctx_.gpu.embedding_backward(table_, tokens_, rows_);
+    }
+  }
+
+  CheckResult check() override {
+    return pass_ == Pass::Forward ? check_forward() : check_backward();
+  }
+
+ private:
+  CheckResult check_forward() {
+    Backend& gpu = ctx_.gpu;
+    const Index positions = leading_rows(rows_.rows, rows_.cols, ctx_.check_elements);
+    const Index cols = all_of(rows_.cols);
+    std::vector<std::int64_t> ids;
+    for (const std::int64_t p : positions) ids.push_back(host_tokens_[static_cast<std::size_t>(p)]);
+    const Index table_rows = distinct(ids);
+    HostMat table = gather(gpu, table_, table_rows, cols);
+    const std::vector<std::int32_t> local = compact_ids(ids, table_rows);
+    run();
+    HostMat out(static_cast<std::int64_t>(positions.size()), rows_.cols);
+    CpuBackend cpu;
+    cpu.embedding_forward(out.mat(), local.data(), table.mat());
+    Comparison cmp;
+    cmp.add("out", gather(gpu, rows_, positions, cols), out);
+    return cmp.result(rows_scope(positions, rows_.rows));
+  }
+
+  // The table rows of the first tokens and the table's first rows, with
+  // every position whose token falls in them.
+  CheckResult check_backward() {
+    Backend& gpu = ctx_.gpu;
+    const Index cols = all_of(table_.cols);
+    std::vector<std::int64_t> chosen =
+        all_of(std::min<std::int64_t>(kCheckedLeadingRows, table_.rows));
+    for (std::int64_t p = 0; p < std::min<std::int64_t>(kCheckedTokens, rows_.rows); ++p) {
+      chosen.push_back(host_tokens_[static_cast<std::size_t>(p)]);
+    }
+    const Index table_rows = distinct(chosen);
+    Index positions;
+    std::vector<std::int64_t> ids;
+    for (std::int64_t p = 0; p < rows_.rows; ++p) {
+      const std::int64_t id = host_tokens_[static_cast<std::size_t>(p)];
+      if (std::binary_search(table_rows.begin(), table_rows.end(), id)) {
+        positions.push_back(p);
+        ids.push_back(id);
+      }
+    }
+    HostMat table = gather(gpu, table_, table_rows, cols);
+    HostMat dout = gather(gpu, rows_, positions, cols);
+    const std::vector<std::int32_t> local = compact_ids(ids, table_rows);
+    run();
+    CpuBackend cpu;
+    cpu.embedding_backward(table.mat(), local.data(), dout.mat());
+    Comparison cmp;
+    cmp.add("dtable", gather(gpu, table_, table_rows, cols), table);
+    return cmp.result(std::to_string(table_rows.size()) + " of " + std::to_string(table_.rows) +
+                      " table rows (the first tokens' and rows 0-" +
+                      std::to_string(std::min<std::int64_t>(kCheckedLeadingRows, table_.rows) - 1) +
+                      "), from all " + std::to_string(positions.size()) +
+                      " positions holding them");
+  }
+
+  BenchContext& ctx_;
+  DeviceBuffers buffers_;
+  Pass pass_;
+  std::vector<std::int32_t> host_tokens_;
+  const std::int32_t* tokens_ = nullptr;
+  Mat table_;  // E (forward) or dE (backward)
+  Mat rows_;   // the looked-up rows (forward) or their gradient (backward)
+};
+
+class CrossEntropyCase final : public OpCase {
+ public:
+  CrossEntropyCase(BenchContext& ctx, Pass pass)
+      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass) {
+    const std::int64_t t = ctx.tokens();
+    const int vocab = ctx.cfg.vocab_size;
+    // Logits of a few units either way: a softmax neither flat nor one-hot.
+    logits_ = buffers_.random(t, vocab, ctx.act(), -4, 4);
+    targets_ = buffers_.tokens(t, vocab, host_targets_);
+    if (pass == Pass::Forward) {
+      losses_ = buffers_.poisoned(t, 1, ctx.stats());
+    } else {
+      // The model writes dlogits over the logits; a buffer of its own moves
+      // the same bytes and keeps the input the same for every repetition.
+      dlogits_ = buffers_.poisoned(t, vocab, ctx.act());
+    }
+  }
+
+  // The mean over B·S positions, as the model scales it (without fp16's
+  // loss scale).
+  float scale() const { return 1.0f / static_cast<float>(logits_.rows); }
+
+  void run() override {
+    if (pass_ == Pass::Forward) {
+      ctx_.gpu.cross_entropy_forward(losses_, logits_, targets_);
+    } else {
+      ctx_.gpu.cross_entropy_backward(dlogits_, logits_, targets_, scale());
+    }
+  }
+
+  CheckResult check() override {
+    Backend& gpu = ctx_.gpu;
+    const Index rows = leading_rows(logits_.rows, logits_.cols, ctx_.check_elements);
+    const auto n = static_cast<std::int64_t>(rows.size());
+    const Index cols = all_of(logits_.cols);
+    HostMat logits = gather(gpu, logits_, rows, cols);
+    run();
+    CpuBackend cpu;
+    Comparison cmp;
+    // The leading rows' targets are the first n of them.
+    if (pass_ == Pass::Forward) {
+      HostMat losses(n, 1);
+      cpu.cross_entropy_forward(losses.mat(), logits.mat(), host_targets_.data());
+      cmp.add("losses", gather(gpu, losses_, rows, all_of(1)), losses);
+    } else {
+      HostMat dlogits(n, logits_.cols);
+      cpu.cross_entropy_backward(dlogits.mat(), logits.mat(), host_targets_.data(), scale());
+      cmp.add("dlogits", gather(gpu, dlogits_, rows, cols), dlogits);
+    }
+    return cmp.result(rows_scope(rows, logits_.rows));
+  }
+
+ private:
+  BenchContext& ctx_;
+  DeviceBuffers buffers_;
+  Pass pass_;
+  std::vector<std::int32_t> host_targets_;
+  const std::int32_t* targets_ = nullptr;
+  Mat logits_, losses_, dlogits_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass) {
+  return std::make_unique<EmbeddingCase>(ctx, pass);
+}
+
+std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass) {
+  return std::make_unique<CrossEntropyCase>(ctx, pass);
+}
+
+}  // namespace tinyllama::bench

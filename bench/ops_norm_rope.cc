@@ -1,0 +1,141 @@
+// RMSNorm (forward and backward) on a [T, D] activation and RoPE on the q
+// and k heads of a qkv buffer (in place, a column block that leaves v out),
+// as the attention half of a block runs them.
+#include <string>
+
+#include "bench/device_buffers.h"
+#include "bench/op_factories.h"
+#include "bench/reference.h"
+#include "cpu/cpu_backend.h"
+
+namespace tinyllama::bench {
+namespace {
+
+class RmsNormCase final : public OpCase {
+ public:
+  RmsNormCase(BenchContext& ctx, Pass pass) : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass) {
+    const std::int64_t t = ctx.tokens();
+    const std::int64_t d = ctx.cfg.hidden_dim;
+    const DType act = ctx.act();
+    x_ = buffers_.random(t, d, act, -2, 2);
+    weight_ = buffers_.random(1, d, act, 0.5, 1.5);  // the compute copy of the norm weight
+    if (pass == Pass::Forward) {
+      out_ = buffers_.poisoned(t, d, act);
+      rstd_ = buffers_.poisoned(t, 1, ctx.stats());
+    } else {
+      // Any positive rstd is a valid input; the reference uses the same.
+      rstd_ = buffers_.random(t, 1, ctx.stats(), 0.5, 2);
+      dout_ = buffers_.random(t, d, act, -1, 1);
+      dx_ = buffers_.poisoned(t, d, act);
+      dweight_ = buffers_.poisoned(1, d, ctx.master());
+    }
+  }
+
+  void run() override {
+    if (pass_ == Pass::Forward) {
+      ctx_.gpu.rmsnorm_forward(out_, rstd_, x_, weight_, ctx_.cfg.rms_eps);
+    } else {
+      ctx_.gpu.rmsnorm_backward(dx_, dweight_, dout_, x_, weight_, rstd_);
+    }
+  }
+
+  CheckResult check() override {
+    Backend& gpu = ctx_.gpu;
+    const std::int64_t t = x_.rows;
+    const std::int64_t d = x_.cols;
+    const Index rows = leading_rows(t, d, ctx_.check_elements);
+    const auto n = static_cast<std::int64_t>(rows.size());
+    const Index cols = all_of(d);
+    HostMat x = gather(gpu, x_, rows, cols);
+    HostMat weight = download(gpu, weight_);
+    CpuBackend cpu;
+    Comparison cmp;
+    if (pass_ == Pass::Forward) {
+      run();
+      HostMat out(n, d);
+      HostMat rstd(n, 1);
+      cpu.rmsnorm_forward(out.mat(), rstd.mat(), x.mat(), weight.mat(), ctx_.cfg.rms_eps);
+      cmp.add("out", gather(gpu, out_, rows, cols), out);
+      cmp.add("rstd", gather(gpu, rstd_, rows, all_of(1)), rstd);
+      return cmp.result(rows_scope(rows, t));
+    }
+    HostMat dout = gather(gpu, dout_, rows, cols);
+    HostMat rstd = gather(gpu, rstd_, rows, all_of(1));
+    run();
+    HostMat dx(n, d);
+    HostMat dweight(1, d);
+    cpu.rmsnorm_backward(dx.mat(), dweight.mat(), dout.mat(), x.mat(), weight.mat(), rstd.mat());
+    cmp.add("dx", gather(gpu, dx_, rows, cols), dx);
+    // The weight gradient sums over every row: comparable only when all were run.
+    if (n == t) {
+      cmp.add("dweight", download(gpu, dweight_), dweight);
+      return cmp.result(rows_scope(rows, t));
+    }
+    return cmp.result(rows_scope(rows, t) + " (dx only: dweight sums over all rows)");
+  }
+
+ private:
+  BenchContext& ctx_;
+  DeviceBuffers buffers_;
+  Pass pass_;
+  Mat x_, weight_, out_, rstd_, dout_, dx_, dweight_;
+};
+
+class RopeCase final : public OpCase {
+ public:
+  RopeCase(BenchContext& ctx, Pass pass) : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass) {
+    const ModelConfig& cfg = ctx.cfg;
+    const Mat qkv = buffers_.random(ctx.tokens(), cfg.qkv_dim(), ctx.act(), -1, 1);
+    // q and k heads sit side by side in qkv, so one call rotates both.
+    x_ = qkv.col_block(0, cfg.q_dim() + cfg.kv_dim());
+  }
+
+  // In place: repeated runs keep rotating the same values (a rotation keeps
+  // their size), which is all the timing needs.
+  void run() override {
+    const ModelConfig& cfg = ctx_.cfg;
+    if (pass_ == Pass::Forward) {
+      ctx_.gpu.rope_forward(x_, ctx_.batch.seq, cfg.head_dim(), cfg.rope_theta);
+    } else {
+      ctx_.gpu.rope_backward(x_, ctx_.batch.seq, cfg.head_dim(), cfg.rope_theta);
+    }
+  }
+
+  // Whole leading sequences: rows keep their positions (row r is position
+  // r % seq), and the reference takes whole sequences only.
+  CheckResult check() override {
+    Backend& gpu = ctx_.gpu;
+    const ModelConfig& cfg = ctx_.cfg;
+    const Index rows = leading_rows(x_.rows, x_.cols, ctx_.check_elements, ctx_.batch.seq);
+    const Index cols = all_of(x_.cols);
+    HostMat x = gather(gpu, x_, rows, cols);
+    run();
+    CpuBackend cpu;
+    if (pass_ == Pass::Forward) {
+      cpu.rope_forward(x.mat(), ctx_.batch.seq, cfg.head_dim(), cfg.rope_theta);
+    } else {
+      cpu.rope_backward(x.mat(), ctx_.batch.seq, cfg.head_dim(), cfg.rope_theta);
+    }
+    Comparison cmp;
+    cmp.add(pass_ == Pass::Forward ? "q,k" : "dq,dk", gather(gpu, x_, rows, cols), x);
+    return cmp.result(rows_scope(rows, x_.rows) + ", q and k heads");
+  }
+
+ private:
+  BenchContext& ctx_;
+  DeviceBuffers buffers_;
+  Pass pass_;
+  Mat x_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass) {
+  return std::make_unique<RmsNormCase>(ctx, pass);
+}
+
+std::unique_ptr<OpCase> make_rope(BenchContext& ctx, Pass pass) {
+  return std::make_unique<RopeCase>(ctx, pass);
+}
+
+}  // namespace tinyllama::bench
