@@ -14,36 +14,6 @@ namespace {
 // Bytes copied from the device at a time when gathering a run of rows.
 constexpr std::int64_t kCopyBytes = std::int64_t{64} << 20;
 
-double decode(const unsigned char* p, DType t) {
-  switch (t) {
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DType::F64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-    case DType::BF16: {
-      // bf16 is the top half of a float: exact.
-      std::uint16_t h;
-      std::memcpy(&h, p, 2);
-      const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-    case DType::F16: {
-      std::uint16_t h;
-      std::memcpy(&h, p, 2);
-      return f16_bits_to_double(h);
-    }
-  }
-  return std::numeric_limits<double>::quiet_NaN();
-}
-
 }  // namespace
 
 Index all_of(std::int64_t n) {
@@ -107,7 +77,7 @@ HostMat gather(Backend& gpu, const Mat& m, const Index& rows, const Index& cols)
       const unsigned char* row = raw.data() + r * row_bytes;
       for (std::size_t c = 0; c < cols.size(); ++c) {
         out.at(static_cast<std::int64_t>(i) + r, static_cast<std::int64_t>(c)) =
-            decode(row + cols[c] * es, m.dtype);
+            decode_element(row + cols[c] * es, m.dtype);
       }
     }
     i = j;

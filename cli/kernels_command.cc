@@ -13,6 +13,7 @@
 #include "core/errors.h"
 #include "cuda/cuda_entry.h"
 #include "train/flag_values.h"
+#include "train/validate.h"
 
 namespace tinyllama::cli {
 namespace {
@@ -82,17 +83,6 @@ void register_flags(CLI::App* cmd, KernelsArgs& a) {
 std::optional<int> maybe_int(const char* flag, const std::string& text) {
   if (text.empty()) return std::nullopt;
   return parse_int_flag(flag, text);
-}
-
-// Output is written after the bench: a missing directory must be found now.
-void require_parent_directory(const char* flag, const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-    throw UsageError(std::string(flag) + " " + path + ": directory " + parent.string() +
-                     " does not exist");
-  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/narrow_float.h"  // the element conversions it uses
 #include "io/safetensors.h"
 #include "model/param_layout.h"
 
@@ -38,12 +39,5 @@ std::vector<double> load_hf_weights(const std::string& path, const ParamLayout& 
 
 // The safetensors name of a dtype: "F32", "F64", "BF16", "F16".
 const char* hf_dtype(DType t);
-
-// Element conversions, exposed for tests. Rounding goes straight from double
-// (no detour through float, which would round twice).
-std::uint16_t round_to_bf16_bits(double x);
-std::uint16_t round_to_f16_bits(double x);
-double bf16_bits_to_double(std::uint16_t bits);
-double f16_bits_to_double(std::uint16_t bits);
 
 }  // namespace tinyllama

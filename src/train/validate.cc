@@ -18,18 +18,6 @@ void require_at_least(const char* flag, long long value, long long minimum, cons
   }
 }
 
-// Output files are written after training: a missing directory must be
-// found now, not after the whole run.
-void require_parent_directory(const char* flag, const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-    throw UsageError(std::string(flag) + " " + path + ": directory " + parent.string() +
-                     " does not exist");
-  }
-}
-
 void require_readable_file(const char* flag, const std::string& path) {
   if (path.empty()) return;
   std::error_code ec;
@@ -39,6 +27,16 @@ void require_readable_file(const char* flag, const std::string& path) {
 }
 
 }  // namespace
+
+void require_parent_directory(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+    throw UsageError(std::string(flag) + " " + path + ": directory " + parent.string() +
+                     " does not exist");
+  }
+}
 
 void validate_options(const TrainOptions& opts) {
   opts.model.validate();

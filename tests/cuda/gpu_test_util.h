@@ -24,6 +24,7 @@
 
 #include "core/errors.h"
 #include "core/mat.h"
+#include "core/narrow_float.h"
 #include "core/rng.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_entry.h"
@@ -87,55 +88,12 @@ inline const std::vector<DType>& gpu_dtypes() {
 // The bit-exact conversions are the safetensors code's (io/hf_weights.h).
 // Values go through float first, as the device's own fp32 -> 16-bit casts do.
 
-// Stores v in dtype t at p.
+// One stored element to and from a double (core/narrow_float.h).
 inline void encode(double v, DType t, unsigned char* p) {
-  switch (t) {
-    case DType::F32: {
-      const auto f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
-      return;
-    }
-    case DType::F64:
-      std::memcpy(p, &v, 8);
-      return;
-    case DType::BF16: {
-      const std::uint16_t h = round_to_bf16_bits(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      return;
-    }
-    case DType::F16: {
-      const std::uint16_t h = round_to_f16_bits(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      return;
-    }
-  }
+  encode_element(v, t, p);
 }
-
-// Reads one stored element as a double (exact).
 inline double decode(const unsigned char* p, DType t) {
-  switch (t) {
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DType::F64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-    case DType::BF16: {
-      std::uint16_t h;
-      std::memcpy(&h, p, 2);
-      return bf16_bits_to_double(h);
-    }
-    case DType::F16: {
-      std::uint16_t h;
-      std::memcpy(&h, p, 2);
-      return f16_bits_to_double(h);
-    }
-  }
-  return NAN;
+  return decode_element(p, t);
 }
 
 // v as dtype t would store it.
