@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Fails when an include points up the layers (docs/ARCHITECTURE.md, Layers).
+
+    core <- model <- cpu, cuda, io <- prof <- train <- bench <- cli
+
+A file may include its own folder and any folder of a lower layer; cpu,
+cuda and io sit on one layer and do not include each other.
+"""
+import pathlib
+import re
+import sys
+
+RANK = {"core": 0, "model": 1, "cpu": 2, "cuda": 2, "io": 2, "prof": 3, "train": 4,
+        "bench": 5, "cli": 6}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+
+
+def folder_of(path, root):
+    rel = path.relative_to(root).parts
+    return rel[1] if rel[0] == "src" else rel[0]
+
+
+def main():
+    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
+    bad = []
+    files = [p for d in ("src", "bench", "cli") for p in (root / d).rglob("*")
+             if p.suffix in (".h", ".cc", ".cu", ".cuh")]
+    for path in files:
+        here = folder_of(path, root)
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            m = INCLUDE.match(line)
+            if not m or m.group(1) not in RANK or m.group(1) == here:
+                continue
+            there = m.group(1)
+            if RANK[there] >= RANK[here]:
+                bad.append("%s:%d: %s includes %s/ (%s is not below %s)"
+                           % (path.relative_to(root), n, here, there, there, here))
+    for b in bad:
+        print(b)
+    print("layers: %d files, %s" % (len(files), "%d upward includes" % len(bad) if bad else "ok"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
