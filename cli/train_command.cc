@@ -182,7 +182,9 @@ TrainCommand::TrainCommand(CLI::App& app)
   register_flags(cmd_, args_);
   cmd_->footer(
       "Level toggles apply independently of their order: the --version preset first, then "
-      "--enable/--disable-all-fusion, then the single toggles.");
+      "--enable/--disable-all-fusion, then the single toggles. The run header prints the "
+      "resolved plan (each op's implementation) and every choice that fell back on this device "
+      "or at these shapes, with the reason; --json has it under \"plan\".");
 }
 
 int TrainCommand::run() const {
