@@ -57,19 +57,11 @@ BenchShape apply_overrides(BenchShape s, const ShapeOverrides& o) {
   ModelConfig& m = s.cfg;
   if (o.hidden_dim) {
     m.hidden_dim = *o.hidden_dim;
-    if (!o.ffn_dim) {
-      // 4·D computed wide: a huge --hidden-dim is refused, not wrapped.
-      const std::int64_t ffn = 4 * static_cast<std::int64_t>(m.hidden_dim);
-      if (ffn > INT32_MAX) {
-        throw UsageError("--hidden-dim " + std::to_string(m.hidden_dim) +
-                         ": too large (the default --ffn-dim 4*D overflows)");
-      }
-      m.ffn_dim = static_cast<int>(ffn);
-    }
+    if (!o.ffn_dim) m.ffn_dim = ModelConfig::default_ffn_dim(m.hidden_dim);
   }
   if (o.num_heads) {
     m.num_heads = *o.num_heads;
-    if (!o.num_kv_heads) m.num_kv_heads = m.num_heads % 2 == 0 ? m.num_heads / 2 : m.num_heads;
+    if (!o.num_kv_heads) m.num_kv_heads = ModelConfig::default_kv_heads(m.num_heads);
   }
   if (o.num_kv_heads) m.num_kv_heads = *o.num_kv_heads;
   if (o.ffn_dim) m.ffn_dim = *o.ffn_dim;

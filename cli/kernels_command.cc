@@ -12,16 +12,12 @@
 #include "bench/runner.h"
 #include "core/errors.h"
 #include "cuda/cuda_entry.h"
+#include "option_value.h"
 #include "train/flag_values.h"
 #include "train/validate.h"
 
 namespace tinyllama::cli {
 namespace {
-
-CLI::Option* value(CLI::App* cmd, const std::string& flag, std::string& target,
-                   const std::string& type, const std::string& help) {
-  return cmd->add_option(flag, target, help)->type_name(type)->capture_default_str();
-}
 
 std::string op_families() {
   std::vector<std::string> seen;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "core/errors.h"
+#include "option_value.h"
 #include "train/flag_values.h"
 #include "train/report.h"
 #include "train/run_setup.h"
@@ -11,11 +12,6 @@
 
 namespace tinyllama::cli {
 namespace {
-
-CLI::Option* value(CLI::App* cmd, const std::string& flag, std::string& target,
-                   const std::string& type, const std::string& help) {
-  return cmd->add_option(flag, target, help)->type_name(type)->capture_default_str();
-}
 
 void toggle(CLI::App* cmd, const std::string& name, TogglePair& pair, const std::string& what) {
   cmd->add_flag("--enable-" + name, pair.enable,
@@ -117,12 +113,6 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
       ->group("Profiling");
 }
 
-// DESIGN §1: K defaults to H/2 (GQA). For odd H that would not divide H,
-// so such runs fall back to plain multi-head attention.
-int default_kv_heads(int heads) {
-  return heads % 2 == 0 ? heads / 2 : heads;
-}
-
 }  // namespace
 
 TrainOptions to_train_options(const TrainArgs& a) {
@@ -132,19 +122,10 @@ TrainOptions to_train_options(const TrainArgs& a) {
   m.hidden_dim = parse_int_flag("--hidden-dim", a.hidden_dim);
   m.num_layers = parse_int_flag("--num-layers", a.num_layers);
   m.num_heads = parse_int_flag("--num-heads", a.num_heads);
-  m.num_kv_heads = a.num_kv_heads.empty() ? default_kv_heads(m.num_heads)
+  m.num_kv_heads = a.num_kv_heads.empty() ? ModelConfig::default_kv_heads(m.num_heads)
                                           : parse_int_flag("--num-kv-heads", a.num_kv_heads);
-  if (!a.ffn_dim.empty()) {
-    m.ffn_dim = parse_int_flag("--ffn-dim", a.ffn_dim);
-  } else {
-    // 4*D computed wide: a huge --hidden-dim must be refused, not wrapped.
-    const std::int64_t ffn = 4 * static_cast<std::int64_t>(m.hidden_dim);
-    if (ffn > INT32_MAX) {
-      throw UsageError("--hidden-dim " + a.hidden_dim +
-                       ": too large (the default --ffn-dim 4*D overflows)");
-    }
-    m.ffn_dim = static_cast<int>(ffn);
-  }
+  m.ffn_dim = a.ffn_dim.empty() ? ModelConfig::default_ffn_dim(m.hidden_dim)
+                                : parse_int_flag("--ffn-dim", a.ffn_dim);
   o.shape.seq = parse_int_flag("--seq-len", a.seq_len);
   o.shape.batch = parse_int_flag("--batch-size", a.batch_size);
   o.num_steps = parse_int_flag("--num-steps", a.num_steps);

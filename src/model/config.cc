@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <cstdint>
 #include <string>
 
 #include "core/errors.h"
@@ -15,6 +16,19 @@ void require_positive(const char* flag, long long value) {
 }
 
 }  // namespace
+
+int ModelConfig::default_kv_heads(int heads) {
+  return heads % 2 == 0 ? heads / 2 : heads;
+}
+
+int ModelConfig::default_ffn_dim(int hidden_dim) {
+  const std::int64_t ffn = 4 * static_cast<std::int64_t>(hidden_dim);
+  if (ffn > INT32_MAX) {
+    throw UsageError("--hidden-dim " + std::to_string(hidden_dim) +
+                     ": too large (the default --ffn-dim 4*D overflows)");
+  }
+  return static_cast<int>(ffn);
+}
 
 void ModelConfig::validate() const {
   if (vocab_size < 2) {

@@ -26,6 +26,14 @@ struct ModelConfig {
 
   // Throws UsageError naming the first bad field, the value and what is allowed.
   void validate() const;
+
+  // DESIGN §1 defaults for the fields derived from others. K = H/2 (GQA);
+  // for odd H that would not divide H, so such models use plain multi-head
+  // attention.
+  static int default_kv_heads(int heads);
+  // F = 4·D, computed wide: a huge hidden_dim is refused (UsageError naming
+  // --hidden-dim), not wrapped.
+  static int default_ffn_dim(int hidden_dim);
 };
 
 // fp32 is true fp32 (no TF32). AMP computes in bf16/fp16 with fp32 master
