@@ -41,7 +41,6 @@ std::vector<double> unpack(const char* raw, std::size_t bytes, DType dtype) {
 Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Backend& backend)
     : cfg_(cfg),
       plan_(plan),
-      precision_(plan.precision),
       shape_(shape),
       backend_(backend),
       layout_(cfg),
@@ -50,7 +49,7 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
   cfg_.validate();
   backend_.prepare(cfg_, shape_, plan_);
   const auto master_bytes =
-      static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master);
+      static_cast<std::size_t>(layout_.total()) * dtype_size(plan_.precision.master);
   state_ = backend_.allocate(4 * master_bytes);
   auto* base = static_cast<char*>(state_);
   params_ = base;
@@ -60,9 +59,9 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
   // Padding between parameter slots must stay zero in all four blocks, so
   // that the optimizer can sweep whole blocks.
   backend_.fill_zero(state_, 4 * master_bytes);
-  if (precision_.mixed()) {
+  if (plan_.precision.mixed()) {
     compute_params_ = backend_.allocate(static_cast<std::size_t>(layout_.total()) *
-                                        dtype_size(precision_.compute));
+                                        dtype_size(plan_.precision.compute));
   }
   arena_ = backend_.allocate(static_cast<std::size_t>(acts_.bytes));
   const auto token_bytes = static_cast<std::size_t>(shape_.tokens()) * sizeof(std::int32_t);
@@ -108,28 +107,28 @@ MemoryBreakdown Model::memory() const {
 
 Mat Model::param(const ParamSlot& s) const {
   auto* base = static_cast<char*>(params_) +
-               s.offset * static_cast<std::int64_t>(dtype_size(precision_.master));
-  return Mat(base, precision_.master, s.rows, s.cols);
+               s.offset * static_cast<std::int64_t>(dtype_size(plan_.precision.master));
+  return Mat(base, plan_.precision.master, s.rows, s.cols);
 }
 
 Mat Model::grad(const ParamSlot& s) const {
   auto* base = static_cast<char*>(grads_) +
-               s.offset * static_cast<std::int64_t>(dtype_size(precision_.master));
-  return Mat(base, precision_.master, s.rows, s.cols);
+               s.offset * static_cast<std::int64_t>(dtype_size(plan_.precision.master));
+  return Mat(base, plan_.precision.master, s.rows, s.cols);
 }
 
 Mat Model::compute_weight(const ParamSlot& s) const {
-  if (!precision_.mixed()) return param(s);
+  if (!plan_.precision.mixed()) return param(s);
   auto* base = static_cast<char*>(compute_params_) +
-               s.offset * static_cast<std::int64_t>(dtype_size(precision_.compute));
-  return Mat(base, precision_.compute, s.rows, s.cols);
+               s.offset * static_cast<std::int64_t>(dtype_size(plan_.precision.compute));
+  return Mat(base, plan_.precision.compute, s.rows, s.cols);
 }
 
 void Model::refresh_compute_weights() {
-  if (!precision_.mixed()) return;
+  if (!plan_.precision.mixed()) return;
   const OpScope op("refresh_weights");
-  backend_.convert(Mat(compute_params_, precision_.compute, 1, layout_.total()),
-                   Mat(params_, precision_.master, 1, layout_.total()));
+  backend_.convert(Mat(compute_params_, plan_.precision.compute, 1, layout_.total()),
+                   Mat(params_, plan_.precision.master, 1, layout_.total()));
 }
 
 void Model::set_params(const std::vector<double>& host) {
@@ -137,33 +136,37 @@ void Model::set_params(const std::vector<double>& host) {
     throw std::invalid_argument("set_params: expected " + std::to_string(layout_.total()) +
                                 " values");
   }
-  const auto raw = pack(host, precision_.master);
+  const auto raw = pack(host, plan_.precision.master);
   backend_.upload(params_, raw.data(), raw.size());
   refresh_compute_weights();
 }
 
 std::vector<double> Model::params() const {
-  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
+  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) *
+                        dtype_size(plan_.precision.master));
   backend_.download(raw.data(), params_, raw.size());
-  return unpack(raw.data(), raw.size(), precision_.master);
+  return unpack(raw.data(), raw.size(), plan_.precision.master);
 }
 
 std::vector<double> Model::grads() const {
-  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
+  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) *
+                        dtype_size(plan_.precision.master));
   backend_.download(raw.data(), grads_, raw.size());
-  return unpack(raw.data(), raw.size(), precision_.master);
+  return unpack(raw.data(), raw.size(), plan_.precision.master);
 }
 
 std::vector<double> Model::adam_m() const {
-  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
+  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) *
+                        dtype_size(plan_.precision.master));
   backend_.download(raw.data(), adam_m_, raw.size());
-  return unpack(raw.data(), raw.size(), precision_.master);
+  return unpack(raw.data(), raw.size(), plan_.precision.master);
 }
 
 std::vector<double> Model::adam_v() const {
-  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * dtype_size(precision_.master));
+  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) *
+                        dtype_size(plan_.precision.master));
   backend_.download(raw.data(), adam_v_, raw.size());
-  return unpack(raw.data(), raw.size(), precision_.master);
+  return unpack(raw.data(), raw.size(), plan_.precision.master);
 }
 
 void Model::set_batch(const std::vector<std::int32_t>& rows) {

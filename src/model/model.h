@@ -38,7 +38,7 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const ParamLayout& layout() const { return layout_; }
   const StepPlan& plan() const { return plan_; }
-  Precision precision() const { return precision_; }
+  Precision precision() const { return plan_.precision; }
   BatchShape shape() const { return shape_; }
   Backend& backend() { return backend_; }
   MemoryBreakdown memory() const;
@@ -126,7 +126,6 @@ class Model {
 
   ModelConfig cfg_;
   StepPlan plan_;
-  Precision precision_;  // plan_.precision
   BatchShape shape_;
   Backend& backend_;
   ParamLayout layout_;

@@ -55,8 +55,7 @@ void Model::forward_layer(int l) {
   // q and k heads sit side by side in qkv, so one call rotates both.
   ops.next("rope");
   backend_.rope_forward(qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(), cfg_.rope_theta);
-  const AttentionShape as{shape_.batch, shape_.seq, cfg_.num_heads, cfg_.num_kv_heads,
-                          cfg_.head_dim()};
+  const AttentionShape as = attention_shape(cfg_, shape_);
   ops.next("attention");
   backend_.attention_forward(plan_.ops.attention, attn, acts_.view(arena_, a.lse),
                              acts_.view(arena_, a.probs), qkv.col_block(0, qd),
@@ -172,7 +171,8 @@ void Model::backward_pass(bool update_layers) {
   if (check_overflow_) {
     ops.next("overflow_check");
     backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
-    backend_.flag_nonfinite(Mat(grads_, precision_.master, 1, layout_.total()), overflow_flag_);
+    backend_.flag_nonfinite(Mat(grads_, plan_.precision.master, 1, layout_.total()),
+                            overflow_flag_);
   }
 }
 
@@ -237,8 +237,7 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
 
   const Mat qkv = acts_.view(arena_, a.qkv);
   const Mat d_qkv = acts_.view(arena_, acts_.d_qkv);
-  const AttentionShape as{shape_.batch, shape_.seq, cfg_.num_heads, cfg_.num_kv_heads,
-                          cfg_.head_dim()};
+  const AttentionShape as = attention_shape(cfg_, shape_);
   backend_.join_side_gemm(tickets.qkv);  // d_qkv is overwritten next
   ops.next("attention");
   backend_.attention_backward(plan_.ops.attention, d_qkv.col_block(0, qd), d_qkv.col_block(qd, kvd),
@@ -353,8 +352,8 @@ void Model::sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backwa
     return Mat(static_cast<char*>(block) + span.begin * static_cast<std::int64_t>(dtype_size(t)), t,
                1, span.size());
   };
-  const DType m = precision_.master;
-  const Mat copy = precision_.mixed() ? part(compute_params_, precision_.compute) : Mat();
+  const DType m = plan_.precision.master;
+  const Mat copy = plan_.precision.mixed() ? part(compute_params_, plan_.precision.compute) : Mat();
   if (beside_backward) {
     backend_.side_adamw_fused(part(params_, m), part(grads_, m), part(adam_m_, m), part(adam_v_, m),
                               copy, hp);
@@ -385,12 +384,12 @@ void Model::optimizer_pass() {
     return;
   }
   // One optimizer call per parameter tensor, like PyTorch's for-loop AdamW.
-  const auto elem = static_cast<std::int64_t>(dtype_size(precision_.master));
+  const auto elem = static_cast<std::int64_t>(dtype_size(plan_.precision.master));
   OpSequence ops;
   ops.next("adamw");
   for (const ParamSlot& s : layout_.slots()) {
     auto at = [&](void* block) {
-      return Mat(static_cast<char*>(block) + s.offset * elem, precision_.master, 1, s.numel());
+      return Mat(static_cast<char*>(block) + s.offset * elem, plan_.precision.master, 1, s.numel());
     };
     backend_.adamw(at(params_), at(grads_), at(adam_m_), at(adam_v_), hp);
   }
