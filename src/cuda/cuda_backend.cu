@@ -159,6 +159,11 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
   side_->synchronize();
   updates_->synchronize();
   free_workspaces();
+  // The workspaces are sized in the plan's dtypes, the kernels run in ours.
+  if (plan.precision.compute != precision_.compute || plan.precision.master != precision_.master) {
+    throw RuntimeFailure("CudaBackend::prepare: a plan for " + precision_name(plan.precision) +
+                         " on a " + precision_name(precision_) + " backend");
+  }
 
   // The sizes the plan lists (resolve_plan asked the same function).
   const CudaWorkspaceSizes w = workspace_sizes(cfg, shape, plan, gemm_->autotune());
@@ -181,7 +186,7 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
   rms_partial_capacity_ = w.rms_partials / static_cast<std::int64_t>(sizeof(float));
   rms_partials_ = static_cast<float*>(take(w.rms_partials, "RMSNorm partial sums"));
 
-  const AttentionShape as{shape.batch, shape.seq, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim()};
+  const AttentionShape as = attention_shape(cfg, shape);
   attention_block_ = take(w.attention, "attention scratch");
   attention_ = plan.ops.attention == AttentionImpl::Materialized
                    ? AttentionScratch::assigned(attention_block_, as, precision_.compute)

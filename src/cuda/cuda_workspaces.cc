@@ -34,7 +34,7 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
   }
   w.rms_partials = static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim *
                    static_cast<std::int64_t>(sizeof(float));
-  const AttentionShape as{shape.batch, shape.seq, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim()};
+  const AttentionShape as = attention_shape(cfg, shape);
   w.attention = plan.ops.attention == AttentionImpl::Materialized
                     ? AttentionScratch::bytes_for(as, plan.precision.compute)
                     : flash_attention_scratch_bytes(as);

@@ -29,6 +29,11 @@ struct AttentionShape {
   int head_dim = 0;
 };
 
+// The attention of a model at a batch shape.
+inline AttentionShape attention_shape(const ModelConfig& cfg, BatchShape shape) {
+  return {shape.batch, shape.seq, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim()};
+}
+
 struct AdamWHyper {
   float lr = 3e-4f;
   float beta1 = 0.9f;
