@@ -103,7 +103,10 @@ OpChoices level_preset(const std::string& name) {
   // because v2's speed target needs the optimizer in one launch (50
   // per-tensor launches plus a convert pass were ~35 % of the bf16 step).
   if (name == "v2") return ops;
-  const std::string allowed = "v1, v2";
+  std::string allowed;
+  for (const std::string& level : implemented_levels()) {
+    allowed += (allowed.empty() ? "" : ", ") + level;
+  }
   if (name == "v3" || name == "v4") {
     throw UsageError("--version " + name + ": not implemented yet; available: " + allowed);
   }

@@ -81,7 +81,7 @@ class Buffers {
     const std::vector<unsigned char> raw = bytes();
     const std::size_t es = dtype_size(dtype_);
     std::vector<unsigned char> guard(es);
-    encode(kGuardValue, dtype_, guard.data());
+    encode_element(kGuardValue, dtype_, guard.data());
     for (std::int64_t i = 0; i < kN + 2 * kGuard; ++i) {
       if (i >= offset_ && i < offset_ + kN) continue;
       if (std::memcmp(raw.data() + static_cast<std::size_t>(i) * es, guard.data(), es) != 0) {
@@ -96,7 +96,7 @@ class Buffers {
     const std::size_t es = dtype_size(dtype_);
     for (std::int64_t i = 0; i < kN + 2 * kGuard; ++i) {
       if (i >= offset_ && i < offset_ + kN) continue;
-      encode(kGuardValue, dtype_, raw.data() + static_cast<std::size_t>(i) * es);
+      encode_element(kGuardValue, dtype_, raw.data() + static_cast<std::size_t>(i) * es);
     }
     set_bytes(raw);
   }

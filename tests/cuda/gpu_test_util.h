@@ -88,19 +88,11 @@ inline const std::vector<DType>& gpu_dtypes() {
 // The bit-exact conversions are the safetensors code's (io/hf_weights.h).
 // Values go through float first, as the device's own fp32 -> 16-bit casts do.
 
-// One stored element to and from a double (core/narrow_float.h).
-inline void encode(double v, DType t, unsigned char* p) {
-  encode_element(v, t, p);
-}
-inline double decode(const unsigned char* p, DType t) {
-  return decode_element(p, t);
-}
-
 // v as dtype t would store it.
 inline double round_to(double v, DType t) {
   unsigned char buf[8];
-  encode(v, t, buf);
-  return decode(buf, t);
+  encode_element(v, t, buf);
+  return decode_element(buf, t);
 }
 
 // ---- twin tensors --------------------------------------------------------------
@@ -177,8 +169,8 @@ class Harness {
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t c = 0; c < cols; ++c) {
         const std::size_t i = static_cast<std::size_t>(r * ld + c);
-        encode(values[static_cast<std::size_t>(r * cols + c)], dtype, &bytes[i * es]);
-        host[i] = decode(&bytes[i * es], dtype);
+        encode_element(values[static_cast<std::size_t>(r * cols + c)], dtype, &bytes[i * es]);
+        host[i] = decode_element(&bytes[i * es], dtype);
       }
     }
     gpu_->upload(t.gpu.data, bytes.data(), bytes.size());
@@ -241,7 +233,7 @@ class Harness {
     for (std::int64_t r = 0; r < m.rows; ++r) {
       for (std::int64_t c = 0; c < m.cols; ++c) {
         out[static_cast<std::size_t>(r * m.cols + c)] =
-            decode(&raw[static_cast<std::size_t>(r * m.ld + c) * es], m.dtype);
+            decode_element(&raw[static_cast<std::size_t>(r * m.ld + c) * es], m.dtype);
       }
     }
     return out;
