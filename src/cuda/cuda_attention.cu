@@ -88,50 +88,29 @@ __global__ void softmax_causal_kernel(T* __restrict__ p, std::int64_t ld, float*
   if (lane == 0) lse[(r / seq) * ld_lse + i] = mx + logf(total);
 }
 
-// dS = P * (dP - delta) in place over dP; zero above the diagonal.
+// dS = P * (dP - D) in place over dP, D = sum_j P_j dP_j over the row as
+// stored; zero above the diagonal. D is taken from the same rounded P and dP
+// the row is scaled by (the textbook softmax backward, as the CPU reference
+// and autocast's fp32 softmax do), not from rowsum(dO * O): with O rounded to
+// the compute dtype the two differ, and a D off by e shifts every dS of the
+// row by -P e, an error that adds up coherently in dK.
 template <typename T>
 __global__ void softmax_backward_kernel(T* __restrict__ ds, std::int64_t ld_ds,
-                                        const T* __restrict__ p, std::int64_t ld_p,
-                                        const float* __restrict__ delta, int seq,
+                                        const T* __restrict__ p, std::int64_t ld_p, int seq,
                                         std::int64_t rows) {
   const std::int64_t r =
       blockIdx.x * static_cast<std::int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5);
   if (r >= rows) return;
   const int lane = threadIdx.x & 31;
   const int i = static_cast<int>(r % seq);
-  const float dr = delta[r];
   T* drow = ds + r * ld_ds;
   const T* prow = p + r * ld_p;
+  float dot = 0.f;
+  for (int j = lane; j <= i; j += 32) dot += to_f32(prow[j]) * to_f32(drow[j]);
+  const float dr = warp_sum(dot);
   for (int j = lane; j < seq; j += 32) {
     drow[j] = from_f32<T>(j <= i ? to_f32(prow[j]) * (to_f32(drow[j]) - dr) : 0.f);
   }
-}
-
-// One warp per (b, h, s): gathers dO into head layout and computes
-// delta = rowsum(dO * O), the softmax backward's correction term.
-template <typename T>
-__global__ void gather_dout_delta_kernel(T* __restrict__ dout_heads, float* __restrict__ delta,
-                                         const T* __restrict__ dout, std::int64_t ld_dout,
-                                         const T* __restrict__ out, std::int64_t ld_out, int seq,
-                                         int heads, int hd, std::int64_t rows) {
-  const std::int64_t r =
-      blockIdx.x * static_cast<std::int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5);
-  if (r >= rows) return;
-  const int lane = threadIdx.x & 31;
-  const int s = static_cast<int>(r % seq);
-  const int h = static_cast<int>((r / seq) % heads);
-  const std::int64_t b = r / (static_cast<std::int64_t>(seq) * heads);
-  const std::int64_t token = b * seq + s;
-  const T* g = dout + token * ld_dout + static_cast<std::int64_t>(h) * hd;
-  const T* o = out + token * ld_out + static_cast<std::int64_t>(h) * hd;
-  float acc = 0.f;
-  for (int d = lane; d < hd; d += 32) {
-    const T gv = g[d];
-    dout_heads[r * hd + d] = gv;
-    acc += to_f32(gv) * to_f32(o[d]);
-  }
-  acc = warp_sum(acc);
-  if (lane == 0) delta[r] = acc;
 }
 
 unsigned warp_grid(std::int64_t rows) {
@@ -199,8 +178,7 @@ Mat heads(void* p, DType t, const Dims& d) {
 std::int64_t AttentionScratch::bytes_for(const AttentionShape& s, DType dtype) {
   const auto es = static_cast<std::int64_t>(dtype_size(dtype));
   const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
-  return 7 * aligned(rows * s.head_dim * es) + aligned(rows * s.seq * es) +
-         aligned(rows * static_cast<std::int64_t>(sizeof(float)));
+  return 7 * aligned(rows * s.head_dim * es) + aligned(rows * s.seq * es);
 }
 
 AttentionScratch AttentionScratch::assigned(void* base, const AttentionShape& s, DType t) {
@@ -220,7 +198,6 @@ AttentionScratch AttentionScratch::assigned(void* base, const AttentionShape& s,
     *buf = take(sc.head_elems * es);
   }
   sc.dscores = take(sc.score_elems * es);
-  sc.delta = static_cast<float*>(take(rows * static_cast<std::int64_t>(sizeof(float))));
   return sc;
 }
 
@@ -276,17 +253,13 @@ void materialized_attention_backward(GemmRunner& gemm, const AttentionScratch& s
     gather<T>(sc.q, q, d, 1, stream);
     gather<T>(sc.k, k, d, d.group, stream);
     gather<T>(sc.v, v, d, d.group, stream);
-    gather_dout_delta_kernel<T><<<warp_grid(d.score_rows), kWarpsPerBlock * 32, 0, stream>>>(
-        static_cast<T*>(sc.o), sc.delta, dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld,
-        d.seq, d.heads, d.hd, d.score_rows);
-    CUDA_CHECK_LAUNCH();
+    gather<T>(sc.o, dout, d, 1, stream);
     const Mat dO = heads(sc.o, t, d);
     // dV = P^T dO;  dP = dO V^T
     gemm.run(heads(sc.dv, t, d), p, true, dO, false, 1.f, 0.f, {bh, hs, ps, hs});
     gemm.run(ds, dO, false, heads(sc.v, t, d), true, 1.f, 0.f, {bh, ds_stride, hs, hs});
     softmax_backward_kernel<T><<<warp_grid(d.score_rows), kWarpsPerBlock * 32, 0, stream>>>(
-        static_cast<T*>(sc.dscores), d.seq, probs.ptr<const T>(), probs.ld, sc.delta, d.seq,
-        d.score_rows);
+        static_cast<T*>(sc.dscores), d.seq, probs.ptr<const T>(), probs.ld, d.seq, d.score_rows);
     CUDA_CHECK_LAUNCH();
     // dQ = dS K * scale;  dK = dS^T Q * scale
     gemm.run(heads(sc.dq, t, d), ds, false, heads(sc.k, t, d), false, scale, 0.f,
@@ -297,7 +270,7 @@ void materialized_attention_backward(GemmRunner& gemm, const AttentionScratch& s
     scatter<T>(dk, sc.dk, d, d.group, stream);
     scatter<T>(dv, sc.dv, d, d.group, stream);
   });
-  // lse goes unused here: materialised attention reads the saved probs.
+  // lse and out go unused here: materialised attention reads the saved probs.
 }
 
 }  // namespace tinyllama::cuda

@@ -28,7 +28,6 @@ struct AttentionScratch {
   void* dk = nullptr;  // per query head, reduced over the group at the end
   void* dv = nullptr;
   void* dscores = nullptr;  // dP, then dS in place
-  float* delta = nullptr;   // rowsum(dO * O), [B*H*S]
 
   static std::int64_t bytes_for(const AttentionShape& s, DType dtype);
   // The buffers carved out of one allocation of bytes_for() bytes.

@@ -127,7 +127,8 @@ void CudaBackend::free_workspaces() {
   rms_partials_ = nullptr;
   attention_block_ = nullptr;
   rms_partial_capacity_ = 0;
-  attention_ = AttentionScratch{};
+  materialized_scratch_ = AttentionScratch{};
+  flash_scratch_ = FlashScratch{};
   workspace_bytes_ = 0;
   if (gemm_) {
     gemm_->set_workspace(nullptr, 0);
@@ -188,9 +189,11 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
 
   const AttentionShape as = attention_shape(cfg, shape);
   attention_block_ = take(w.attention, "attention scratch");
-  attention_ = plan.ops.attention == AttentionImpl::Materialized
-                   ? AttentionScratch::assigned(attention_block_, as, precision_.compute)
-                   : flash_attention_scratch(attention_block_, as, precision_.compute);
+  if (plan.ops.attention == AttentionImpl::Materialized) {
+    materialized_scratch_ = AttentionScratch::assigned(attention_block_, as, precision_.compute);
+  } else {
+    flash_scratch_ = flash_attention_scratch(attention_block_, as);
+  }
 }
 
 std::int64_t CudaBackend::device_peak_used_bytes() {
@@ -340,7 +343,7 @@ void CudaBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat pr
   require_probs_match(impl, probs, "attention_forward");
   switch (impl) {
     case AttentionImpl::Materialized:
-      materialized_attention_forward(*gemm_, attention_, out, lse, probs, q, k, v, shape, stream_);
+      materialized_attention_forward(*gemm_, materialized_scratch_, out, lse, probs, q, k, v, shape, stream_);
       return;
     case AttentionImpl::Flash:
       flash_attention_forward(out, lse, q, k, v, shape, stream_);
@@ -354,11 +357,11 @@ void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv,
   require_probs_match(impl, probs, "attention_backward");
   switch (impl) {
     case AttentionImpl::Materialized:
-      materialized_attention_backward(*gemm_, attention_, dq, dk, dv, dout, q, k, v, out, lse,
+      materialized_attention_backward(*gemm_, materialized_scratch_, dq, dk, dv, dout, q, k, v, out, lse,
                                       probs, shape, stream_);
       return;
     case AttentionImpl::Flash:
-      flash_attention_backward(attention_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_);
+      flash_attention_backward(flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_);
       return;
   }
 }

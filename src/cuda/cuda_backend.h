@@ -13,6 +13,7 @@
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_graph.h"
 #include "cuda/cuda_side_branch.h"
+#include "cuda/flash/flash_attention.h"
 #include "model/backend.h"
 
 namespace tinyllama::cuda {
@@ -117,7 +118,8 @@ class CudaBackend final : public Backend {
   float* rms_partials_ = nullptr;
   std::int64_t rms_partial_capacity_ = 0;  // floats
   void* attention_block_ = nullptr;
-  AttentionScratch attention_;
+  AttentionScratch materialized_scratch_;  // the plan's attention decides which is set
+  FlashScratch flash_scratch_;
   std::int64_t workspace_bytes_ = 0;
 
   std::int64_t peak_used_ = -1;

@@ -13,6 +13,7 @@
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_workspaces.h"
+#include "cuda/flash/flash_attention.h"
 
 #if __has_include(<cudnn.h>)
 #include <cudnn.h>

@@ -60,19 +60,4 @@ void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy, const Adam
 // *flag = 1 when any element of x is inf or nan; otherwise *flag is untouched.
 void flag_nonfinite(Mat x, std::int32_t* flag, cudaStream_t stream);
 
-// flash/dispatch.cu: causal GQA flash attention (level v2), the
-// Backend contract with an empty probs Mat. No S x S buffer: the backward
-// recomputes P from lse. head_dim 32, 64 or 128; any seq >= 1. The only
-// scratch is D = rowsum(dO * O), fp32 [B*H, S], kept in AttentionScratch::delta.
-struct AttentionScratch;
-// The head_dims the flash kernels are instantiated for (DeviceCaps reads it).
-inline constexpr int kFlashHeadDims[] = {32, 64, 128};
-std::int64_t flash_attention_scratch_bytes(const AttentionShape& s);
-AttentionScratch flash_attention_scratch(void* base, const AttentionShape& s, DType dtype);
-void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
-                             cudaStream_t stream);
-void flash_attention_backward(const AttentionScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout,
-                              Mat q, Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
-                              cudaStream_t stream);
-
 }  // namespace tinyllama::cuda

@@ -4,6 +4,7 @@
 
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/flash/flash_attention.h"
 
 namespace tinyllama::cuda {
 namespace {

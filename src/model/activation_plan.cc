@@ -49,6 +49,9 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   d_gate_up = take(n, 2 * f, act);
   d_ffn_hidden = take(n, f, act);
   if (separate_swiglu) d_silu_gate = take(n, f, act);
+  const bool separate_gemms = plan.ops.qkv_gemm == GemmGrouping::Separate ||
+                              plan.ops.gate_up_gemm == GemmGrouping::Separate;
+  if (separate_gemms && precision.mixed()) d_norm_sum = take(n, d, DType::F32);
 }
 
 Slot ActivationPlan::take(std::int64_t rows, std::int64_t cols, DType dtype) {

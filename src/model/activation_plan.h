@@ -46,6 +46,10 @@ struct ActivationPlan {
   // Backward scratch, shared across layers.
   Slot d_residual_a, d_residual_b, d_norm_out, d_norm_in;
   Slot d_qkv, d_attn, d_gate_up, d_ffn_hidden, d_silu_gate;
+  // fp32 [N, D] under AMP with separate QKV or gate-up GEMMs: their data
+  // gradients add up here, as autograd sums a tensor's gradients in fp32
+  // when each use cast it separately, before one rounding to d_norm_out.
+  Slot d_norm_sum;
   std::int64_t bytes = 0;
 
   Mat view(void* arena, const Slot& s) const;

@@ -123,6 +123,10 @@ class Model {
   std::int64_t qkv_backward(int l, Mat dn1);
   void ffn_up_forward(int l);
   std::int64_t ffn_up_backward(int l, Mat dn2);
+  // d_in = sum over parts of d_out[:, part] · w[part, :], one GEMM per part
+  // (unfused levels); summed in fp32 under AMP (ActivationPlan::d_norm_sum).
+  void separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts,
+                      const int* widths);
 
   ModelConfig cfg_;
   StepPlan plan_;

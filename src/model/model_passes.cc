@@ -295,11 +295,18 @@ std::int64_t Model::qkv_backward(int l, Mat d_n1) {
                                 d_qkv.col_block(starts[i], widths[i]), true, n1, false, 1.0f, 0.0f);
   }
   ops.next("qkv_gemm_dgrad");
-  for (int i = 0; i < 3; ++i) {
-    backend_.gemm(d_n1, d_qkv.col_block(starts[i], widths[i]), false,
+  separate_dgrad(d_n1, d_qkv, w, 3, starts, widths);
+  return ticket;
+}
+
+void Model::separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts,
+                           const int* widths) {
+  const Mat sum = acts_.d_norm_sum.used() ? acts_.view(arena_, acts_.d_norm_sum) : d_in;
+  for (int i = 0; i < parts; ++i) {
+    backend_.gemm(sum, d_out.col_block(starts[i], widths[i]), false,
                   w.row_block(starts[i], widths[i]), false, 1.0f, i == 0 ? 0.0f : 1.0f);
   }
-  return ticket;
+  if (sum.data != d_in.data) backend_.convert(d_in, sum);
 }
 
 std::int64_t Model::ffn_up_backward(int l, Mat d_n2) {
@@ -326,10 +333,9 @@ std::int64_t Model::ffn_up_backward(int l, Mat d_n2) {
                                 1.0f, 0.0f);
   }
   ops.next("gate_up_gemm_dgrad");
-  for (int i = 0; i < 2; ++i) {
-    backend_.gemm(d_n2, d_gu.col_block(i * f, f), false, w.row_block(i * f, f), false, 1.0f,
-                  i == 0 ? 0.0f : 1.0f);
-  }
+  const int starts[2] = {0, f};
+  const int widths[2] = {f, f};
+  separate_dgrad(d_n2, d_gu, w, 2, starts, widths);
   return ticket;
 }
 

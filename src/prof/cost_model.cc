@@ -11,6 +11,7 @@ namespace {
 using i64 = std::int64_t;
 
 constexpr i64 kTokenBytes = 4;  // int32 token ids and targets
+constexpr i64 kF32Bytes = 4;
 
 // Nominal FLOPs per element of the non-matmul ops: enough to place them on
 // the roofline (they are all far left of the ridge), never counted as model
@@ -42,12 +43,13 @@ struct Sizes {
 };
 
 // y[T, out] = x[T, in] · W[out, in]ᵀ and its two gradients. dgrad may
-// accumulate into its output (beta = 1), which reads the output too.
+// accumulate into its output (beta = 1), which reads the output too; its
+// output elements are `dx` bytes wide.
 Cost gemm_forward(const Sizes& s, i64 t, i64 in, i64 out) {
   return {2 * t * in * out, (t * in + out * in + t * out) * s.c, 1};
 }
-Cost gemm_dgrad(const Sizes& s, i64 t, i64 in, i64 out, bool accumulate) {
-  return {2 * t * in * out, (t * out + out * in + t * in) * s.c + (accumulate ? t * in * s.c : 0),
+Cost gemm_dgrad(const Sizes& s, i64 t, i64 in, i64 out, bool accumulate, i64 dx) {
+  return {2 * t * in * out, (t * out + out * in) * s.c + t * in * dx + (accumulate ? t * in * dx : 0),
           1};
 }
 Cost gemm_wgrad(const Sizes& s, i64 t, i64 in, i64 out) {
@@ -61,13 +63,17 @@ Cost linear_forward(const Sizes& s, i64 t, i64 in, std::initializer_list<i64> pa
   for (i64 out : parts) c += gemm_forward(s, t, in, out);
   return c;
 }
+// Several parts under AMP sum in an fp32 buffer, then one conversion
+// writes the compute dtype (Model::separate_dgrad).
 Cost linear_dgrad(const Sizes& s, i64 t, i64 in, std::initializer_list<i64> parts) {
+  const bool fp32_sum = parts.size() > 1 && s.c < kF32Bytes;
   Cost c;
   bool first = true;
   for (i64 out : parts) {
-    c += gemm_dgrad(s, t, in, out, !first);
+    c += gemm_dgrad(s, t, in, out, !first, fp32_sum ? kF32Bytes : s.c);
     first = false;
   }
+  if (fp32_sum) c += {0, t * in * (kF32Bytes + s.c), 0};
   return c;
 }
 Cost linear_wgrad(const Sizes& s, i64 t, i64 in, std::initializer_list<i64> parts) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <type_traits>
 
-#include "cuda/cuda_attention.h"
+#include "cuda/flash/flash_attention.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/flash/launch.cuh"
@@ -81,15 +81,8 @@ std::int64_t flash_attention_scratch_bytes(const AttentionShape& s) {
          static_cast<std::int64_t>(sizeof(float));
 }
 
-AttentionScratch flash_attention_scratch(void* base, const AttentionShape& s, DType dtype) {
-  AttentionScratch scratch;
-  scratch.dtype = dtype;
-  // No head or score buffers; head_elems keeps v1's meaning for delta's
-  // capacity (head_elems / head_dim rows), which the backward checks.
-  scratch.head_elems = static_cast<std::int64_t>(s.batch) * s.heads * s.seq * s.head_dim;
-  scratch.score_elems = 0;
-  scratch.delta = static_cast<float*>(base);
-  return scratch;
+FlashScratch flash_attention_scratch(void* base, const AttentionShape& s) {
+  return {static_cast<float*>(base), static_cast<std::int64_t>(s.batch) * s.heads * s.seq};
 }
 
 void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
@@ -125,7 +118,7 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
   });
 }
 
-void flash_attention_backward(const AttentionScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout,
+void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout,
                               Mat q, Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
                               cudaStream_t stream) {
   const char* name = "attention_backward (flash)";
@@ -138,7 +131,7 @@ void flash_attention_backward(const AttentionScratch& scratch, Mat dq, Mat dk, M
     require(m->dtype == q.dtype, name, "gradients must share q's dtype");
   }
   const std::int64_t rows = static_cast<std::int64_t>(d.batch) * d.heads * d.seq;
-  require(scratch.delta != nullptr && scratch.head_elems >= rows * d.hd, name,
+  require(scratch.delta != nullptr && scratch.rows >= rows, name,
           "attention scratch was not prepared for this shape (call prepare())");
 
   flash::BwdArgs args{};

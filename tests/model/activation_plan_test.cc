@@ -1,0 +1,82 @@
+// ActivationPlan: the buffers a plan needs, and only those, in one arena.
+#include "model/activation_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "model/test_plans.h"
+
+namespace tinyllama {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig cfg;
+  cfg.vocab_size = 37;
+  cfg.hidden_dim = 24;
+  cfg.num_layers = 2;
+  cfg.num_heads = 3;
+  cfg.num_kv_heads = 1;
+  cfg.ffn_dim = 40;
+  return cfg;
+}
+
+ActivationPlan plan_for(const OpChoices& ops, Precision precision) {
+  const ModelConfig cfg = small_config();
+  const BatchShape shape{2, 5};
+  return ActivationPlan(cfg, shape, graph_plan(ops, precision, cfg, shape));
+}
+
+TEST(ActivationPlan, ScoresAndSiluBuffersOnlyWhereThePlanNeedsThem) {
+  const ActivationPlan v1 = plan_for(level_preset("v1"), Precision::fp32());
+  const ActivationPlan v2 = plan_for(level_preset("v2"), Precision::fp32());
+  EXPECT_TRUE(v1.layers[0].probs.used());
+  EXPECT_TRUE(v1.layers[0].silu_gate.used());
+  EXPECT_TRUE(v1.d_silu_gate.used());
+  EXPECT_FALSE(v2.layers[0].probs.used());
+  EXPECT_FALSE(v2.layers[0].silu_gate.used());
+  EXPECT_FALSE(v2.d_silu_gate.used());
+  EXPECT_EQ(v1.layers[0].probs.rows, 2 * 3 * 5);  // [B*H*S, S]
+  EXPECT_EQ(v1.layers[0].probs.cols, 5);
+  EXPECT_LT(v2.bytes, v1.bytes);
+}
+
+// Separate QKV or gate-up GEMMs sum their data gradients in fp32 under AMP
+// (as autograd does), so the sum is rounded once, not once per GEMM.
+TEST(ActivationPlan, SeparateDataGradientsSumInFp32UnderAmpOnly) {
+  const Precision bf16 = Precision::amp(DType::BF16);
+  const ActivationPlan v1 = plan_for(level_preset("v1"), bf16);
+  ASSERT_TRUE(v1.d_norm_sum.used());
+  EXPECT_EQ(v1.d_norm_sum.dtype, DType::F32);
+  EXPECT_EQ(v1.d_norm_sum.rows, 10);
+  EXPECT_EQ(v1.d_norm_sum.cols, 24);
+  EXPECT_FALSE(plan_for(level_preset("v1"), Precision::fp32()).d_norm_sum.used());
+  EXPECT_FALSE(plan_for(level_preset("v2"), bf16).d_norm_sum.used());
+
+  OpChoices only_gate_up = level_preset("v2");
+  only_gate_up.gate_up_gemm = GemmGrouping::Separate;
+  EXPECT_TRUE(plan_for(only_gate_up, bf16).d_norm_sum.used());
+}
+
+TEST(ActivationPlan, SlotsAreDisjointAndInsideTheArena) {
+  const ActivationPlan plan = plan_for(level_preset("v1"), Precision::amp(DType::BF16));
+  std::vector<Slot> slots{plan.residual_out, plan.final_norm, plan.logits,   plan.d_norm_out,
+                          plan.d_norm_in,    plan.d_qkv,      plan.d_norm_sum};
+  for (const LayerActivations& a : plan.layers) {
+    for (const Slot& s : {a.residual_in, a.qkv, a.probs, a.gate_up, a.ffn_hidden}) {
+      slots.push_back(s);
+    }
+  }
+  auto end = [](const Slot& s) {
+    return s.offset + s.rows * s.cols * static_cast<std::int64_t>(dtype_size(s.dtype));
+  };
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    ASSERT_TRUE(slots[i].used());
+    EXPECT_LE(end(slots[i]), plan.bytes);
+    for (std::size_t j = i + 1; j < slots.size(); ++j) {
+      const bool apart = end(slots[i]) <= slots[j].offset || end(slots[j]) <= slots[i].offset;
+      EXPECT_TRUE(apart) << "slots " << i << " and " << j << " overlap";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tinyllama
