@@ -17,9 +17,9 @@ namespace tinyllama::bench {
 // Which implementation a variant runs, in the bench's own terms. The
 // defaults are the fastest level's (v2) choices.
 struct ImplChoice {
-  bool fused_qkv = true;        // one Q/K/V GEMM, not three on row slices
-  bool fused_ffn = true;        // one gate/up GEMM and the fused silu·mul
-  bool flash_attention = true;  // not materialised S x S scores
+  bool fused_qkv = true;  // one Q/K/V GEMM, not three on row slices
+  bool fused_ffn = true;  // one gate/up GEMM and the fused silu·mul
+  AttentionImpl attention = AttentionImpl::Flash;
   bool fused_optimizer = true;  // one AdamW sweep, not one call per tensor
   bool operator==(const ImplChoice&) const = default;
 };

@@ -16,8 +16,9 @@ enum class Linear { Qkv, OutProj, GateUp, Down, LmHead };
 enum class GemmPass { Forward, InputGrad, WeightGrad };
 std::unique_ptr<OpCase> make_gemm(BenchContext& ctx, Linear linear, GemmPass pass, bool split);
 
-// ops_attention.cc: causal GQA attention, materialised (probs kept) or flash.
-std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, bool flash);
+// ops_attention.cc: causal GQA attention, materialised (probs kept), flash
+// or cuDNN's SDPA.
+std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl);
 
 // ops_norm_rope.cc
 std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass);

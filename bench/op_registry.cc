@@ -10,26 +10,16 @@ namespace tinyllama::bench {
 namespace {
 
 using Factory = std::function<std::unique_ptr<OpCase>(BenchContext&)>;
-using Unsupported = std::function<std::string(const ModelConfig&)>;
-
-// The CUDA flash kernels are compiled for these head sizes only.
-std::string flash_unsupported(const ModelConfig& cfg) {
-  const int hd = cfg.head_dim();
-  if (hd == 32 || hd == 64 || hd == 128) return "";
-  return "flash attention on CUDA needs head_dim 32, 64 or 128 (here " + std::to_string(hd) + ")";
-}
 
 class Builder {
  public:
-  void add(std::string op, std::string variant, std::string path, ImplChoice impl, Factory make,
-           Unsupported unsupported = {}) {
+  void add(std::string op, std::string variant, std::string path, ImplChoice impl, Factory make) {
     OpVariant v;
     v.op = std::move(op);
     v.variant = std::move(variant);
     v.cost_path = std::move(path);
     v.impl = impl;
     v.make = std::move(make);
-    v.unsupported = std::move(unsupported);
     entries_.push_back(std::move(v));
   }
 
@@ -86,6 +76,15 @@ class Builder {
     }
   }
 
+  // One pass of attention in one implementation. A variant the device
+  // cannot run at a shape is skipped with resolve_plan's reason.
+  void attention(Pass pass, const char* variant, ImplChoice impl) {
+    const bool fwd = pass == Pass::Forward;
+    add(fwd ? "attention.fwd" : "attention.bwd", variant,
+        fwd ? "forward/layer0/attention" : "backward/layer0/attention", impl,
+        [=](BenchContext& c) { return make_attention(c, pass, impl.attention); });
+  }
+
   std::vector<OpVariant> take() { return std::move(entries_); }
 
  private:
@@ -95,7 +94,9 @@ class Builder {
 std::vector<OpVariant> build_registry() {
   const ImplChoice v2;
   ImplChoice materialised;
-  materialised.flash_attention = false;
+  materialised.attention = AttentionImpl::Materialized;
+  ImplChoice cudnn;
+  cudnn.attention = AttentionImpl::Cudnn;
   ImplChoice unfused_ffn;
   unfused_ffn.fused_ffn = false;
   ImplChoice per_tensor;
@@ -112,11 +113,9 @@ std::vector<OpVariant> build_registry() {
   b.gemm(Linear::Qkv, GemmPass::Forward);
   b.add("rope.fwd", "", "forward/layer0/rope", v2,
         [=](BenchContext& c) { return make_rope(c, fwd); });
-  b.add("attention.fwd", "materialized", "forward/layer0/attention", materialised,
-        [=](BenchContext& c) { return make_attention(c, fwd, false); });
-  b.add(
-      "attention.fwd", "flash", "forward/layer0/attention", v2,
-      [=](BenchContext& c) { return make_attention(c, fwd, true); }, flash_unsupported);
+  b.attention(fwd, "materialized", materialised);
+  b.attention(fwd, "flash", v2);
+  b.attention(fwd, "cudnn", cudnn);
   b.gemm(Linear::OutProj, GemmPass::Forward);
   b.add("residual_add", "", "forward/layer0/attn_residual", v2,
         [](BenchContext& c) { return make_residual_add(c); });
@@ -147,11 +146,9 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
   b.gemm(Linear::OutProj, GemmPass::InputGrad);
   b.gemm(Linear::OutProj, GemmPass::WeightGrad);
-  b.add("attention.bwd", "materialized", "backward/layer0/attention", materialised,
-        [=](BenchContext& c) { return make_attention(c, bwd, false); });
-  b.add(
-      "attention.bwd", "flash", "backward/layer0/attention", v2,
-      [=](BenchContext& c) { return make_attention(c, bwd, true); }, flash_unsupported);
+  b.attention(bwd, "materialized", materialised);
+  b.attention(bwd, "flash", v2);
+  b.attention(bwd, "cudnn", cudnn);
   b.add("rope.bwd", "", "backward/layer0/rope", v2,
         [=](BenchContext& c) { return make_rope(c, bwd); });
   b.gemm(Linear::Qkv, GemmPass::InputGrad);

@@ -21,8 +21,6 @@ struct OpVariant {
   std::string cost_path;  // the cost model's op it runs, "forward/layer0/attention"
   ImplChoice impl;        // told to Backend::prepare and to the cost model
   std::function<std::unique_ptr<OpCase>(BenchContext&)> make;
-  // Why the variant cannot run at this model shape; "" when it can.
-  std::function<std::string(const ModelConfig&)> unsupported;
 
   std::string family() const;  // "attention"
   std::string label() const;   // "attention.fwd flash"

@@ -1,7 +1,7 @@
 // Causal GQA attention, forward and backward, materialised (the S x S
-// probabilities kept for the backward, v1) or flash (v2: only the
-// log-sum-exp kept, P recomputed). q, k and v are column blocks of one qkv
-// buffer and dq, dk, dv of one d_qkv buffer, as the model lays them out.
+// probabilities kept for the backward, v1), flash (v2: only the
+// log-sum-exp kept, P recomputed) or cuDNN's SDPA (the same contract). q, k and v are column blocks
+// of one qkv buffer and dq, dk, dv of one d_qkv buffer, as the model lays them out.
 #include <string>
 #include <vector>
 
@@ -31,8 +31,9 @@ std::string list_heads(const std::vector<std::int64_t>& heads) {
 
 class AttentionCase final : public OpCase {
  public:
-  AttentionCase(BenchContext& ctx, Pass pass, bool flash)
-      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), shape_(ctx.attention()), pass_(pass) {
+  AttentionCase(BenchContext& ctx, Pass pass, AttentionImpl impl)
+      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), shape_(ctx.attention()), pass_(pass), impl_(impl) {
+    const bool materialised = impl == AttentionImpl::Materialized;
     const std::int64_t t = ctx.tokens();
     const std::int64_t qd = ctx.cfg.q_dim();
     const std::int64_t kvd = ctx.cfg.kv_dim();
@@ -46,8 +47,7 @@ class AttentionCase final : public OpCase {
     v_ = qkv_.col_block(qd + kvd, kvd);
     out_ = buffers_.poisoned(t, qd, act);
     lse_ = buffers_.poisoned(bh, shape_.seq, ctx.stats());
-    if (!flash) probs_ = buffers_.poisoned(bh * shape_.seq, shape_.seq, act);
-    impl_ = flash ? AttentionImpl::Flash : AttentionImpl::Materialized;
+    if (materialised) probs_ = buffers_.poisoned(bh * shape_.seq, shape_.seq, act);
     if (pass == Pass::Backward) {
       dout_ = buffers_.random(t, qd, act, -1, 1);
       const Mat dqkv = buffers_.poisoned(t, qd + 2 * kvd, act);
@@ -107,8 +107,8 @@ class AttentionCase final : public OpCase {
       HostMat out(rows, static_cast<std::int64_t>(q_cols.size()));
       HostMat lse(static_cast<std::int64_t>(heads.size()), seq);
       HostMat probs(materialised ? static_cast<std::int64_t>(prob_rows.size()) : 0, seq);
-      cpu.attention_forward(impl_, out.mat(), lse.mat(), materialised ? probs.mat() : Mat(),
-                            q.mat(), k.mat(), v.mat(), sub);
+      cpu.attention_forward(reference_impl(), out.mat(), lse.mat(),
+                            materialised ? probs.mat() : Mat(), q.mat(), k.mat(), v.mat(), sub);
       cmp.add("out", gather(gpu, out_, positions, q_cols), out);
       cmp.add("lse", gather(gpu, lse_, lse_rows, all_of(seq)), lse);
       if (materialised) cmp.add("probs", gather(gpu, probs_, prob_rows, all_of(seq)), probs);
@@ -122,9 +122,9 @@ class AttentionCase final : public OpCase {
       HostMat dq(rows, static_cast<std::int64_t>(q_cols.size()));
       HostMat dk(rows, static_cast<std::int64_t>(kv_cols.size()));
       HostMat dv(rows, static_cast<std::int64_t>(kv_cols.size()));
-      cpu.attention_backward(impl_, dq.mat(), dk.mat(), dv.mat(), dout.mat(), q.mat(), k.mat(),
-                             v.mat(), out.mat(), lse.mat(), materialised ? probs.mat() : Mat(),
-                             sub);
+      cpu.attention_backward(reference_impl(), dq.mat(), dk.mat(), dv.mat(), dout.mat(), q.mat(),
+                             k.mat(), v.mat(), out.mat(), lse.mat(),
+                             materialised ? probs.mat() : Mat(), sub);
       cmp.add("dq", gather(gpu, dq_, positions, q_cols), dq);
       cmp.add("dk", gather(gpu, dk_, positions, kv_cols), dk);
       cmp.add("dv", gather(gpu, dv_, positions, kv_cols), dv);
@@ -135,19 +135,25 @@ class AttentionCase final : public OpCase {
   }
 
  private:
+  // The CPU reference runs in the same mode: P stored, or from lse.
+  AttentionImpl reference_impl() const {
+    return impl_ == AttentionImpl::Materialized ? AttentionImpl::Materialized
+                                                : AttentionImpl::Flash;
+  }
+
   BenchContext& ctx_;
   DeviceBuffers buffers_;
   AttentionShape shape_;
   Pass pass_;
+  AttentionImpl impl_;
   Mat qkv_, q_, k_, v_, out_, lse_, probs_;
-  AttentionImpl impl_ = AttentionImpl::Flash;
   Mat dout_, dq_, dk_, dv_;
 };
 
 }  // namespace
 
-std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, bool flash) {
-  return std::make_unique<AttentionCase>(ctx, pass, flash);
+std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl) {
+  return std::make_unique<AttentionCase>(ctx, pass, impl);
 }
 
 }  // namespace tinyllama::bench

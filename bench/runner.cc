@@ -22,11 +22,20 @@ OpResult run_one(const OpVariant& entry, Backend& gpu, const BenchShape& shape, 
   r.op = entry.op;
   r.variant = entry.variant;
   r.cost_path = entry.cost_path;
-  if (entry.unsupported) {
-    r.skipped = entry.unsupported(shape.cfg);
-    if (!r.skipped.empty()) return r;
-  }
   try {
+    // An attention the device cannot run here falls back in the plan: the
+    // variant is skipped with the plan's reason rather than timed as another.
+    const StepPlan plan = plan_for(shape.cfg, shape.batch, entry.impl, precision, gpu.caps());
+    if (plan.ops.attention != entry.impl.attention) {
+      r.skipped = "the plan chose another attention";
+      for (const Fallback& f : plan.fallbacks) {
+        if (f.op == "attention") {
+          r.skipped = f.reason;
+          break;
+        }
+      }
+      return r;
+    }
     const prof::OpCost cost =
         cost_of(shape.cfg, shape.batch, entry.impl, precision, entry.cost_path);
     r.flops = cost.flops;
@@ -35,8 +44,7 @@ OpResult run_one(const OpVariant& entry, Backend& gpu, const BenchShape& shape, 
     // for the variant's choices; it reallocates, so only when they change.
     if (!prepared.valid || !(prepared.impl == entry.impl)) {
       prepared.valid = false;
-      gpu.prepare(shape.cfg, shape.batch,
-                  plan_for(shape.cfg, shape.batch, entry.impl, precision, gpu.caps()));
+      gpu.prepare(shape.cfg, shape.batch, plan);
       prepared = {true, entry.impl};
     }
     BenchContext ctx{gpu, shape.cfg, shape.batch, precision};

@@ -68,6 +68,12 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   toggle(cmd, "fused-optimizer", a.toggles.fused_optimizer,
          "the fused AdamW sweeps (they also write the AMP weight copy; with CUDA graphs, "
          "except fp16, one per layer beside the backward pass)");
+  value(cmd, "--attention", a.toggles.attention, "{materialized,flash,cudnn,auto}",
+        "attention implementation, overriding the preset: materialized (S x S scores, v1), "
+        "flash (our kernels, v2), cudnn (cuDNN's fused SDPA; bf16/fp16 on CUDA), auto (times "
+        "flash and cudnn at start-up, keeps the faster)")
+      ->default_str("the preset's")
+      ->group("Level toggles");
   cmd->add_flag("--enable-all-fusion", a.toggles.all_fusion.enable,
                 "turn all five toggles on (applied after the preset, before single toggles)");
   cmd->add_flag("--disable-all-fusion", a.toggles.all_fusion.disable,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "cuda/attention_choice.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_entry.h"
 #include "cuda/cuda_ops.h"
@@ -129,6 +130,7 @@ void CudaBackend::free_workspaces() {
   rms_partial_capacity_ = 0;
   materialized_scratch_ = AttentionScratch{};
   flash_scratch_ = FlashScratch{};
+  cudnn_ = nullptr;
   workspace_bytes_ = 0;
   if (gemm_) {
     gemm_->set_workspace(nullptr, 0);
@@ -189,10 +191,18 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
 
   const AttentionShape as = attention_shape(cfg, shape);
   attention_block_ = take(w.attention, "attention scratch");
-  if (plan.ops.attention == AttentionImpl::Materialized) {
-    materialized_scratch_ = AttentionScratch::assigned(attention_block_, as, precision_.compute);
-  } else {
-    flash_scratch_ = flash_attention_scratch(attention_block_, as);
+  switch (plan.ops.attention) {
+    case AttentionImpl::Materialized:
+      materialized_scratch_ = AttentionScratch::assigned(attention_block_, as, precision_.compute);
+      break;
+    case AttentionImpl::Flash:
+      flash_scratch_ = flash_attention_scratch(attention_block_, as);
+      break;
+    case AttentionImpl::Cudnn:
+      cudnn_ = &cudnn_sdpa_for(model_sdpa_layout(cfg, shape, precision_.compute));
+      break;
+    case AttentionImpl::Auto:
+      throw RuntimeFailure("CudaBackend::prepare: attention auto was not resolved");
   }
 }
 
@@ -338,17 +348,32 @@ void CudaBackend::rope_backward(Mat dx, int seq, int head_dim, double theta) {
   cuda::rope(dx, seq, head_dim, theta, true, stream_);
 }
 
+const CudnnSdpa& CudaBackend::prepared_cudnn(const char* op) const {
+  if (cudnn_ == nullptr) {
+    throw RuntimeFailure(std::string(op) +
+                         ": cuDNN attention was not prepared (a plan with attention cudnn)");
+  }
+  return *cudnn_;
+}
+
 void CudaBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
                                     Mat v, const AttentionShape& shape) {
   require_probs_match(impl, probs, "attention_forward");
   switch (impl) {
     case AttentionImpl::Materialized:
-      materialized_attention_forward(*gemm_, materialized_scratch_, out, lse, probs, q, k, v, shape, stream_);
+      materialized_attention_forward(*gemm_, materialized_scratch_, out, lse, probs, q, k, v, shape,
+                                     stream_);
       return;
     case AttentionImpl::Flash:
       flash_attention_forward(out, lse, q, k, v, shape, stream_);
       return;
+    case AttentionImpl::Cudnn:
+      prepared_cudnn("attention_forward").forward(out, lse, q, k, v, attention_block_, stream_);
+      return;
+    case AttentionImpl::Auto:
+      break;
   }
+  throw RuntimeFailure("attention_forward: attention auto was not resolved");
 }
 
 void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
@@ -357,13 +382,20 @@ void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv,
   require_probs_match(impl, probs, "attention_backward");
   switch (impl) {
     case AttentionImpl::Materialized:
-      materialized_attention_backward(*gemm_, materialized_scratch_, dq, dk, dv, dout, q, k, v, out, lse,
-                                      probs, shape, stream_);
+      materialized_attention_backward(*gemm_, materialized_scratch_, dq, dk, dv, dout, q, k, v, out,
+                                      lse, probs, shape, stream_);
       return;
     case AttentionImpl::Flash:
       flash_attention_backward(flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_);
       return;
+    case AttentionImpl::Cudnn:
+      prepared_cudnn("attention_backward")
+          .backward(dq, dk, dv, dout, q, k, v, out, lse, attention_block_, stream_);
+      return;
+    case AttentionImpl::Auto:
+      break;
   }
+  throw RuntimeFailure("attention_backward: attention auto was not resolved");
 }
 
 void CudaBackend::silu_forward(Mat out, Mat x) {

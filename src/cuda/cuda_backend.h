@@ -13,6 +13,7 @@
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_graph.h"
 #include "cuda/cuda_side_branch.h"
+#include "cuda/cudnn/cudnn_sdpa.h"
 #include "cuda/flash/flash_attention.h"
 #include "model/backend.h"
 
@@ -118,8 +119,10 @@ class CudaBackend final : public Backend {
   float* rms_partials_ = nullptr;
   std::int64_t rms_partial_capacity_ = 0;  // floats
   void* attention_block_ = nullptr;
+  const CudnnSdpa& prepared_cudnn(const char* op) const;
   AttentionScratch materialized_scratch_;  // the plan's attention decides which is set
   FlashScratch flash_scratch_;
+  const CudnnSdpa* cudnn_ = nullptr;  // cudnn_sdpa_for()'s, workspace in attention_block_
   std::int64_t workspace_bytes_ = 0;
 
   std::int64_t peak_used_ = -1;

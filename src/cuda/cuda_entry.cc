@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "cuda/attention_choice.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_entry.h"
 #include "cuda/cuda_gemm.h"
@@ -40,6 +41,8 @@ DeviceCaps cuda_device_caps() {
   caps.graphs = true;
   caps.parallel_branches = true;
   caps.flash_head_dims.assign(std::begin(cuda::kFlashHeadDims), std::end(cuda::kFlashHeadDims));
+  caps.cudnn_attention = cuda::cudnn_attention_support;
+  caps.time_attention = cuda::time_attention;
   caps.workspaces = [](const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
     return cuda::workspace_sizes(cfg, shape, plan, cuda::gemm_autotune_enabled()).list();
   };

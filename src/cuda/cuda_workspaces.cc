@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/errors.h"
+#include "cuda/attention_choice.h"
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/flash/flash_attention.h"
@@ -36,9 +38,20 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
   w.rms_partials = static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim *
                    static_cast<std::int64_t>(sizeof(float));
   const AttentionShape as = attention_shape(cfg, shape);
-  w.attention = plan.ops.attention == AttentionImpl::Materialized
-                    ? AttentionScratch::bytes_for(as, plan.precision.compute)
-                    : flash_attention_scratch_bytes(as);
+  switch (plan.ops.attention) {
+    case AttentionImpl::Materialized:
+      w.attention = AttentionScratch::bytes_for(as, plan.precision.compute);
+      break;
+    case AttentionImpl::Flash:
+      w.attention = flash_attention_scratch_bytes(as);
+      break;
+    case AttentionImpl::Cudnn:
+      w.attention =
+          cudnn_sdpa_for(model_sdpa_layout(cfg, shape, plan.precision.compute)).workspace_bytes();
+      break;
+    case AttentionImpl::Auto:
+      throw RuntimeFailure("workspace_sizes: attention auto was not resolved");
+  }
   return w;
 }
 

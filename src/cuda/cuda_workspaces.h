@@ -14,7 +14,8 @@ struct CudaWorkspaceSizes {
   std::int64_t side_gemm = 0;     // of the weight-gradient branch (parallel branches only)
   std::int64_t gemm_tune = 0;     // GEMM autotuning of beta != 0 problems (autotune on)
   std::int64_t rms_partials = 0;  // RMSNorm backward's per-block weight-gradient sums
-  std::int64_t attention = 0;     // materialised: repeated K/V and dS; flash: D = rowsum(dO*O)
+  // materialised: repeated K/V and dS; flash: D = rowsum(dO*O); cudnn: its workspace
+  std::int64_t attention = 0;
 
   std::vector<Workspace> list() const;
 };

@@ -1,6 +1,7 @@
 #include "model/step_plan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "core/errors.h"
@@ -10,7 +11,9 @@ namespace {
 
 // Every implementation of each op, for naming and for single_changes().
 constexpr GemmGrouping kGroupings[] = {GemmGrouping::Separate, GemmGrouping::Fused};
-constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionImpl::Flash};
+// Auto is a way to choose among these, not an implementation to test.
+constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionImpl::Flash,
+                                         AttentionImpl::Cudnn};
 constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused};
 constexpr OptimizerImpl kOptimizers[] = {OptimizerImpl::PerTensor, OptimizerImpl::Fused,
                                          OptimizerImpl::FusedPerLayer};
@@ -29,13 +32,109 @@ void fall_back(StepPlan& plan, const char* op, Impl& choice, Impl fallback, std:
   choice = fallback;
 }
 
+// "" when our flash kernels run this head_dim on the device, else why not.
+std::string flash_unsupported(const DeviceCaps& caps, const ModelConfig& cfg) {
+  const std::vector<int>& dims = caps.flash_head_dims;
+  if (dims.empty() || std::find(dims.begin(), dims.end(), cfg.head_dim()) != dims.end()) return "";
+  return "the " + std::string(device_name(caps.kind)) + " flash kernels are built for head_dim " +
+         join_ints(dims) + " (this model: " + std::to_string(cfg.head_dim()) + ")";
+}
+
+std::string cudnn_unsupported(const DeviceCaps& caps, const ModelConfig& cfg, BatchShape shape,
+                              Precision precision) {
+  if (!caps.cudnn_attention) {
+    return "the " + std::string(device_name(caps.kind)) + " backend has no cuDNN";
+  }
+  return caps.cudnn_attention(cfg, shape, precision);
+}
+
+// attention=auto: the candidates that can run, timed when there are two;
+// the faster one is kept. Neither: materialised, the one that runs anything.
+void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
+                      BatchShape shape) {
+  AttentionAuto& a = plan.attention_auto;
+  a.requested = true;
+  const std::string no_flash = flash_unsupported(caps, cfg);
+  const std::string no_cudnn = cudnn_unsupported(caps, cfg, shape, plan.precision);
+  if (!no_flash.empty()) a.notes.push_back("flash: " + no_flash);
+  if (!no_cudnn.empty()) a.notes.push_back("cudnn: " + no_cudnn);
+  AttentionImpl& choice = plan.ops.attention;
+  if (!no_flash.empty() && !no_cudnn.empty()) {
+    choice = AttentionImpl::Materialized;
+  } else if (!no_cudnn.empty()) {
+    choice = AttentionImpl::Flash;
+  } else if (!no_flash.empty()) {
+    choice = AttentionImpl::Cudnn;
+  } else if (!caps.time_attention) {
+    // Both run but nothing can time them (a device without timers): our
+    // own kernels, the level's default.
+    a.notes.push_back("no timer on this device: flash kept untimed");
+    choice = AttentionImpl::Flash;
+  } else {
+    a.flash = caps.time_attention(AttentionImpl::Flash, cfg, shape, plan.precision);
+    a.cudnn = caps.time_attention(AttentionImpl::Cudnn, cfg, shape, plan.precision);
+    a.flash_timed = a.cudnn_timed = true;
+    choice = a.cudnn.total_ms() < a.flash.total_ms() ? AttentionImpl::Cudnn : AttentionImpl::Flash;
+  }
+}
+
+void resolve_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
+                       BatchShape shape) {
+  AttentionImpl& choice = plan.ops.attention;
+  if (choice == AttentionImpl::Auto) {
+    choose_attention(plan, caps, cfg, shape);
+    return;
+  }
+  if (choice == AttentionImpl::Cudnn) {
+    const std::string why = cudnn_unsupported(caps, cfg, shape, plan.precision);
+    // fp32, or no cuDNN: our kernels run every precision.
+    if (!why.empty()) fall_back(plan, "attention", choice, AttentionImpl::Flash, why);
+  }
+  if (choice == AttentionImpl::Flash) {
+    const std::string why = flash_unsupported(caps, cfg);
+    if (!why.empty()) fall_back(plan, "attention", choice, AttentionImpl::Materialized, why);
+  }
+}
+
+std::string ms(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", v);
+  return buf;
+}
+
 }  // namespace
+
+std::string AttentionAuto::describe(AttentionImpl chosen) const {
+  if (!requested) return "";
+  std::string out = std::string("auto chose ") + impl_name(chosen);
+  if (flash_timed && cudnn_timed) {
+    const bool cudnn_first = cudnn.total_ms() < flash.total_ms();
+    const auto part = [](const char* name, const AttentionTiming& t) {
+      return std::string(name) + " " + ms(t.total_ms()) + " (fwd " + ms(t.forward_ms) + ", bwd " +
+             ms(t.backward_ms) + ")";
+    };
+    out += " per layer: " + (cudnn_first ? part("cudnn", cudnn) + ", " + part("flash", flash)
+                                         : part("flash", flash) + ", " + part("cudnn", cudnn));
+  }
+  for (const std::string& n : notes) out += "; " + n;
+  return out;
+}
 
 const char* impl_name(GemmGrouping v) {
   return v == GemmGrouping::Fused ? "fused" : "separate";
 }
 const char* impl_name(AttentionImpl v) {
-  return v == AttentionImpl::Flash ? "flash" : "materialized";
+  switch (v) {
+    case AttentionImpl::Materialized:
+      return "materialized";
+    case AttentionImpl::Flash:
+      return "flash";
+    case AttentionImpl::Cudnn:
+      return "cudnn";
+    case AttentionImpl::Auto:
+      return "auto";
+  }
+  return "?";
 }
 const char* impl_name(SwigluImpl v) {
   return v == SwigluImpl::Fused ? "fused" : "separate";
@@ -167,13 +266,7 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   OpChoices& ops = plan.ops;
   const std::string device = device_name(caps.kind);
 
-  const std::vector<int>& dims = caps.flash_head_dims;
-  if (ops.attention == AttentionImpl::Flash && !dims.empty() &&
-      std::find(dims.begin(), dims.end(), cfg.head_dim()) == dims.end()) {
-    fall_back(plan, "attention", ops.attention, AttentionImpl::Materialized,
-              "the " + device + " flash kernels are built for head_dim " + join_ints(dims) +
-                  " (this model: " + std::to_string(cfg.head_dim()) + ")");
-  }
+  resolve_attention(plan, caps, cfg, shape);
   if (ops.execution == Execution::Graph && !caps.graphs) {
     fall_back(plan, "execution", ops.execution, Execution::Eager,
               "the " + device + " backend runs eagerly");

@@ -29,7 +29,11 @@ enum class DeviceKind { Cpu, Cuda };
 // The Q/K/V and gate/up projections: one GEMM on the fused weight, or one per
 // part on row slices of it (the same parameters either way).
 enum class GemmGrouping { Separate, Fused };
-enum class AttentionImpl { Materialized, Flash };
+// Materialized: S x S probabilities stored (v1). Flash: our own kernels,
+// P recomputed from lse. Cudnn: cuDNN's fused SDPA. Auto is a request only:
+// resolve_plan times flash and cuDNN at the run's shapes and keeps the
+// faster, so a resolved plan never holds it.
+enum class AttentionImpl { Materialized, Flash, Cudnn, Auto };
 // silu(gate) * up: one kernel, or silu then mul through a stored silu(gate).
 enum class SwigluImpl { Separate, Fused };
 enum class NormImpl { Plain };       // residual add and RMSNorm as separate ops
@@ -103,12 +107,26 @@ struct Workspace {
 
 struct StepPlan;
 
+// One layer's attention, forward and backward, timed on the device.
+struct AttentionTiming {
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double total_ms() const { return forward_ms + backward_ms; }
+};
+
 struct DeviceCaps {
   DeviceKind kind = DeviceKind::Cpu;
   bool graphs = false;             // can capture a whole step and replay it
   bool parallel_branches = false;  // work beside the main stream inside a capture
   // head_dims the flash kernels are built for; empty: any head_dim.
   std::vector<int> flash_head_dims;
+  // "" when cuDNN's SDPA can run this model's attention at these shapes and
+  // precision, else why not; unset: the device has no cuDNN.
+  std::function<std::string(const ModelConfig&, BatchShape, Precision)> cudnn_attention;
+  // Times an attention implementation at the run's shapes (attention=auto);
+  // unset: nothing to time, auto takes the only candidate.
+  std::function<AttentionTiming(AttentionImpl, const ModelConfig&, BatchShape, Precision)>
+      time_attention;
   // The backend's workspaces for a resolved plan; unset: none.
   std::function<std::vector<Workspace>(const ModelConfig&, BatchShape, const StepPlan&)> workspaces;
 
@@ -125,6 +143,17 @@ struct Fallback {
   std::string
       reason;  // "the CUDA flash kernels are built for head_dim 32, 64, 128 (this model: 96)"
   std::string describe() const;  // "attention flash -> materialized: <reason>"
+};
+
+// How attention=auto decided: each candidate's time at the run's shapes, or
+// why it was not a candidate.
+struct AttentionAuto {
+  bool requested = false;
+  bool flash_timed = false, cudnn_timed = false;
+  AttentionTiming flash, cudnn;
+  std::vector<std::string> notes;  // "cudnn: this build has no cuDNN"
+  // "auto (per layer, fwd+bwd): cudnn 0.412 ms, flash 0.631 ms"
+  std::string describe(AttentionImpl chosen) const;
 };
 
 // What a run asks for: a level preset with single choices changed, and a precision.
@@ -145,6 +174,7 @@ struct StepPlan {
   bool parallel_branches = false;
   std::vector<Fallback> fallbacks;
   std::vector<Workspace> workspaces;
+  AttentionAuto attention_auto;  // requested = false unless attention=auto
 
   bool captured() const { return ops.execution == Execution::Graph; }
   bool updates_layers_in_backward() const { return ops.optimizer == OptimizerImpl::FusedPerLayer; }

@@ -52,6 +52,20 @@ std::string lpad(const std::string& s, std::size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
 
+// "auto chose cudnn: cudnn 0.412 ms, flash 0.631 ms per layer (fwd+bwd)".
+std::string attention_auto_line(const json& a) {
+  std::string out = "auto chose " + a["chosen"].get<std::string>();
+  std::string times;
+  for (const char* impl : {"cudnn", "flash"}) {
+    if (!a[impl].is_object()) continue;
+    times += (times.empty() ? "" : ", ") + std::string(impl) + " " +
+             num(a[impl]["total_ms"], "%.3f") + " ms";
+  }
+  if (!times.empty()) out += ": " + times + " per layer (fwd+bwd)";
+  for (const json& n : a["notes"]) out += "; " + n.get<std::string>();
+  return out;
+}
+
 }  // namespace
 
 std::string format_profile_summary(const json& j) {
@@ -59,6 +73,9 @@ std::string format_profile_summary(const json& j) {
   out += "profile: " + std::to_string(j["profiled_steps"].get<int>()) + " steps, " +
          j["level"].get<std::string>() + ", " + j["precision"].get<std::string>() + ", " +
          j["device"].get<std::string>() + "\n";
+  if (j.contains("plan") && j["plan"].contains("attention_auto")) {
+    out += "  attention " + attention_auto_line(j["plan"]["attention_auto"]) + "\n";
+  }
 
   const json& st = j["step_time"];
   out += "  step      " + num(st["profiled_ms_per_step"], "%.3f") + " ms profiled";

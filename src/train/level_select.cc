@@ -45,7 +45,24 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   apply_pair("flash-attention", flags.flash_attention, flash);
   apply_pair("cuda-graphs", flags.cuda_graphs, graphs);
   apply_pair("fused-optimizer", flags.fused_optimizer, optimizer);
+  if (!flags.attention.empty()) {
+    if (flags.flash_attention.enable || flags.flash_attention.disable) {
+      throw UsageError("--attention and --" +
+                       std::string(flags.flash_attention.enable ? "enable" : "disable") +
+                       "-flash-attention: give one of the two");
+    }
+    ops.attention = parse_attention(flags.attention);
+  }
   return ops;
+}
+
+AttentionImpl parse_attention(const std::string& value) {
+  for (AttentionImpl impl : {AttentionImpl::Materialized, AttentionImpl::Flash,
+                             AttentionImpl::Cudnn, AttentionImpl::Auto}) {
+    if (value == impl_name(impl)) return impl;
+  }
+  throw UsageError("--attention " + (value.empty() ? std::string("''") : value) +
+                   ": allowed values are materialized, flash, cudnn, auto");
 }
 
 }  // namespace tinyllama

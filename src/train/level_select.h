@@ -3,6 +3,8 @@
 // preset choices (model/step_plan.h) for ablation. The result does not
 // depend on the order of the flags on the command line: preset first, then
 // the all-fusion pair, then each toggle's own pair.
+#include <string>
+
 #include "model/step_plan.h"
 
 namespace tinyllama {
@@ -24,7 +26,13 @@ struct ToggleFlags {
   TogglePair flash_attention;
   TogglePair cuda_graphs;
   TogglePair fused_optimizer;
+  // --attention materialized|flash|cudnn|auto; empty: not given. Applied
+  // last; with --enable/--disable-flash-attention it is a usage error.
+  std::string attention;
 };
+
+// "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
+AttentionImpl parse_attention(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);

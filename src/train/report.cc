@@ -37,6 +37,8 @@ double per_second(double count, double ms) {
 std::string level_line(const StepPlan& plan) {
   std::string line = plan.level + " (" + plan.describe() + ")";
   for (const Fallback& f : plan.fallbacks) line += "; " + f.describe();
+  if (plan.attention_auto.requested)
+    line += "; attention " + plan.attention_auto.describe(plan.ops.attention);
   return line;
 }
 
@@ -125,6 +127,9 @@ std::string format_run_header(const TrainOptions& opts) {
   // here rather than on every step.
   out += "plan | " + plan.describe() + " | workspaces " + format_bytes(plan.workspace_bytes());
   for (const Fallback& f : plan.fallbacks) out += "\nfallback | " + f.describe();
+  if (plan.attention_auto.requested) {
+    out += "\nattention | " + plan.attention_auto.describe(plan.ops.attention);
+  }
   return out;
 }
 

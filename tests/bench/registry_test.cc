@@ -22,7 +22,8 @@ std::vector<Precision> every_precision() {
 
 // Every implementation choice the registry uses, and all four off at once.
 std::vector<ImplChoice> every_impl() {
-  std::vector<ImplChoice> out{ImplChoice{}, ImplChoice{false, false, false, false}};
+  std::vector<ImplChoice> out{ImplChoice{},
+                              ImplChoice{false, false, AttentionImpl::Materialized, false}};
   for (const OpVariant& v : registry()) out.push_back(v.impl);
   return out;
 }
@@ -79,7 +80,7 @@ TEST(BenchRegistry, VariantsDifferInTheirCost) {
   const BenchShape& s = preset_shapes()[1];  // B32 S1024: the probabilities are large
   const Precision bf16 = Precision::amp(DType::BF16);
   ImplChoice materialised;
-  materialised.flash_attention = false;
+  materialised.attention = AttentionImpl::Materialized;
   const auto flash = cost_of(s.cfg, s.batch, ImplChoice{}, bf16, "forward/layer0/attention");
   const auto full = cost_of(s.cfg, s.batch, materialised, bf16, "forward/layer0/attention");
   EXPECT_EQ(flash.flops, full.flops);  // the same model work
@@ -125,7 +126,8 @@ std::vector<std::string> labels_of(const std::vector<const OpVariant*>& ops) {
 TEST(BenchSelectOps, FamilyPassVariantAndGemm) {
   EXPECT_EQ(labels_of(select_ops("attention")),
             (std::vector<std::string>{"attention.fwd materialized", "attention.fwd flash",
-                                      "attention.bwd materialized", "attention.bwd flash"}));
+                                      "attention.fwd cudnn", "attention.bwd materialized",
+                                      "attention.bwd flash", "attention.bwd cudnn"}));
   EXPECT_EQ(labels_of(select_ops("attention.bwd:flash, rmsnorm.fwd")),
             (std::vector<std::string>{"rmsnorm.fwd", "attention.bwd flash"}));  // registry order
   EXPECT_EQ(labels_of(select_ops("adamw,adamw:fused")),

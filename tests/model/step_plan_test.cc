@@ -97,8 +97,9 @@ TEST(StepPlan, SingleChangesChangeExactlyOneChoiceEach) {
   for (const std::string& level : implemented_levels()) {
     const OpChoices preset = level_preset(level);
     const std::vector<OpChoices> changes = single_changes(preset);
-    // qkv, gate_up, attention, swiglu, execution: one other each; optimizer: two.
-    EXPECT_EQ(changes.size(), 7u) << level;
+    // qkv, gate_up, swiglu, execution: one other each; attention (auto is a
+    // way to choose, not an implementation) and optimizer: two.
+    EXPECT_EQ(changes.size(), 8u) << level;
     for (const OpChoices& c : changes) {
       int differing = 0;
       const auto a = named_choices(preset);
@@ -129,6 +130,113 @@ TEST(StepPlan, JsonNamesEveryOpAndFallback) {
   EXPECT_EQ(j["workspace_bytes"], plan.workspace_bytes());
   ASSERT_EQ(j["fallbacks"].size(), 1u);
   EXPECT_EQ(j["fallbacks"][0]["using"], "materialized");
+}
+
+// A device with cuDNN for bf16/fp16 only (as on CUDA) and a timer that
+// reports the given times, counting its calls.
+struct TimedCaps {
+  AttentionTiming flash{0.30, 0.70};
+  AttentionTiming cudnn{0.20, 0.50};
+  int calls = 0;
+
+  DeviceCaps caps() {
+    DeviceCaps c = gpu_like_caps();
+    c.cudnn_attention = [](const ModelConfig&, BatchShape, Precision p) {
+      return p.compute == DType::F32 ? std::string("cuDNN SDPA runs bf16 and fp16 only")
+                                     : std::string();
+    };
+    c.time_attention = [this](AttentionImpl impl, const ModelConfig&, BatchShape, Precision) {
+      ++calls;
+      return impl == AttentionImpl::Cudnn ? cudnn : flash;
+    };
+    return c;
+  }
+};
+
+OpChoices with_attention(AttentionImpl impl) {
+  OpChoices ops = level_preset("v2");
+  ops.attention = impl;
+  return ops;
+}
+
+TEST(StepPlan, AutoTimesFlashAndCudnnAndKeepsTheFaster) {
+  const Precision bf16 = Precision::amp(DType::BF16);
+  TimedCaps t;
+  StepPlan plan = plan_for_choices(with_attention(AttentionImpl::Auto), bf16, t.caps(),
+                                   with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
+  EXPECT_EQ(t.calls, 2);
+  EXPECT_TRUE(plan.attention_auto.requested);
+  EXPECT_DOUBLE_EQ(plan.attention_auto.cudnn.total_ms(), 0.70);
+  EXPECT_DOUBLE_EQ(plan.attention_auto.flash.total_ms(), 1.00);
+  EXPECT_TRUE(plan.fallbacks.empty());  // a choice, not a fallback
+  const std::string line = plan.attention_auto.describe(plan.ops.attention);
+  EXPECT_EQ(line.rfind("auto chose cudnn per layer: cudnn 0.700 ms", 0), 0u) << line;
+  EXPECT_NE(line.find("flash 1.000 ms (fwd 0.300 ms, bwd 0.700 ms)"), std::string::npos) << line;
+
+  t.flash = {0.10, 0.20};  // now ours is faster
+  plan = plan_for_choices(with_attention(AttentionImpl::Auto), bf16, t.caps(), with_head_dim(64),
+                          {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
+
+  const nlohmann::json j = plan_json(plan);
+  EXPECT_EQ(j["ops"]["attention"], "flash");
+  EXPECT_EQ(j["attention_auto"]["chosen"], "flash");
+  EXPECT_DOUBLE_EQ(j["attention_auto"]["flash"]["forward_ms"].get<double>(), 0.10);
+  EXPECT_DOUBLE_EQ(j["attention_auto"]["cudnn"]["total_ms"].get<double>(), 0.70);
+}
+
+TEST(StepPlan, AutoWithOneCandidateTakesItUntimedAndSaysWhy) {
+  TimedCaps t;
+  // fp32: cuDNN is out, flash runs.
+  StepPlan plan = plan_for_choices(with_attention(AttentionImpl::Auto), Precision::fp32(), t.caps(),
+                                   with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
+  EXPECT_EQ(t.calls, 0);
+  ASSERT_EQ(plan.attention_auto.notes.size(), 1u);
+  EXPECT_EQ(plan.attention_auto.notes[0], "cudnn: cuDNN SDPA runs bf16 and fp16 only");
+  EXPECT_TRUE(plan_json(plan)["attention_auto"]["cudnn"].is_null());
+
+  // head_dim 96 in bf16: our flash kernels lack it, cuDNN runs it.
+  plan = plan_for_choices(with_attention(AttentionImpl::Auto), Precision::amp(DType::BF16),
+                          t.caps(), with_head_dim(96), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
+  // Neither (fp32, head_dim 96): materialised, which runs anything.
+  plan = plan_for_choices(with_attention(AttentionImpl::Auto), Precision::fp32(), t.caps(),
+                          with_head_dim(96), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Materialized);
+  EXPECT_EQ(plan.attention_auto.notes.size(), 2u);
+  EXPECT_EQ(t.calls, 0);
+}
+
+TEST(StepPlan, CudnnFallsBackToFlashThenMaterialisedWithAReasonEach) {
+  TimedCaps t;
+  StepPlan plan = plan_for_choices(with_attention(AttentionImpl::Cudnn), Precision::fp32(),
+                                   t.caps(), with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
+  ASSERT_EQ(plan.fallbacks.size(), 1u);
+  EXPECT_EQ(plan.fallbacks[0].describe(),
+            "attention cudnn -> flash: cuDNN SDPA runs bf16 and fp16 only");
+  EXPECT_FALSE(plan.attention_auto.requested);
+
+  plan = plan_for_choices(with_attention(AttentionImpl::Cudnn), Precision::fp32(), t.caps(),
+                          with_head_dim(96), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Materialized);
+  EXPECT_EQ(plan.fallbacks.size(), 2u);
+
+  // A device without cuDNN (the CPU) names that.
+  plan = plan_for_choices(with_attention(AttentionImpl::Cudnn), Precision::amp(DType::BF16),
+                          DeviceCaps::cpu(), with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
+  ASSERT_EQ(plan.fallbacks.size(), 3u);  // and the CPU runs eagerly, one sweep
+  EXPECT_EQ(plan.fallbacks[0].reason, "the cpu backend has no cuDNN");
+
+  // Runs where it can: no fallback, nothing timed.
+  plan = plan_for_choices(with_attention(AttentionImpl::Cudnn), Precision::amp(DType::BF16),
+                          t.caps(), with_head_dim(128), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
+  EXPECT_TRUE(plan.fallbacks.empty());
+  EXPECT_EQ(t.calls, 0);
 }
 
 }  // namespace

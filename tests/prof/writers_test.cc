@@ -250,6 +250,20 @@ TEST(Summary, GpuFiguresPerStepMfuAndRoofline) {
   EXPECT_NE(text.find("kernel dispatches/step"), std::string::npos) << text;
   EXPECT_NE(text.find("MFU"), std::string::npos) << text;
   EXPECT_NE(text.find("flash_attn()"), std::string::npos) << text;
+  EXPECT_EQ(text.find("attention auto"), std::string::npos) << text;  // not asked for
+
+  // attention=auto: the summary says what it chose and both times.
+  json with_auto = j;
+  with_auto["plan"]["attention_auto"] = {
+      {"chosen", "cudnn"},
+      {"flash", {{"forward_ms", 0.3}, {"backward_ms", 0.7}, {"total_ms", 1.0}}},
+      {"cudnn", {{"forward_ms", 0.2}, {"backward_ms", 0.4}, {"total_ms", 0.6}}},
+      {"notes", json::array()}};
+  const std::string auto_text = format_profile_summary(with_auto);
+  EXPECT_NE(auto_text.find("attention auto chose cudnn: cudnn 0.600 ms, flash 1.000 ms per "
+                           "layer (fwd+bwd)"),
+            std::string::npos)
+      << auto_text;
 }
 
 // Over the 10 % target the summary says what the overhead is made of: the

@@ -102,5 +102,24 @@ TEST(LevelSelect, BothHalvesOfAPairAreContradictory) {
   EXPECT_THROW(apply_toggle_flags(level_preset("v2"), f), UsageError);
 }
 
+TEST(LevelSelect, AttentionFlagNamesAnyImplementationAndConflictsWithTheFlashPair) {
+  ToggleFlags f;
+  for (const char* name : {"materialized", "flash", "cudnn", "auto"}) {
+    f.attention = name;
+    EXPECT_STREQ(impl_name(apply_toggle_flags(level_preset("v1"), f).attention), name);
+  }
+  f.attention = "sdpa";
+  try {
+    apply_toggle_flags(level_preset("v2"), f);
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("allowed values are materialized, flash, cudnn, auto"),
+              std::string::npos);
+  }
+  f.attention = "cudnn";
+  f.flash_attention.disable = true;
+  EXPECT_THROW(apply_toggle_flags(level_preset("v2"), f), UsageError);
+}
+
 }  // namespace
 }  // namespace tinyllama

@@ -81,5 +81,25 @@ TEST(Report, TheRunHeaderShowsThePlanAndEachFallback) {
   EXPECT_EQ(json_report(TrainSummary{}, o)["plan"]["fallbacks"].size(), 0u);
 }
 
+TEST(Report, AttentionAutoShowsItsChoiceAndBothTimes) {
+  TrainOptions o;
+  DeviceCaps caps = DeviceCaps::cpu();
+  caps.cudnn_attention = [](const ModelConfig&, BatchShape, Precision) { return std::string(); };
+  caps.time_attention = [](AttentionImpl impl, const ModelConfig&, BatchShape, Precision) {
+    return impl == AttentionImpl::Cudnn ? AttentionTiming{0.5, 1.0} : AttentionTiming{0.25, 0.5};
+  };
+  OpChoices ops = level_preset("v2");
+  ops.attention = AttentionImpl::Auto;
+  o.plan = plan_for_choices(ops, Precision::amp(DType::BF16), caps, o.model, o.shape);
+  const std::string header = format_run_header(o);
+  EXPECT_NE(header.find("\nattention | auto chose flash per layer: flash 0.750 ms (fwd 0.250 ms, "
+                        "bwd 0.500 ms), cudnn 1.500 ms"),
+            std::string::npos)
+      << header;
+  const nlohmann::json j = json_report(summary_with_one_step(1.0), o);
+  EXPECT_EQ(j["plan"]["attention_auto"]["chosen"], "flash");
+  EXPECT_DOUBLE_EQ(j["plan"]["attention_auto"]["cudnn"]["total_ms"].get<double>(), 1.5);
+}
+
 }  // namespace
 }  // namespace tinyllama

@@ -1,0 +1,168 @@
+// attention=cudnn and attention=auto on CUDA: see attention_choice.h.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "cuda/attention_choice.h"
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_common.cuh"
+#include "cuda/flash/flash_attention.h"
+
+namespace tinyllama::cuda {
+namespace {
+
+constexpr int kWarmup = 3;
+constexpr int kTimed = 15;
+
+// Uniform values in [-2, 2) from a hash of the index: scores q.k/sqrt(hd)
+// of about one unit, as in a trained model's early steps, so that neither
+// implementation meets a degenerate softmax.
+template <typename T>
+__global__ void fill_uniform_kernel(T* p, std::int64_t n, std::uint32_t seed) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 16;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = from_f32<T>(static_cast<float>(h >> 8) * (4.0f / 16777216.0f) - 2.0f);
+  }
+}
+
+// Device buffers freed on every path out, errors included.
+class Scratch {
+ public:
+  ~Scratch() {
+    for (void* p : blocks_) cudaFree(p);
+  }
+  void* take(std::int64_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 256))));
+    blocks_.push_back(p);
+    return p;
+  }
+  Mat mat(std::int64_t rows, std::int64_t cols, DType t) {
+    return Mat(take(rows * cols * static_cast<std::int64_t>(dtype_size(t))), t, rows, cols);
+  }
+
+ private:
+  std::vector<void*> blocks_;
+};
+
+class Events {
+ public:
+  Events() {
+    CUDA_CHECK(cudaEventCreate(&a_));
+    CUDA_CHECK(cudaEventCreate(&b_));
+    CUDA_CHECK(cudaEventCreate(&c_));
+  }
+  ~Events() {
+    cudaEventDestroy(a_);
+    cudaEventDestroy(b_);
+    cudaEventDestroy(c_);
+  }
+  cudaEvent_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void fill(Mat m, std::uint32_t seed, cudaStream_t stream) {
+  const std::int64_t n = m.rows * m.ld;
+  dispatch_float(m.dtype, "time_attention", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_uniform_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(m.ptr<T>(), n, seed);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+SdpaLayout model_sdpa_layout(const ModelConfig& cfg, BatchShape shape, DType dtype) {
+  SdpaLayout layout;
+  layout.shape = attention_shape(cfg, shape);
+  layout.dtype = dtype;
+  layout.ld_qkv = cfg.qkv_dim();
+  layout.ld_out = cfg.q_dim();
+  return layout;
+}
+
+std::string cudnn_attention_support(const ModelConfig& cfg, BatchShape shape, Precision precision) {
+  return cudnn_sdpa_unsupported(model_sdpa_layout(cfg, shape, precision.compute));
+}
+
+AttentionTiming time_attention(AttentionImpl impl, const ModelConfig& cfg, BatchShape shape,
+                               Precision precision) {
+  require(impl == AttentionImpl::Flash || impl == AttentionImpl::Cudnn, "time_attention",
+          std::string("times flash or cudnn, not ") + impl_name(impl));
+  const DType t = precision.compute;
+  const SdpaLayout layout = model_sdpa_layout(cfg, shape, t);
+  const AttentionShape& as = layout.shape;
+  const std::int64_t tokens = shape.tokens();
+  const std::int64_t qd = cfg.q_dim();
+  const std::int64_t kvd = cfg.kv_dim();
+
+  Scratch s;
+  const Mat qkv = s.mat(tokens, cfg.qkv_dim(), t);
+  const Mat d_qkv = s.mat(tokens, cfg.qkv_dim(), t);
+  const Mat out = s.mat(tokens, qd, t);
+  const Mat dout = s.mat(tokens, qd, t);
+  const Mat lse = s.mat(static_cast<std::int64_t>(as.batch) * as.heads, as.seq, DType::F32);
+  const Mat q = qkv.col_block(0, qd), k = qkv.col_block(qd, kvd), v = qkv.col_block(qd + kvd, kvd);
+  const Mat dq = d_qkv.col_block(0, qd), dk = d_qkv.col_block(qd, kvd),
+            dv = d_qkv.col_block(qd + kvd, kvd);
+
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } guard{stream};
+  fill(qkv, 1, stream);
+  fill(dout, 2, stream);
+
+  const CudnnSdpa* sdpa = impl == AttentionImpl::Cudnn ? &cudnn_sdpa_for(layout) : nullptr;
+  void* workspace = nullptr;
+  FlashScratch flash;
+  if (sdpa != nullptr) {
+    workspace = s.take(sdpa->workspace_bytes());
+  } else {
+    flash = flash_attention_scratch(s.take(flash_attention_scratch_bytes(as)), as);
+  }
+  auto forward = [&] {
+    if (sdpa != nullptr) {
+      sdpa->forward(out, lse, q, k, v, workspace, stream);
+    } else {
+      flash_attention_forward(out, lse, q, k, v, as, stream);
+    }
+  };
+  auto backward = [&] {
+    if (sdpa != nullptr) {
+      sdpa->backward(dq, dk, dv, dout, q, k, v, out, lse, workspace, stream);
+    } else {
+      flash_attention_backward(flash, dq, dk, dv, dout, q, k, v, out, lse, as, stream);
+    }
+  };
+
+  Events ev;
+  std::vector<double> fwd, bwd;
+  for (int i = 0; i < kWarmup + kTimed; ++i) {
+    CUDA_CHECK(cudaEventRecord(ev.a_, stream));
+    forward();
+    CUDA_CHECK(cudaEventRecord(ev.b_, stream));
+    backward();
+    CUDA_CHECK(cudaEventRecord(ev.c_, stream));
+    CUDA_CHECK(cudaEventSynchronize(ev.c_));
+    if (i < kWarmup) continue;
+    float f = 0, b = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&f, ev.a_, ev.b_));
+    CUDA_CHECK(cudaEventElapsedTime(&b, ev.b_, ev.c_));
+    fwd.push_back(f);
+    bwd.push_back(b);
+  }
+  return {median(fwd), median(bwd)};
+}
+
+}  // namespace tinyllama::cuda
