@@ -55,6 +55,12 @@ std::string layout_problem(const SdpaLayout& l) {
   if (l.ld_qkv < qkv_cols || l.ld_out < out_cols) {
     return pre + "ld_qkv must be at least (H+2K)*hd and ld_out at least H*hd";
   }
+  // cuDNN 9.14 builds plans for any row stride, but its kernels load rows
+  // 16 bytes at a time: with a row stride off 16 bytes the backward faulted
+  // with misaligned loads on an H100 (ld 514/258 in bf16).
+  if (l.ld_qkv % 8 != 0 || l.ld_out % 8 != 0) {
+    return pre + "row strides ld_qkv and ld_out must be multiples of 8 elements (16 bytes)";
+  }
 
   int device = -1;
   int major = 0;
