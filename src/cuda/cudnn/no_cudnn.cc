@@ -1,11 +1,15 @@
-// cudnn_sdpa.h in a build without cuDNN: every layout is unsupported.
+// cudnn_sdpa.h for a build without cuDNN: every layout is unsupported, with
+// the reason, and nothing here touches cuDNN.
 #include "core/errors.h"
 #include "cuda/cudnn/cudnn_sdpa.h"
 
 namespace tinyllama::cuda {
+
 namespace {
+
 constexpr const char* kNoCudnn = "this build has no cuDNN";
-}
+
+}  // namespace
 
 bool operator==(const SdpaLayout& a, const SdpaLayout& b) {
   return a.shape.batch == b.shape.batch && a.shape.seq == b.shape.seq &&
@@ -22,29 +26,36 @@ std::string cudnn_sdpa_unsupported(const SdpaLayout&) {
   return kNoCudnn;
 }
 
-struct CudnnSdpa::Plans {};
+// The plans are never built: the constructor refuses, so no other member
+// can be reached on an object.
+struct CudnnSdpa::Plans {
+  SdpaLayout layout;
+};
 
 CudnnSdpa::CudnnSdpa(const SdpaLayout&) {
-  throw RuntimeFailure(std::string("cuDNN attention: ") + kNoCudnn);
+  throw RuntimeFailure(std::string("cuDNN SDPA: ") + kNoCudnn);
 }
+
 CudnnSdpa::~CudnnSdpa() = default;
 
 const SdpaLayout& CudnnSdpa::layout() const {
-  throw RuntimeFailure(std::string("cuDNN attention: ") + kNoCudnn);
+  return plans_->layout;
 }
+
 std::int64_t CudnnSdpa::workspace_bytes() const {
   return 0;
 }
+
 void CudnnSdpa::forward(Mat, Mat, Mat, Mat, Mat, void*, cudaStream_t) const {
-  throw RuntimeFailure(std::string("cuDNN attention: ") + kNoCudnn);
-}
-void CudnnSdpa::backward(Mat, Mat, Mat, Mat, Mat, Mat, Mat, Mat, Mat, void*, cudaStream_t) const {
-  throw RuntimeFailure(std::string("cuDNN attention: ") + kNoCudnn);
+  throw RuntimeFailure(std::string("cuDNN SDPA: ") + kNoCudnn);
 }
 
-const CudnnSdpa& cudnn_sdpa_for(const SdpaLayout& layout) {
-  static_cast<void>(CudnnSdpa(layout));  // throws
-  throw RuntimeFailure(std::string("cuDNN attention: ") + kNoCudnn);
+void CudnnSdpa::backward(Mat, Mat, Mat, Mat, Mat, Mat, Mat, Mat, Mat, void*, cudaStream_t) const {
+  throw RuntimeFailure(std::string("cuDNN SDPA: ") + kNoCudnn);
+}
+
+const CudnnSdpa& cudnn_sdpa_for(const SdpaLayout&) {
+  throw RuntimeFailure(std::string("cuDNN SDPA: ") + kNoCudnn);
 }
 
 }  // namespace tinyllama::cuda
