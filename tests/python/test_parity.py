@@ -487,6 +487,16 @@ def run_binary(cmd, workdir, timeout):
     except (OSError, ValueError) as e:
         raise BinaryFailure("exited 0 but its outputs are unreadable: %s\n"
                             "--- stderr ---\n%s" % (e, proc.stderr))
+    # Which attention ran (a requested one may have fallen back), so the
+    # log shows what each check covered.
+    plan = outputs["report"].get("plan", {})
+    ops = plan.get("ops", {})
+    if ops:
+        line = "    attention %s" % ops.get("attention", "?")
+        for fb in plan.get("fallbacks", []):
+            if fb.get("op") == "attention":
+                line += " (%s -> %s: %s)" % (fb["wanted"], fb["using"], fb["reason"])
+        print(line)
     return outputs
 
 
