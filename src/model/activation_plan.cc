@@ -37,7 +37,7 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   residual_out = take(n, d, act);
   final_norm = take(n, d, act);
   final_rstd = take(n, 1, st);
-  logits = take(n, cfg.vocab_size, act);
+  logits = take(n, cfg.vocab_size, act, kAlignBytes);
   losses = take(n, 1, st);
 
   d_residual_a = take(n, d, act);
@@ -54,16 +54,23 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   if (separate_gemms && precision.mixed()) d_norm_sum = take(n, d, DType::F32);
 }
 
-Slot ActivationPlan::take(std::int64_t rows, std::int64_t cols, DType dtype) {
-  Slot s{bytes, rows, cols, dtype};
-  const std::int64_t size = rows * cols * static_cast<std::int64_t>(dtype_size(dtype));
+Slot ActivationPlan::take(std::int64_t rows, std::int64_t cols, DType dtype,
+                          std::int64_t row_align_bytes) {
+  const auto es = static_cast<std::int64_t>(dtype_size(dtype));
+  std::int64_t ld = cols;
+  if (row_align_bytes > 0) {
+    const std::int64_t align = row_align_bytes / es;
+    ld = (cols + align - 1) / align * align;
+  }
+  Slot s{bytes, rows, cols, dtype, ld};
+  const std::int64_t size = rows * ld * es;
   bytes += (size + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
   return s;
 }
 
 Mat ActivationPlan::view(void* arena, const Slot& s) const {
   if (!s.used()) return Mat();
-  return Mat(static_cast<char*>(arena) + s.offset, s.dtype, s.rows, s.cols);
+  return Mat(static_cast<char*>(arena) + s.offset, s.dtype, s.rows, s.cols, s.ld);
 }
 
 }  // namespace tinyllama

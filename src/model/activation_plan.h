@@ -19,6 +19,7 @@ struct Slot {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   DType dtype = DType::F32;
+  std::int64_t ld = 0;  // row stride in elements, >= cols
   bool used() const { return offset >= 0; }
 };
 
@@ -41,7 +42,11 @@ struct ActivationPlan {
   std::vector<LayerActivations> layers;
   Slot residual_out;  // output of the last block [N, D]
   Slot final_norm, final_rstd;
-  Slot logits;  // [N, V]; backward overwrites it with dlogits
+  // [N, V], rows padded to 256 bytes; backward overwrites it with dlogits.
+  // The padding keeps the LM-head GEMMs on cuBLASLt's aligned kernels for
+  // any vocabulary (GPT-2's 50257 would otherwise put every row of C, and
+  // of A in the two backward GEMMs, off 16-byte alignment).
+  Slot logits;
   Slot losses;  // [N, 1]
   // Backward scratch, shared across layers.
   Slot d_residual_a, d_residual_b, d_norm_out, d_norm_in;
@@ -55,7 +60,8 @@ struct ActivationPlan {
   Mat view(void* arena, const Slot& s) const;
 
  private:
-  Slot take(std::int64_t rows, std::int64_t cols, DType dtype);
+  // row_align_bytes: each row's stride rounded up to it (0: rows packed).
+  Slot take(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t row_align_bytes = 0);
 };
 
 }  // namespace tinyllama

@@ -56,9 +56,23 @@ TEST(ActivationPlan, SeparateDataGradientsSumInFp32UnderAmpOnly) {
   EXPECT_TRUE(plan_for(only_gate_up, bf16).d_norm_sum.used());
 }
 
+// The logits rows start on 256-byte boundaries whatever the vocabulary, so
+// the LM-head GEMMs see aligned rows (cuBLASLt's fast kernels need 16
+// bytes); every other buffer is packed.
+TEST(ActivationPlan, LogitsRowsArePaddedToAlignedStrides) {
+  for (const Precision p : {Precision::fp32(), Precision::amp(DType::BF16)}) {
+    const ActivationPlan plan = plan_for(level_preset("v2"), p);  // vocab 37
+    const auto es = static_cast<std::int64_t>(dtype_size(p.compute));
+    EXPECT_EQ(plan.logits.cols, 37);
+    EXPECT_EQ(plan.logits.ld * es % 256, 0);
+    EXPECT_LT((plan.logits.ld - plan.logits.cols) * es, 256);
+    EXPECT_EQ(plan.d_qkv.ld, plan.d_qkv.cols);
+  }
+}
+
 TEST(ActivationPlan, SlotsAreDisjointAndInsideTheArena) {
   const ActivationPlan plan = plan_for(level_preset("v1"), Precision::amp(DType::BF16));
-  std::vector<Slot> slots{plan.residual_out, plan.final_norm, plan.logits,   plan.d_norm_out,
+  std::vector<Slot> slots{plan.residual_out, plan.final_norm, plan.logits,    plan.d_norm_out,
                           plan.d_norm_in,    plan.d_qkv,      plan.d_norm_sum};
   for (const LayerActivations& a : plan.layers) {
     for (const Slot& s : {a.residual_in, a.qkv, a.probs, a.gate_up, a.ffn_hidden}) {
@@ -66,7 +80,7 @@ TEST(ActivationPlan, SlotsAreDisjointAndInsideTheArena) {
     }
   }
   auto end = [](const Slot& s) {
-    return s.offset + s.rows * s.cols * static_cast<std::int64_t>(dtype_size(s.dtype));
+    return s.offset + s.rows * s.ld * static_cast<std::int64_t>(dtype_size(s.dtype));
   };
   for (std::size_t i = 0; i < slots.size(); ++i) {
     ASSERT_TRUE(slots[i].used());
