@@ -1,5 +1,7 @@
 #include "model/activation_plan.h"
 
+#include <algorithm>
+
 namespace tinyllama {
 
 // 256-byte alignment for every buffer: what cuBLASLt and 16-byte vector
@@ -37,7 +39,7 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   residual_out = take(n, d, act);
   final_norm = take(n, d, act);
   final_rstd = take(n, 1, st);
-  logits = take(n, cfg.vocab_size, act, kAlignBytes);
+  logits = take(n, cfg.vocab_size, act, cfg.padded_vocab());
   losses = take(n, 1, st);
 
   d_residual_a = take(n, d, act);
@@ -54,14 +56,9 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   if (separate_gemms && precision.mixed()) d_norm_sum = take(n, d, DType::F32);
 }
 
-Slot ActivationPlan::take(std::int64_t rows, std::int64_t cols, DType dtype,
-                          std::int64_t row_align_bytes) {
+Slot ActivationPlan::take(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t ld) {
   const auto es = static_cast<std::int64_t>(dtype_size(dtype));
-  std::int64_t ld = cols;
-  if (row_align_bytes > 0) {
-    const std::int64_t align = row_align_bytes / es;
-    ld = (cols + align - 1) / align * align;
-  }
+  ld = std::max(ld, cols);
   Slot s{bytes, rows, cols, dtype, ld};
   const std::int64_t size = rows * ld * es;
   bytes += (size + kAlignBytes - 1) / kAlignBytes * kAlignBytes;

@@ -42,10 +42,9 @@ struct ActivationPlan {
   std::vector<LayerActivations> layers;
   Slot residual_out;  // output of the last block [N, D]
   Slot final_norm, final_rstd;
-  // [N, V], rows padded to 256 bytes; backward overwrites it with dlogits.
-  // The padding keeps the LM-head GEMMs on cuBLASLt's aligned kernels for
-  // any vocabulary (GPT-2's 50257 would otherwise put every row of C, and
-  // of A in the two backward GEMMs, off 16-byte alignment).
+  // [N, V] with row stride ModelConfig::padded_vocab(): the LM-head GEMMs
+  // write and read all padded columns (zero), the loss the first V;
+  // backward overwrites it with dlogits.
   Slot logits;
   Slot losses;  // [N, 1]
   // Backward scratch, shared across layers.
@@ -60,8 +59,8 @@ struct ActivationPlan {
   Mat view(void* arena, const Slot& s) const;
 
  private:
-  // row_align_bytes: each row's stride rounded up to it (0: rows packed).
-  Slot take(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t row_align_bytes = 0);
+  // ld: the row stride in elements (0: cols, rows packed).
+  Slot take(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t ld = 0);
 };
 
 }  // namespace tinyllama

@@ -124,6 +124,18 @@ Mat Model::compute_weight(const ParamSlot& s) const {
   return Mat(base, plan_.precision.compute, s.rows, s.cols);
 }
 
+Mat Model::lm_head_weight() const {
+  const ParamSlot& e = layout_.embedding();
+  const Mat w = compute_weight(e);
+  return Mat(w.data, w.dtype, e.stored_rows, e.cols);
+}
+
+Mat Model::lm_head_grad() const {
+  const ParamSlot& e = layout_.embedding();
+  const Mat g = grad(e);
+  return Mat(g.data, g.dtype, e.stored_rows, e.cols);
+}
+
 void Model::refresh_compute_weights() {
   if (!plan_.precision.mixed()) return;
   const OpScope op("refresh_weights");

@@ -101,6 +101,10 @@ class Model {
 
  private:
   Mat compute_weight(const ParamSlot& s) const;  // master, or its low-precision copy
+  // The tied LM head: the embedding with its padded_vocab() rows (the
+  // compute copy, and the gradient), for the three LM-head GEMMs.
+  Mat lm_head_weight() const;
+  Mat lm_head_grad() const;
   void refresh_compute_weights();
   void forward_layer(int l);
   double mean_of_losses(const void* raw) const;  // losses_bytes() of the losses' dtype
@@ -125,8 +129,7 @@ class Model {
   std::int64_t ffn_up_backward(int l, Mat dn2);
   // d_in = sum over parts of d_out[:, part] · w[part, :], one GEMM per part
   // (unfused levels); summed in fp32 under AMP (ActivationPlan::d_norm_sum).
-  void separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts,
-                      const int* widths);
+  void separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts, const int* widths);
 
   ModelConfig cfg_;
   StepPlan plan_;

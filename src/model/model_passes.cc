@@ -8,6 +8,15 @@
 #include "core/op_marker.h"
 
 namespace tinyllama {
+namespace {
+
+// The logits buffer over all ModelConfig::padded_vocab() columns (its row
+// stride), for the LM-head GEMMs; the loss reads the first vocab_size.
+Mat padded_logits(Mat logits) {
+  return Mat(logits.data, logits.dtype, logits.rows, logits.ld, logits.ld);
+}
+
+}  // namespace
 
 void Model::forward() {
   // Op markers (core/op_marker.h): NVTX ranges, and host ranges for --profile,
@@ -25,10 +34,11 @@ void Model::forward() {
   ops.next("final_norm");
   backend_.rmsnorm_forward(nf, acts_.view(arena_, acts_.final_rstd), xl,
                            compute_weight(layout_.final_norm()), cfg_.rms_eps);
-  // Tied LM head: logits = nf · Eᵀ.
+  // Tied LM head: logits = nf · Eᵀ over the padded vocabulary (zero rows
+  // of E give zero logits past vocab_size, which the loss never reads).
   const Mat logits = acts_.view(arena_, acts_.logits);
   ops.next("lm_head_gemm");
-  backend_.gemm(logits, nf, false, compute_weight(layout_.embedding()), true, 1.0f, 0.0f);
+  backend_.gemm(padded_logits(logits), nf, false, lm_head_weight(), true, 1.0f, 0.0f);
   ops.next("cross_entropy");
   backend_.cross_entropy_forward(acts_.view(arena_, acts_.losses), logits, targets_);
 }
@@ -151,10 +161,12 @@ void Model::backward_pass(bool update_layers) {
   // weight gradients before the optimizer. The tied head writes the
   // embedding gradient first; the embedding lookup accumulates into it at
   // the end, after the join.
+  // Over the padded vocabulary: the padding columns of dlogits still hold
+  // the forward's zero logits, so the padding rows' gradient is zero.
   ops.next("lm_head_gemm_wgrad");
-  backend_.side_gemm(grad(emb), logits, true, nf, false, 1.0f, 0.0f);
+  backend_.side_gemm(lm_head_grad(), padded_logits(logits), true, nf, false, 1.0f, 0.0f);
   ops.next("lm_head_gemm_dgrad");
-  backend_.gemm(dnf, logits, false, compute_weight(emb), false, 1.0f, 0.0f);
+  backend_.gemm(dnf, padded_logits(logits), false, lm_head_weight(), false, 1.0f, 0.0f);
 
   const Mat d_out = acts_.view(arena_, acts_.d_residual_a);
   const Mat d_scratch = acts_.view(arena_, acts_.d_residual_b);

@@ -11,7 +11,7 @@ constexpr std::int64_t kSlotAlign = 64;
 
 ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg) {
   const std::int64_t d = cfg.hidden_dim;
-  embedding_ = add("embedding", cfg.vocab_size, d, false);
+  embedding_ = add("embedding", cfg.vocab_size, d, false, cfg.padded_vocab());
   for (int l = 0; l < cfg.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     LayerSlots s{};
@@ -40,7 +40,7 @@ ParamSpan ParamLayout::layer_span(int l) const {
   for (int index : {s.attn_norm, s.wqkv, s.wo, s.ffn_norm, s.wgu, s.wdown}) {
     const ParamSlot& slot = slots_[static_cast<std::size_t>(index)];
     span.begin = std::min(span.begin, slot.offset);
-    span.end = std::max(span.end, slot.offset + padded(slot.numel()));
+    span.end = std::max(span.end, slot.offset + padded(slot.stored_numel()));
   }
   return span;
 }
@@ -57,9 +57,10 @@ std::vector<ParamSpan> ParamLayout::non_layer_spans() const {
   return rest;
 }
 
-int ParamLayout::add(std::string name, std::int64_t rows, std::int64_t cols, bool is_norm) {
-  ParamSlot s{std::move(name), total_, rows, cols, is_norm};
-  total_ += padded(s.numel());
+int ParamLayout::add(std::string name, std::int64_t rows, std::int64_t cols, bool is_norm,
+                     std::int64_t stored_rows) {
+  ParamSlot s{std::move(name), total_, rows, cols, is_norm, std::max(rows, stored_rows)};
+  total_ += padded(s.stored_numel());
   slots_.push_back(std::move(s));
   return static_cast<int>(slots_.size()) - 1;
 }

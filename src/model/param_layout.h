@@ -17,7 +17,13 @@ struct ParamSlot {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   bool is_norm = false;  // initialised to ones rather than N(0, 0.02)
+  // Rows reserved in the flat buffers, >= rows. The embedding reserves
+  // ModelConfig::padded_vocab() rows for the LM-head GEMMs; rows past
+  // `rows` are zero and stay zero (zero logits, zero gradients, zero AdamW
+  // updates), and nothing outside the LM head reads them.
+  std::int64_t stored_rows = 0;
   std::int64_t numel() const { return rows * cols; }
+  std::int64_t stored_numel() const { return stored_rows * cols; }
 };
 
 // Elements [begin, end) of the flat buffers, slot padding included.
@@ -49,7 +55,8 @@ class ParamLayout {
   const ModelConfig& config() const { return cfg_; }
 
  private:
-  int add(std::string name, std::int64_t rows, std::int64_t cols, bool is_norm);
+  int add(std::string name, std::int64_t rows, std::int64_t cols, bool is_norm,
+          std::int64_t stored_rows = 0);
 
   ModelConfig cfg_;
   std::vector<ParamSlot> slots_;

@@ -233,6 +233,9 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
   }
   b.layer(-1);
   b.add("final_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+  // Model work over the vocabulary: the GEMMs also run over the zero rows
+  // up to ModelConfig::padded_vocab() (0.1 % more at GPT-2's 50257), which
+  // MFU and 6NT do not count.
   b.add("lm_head_gemm", OpKind::Gemm, linear_forward(s, t, d, {v}));
   b.add("cross_entropy", OpKind::Elementwise,
         {kCrossEntropyFlops * t * v, t * v * s.c + t * kTokenBytes + t * s.st});

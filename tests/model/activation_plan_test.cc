@@ -56,18 +56,21 @@ TEST(ActivationPlan, SeparateDataGradientsSumInFp32UnderAmpOnly) {
   EXPECT_TRUE(plan_for(only_gate_up, bf16).d_norm_sum.used());
 }
 
-// The logits rows start on 256-byte boundaries whatever the vocabulary, so
-// the LM-head GEMMs see aligned rows (cuBLASLt's fast kernels need 16
-// bytes); every other buffer is packed.
-TEST(ActivationPlan, LogitsRowsArePaddedToAlignedStrides) {
+// The logits rows span the padded vocabulary (a multiple of 128: the
+// LM-head GEMMs run over it, the loss reads the first vocab_size columns);
+// every other buffer is packed.
+TEST(ActivationPlan, LogitsRowsSpanThePaddedVocabulary) {
   for (const Precision p : {Precision::fp32(), Precision::amp(DType::BF16)}) {
     const ActivationPlan plan = plan_for(level_preset("v2"), p);  // vocab 37
-    const auto es = static_cast<std::int64_t>(dtype_size(p.compute));
     EXPECT_EQ(plan.logits.cols, 37);
-    EXPECT_EQ(plan.logits.ld * es % 256, 0);
-    EXPECT_LT((plan.logits.ld - plan.logits.cols) * es, 256);
+    EXPECT_EQ(plan.logits.ld, 128);
     EXPECT_EQ(plan.d_qkv.ld, plan.d_qkv.cols);
   }
+  ModelConfig gpt2;
+  gpt2.vocab_size = 50257;
+  EXPECT_EQ(gpt2.padded_vocab(), 50304);
+  gpt2.vocab_size = 50304;
+  EXPECT_EQ(gpt2.padded_vocab(), 50304);
 }
 
 TEST(ActivationPlan, SlotsAreDisjointAndInsideTheArena) {

@@ -94,7 +94,10 @@ TEST_P(FusedOptimizer, ModelStepsAreBitIdenticalToPerTensorPath) {
     EXPECT_TRUE(same_bits(a[s].params, b[s].params)) << "parameters differ";
     EXPECT_TRUE(same_bits(a[s].m, b[s].m)) << "first moments differ";
     EXPECT_TRUE(same_bits(a[s].v, b[s].v)) << "second moments differ";
-    // The sweep also ran over the padding between slots: still exactly zero.
+    // The sweep also ran over the padding between slots and the
+    // embedding's rows past the vocabulary (13 of padded_vocab() 128, which
+    // the LM-head GEMMs read and write): still exactly zero, so their
+    // gradients were zero too (m would have moved).
     std::vector<bool> used(static_cast<std::size_t>(layout.total()), false);
     for (const ParamSlot& slot : layout.slots()) {
       for (std::int64_t i = 0; i < slot.numel(); ++i) used[slot.offset + i] = true;
