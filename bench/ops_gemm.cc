@@ -41,8 +41,8 @@ LinearDims dims_of(const ModelConfig& cfg, Linear linear) {
       return {d, 2 * f, {f, f}};
     case Linear::Down:
       return {f, d, {d}};
-    case Linear::LmHead:
-      return {d, cfg.vocab_size, {cfg.vocab_size}};
+    case Linear::LmHead:  // over the padded vocabulary, as the model runs it
+      return {d, cfg.padded_vocab(), {cfg.padded_vocab()}};
   }
   return {};
 }
