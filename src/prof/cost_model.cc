@@ -49,8 +49,8 @@ Cost gemm_forward(const Sizes& s, i64 t, i64 in, i64 out) {
   return {2 * t * in * out, (t * in + out * in + t * out) * s.c, 1};
 }
 Cost gemm_dgrad(const Sizes& s, i64 t, i64 in, i64 out, bool accumulate, i64 dx) {
-  return {2 * t * in * out, (t * out + out * in) * s.c + t * in * dx + (accumulate ? t * in * dx : 0),
-          1};
+  return {2 * t * in * out,
+          (t * out + out * in) * s.c + t * in * dx + (accumulate ? t * in * dx : 0), 1};
 }
 Cost gemm_wgrad(const Sizes& s, i64 t, i64 in, i64 out) {
   return {2 * t * in * out, (t * out + t * in) * s.c + out * in * s.m, 1};

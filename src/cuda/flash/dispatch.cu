@@ -7,9 +7,9 @@
 #include <string>
 #include <type_traits>
 
-#include "cuda/flash/flash_attention.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/flash/flash_attention.h"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/params.h"
 
@@ -118,8 +118,8 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
   });
 }
 
-void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout,
-                              Mat q, Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
+void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
+                              Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
                               cudaStream_t stream) {
   const char* name = "attention_backward (flash)";
   const flash::FlashDims d = check_flash(name, shape, q, k, v, out, lse);

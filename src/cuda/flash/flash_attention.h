@@ -22,8 +22,8 @@ std::int64_t flash_attention_scratch_bytes(const AttentionShape& s);
 FlashScratch flash_attention_scratch(void* base, const AttentionShape& s);
 void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
                              cudaStream_t stream);
-void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout,
-                              Mat q, Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
+void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
+                              Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
                               cudaStream_t stream);
 
 }  // namespace tinyllama::cuda
