@@ -6,6 +6,7 @@
 #include "cuda/attention_choice.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_event_timer.h"
 #include "cuda/flash/flash_attention.h"
 
 namespace tinyllama::cuda {
@@ -47,21 +48,6 @@ class Scratch {
 
  private:
   std::vector<void*> blocks_;
-};
-
-class Events {
- public:
-  Events() {
-    CUDA_CHECK(cudaEventCreate(&a_));
-    CUDA_CHECK(cudaEventCreate(&b_));
-    CUDA_CHECK(cudaEventCreate(&c_));
-  }
-  ~Events() {
-    cudaEventDestroy(a_);
-    cudaEventDestroy(b_);
-    cudaEventDestroy(c_);
-  }
-  cudaEvent_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
 };
 
 double median(std::vector<double> v) {
@@ -146,21 +132,20 @@ AttentionTiming time_attention(AttentionImpl impl, const ModelConfig& cfg, Batch
     }
   };
 
-  Events ev;
+  const std::unique_ptr<EventTimer> timer = make_event_timer(3, stream);
   std::vector<double> fwd, bwd;
   for (int i = 0; i < kWarmup + kTimed; ++i) {
-    CUDA_CHECK(cudaEventRecord(ev.a_, stream));
+    timer->record(0);
     forward();
-    CUDA_CHECK(cudaEventRecord(ev.b_, stream));
+    timer->record(1);
     backward();
-    CUDA_CHECK(cudaEventRecord(ev.c_, stream));
-    CUDA_CHECK(cudaEventSynchronize(ev.c_));
-    if (i < kWarmup) continue;
-    float f = 0, b = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&f, ev.a_, ev.b_));
-    CUDA_CHECK(cudaEventElapsedTime(&b, ev.b_, ev.c_));
-    fwd.push_back(f);
-    bwd.push_back(b);
+    timer->record(2);
+    if (i < kWarmup) {
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      continue;
+    }
+    fwd.push_back(timer->elapsed_ms(0, 1));
+    bwd.push_back(timer->elapsed_ms(1, 2));
   }
   return {median(fwd), median(bwd)};
 }

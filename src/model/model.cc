@@ -10,6 +10,11 @@
 namespace tinyllama {
 namespace {
 
+// A slot's view widened to every row it reserves (ParamSlot::stored_rows).
+Mat with_stored_rows(Mat m, const ParamSlot& s) {
+  return Mat(m.data, m.dtype, s.stored_rows, s.cols);
+}
+
 // Host-side conversion between the exchange format (double) and the master
 // dtype, which is fp32 for training and fp64 for gradient checks.
 std::vector<char> pack(const std::vector<double>& host, DType dtype) {
@@ -125,15 +130,11 @@ Mat Model::compute_weight(const ParamSlot& s) const {
 }
 
 Mat Model::lm_head_weight() const {
-  const ParamSlot& e = layout_.embedding();
-  const Mat w = compute_weight(e);
-  return Mat(w.data, w.dtype, e.stored_rows, e.cols);
+  return with_stored_rows(compute_weight(layout_.embedding()), layout_.embedding());
 }
 
 Mat Model::lm_head_grad() const {
-  const ParamSlot& e = layout_.embedding();
-  const Mat g = grad(e);
-  return Mat(g.data, g.dtype, e.stored_rows, e.cols);
+  return with_stored_rows(grad(layout_.embedding()), layout_.embedding());
 }
 
 void Model::refresh_compute_weights() {

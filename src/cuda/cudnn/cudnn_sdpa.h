@@ -34,7 +34,12 @@ struct SdpaLayout {
   std::int64_t ld_qkv = 0;
   std::int64_t ld_out = 0;
 };
-bool operator==(const SdpaLayout& a, const SdpaLayout& b);
+inline bool operator==(const SdpaLayout& a, const SdpaLayout& b) {
+  return a.shape.batch == b.shape.batch && a.shape.seq == b.shape.seq &&
+         a.shape.heads == b.shape.heads && a.shape.kv_heads == b.shape.kv_heads &&
+         a.shape.head_dim == b.shape.head_dim && a.dtype == b.dtype && a.ld_qkv == b.ld_qkv &&
+         a.ld_out == b.ld_out;
+}
 
 // "" when this build has cuDNN; otherwise one line saying so.
 std::string cudnn_build_note();

@@ -11,13 +11,6 @@ constexpr const char* kNoCudnn = "this build has no cuDNN";
 
 }  // namespace
 
-bool operator==(const SdpaLayout& a, const SdpaLayout& b) {
-  return a.shape.batch == b.shape.batch && a.shape.seq == b.shape.seq &&
-         a.shape.heads == b.shape.heads && a.shape.kv_heads == b.shape.kv_heads &&
-         a.shape.head_dim == b.shape.head_dim && a.dtype == b.dtype && a.ld_qkv == b.ld_qkv &&
-         a.ld_out == b.ld_out;
-}
-
 std::string cudnn_build_note() {
   return kNoCudnn;
 }
