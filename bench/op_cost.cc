@@ -60,6 +60,7 @@ StepPlan plan_for(const ModelConfig& cfg, BatchShape batch, const ImplChoice& im
   ops.swiglu = impl.fused_ffn ? SwigluImpl::Fused : SwigluImpl::Separate;
   ops.attention = impl.attention;
   ops.optimizer = impl.fused_optimizer ? OptimizerImpl::FusedPerLayer : OptimizerImpl::PerTensor;
+  ops.norm = impl.fused_norm ? NormImpl::Fused : NormImpl::Plain;
   ops.execution = Execution::Graph;
   return plan_for_choices(ops, precision, caps, cfg, batch);
 }

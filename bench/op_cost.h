@@ -21,6 +21,7 @@ struct ImplChoice {
   bool fused_ffn = true;  // one gate/up GEMM and the fused silu·mul
   AttentionImpl attention = AttentionImpl::Flash;
   bool fused_optimizer = true;  // one AdamW sweep, not one call per tensor
+  bool fused_norm = false;      // the residual add and RMSNorm in one kernel (v3)
   bool operator==(const ImplChoice&) const = default;
 };
 

@@ -24,6 +24,9 @@ std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionIm
 std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass);
 std::unique_ptr<OpCase> make_rope(BenchContext& ctx, Pass pass);
 
+// ops_residual_norm.cc: NormImpl::Fused's residual add + RMSNorm.
+std::unique_ptr<OpCase> make_residual_norm(BenchContext& ctx, Pass pass);
+
 // ops_elementwise.cc: SwiGLU fused or as silu and mul; the residual add.
 std::unique_ptr<OpCase> make_swiglu(BenchContext& ctx, Pass pass, bool fused);
 std::unique_ptr<OpCase> make_residual_add(BenchContext& ctx);

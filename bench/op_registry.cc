@@ -101,6 +101,8 @@ std::vector<OpVariant> build_registry() {
   unfused_ffn.fused_ffn = false;
   ImplChoice per_tensor;
   per_tensor.fused_optimizer = false;
+  ImplChoice fused_norm;
+  fused_norm.fused_norm = true;
   const Pass fwd = Pass::Forward;
   const Pass bwd = Pass::Backward;
 
@@ -119,6 +121,8 @@ std::vector<OpVariant> build_registry() {
   b.gemm(Linear::OutProj, GemmPass::Forward);
   b.add("residual_add", "", "forward/layer0/attn_residual", v2,
         [](BenchContext& c) { return make_residual_add(c); });
+  b.add("residual_norm.fwd", "fused", "forward/layer0/attn_residual_norm", fused_norm,
+        [=](BenchContext& c) { return make_residual_norm(c, fwd); });
   b.gemm(Linear::GateUp, GemmPass::Forward);
   b.add("swiglu.fwd", "fused", "forward/layer0/swiglu", v2,
         [=](BenchContext& c) { return make_swiglu(c, fwd, true); });
@@ -144,6 +148,8 @@ std::vector<OpVariant> build_registry() {
   b.gemm(Linear::GateUp, GemmPass::WeightGrad);
   b.add("rmsnorm.bwd", "", "backward/layer0/ffn_norm", v2,
         [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
+  b.add("residual_norm.bwd", "fused", "backward/layer0/ffn_residual_norm", fused_norm,
+        [=](BenchContext& c) { return make_residual_norm(c, bwd); });
   b.gemm(Linear::OutProj, GemmPass::InputGrad);
   b.gemm(Linear::OutProj, GemmPass::WeightGrad);
   b.attention(bwd, "materialized", materialised);
@@ -250,6 +256,8 @@ const std::vector<std::pair<std::string, std::string>>& ops_measured_elsewhere()
       {"forward/ffn_residual", "residual_add (the same kernel at the same shape)"},
       {"backward/attn_residual", "residual_add (the same kernel at the same shape)"},
       {"backward/ffn_residual", "residual_add (the same kernel at the same shape)"},
+      {"forward/ffn_residual_norm", "residual_norm.fwd (the same kernel at the same shape)"},
+      {"backward/attn_residual_norm", "residual_norm.bwd (the same kernel at the same shape)"},
       {"optimizer/adamw", "adamw (layer 0's parameters; the other spans sweep the same kernel)"},
       {"optimizer/refresh_weights", "adamw per-tensor (its convert of the layer's weights)"},
       {"backward/overflow_check", "not benched: fp16 loss scaling's scan of the gradients"},

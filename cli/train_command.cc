@@ -50,9 +50,10 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--device", a.device, "{cpu,cuda}", "where to train")
       ->default_str("cuda if a CUDA device is found, else cpu")
       ->group("Execution");
-  value(cmd, "--version", a.level, "{v1,v2}",
+  value(cmd, "--version", a.level, "{v1,v2,v3}",
         "optimisation level preset (workshop name): v1 baseline, v2 fused + flash attention + "
-        "CUDA graphs; v3, v4 not implemented yet")
+        "CUDA graphs, v3 v2 + custom fused kernels (residual add + RMSNorm); v4 not "
+        "implemented yet")
       ->group("Execution");
   cmd->add_flag("--use-amp", a.use_amp,
                 "mixed precision: --amp-dtype compute, fp32 master weights and optimizer state "
@@ -72,6 +73,11 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "attention implementation, overriding the preset: materialized (S x S scores, v1), "
         "flash (our kernels, v2), cudnn (cuDNN's fused SDPA; bf16/fp16 on CUDA), auto (times "
         "flash and cudnn at start-up, keeps the faster)")
+      ->default_str("the preset's")
+      ->group("Level toggles");
+  value(cmd, "--norm", a.toggles.norm, "{plain,fused}",
+        "residual add and RMSNorm: plain (an add, then a norm: v1, v2) or fused (one kernel "
+        "adds and normalises, forward and backward: v3)")
       ->default_str("the preset's")
       ->group("Level toggles");
   cmd->add_flag("--enable-all-fusion", a.toggles.all_fusion.enable,

@@ -37,6 +37,10 @@ class CpuBackend : public Backend {
   void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) override;
   void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) override;
   void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) override;
+  void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
+                           double eps) override;
+  void rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
+                            Mat dresidual) override;
   void rope_forward(Mat x, int seq, int head_dim, double theta) override;
   void rope_backward(Mat dx, int seq, int head_dim, double theta) override;
   // Both implementations: P from probs (materialised) or recomputed from

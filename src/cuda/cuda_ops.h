@@ -30,9 +30,13 @@ void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout, cudaSt
 // cuda_rmsnorm.cu. The backward pass writes per-block partial sums of
 // dweight into `partials` (capacity floats) and reduces them in a second
 // kernel, so dweight is deterministic without atomics.
+// With a non-empty dresidual, backward also adds it into dx (NormImpl::Fused).
 void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStream_t stream);
-void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, float* partials,
-                      std::int64_t capacity, cudaStream_t stream);
+void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
+                      float* partials, std::int64_t capacity, cudaStream_t stream);
+// cuda_residual_norm.cu: sum = a + b, out = RMSNorm(sum), in one pass.
+void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight, double eps,
+                         cudaStream_t stream);
 // Partial rows the backward pass uses at most (blocks of its grid: 8 per SM
 // of an H100 keeps enough loads in flight at 32K rows); the workspace is
 // this many rows of hidden_dim floats.

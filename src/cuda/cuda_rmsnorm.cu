@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_norm_common.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
 
@@ -70,14 +71,15 @@ __device__ __forceinline__ void write_block_partial(float* __restrict__ partials
 
 // dx_c = r * dy_c * w_c - r^3 / D * x_c * sum_j(dy_j * w_j * x_j)
 // dw_c = sum over rows of dy_c * x_c * r
-// dx may alias dy or x (no __restrict__ on them): every element is read by the
-// lane that writes it, before the write.
+// With dres (NormImpl::Fused): dx_c += dres_c, in fp32 before the rounding.
+// dx may alias dy, x or dres (no __restrict__ on them): every element is read
+// by the lane that writes it, before the write.
 template <typename T, typename W, int Vec>
 __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __restrict__ partials,
-                                        const T* dy, std::int64_t ld_dy, const T* x,
-                                        std::int64_t ld_x, const W* __restrict__ w,
-                                        const float* __restrict__ rstd, std::int64_t ld_rstd,
-                                        std::int64_t rows, std::int64_t dim) {
+                                        const T* dy, std::int64_t ld_dy, const T* dres,
+                                        std::int64_t ld_dres, const T* x, std::int64_t ld_x,
+                                        const W* __restrict__ w, const float* __restrict__ rstd,
+                                        std::int64_t ld_rstd, std::int64_t rows, std::int64_t dim) {
   extern __shared__ float dw_acc[];  // [warps per block][dim]
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -106,14 +108,15 @@ __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __rest
     const float coef = warp_sum(dot) * inv * inv * inv / static_cast<float>(dim);
     T* dxr = dx + r * ld_dx;
     for (std::int64_t ch = lane; ch < chunks; ch += 32) {
-      float g[Vec], xv[Vec], wv[Vec], out[Vec];
+      float g[Vec], xv[Vec], wv[Vec], out[Vec], res[Vec] = {};
       load_f32<Vec>(dyr + ch * Vec, g);
       load_f32<Vec>(xr + ch * Vec, xv);
       load_f32<Vec>(w + ch * Vec, wv);
+      if (dres != nullptr) load_f32<Vec>(dres + r * ld_dres + ch * Vec, res);
 #pragma unroll
       for (int k = 0; k < Vec; ++k) {
         mine[ch * Vec + k] += g[k] * xv[k] * inv;
-        out[k] = inv * g[k] * wv[k] - coef * xv[k];
+        out[k] = inv * g[k] * wv[k] - coef * xv[k] + res[k];
       }
       store_f32<Vec>(dxr + ch * Vec, out);
     }
@@ -124,12 +127,10 @@ __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __rest
 // The register-resident backward (see the top of the file): Chunks vectors
 // of Vec columns per lane, lane + 32 * c for c < Chunks.
 template <typename T, typename W, int Vec, int Chunks>
-__global__ void rmsnorm_backward_regs_kernel(T* dx, std::int64_t ld_dx,
-                                             float* __restrict__ partials, const T* dy,
-                                             std::int64_t ld_dy, const T* x, std::int64_t ld_x,
-                                             const W* __restrict__ w,
-                                             const float* __restrict__ rstd, std::int64_t ld_rstd,
-                                             std::int64_t rows, std::int64_t dim) {
+__global__ void rmsnorm_backward_regs_kernel(
+    T* dx, std::int64_t ld_dx, float* __restrict__ partials, const T* dy, std::int64_t ld_dy,
+    const T* dres, std::int64_t ld_dres, const T* x, std::int64_t ld_x, const W* __restrict__ w,
+    const float* __restrict__ rstd, std::int64_t ld_rstd, std::int64_t rows, std::int64_t dim) {
   extern __shared__ float warp_dw[];  // [warps per block][dim], written once
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -167,11 +168,12 @@ __global__ void rmsnorm_backward_regs_kernel(T* dx, std::int64_t ld_dx,
 #pragma unroll
     for (int c = 0; c < Chunks; ++c) {
       const std::int64_t ch = lane + 32 * c;
-      float out[Vec];
+      float out[Vec], res[Vec] = {};
+      if (dres != nullptr && ch < chunks) load_f32<Vec>(dres + r * ld_dres + ch * Vec, res);
 #pragma unroll
       for (int k = 0; k < Vec; ++k) {
         acc[c][k] += g[c][k] * xv[c][k] * inv;
-        out[k] = inv * g[c][k] * wv[c][k] - coef * xv[c][k];
+        out[k] = inv * g[c][k] * wv[c][k] - coef * xv[c][k] + res[k];
       }
       if (ch < chunks) store_f32<Vec>(dxr + ch * Vec, out);
     }
@@ -209,23 +211,6 @@ __global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restr
   }
 }
 
-// Calls fn(TypeTag<T>, TypeTag<W>) for the activation and weight dtypes.
-template <typename Fn>
-void dispatch_pair(DType act, DType weight, const char* name, Fn&& fn) {
-  dispatch_float(act, name,
-                 [&](auto t) { dispatch_float(weight, name, [&](auto w) { fn(t, w); }); });
-}
-
-// Vector width for rows of T with weights of W: every row view and the
-// weight must allow it.
-template <typename T, typename W>
-int row_vec(std::initializer_list<const Mat*> rows, const Mat& weight) {
-  const int vec = vec_width<T>(rows);
-  return aligned_for<W>(weight.data, vec) ? vec : 1;
-}
-
-constexpr int kWarpsPerBlock = 8;
-
 }  // namespace
 
 void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStream_t stream) {
@@ -243,9 +228,9 @@ void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStrea
     dispatch_vec<T>(row_vec<T, W>({&out, &x}, weight), [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       const std::int64_t blocks =
-          std::min<std::int64_t>((x.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
+          std::min<std::int64_t>((x.rows + kNormWarpsPerBlock - 1) / kNormWarpsPerBlock, 65535);
       rmsnorm_forward_kernel<T, W, kVec>
-          <<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, stream>>>(
+          <<<static_cast<unsigned>(blocks), kNormWarpsPerBlock * 32, 0, stream>>>(
               out.ptr<T>(), out.ld, rstd.ptr<float>(), rstd.ld, x.ptr<const T>(), x.ld,
               weight.ptr<const W>(), x.rows, x.cols, static_cast<float>(eps));
       CUDA_CHECK_LAUNCH();
@@ -253,13 +238,17 @@ void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStrea
   });
 }
 
-void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, float* partials,
-                      std::int64_t capacity, cudaStream_t stream) {
-  const char* name = "rmsnorm_backward";
+void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
+                      float* partials, std::int64_t capacity, cudaStream_t stream) {
+  const char* name = dresidual.empty() ? "rmsnorm_backward" : "rmsnorm_backward_add";
   require_same_shape(name, dx, x);
   require_same_shape(name, dout, x);
   require(dx.dtype == x.dtype && dout.dtype == x.dtype, name,
           "dx, dout and x must share one dtype");
+  if (!dresidual.empty()) {
+    require_same_shape(name, dresidual, x);
+    require(dresidual.dtype == x.dtype, name, "dresidual and x must share one dtype");
+  }
   require(weight.numel() == x.cols && (weight.rows == 1 || weight.contiguous()), name,
           "weight " + shape_str(weight) + " for rows of " + std::to_string(x.cols));
   require(dweight.numel() == x.cols && (dweight.rows == 1 || dweight.contiguous()), name,
@@ -276,7 +265,7 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
   require(dim <= 12288, name, "rows longer than 12288 are not supported");
   // Each warp's dw slice lives in shared memory: as many warps as 48 KB hold.
   const int block_warps = static_cast<int>(std::clamp<std::int64_t>(
-      48 * 1024 / (dim * static_cast<std::int64_t>(sizeof(float))), 1, kWarpsPerBlock));
+      48 * 1024 / (dim * static_cast<std::int64_t>(sizeof(float))), 1, kNormWarpsPerBlock));
   std::int64_t blocks = std::min<std::int64_t>(kRmsnormPartialRows, by_capacity);
   blocks = std::max<std::int64_t>(
       1, std::min(blocks, (x.rows + block_warps - 1) / static_cast<std::int64_t>(block_warps)));
@@ -284,15 +273,18 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
   dispatch_pair(x.dtype, weight.dtype, name, [&](auto t, auto w) {
     using T = typename decltype(t)::type;
     using W = typename decltype(w)::type;
-    dispatch_vec<T>(row_vec<T, W>({&dx, &dout, &x}, weight), [&](auto vec) {
+    const int vec = dresidual.empty() ? row_vec<T, W>({&dx, &dout, &x}, weight)
+                                      : row_vec<T, W>({&dx, &dout, &x, &dresidual}, weight);
+    dispatch_vec<T>(vec, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       const std::int64_t per_lane = (dim / kVec + 31) / 32;
       const dim3 grid(static_cast<unsigned>(blocks));
       const dim3 block(static_cast<unsigned>(block_warps * 32));
       auto launch = [&](auto kernel) {
-        kernel<<<grid, block, smem, stream>>>(
-            dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(), dout.ld, x.ptr<const T>(), x.ld,
-            weight.ptr<const W>(), rstd.ptr<const float>(), rstd.ld, x.rows, dim);
+        kernel<<<grid, block, smem, stream>>>(dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(),
+                                              dout.ld, dresidual.ptr<const T>(), dresidual.ld,
+                                              x.ptr<const T>(), x.ld, weight.ptr<const W>(),
+                                              rstd.ptr<const float>(), rstd.ld, x.rows, dim);
       };
       if (dim % kVec != 0 || per_lane > 4) {
         launch(rmsnorm_backward_kernel<T, W, kVec>);

@@ -45,7 +45,7 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   d_residual_a = take(n, d, act);
   d_residual_b = take(n, d, act);
   d_norm_out = take(n, d, act);
-  d_norm_in = take(n, d, act);
+  if (plan.ops.norm == NormImpl::Plain) d_norm_in = take(n, d, act);
   d_qkv = take(n, cfg.qkv_dim(), act);
   d_attn = take(n, cfg.q_dim(), act);
   d_gate_up = take(n, 2 * f, act);

@@ -195,6 +195,16 @@ class Backend {
   virtual void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) = 0;
   // dx and dweight ([1, D], master dtype) are overwritten.
   virtual void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) = 0;
+  // NormImpl::Fused, forward: sum = a + b (rounded to sum's dtype; sum may
+  // alias a or b), then out = RMSNorm(sum) as rmsnorm_forward computes it
+  // from the stored sum. One pass instead of an add and a norm.
+  virtual void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
+                                   double eps) = 0;
+  // NormImpl::Fused, backward: dx = dresidual + the norm's input gradient
+  // (summed before rounding), dweight as rmsnorm_backward; dx may alias
+  // dresidual or dout.
+  virtual void rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
+                                    Mat dresidual) = 0;
 
   // --- RoPE, interleaved pairs, in place -----------------------------------
   // x: [batch*seq, n_heads*head_dim]; row r is position r % seq.

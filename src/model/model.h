@@ -130,6 +130,13 @@ class Model {
   // d_in = sum over parts of d_out[:, part] · w[part, :], one GEMM per part
   // (unfused levels); summed in fp32 under AMP (ActivationPlan::d_norm_sum).
   void separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts, const int* widths);
+  bool fused_norm() const { return plan_.ops.norm == NormImpl::Fused; }
+  // d_sum = d_above + the RMSNorm's input gradient (and its weight
+  // gradient), after joining the side GEMM `reader` of d_sum; marked as
+  // attn_/ffn_residual_norm (fused) or attn_/ffn_norm then _residual.
+  enum class NormHalf { Attn, Ffn };
+  void norm_residual_backward(Mat d_sum, Mat d_weight, Mat d_norm, Mat x, Mat weight, Mat rstd,
+                              Mat d_above, std::int64_t reader, NormHalf half);
 
   ModelConfig cfg_;
   StepPlan plan_;

@@ -31,9 +31,11 @@ void Model::forward() {
 
   const Mat xl = acts_.view(arena_, acts_.residual_out);
   const Mat nf = acts_.view(arena_, acts_.final_norm);
-  ops.next("final_norm");
-  backend_.rmsnorm_forward(nf, acts_.view(arena_, acts_.final_rstd), xl,
-                           compute_weight(layout_.final_norm()), cfg_.rms_eps);
+  if (!fused_norm()) {  // else the last block's residual_norm wrote nf
+    ops.next("final_norm");
+    backend_.rmsnorm_forward(nf, acts_.view(arena_, acts_.final_rstd), xl,
+                             compute_weight(layout_.final_norm()), cfg_.rms_eps);
+  }
   // Tied LM head: logits = nf · Eᵀ over the padded vocabulary (zero rows
   // of E give zero logits past vocab_size, which the loss never reads).
   const Mat logits = acts_.view(arena_, acts_.logits);
@@ -57,9 +59,12 @@ void Model::forward_layer(int l) {
   const int qd = cfg_.q_dim();
   const int kvd = cfg_.kv_dim();
 
-  ops.next("attn_norm");
-  backend_.rmsnorm_forward(n1, acts_.view(arena_, a.rstd1), x,
-                           compute_weight(layout_.layer(l, &LayerSlots::attn_norm)), cfg_.rms_eps);
+  if (!fused_norm() || l == 0) {  // else the block above's residual_norm wrote n1
+    ops.next("attn_norm");
+    backend_.rmsnorm_forward(n1, acts_.view(arena_, a.rstd1), x,
+                             compute_weight(layout_.layer(l, &LayerSlots::attn_norm)),
+                             cfg_.rms_eps);
+  }
   ops.next("qkv_gemm");
   qkv_forward(l);
   // q and k heads sit side by side in qkv, so one call rotates both.
@@ -73,16 +78,21 @@ void Model::forward_layer(int l) {
   ops.next("out_proj_gemm");
   backend_.gemm(h, attn, false, compute_weight(layout_.layer(l, &LayerSlots::wo)), true, 1.0f,
                 0.0f);
-  ops.next("attn_residual");
-  backend_.add(h, h, x);
-
   const Mat n2 = acts_.view(arena_, a.norm2);
+  const Mat ffn_norm = compute_weight(layout_.layer(l, &LayerSlots::ffn_norm));
+  if (fused_norm()) {
+    ops.next("attn_residual_norm");
+    backend_.add_rmsnorm_forward(h, n2, acts_.view(arena_, a.rstd2), h, x, ffn_norm, cfg_.rms_eps);
+  } else {
+    ops.next("attn_residual");
+    backend_.add(h, h, x);
+    ops.next("ffn_norm");
+    backend_.rmsnorm_forward(n2, acts_.view(arena_, a.rstd2), h, ffn_norm, cfg_.rms_eps);
+  }
+
   const Mat gu = acts_.view(arena_, a.gate_up);
   const Mat hidden = acts_.view(arena_, a.ffn_hidden);
   const int f = cfg_.ffn_dim;
-  ops.next("ffn_norm");
-  backend_.rmsnorm_forward(n2, acts_.view(arena_, a.rstd2), h,
-                           compute_weight(layout_.layer(l, &LayerSlots::ffn_norm)), cfg_.rms_eps);
   ops.next("gate_up_gemm");
   ffn_up_forward(l);
   const Mat gate = gu.col_block(0, f);
@@ -98,8 +108,19 @@ void Model::forward_layer(int l) {
   ops.next("down_gemm");
   backend_.gemm(out, hidden, false, compute_weight(layout_.layer(l, &LayerSlots::wdown)), true,
                 1.0f, 0.0f);
-  ops.next("ffn_residual");
-  backend_.add(out, out, h);
+  if (!fused_norm()) {
+    ops.next("ffn_residual");
+    backend_.add(out, out, h);
+    return;
+  }
+  // The next block's attention norm, or the final norm after the last block.
+  const bool last = l + 1 == cfg_.num_layers;
+  const Mat next_norm = acts_.view(arena_, last ? acts_.final_norm : acts_.layers[l + 1].norm1);
+  const Mat next_rstd = acts_.view(arena_, last ? acts_.final_rstd : acts_.layers[l + 1].rstd1);
+  const Mat next_weight =
+      compute_weight(last ? layout_.final_norm() : layout_.layer(l + 1, &LayerSlots::attn_norm));
+  ops.next("ffn_residual_norm");
+  backend_.add_rmsnorm_forward(out, next_norm, next_rstd, out, h, next_weight, cfg_.rms_eps);
 }
 
 void Model::qkv_forward(int l) {
@@ -197,7 +218,6 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   const int qd = cfg_.q_dim();
   const int kvd = cfg_.kv_dim();
   const Mat d_norm_out = acts_.view(arena_, acts_.d_norm_out);
-  const Mat d_norm_in = acts_.view(arena_, acts_.d_norm_in);
 
   // Feed-forward half: out = h + Wdown(silu(g) * u).
   const Mat hidden = acts_.view(arena_, a.ffn_hidden);
@@ -229,14 +249,10 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   ops.close();  // ffn_up_backward marks its two GEMMs
   tickets.gate_up = ffn_up_backward(l, d_norm_out);
   const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
-  ops.next("ffn_norm");
-  backend_.rmsnorm_backward(d_norm_in, grad(ffn_norm), d_norm_out,
-                            acts_.view(arena_, a.residual_mid), compute_weight(ffn_norm),
-                            acts_.view(arena_, a.rstd2));
   const Mat d_h = d_scratch;
-  backend_.join_side_gemm(tickets.out_proj);  // d_scratch is overwritten next
-  ops.next("ffn_residual");
-  backend_.add(d_h, d_out, d_norm_in);
+  norm_residual_backward(d_h, grad(ffn_norm), d_norm_out, acts_.view(arena_, a.residual_mid),
+                         compute_weight(ffn_norm), acts_.view(arena_, a.rstd2), d_out,
+                         tickets.out_proj, NormHalf::Ffn);
 
   // Attention half: h = x + Wo(attn(rope(q), rope(k), v)).
   const Mat attn = acts_.view(arena_, a.attn_out);
@@ -262,13 +278,9 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   ops.close();  // qkv_backward marks its two GEMMs
   tickets.qkv = qkv_backward(l, d_norm_out);
   const ParamSlot& attn_norm = layout_.layer(l, &LayerSlots::attn_norm);
-  ops.next("attn_norm");
-  backend_.rmsnorm_backward(d_norm_in, grad(attn_norm), d_norm_out,
-                            acts_.view(arena_, a.residual_in), compute_weight(attn_norm),
-                            acts_.view(arena_, a.rstd1));
-  backend_.join_side_gemm(down_ticket);  // d_out is overwritten next
-  ops.next("attn_residual");
-  backend_.add(d_out, d_h, d_norm_in);
+  norm_residual_backward(d_out, grad(attn_norm), d_norm_out, acts_.view(arena_, a.residual_in),
+                         compute_weight(attn_norm), acts_.view(arena_, a.rstd1), d_h, down_ticket,
+                         NormHalf::Attn);
   if (layers_updated_) {
     // Every gradient of this layer is issued (the weight gradients on the
     // side branch, which the sweep waits for), and nothing below reads its
@@ -276,6 +288,27 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
     ops.next("adamw");
     sweep_adamw(layout_.layer_span(l), update_hyper(), /*beside_backward=*/true);
   }
+}
+
+// d(residual) = d(residual above) + the norm's input gradient: one op
+// (NormImpl::Fused) or the norm's backward then the add. `d_sum` is
+// overwritten, so the side GEMM `reader` (which reads it) is joined first.
+void Model::norm_residual_backward(Mat d_sum, Mat d_weight, Mat d_norm, Mat x, Mat weight, Mat rstd,
+                                   Mat d_above, std::int64_t reader, NormHalf half) {
+  OpSequence ops;  // marker names must be literals (core/op_marker.h)
+  const bool ffn = half == NormHalf::Ffn;
+  if (fused_norm()) {
+    backend_.join_side_gemm(reader);
+    ops.next(ffn ? "ffn_residual_norm" : "attn_residual_norm");
+    backend_.rmsnorm_backward_add(d_sum, d_weight, d_norm, x, weight, rstd, d_above);
+    return;
+  }
+  const Mat d_norm_in = acts_.view(arena_, acts_.d_norm_in);
+  ops.next(ffn ? "ffn_norm" : "attn_norm");
+  backend_.rmsnorm_backward(d_norm_in, d_weight, d_norm, x, weight, rstd);
+  backend_.join_side_gemm(reader);
+  ops.next(ffn ? "ffn_residual" : "attn_residual");
+  backend_.add(d_sum, d_above, d_norm_in);
 }
 
 // d(norm1) = d(qkv) · Wqkv and d(Wqkv) = d(qkv)ᵀ · norm1, fused or per slice.

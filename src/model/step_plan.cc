@@ -15,6 +15,7 @@ constexpr GemmGrouping kGroupings[] = {GemmGrouping::Separate, GemmGrouping::Fus
 constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionImpl::Flash,
                                          AttentionImpl::Cudnn};
 constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused};
+constexpr NormImpl kNorms[] = {NormImpl::Plain, NormImpl::Fused};
 constexpr OptimizerImpl kOptimizers[] = {OptimizerImpl::PerTensor, OptimizerImpl::Fused,
                                          OptimizerImpl::FusedPerLayer};
 constexpr Execution kExecutions[] = {Execution::Eager, Execution::Graph};
@@ -139,8 +140,8 @@ const char* impl_name(AttentionImpl v) {
 const char* impl_name(SwigluImpl v) {
   return v == SwigluImpl::Fused ? "fused" : "separate";
 }
-const char* impl_name(NormImpl) {
-  return "plain";
+const char* impl_name(NormImpl v) {
+  return v == NormImpl::Fused ? "fused" : "plain";
 }
 const char* impl_name(RopeImpl) {
   return "separate";
@@ -185,7 +186,7 @@ std::vector<NamedChoice> named_choices(const OpChoices& ops) {
 }
 
 std::vector<std::string> implemented_levels() {
-  return {"v1", "v2"};
+  return {"v1", "v2", "v3"};
 }
 
 OpChoices level_preset(const std::string& name) {
@@ -202,15 +203,20 @@ OpChoices level_preset(const std::string& name) {
   // because v2's speed target needs the optimizer in one launch (50
   // per-tensor launches plus a convert pass were ~35 % of the bf16 step).
   if (name == "v2") return ops;
+  // v3: v2 with the custom fused kernels (DESIGN §2).
+  if (name == "v3") {
+    ops.norm = NormImpl::Fused;
+    return ops;
+  }
   std::string allowed;
   for (const std::string& level : implemented_levels()) {
     allowed += (allowed.empty() ? "" : ", ") + level;
   }
-  if (name == "v3" || name == "v4") {
+  if (name == "v4") {
     throw UsageError("--version " + name + ": not implemented yet; available: " + allowed);
   }
   throw UsageError("--version " + (name.empty() ? std::string("''") : name) +
-                   ": allowed values are " + allowed + " (v3, v4 not implemented yet)");
+                   ": allowed values are " + allowed + " (v4 not implemented yet)");
 }
 
 std::vector<OpChoices> single_changes(const OpChoices& preset) {
@@ -227,6 +233,7 @@ std::vector<OpChoices> single_changes(const OpChoices& preset) {
   each(&OpChoices::gate_up_gemm, kGroupings);
   each(&OpChoices::attention, kAttentions);
   each(&OpChoices::swiglu, kSwiglus);
+  each(&OpChoices::norm, kNorms);
   each(&OpChoices::optimizer, kOptimizers);
   each(&OpChoices::execution, kExecutions);
   return out;

@@ -36,7 +36,12 @@ enum class GemmGrouping { Separate, Fused };
 enum class AttentionImpl { Materialized, Flash, Cudnn, Auto };
 // silu(gate) * up: one kernel, or silu then mul through a stored silu(gate).
 enum class SwigluImpl { Separate, Fused };
-enum class NormImpl { Plain };       // residual add and RMSNorm as separate ops
+// Plain: the residual add and the RMSNorm as separate ops. Fused: one kernel
+// adds the sublayer's output into the residual stream and normalises the
+// sum (across the layer boundary too: a block's last add feeds the next
+// block's first norm, or the final norm); backward, one kernel writes the
+// norm's input gradient plus the residual gradient.
+enum class NormImpl { Plain, Fused };
 enum class RopeImpl { Separate };    // a rotation pass over q and k
 enum class LossImpl { FullLogits };  // full logits, then cross-entropy
 enum class GemmEpilogue { None };    // GEMMs write their output, nothing fused in

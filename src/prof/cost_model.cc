@@ -92,6 +92,14 @@ Cost rmsnorm_backward(const Sizes& s, i64 t, i64 d) {
 Cost add(const Sizes& s, i64 t, i64 d) {
   return {t * d, 3 * t * d * s.c};
 }
+// NormImpl::Fused: reads a, b, w; writes the sum, the norm and rstd.
+Cost add_rmsnorm_forward(const Sizes& s, i64 t, i64 d) {
+  return {(kRmsNormForwardFlops + 1) * t * d, (4 * t * d + d) * s.c + t * s.st};
+}
+// Reads dout, x, w, rstd and the residual gradient; writes dx and dweight.
+Cost rmsnorm_backward_add(const Sizes& s, i64 t, i64 d) {
+  return {(kRmsNormBackwardFlops + 1) * t * d, (4 * t * d + d) * s.c + t * s.st + d * s.m};
+}
 
 class Builder {
  public:
@@ -208,12 +216,14 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
   const bool fused_qkv = plan.ops.qkv_gemm == GemmGrouping::Fused;
   const bool fused_gate_up = plan.ops.gate_up_gemm == GemmGrouping::Fused;
   const bool fused_swiglu = plan.ops.swiglu == SwigluImpl::Fused;
+  const bool fused_norm = plan.ops.norm == NormImpl::Fused;
   Builder b(sc);
   b.phase("forward");
   b.add("embedding", OpKind::Elementwise, {0, t * kTokenBytes + 2 * t * d * s.c});
   for (int l = 0; l < cfg.num_layers; ++l) {
     b.layer(l);
-    b.add("attn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+    // Fused: the block above's ffn_residual_norm normalised this block's input.
+    if (!fused_norm || l == 0) b.add("attn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
     b.add("qkv_gemm", OpKind::Gemm,
           fused_qkv ? linear_forward(s, t, d, {qd + 2 * kvd})
                     : linear_forward(s, t, d, {qd, kvd, kvd}));
@@ -221,18 +231,27 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
     b.add("attention", OpKind::Attention,
           {attn_fwd_flops, (2 * t * qd + 2 * t * kvd) * s.c + lse_bytes + probs_bytes});
     b.add("out_proj_gemm", OpKind::Gemm, linear_forward(s, t, qd, {d}));
-    b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
-    b.add("ffn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+    if (fused_norm) {
+      b.add("attn_residual_norm", OpKind::Elementwise, add_rmsnorm_forward(s, t, d));
+    } else {
+      b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
+      b.add("ffn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+    }
     b.add("gate_up_gemm", OpKind::Gemm,
           fused_gate_up ? linear_forward(s, t, d, {2 * f}) : linear_forward(s, t, d, {f, f}));
     // Fused: silu(g)·u reads g, u and writes h; unfused writes and rereads silu(g).
     b.add("swiglu", OpKind::Elementwise,
           {kSwigluForwardFlops * t * f, (fused_swiglu ? 3 : 5) * t * f * s.c});
     b.add("down_gemm", OpKind::Gemm, linear_forward(s, t, f, {d}));
-    b.add("ffn_residual", OpKind::Elementwise, add(s, t, d));
+    if (fused_norm) {
+      // With the next block's attention norm, or the final norm.
+      b.add("ffn_residual_norm", OpKind::Elementwise, add_rmsnorm_forward(s, t, d));
+    } else {
+      b.add("ffn_residual", OpKind::Elementwise, add(s, t, d));
+    }
   }
   b.layer(-1);
-  b.add("final_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+  if (!fused_norm) b.add("final_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
   // Model work over the vocabulary: the GEMMs also run over the zero rows
   // up to ModelConfig::padded_vocab() (0.1 % more at GPT-2's 50257), which
   // MFU and 6NT do not count.
@@ -272,8 +291,12 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
           fused_gate_up ? linear_dgrad(s, t, d, {2 * f}) : linear_dgrad(s, t, d, {f, f}));
     b.add("gate_up_gemm_wgrad", OpKind::Gemm,
           fused_gate_up ? linear_wgrad(s, t, d, {2 * f}) : linear_wgrad(s, t, d, {f, f}));
-    b.add("ffn_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
-    b.add("ffn_residual", OpKind::Elementwise, add(s, t, d));
+    if (fused_norm) {
+      b.add("ffn_residual_norm", OpKind::Elementwise, rmsnorm_backward_add(s, t, d));
+    } else {
+      b.add("ffn_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
+      b.add("ffn_residual", OpKind::Elementwise, add(s, t, d));
+    }
     b.add("out_proj_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, qd, {d}));
     b.add("out_proj_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, qd, {d}));
     // Reads dout, q, k, v, lse and (flash) out or (materialised) the saved
@@ -290,8 +313,12 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
     b.add(
         "qkv_gemm_wgrad", OpKind::Gemm,
         fused_qkv ? linear_wgrad(s, t, d, {qd + 2 * kvd}) : linear_wgrad(s, t, d, {qd, kvd, kvd}));
-    b.add("attn_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
-    b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
+    if (fused_norm) {
+      b.add("attn_residual_norm", OpKind::Elementwise, rmsnorm_backward_add(s, t, d));
+    } else {
+      b.add("attn_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
+      b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
+    }
     if (layer_updates) b.add("adamw", OpKind::Optimizer, fused_sweep(layout.layer_span(l)));
   }
   b.layer(-1);

@@ -53,6 +53,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
     }
     ops.attention = parse_attention(flags.attention);
   }
+  if (!flags.norm.empty()) ops.norm = parse_norm(flags.norm);
   return ops;
 }
 
@@ -63,6 +64,14 @@ AttentionImpl parse_attention(const std::string& value) {
   }
   throw UsageError("--attention " + (value.empty() ? std::string("''") : value) +
                    ": allowed values are materialized, flash, cudnn, auto");
+}
+
+NormImpl parse_norm(const std::string& value) {
+  for (NormImpl impl : {NormImpl::Plain, NormImpl::Fused}) {
+    if (value == impl_name(impl)) return impl;
+  }
+  throw UsageError("--norm " + (value.empty() ? std::string("''") : value) +
+                   ": allowed values are plain, fused");
 }
 
 }  // namespace tinyllama

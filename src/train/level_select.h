@@ -29,10 +29,14 @@ struct ToggleFlags {
   // --attention materialized|flash|cudnn|auto; empty: not given. Applied
   // last; with --enable/--disable-flash-attention it is a usage error.
   std::string attention;
+  // --norm plain|fused; empty: not given.
+  std::string norm;
 };
 
 // "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
 AttentionImpl parse_attention(const std::string& value);
+// "plain" or "fused"; UsageError naming them otherwise.
+NormImpl parse_norm(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);

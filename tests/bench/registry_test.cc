@@ -20,10 +20,11 @@ std::vector<Precision> every_precision() {
   return {Precision::fp32(), Precision::amp(DType::BF16), Precision::amp(DType::F16)};
 }
 
-// Every implementation choice the registry uses, and all four off at once.
+// Every implementation choice the registry uses, all of them off and all on.
 std::vector<ImplChoice> every_impl() {
   std::vector<ImplChoice> out{ImplChoice{},
-                              ImplChoice{false, false, AttentionImpl::Materialized, false}};
+                              ImplChoice{false, false, AttentionImpl::Materialized, false, false},
+                              ImplChoice{true, true, AttentionImpl::Flash, true, true}};
   for (const OpVariant& v : registry()) out.push_back(v.impl);
   return out;
 }

@@ -31,17 +31,40 @@ TEST(LevelSelect, V1IsTheBaselineAndV2TurnsEveryToggleOn) {
   EXPECT_EQ(v2.attention, AttentionImpl::Flash);
   EXPECT_EQ(v2.optimizer, OptimizerImpl::FusedPerLayer);
   EXPECT_EQ(v2.execution, Execution::Graph);
+  const OpChoices v3 = level_preset("v3");
+  EXPECT_EQ(v3.norm, NormImpl::Fused);
+  OpChoices v2_fused_norm = v2;
+  v2_fused_norm.norm = NormImpl::Fused;
+  EXPECT_EQ(v3, v2_fused_norm) << "v3 is v2 with the fused kernels";
+  EXPECT_EQ(v3.attention, AttentionImpl::Flash) << "v3 keeps our own flash (DESIGN §2)";
+  EXPECT_EQ(v3.execution, Execution::Graph);
+  EXPECT_EQ(v2.norm, NormImpl::Plain);
   EXPECT_NO_THROW(level_preset(kDefaultLevel));
 }
 
+TEST(LevelSelect, NormFlagOverridesThePreset) {
+  ToggleFlags f;
+  f.norm = "fused";
+  EXPECT_EQ(apply_toggle_flags(level_preset("v2"), f).norm, NormImpl::Fused);
+  f.norm = "plain";
+  EXPECT_EQ(apply_toggle_flags(level_preset("v3"), f).norm, NormImpl::Plain);
+  f.norm = "fast";
+  try {
+    apply_toggle_flags(level_preset("v3"), f);
+    ADD_FAILURE() << "--norm fast was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("plain, fused"), std::string::npos) << e.what();
+  }
+}
+
 TEST(LevelSelect, UnimplementedAndUnknownLevelsAreRefusedByName) {
-  for (const char* name : {"v3", "v4", "v9", ""}) {
+  for (const char* name : {"v4", "v9", ""}) {
     try {
       level_preset(name);
       ADD_FAILURE() << name << " was accepted";
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("--version"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("v1, v2"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("v1, v2, v3"), std::string::npos) << e.what();
     }
   }
 }
