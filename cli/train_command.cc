@@ -52,7 +52,7 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
       ->group("Execution");
   value(cmd, "--version", a.level, "{v1,v2,v3}",
         "optimisation level preset (workshop name): v1 baseline, v2 fused + flash attention + "
-        "CUDA graphs, v3 v2 + custom fused kernels (residual add + RMSNorm); v4 not "
+        "CUDA graphs, v3 v2 + custom fused kernels (residual add + RMSNorm, chunked loss); v4 not "
         "implemented yet")
       ->group("Execution");
   cmd->add_flag("--use-amp", a.use_amp,
@@ -79,6 +79,16 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "residual add and RMSNorm: plain (an add, then a norm: v1, v2) or fused (one kernel "
         "adds and normalises, forward and backward: v3)")
       ->default_str("the preset's")
+      ->group("Level toggles");
+  value(cmd, "--loss", a.toggles.loss, "{full_logits,chunked}",
+        "LM head and cross-entropy: full_logits (all [tokens, vocab] logits, then the loss: v1, "
+        "v2) or chunked (per chunk of rows: head GEMM, one loss+gradient kernel, the head's "
+        "gradients; the full logits never exist: v3)")
+      ->default_str("the preset's")
+      ->group("Level toggles");
+  value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
+        "rows per chunk of the chunked loss (needs the chunked loss)")
+      ->default_str("the fewest chunks of at most 256 MiB of logits each")
       ->group("Level toggles");
   cmd->add_flag("--enable-all-fusion", a.toggles.all_fusion.enable,
                 "turn all five toggles on (applied after the preset, before single toggles)");
@@ -148,6 +158,16 @@ TrainOptions to_train_options(const TrainArgs& a) {
 
   o.request.level = a.level;
   o.request.ops = apply_toggle_flags(level_preset(a.level), a.toggles);
+  if (!a.loss_chunk_rows.empty()) {
+    if (o.request.ops.loss != LossImpl::Chunked) {
+      throw UsageError(
+          "--loss-chunk-rows: needs the chunked loss (--loss chunked, or --version v3)");
+    }
+    o.request.loss_chunk_rows = parse_int_flag("--loss-chunk-rows", a.loss_chunk_rows);
+    if (o.request.loss_chunk_rows < 1) {
+      throw UsageError("--loss-chunk-rows " + a.loss_chunk_rows + ": expected at least 1");
+    }
+  }
   // Checked even without --use-amp, so a typo is never silently ignored.
   const DType amp = parse_amp_dtype(a.amp_dtype);
   o.request.precision = a.use_amp ? Precision::amp(amp) : Precision::fp32();

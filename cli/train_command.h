@@ -29,6 +29,7 @@ struct TrainArgs {
   std::string log_every = "10";
   std::string device;  // empty: cuda when a device is present, else cpu
   std::string level{kDefaultLevel};
+  std::string loss_chunk_rows;  // empty: the plan's choice
   bool use_amp = false;
   std::string amp_dtype = "bfloat16";
   ToggleFlags toggles;

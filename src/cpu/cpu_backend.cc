@@ -141,6 +141,11 @@ void CpuBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int3
                                         const StepScalars* step) {
   cpu::cross_entropy_backward(dlogits, logits, targets, step->ce_grad_scale);
 }
+void CpuBackend::cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
+                                     const StepScalars* step) {
+  cpu::cross_entropy_forward(losses, logits, targets);
+  cpu::cross_entropy_backward(logits, logits, targets, step->ce_grad_scale);
+}
 void CpuBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
   if (hp.scalars == nullptr) {
     cpu::adamw(param, grad, m, v, hp);

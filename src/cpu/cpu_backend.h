@@ -58,6 +58,8 @@ class CpuBackend : public Backend {
                               float scale) override;
   void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                               const StepScalars* step) override;
+  void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
+                           const StepScalars* step) override;
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
 };

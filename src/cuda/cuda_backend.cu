@@ -394,6 +394,11 @@ void CudaBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int
   cuda::cross_entropy_backward(dlogits, logits, targets, &step->ce_grad_scale, stream_);
 }
 
+void CudaBackend::cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
+                                      const StepScalars* step) {
+  cuda::cross_entropy_fused(losses, logits, targets, &step->ce_grad_scale, stream_);
+}
+
 void CudaBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
   cuda::adamw(param, grad, m, v, hp, stream_);
 }

@@ -90,6 +90,8 @@ class CudaBackend final : public Backend {
                               float scale) override;
   void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                               const StepScalars* step) override;
+  void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
+                           const StepScalars* step) override;
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
   void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
                    const AdamWHyper& hp) override;

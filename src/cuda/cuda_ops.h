@@ -45,6 +45,10 @@ constexpr int kRmsnormPartialRows = 1056;
 // cuda_rope.cu. inverse = the backward pass.
 void rope(Mat x, int seq, int head_dim, double theta, bool inverse, cudaStream_t stream);
 
+// cuda_cross_entropy_fused.cu: losses, and dlogits over the logits with
+// the scale read from device memory when the kernel runs.
+void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
+                         const float* scale_on_device, cudaStream_t stream);
 // cuda_cross_entropy.cu
 void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets,
                            cudaStream_t stream);

@@ -39,7 +39,9 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   residual_out = take(n, d, act);
   final_norm = take(n, d, act);
   final_rstd = take(n, 1, st);
-  logits = take(n, cfg.vocab_size, act, cfg.padded_vocab());
+  // Chunked: one chunk's rows, reused by every chunk.
+  const std::int64_t logit_rows = plan.ops.loss == LossImpl::Chunked ? plan.loss_chunk_rows : n;
+  logits = take(logit_rows, cfg.vocab_size, act, cfg.padded_vocab());
   losses = take(n, 1, st);
 
   d_residual_a = take(n, d, act);

@@ -44,7 +44,8 @@ struct ActivationPlan {
   Slot final_norm, final_rstd;
   // [N, V] with row stride ModelConfig::padded_vocab(): the LM-head GEMMs
   // write and read all padded columns (zero), the loss the first V;
-  // backward overwrites it with dlogits.
+  // backward overwrites it with dlogits. LossImpl::Chunked: one chunk's
+  // rows [StepPlan::loss_chunk_rows, V], reused by each chunk in turn.
   Slot logits;
   Slot losses;  // [N, 1]
   // Backward scratch, shared across layers.

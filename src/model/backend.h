@@ -241,6 +241,10 @@ class Backend {
   // backend memory), so a captured step replays with each step's loss scale.
   virtual void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                                       const StepScalars* step) = 0;
+  // LossImpl::Chunked: cross_entropy_forward, then cross_entropy_backward in
+  // place (dlogits over the logits, scale step->ce_grad_scale), as one op.
+  virtual void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
+                                   const StepScalars* step) = 0;
 
   // --- optimizer ---------------------------------------------------------------
   // PyTorch AdamW on one contiguous block (param, grad, m, v share a shape).

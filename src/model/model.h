@@ -59,7 +59,9 @@ class Model {
   // behind the work already enqueued (a graph replay reads them there).
   void set_batch(const std::vector<std::int32_t>& rows);
 
-  void forward();       // fills the per-position losses
+  // Fills the per-position losses (under LossImpl::Chunked, computing
+  // nothing for backward at the head: backward_pass recomputes it).
+  void forward();
   double loss() const;  // mean loss of the last forward (synchronises)
   // The same loss without waiting: enqueue_loss_readback copies the last
   // forward's per-position losses into `rb` in stream order (outside any
@@ -93,6 +95,11 @@ class Model {
   // whole steps (StepRunner); not for callers that read the gradients, or
   // the parameters they came from, before the optimizer step.
   void backward_pass(bool update_layers = false);
+  // forward() for a whole step, after stage_step: under LossImpl::Chunked
+  // it also runs the head's backward chunk by chunk (dlogits with the staged
+  // loss scale, the head's data and weight gradients), so the next
+  // backward_pass starts below the head and the full logits never exist.
+  void forward_pass();
   void optimizer_pass();
 
   // Views into the flat blocks, for tests and I/O.
@@ -106,7 +113,18 @@ class Model {
   Mat lm_head_weight() const;
   Mat lm_head_grad() const;
   void refresh_compute_weights();
+  void run_forward(bool training);
   void forward_layer(int l);
+  // model_loss.cc: the tied LM head and the cross-entropy. loss_forward
+  // with head_gradients (Chunked only) also leaves d(final norm) in
+  // d_norm_out and the head's weight gradient issued; loss_backward does
+  // what the forward left to do.
+  void loss_forward(bool head_gradients);
+  void loss_backward();
+  void chunked_head(bool head_gradients);
+  // The logits buffer over all ModelConfig::padded_vocab() columns (its row
+  // stride), for the LM-head GEMMs; the loss reads the first vocab_size.
+  static Mat padded_logits(Mat logits);
   double mean_of_losses(const void* raw) const;  // losses_bytes() of the losses' dtype
   // Side GEMM tickets (Backend::side_gemm) of the weight gradients whose
   // inputs a later layer's backward overwrites: it joins each one first.
@@ -155,8 +173,9 @@ class Model {
   void* grads_ = nullptr;   // master dtype
   void* adam_m_ = nullptr;
   void* adam_v_ = nullptr;
-  void* compute_params_ = nullptr;  // low-precision copy under AMP, else null
-  bool layers_updated_ = false;     // by the last backward_pass, for optimizer_pass
+  void* compute_params_ = nullptr;   // low-precision copy under AMP, else null
+  bool layers_updated_ = false;      // by the last backward_pass, for optimizer_pass
+  bool head_backward_done_ = false;  // by forward_pass (Chunked), for backward_pass
   void* arena_ = nullptr;
   std::int32_t* tokens_ = nullptr;         // [B*S] inputs (device)
   std::int32_t* targets_ = nullptr;        // [B*S] targets (device)

@@ -8,17 +8,15 @@
 #include "core/op_marker.h"
 
 namespace tinyllama {
-namespace {
-
-// The logits buffer over all ModelConfig::padded_vocab() columns (its row
-// stride), for the LM-head GEMMs; the loss reads the first vocab_size.
-Mat padded_logits(Mat logits) {
-  return Mat(logits.data, logits.dtype, logits.rows, logits.ld, logits.ld);
+void Model::forward() {
+  run_forward(/*training=*/false);
 }
 
-}  // namespace
+void Model::forward_pass() {
+  run_forward(/*training=*/true);
+}
 
-void Model::forward() {
+void Model::run_forward(bool training) {
   // Op markers (core/op_marker.h): NVTX ranges, and host ranges for --profile,
   // named like the cost model's ops (prof/cost_model.h).
   const OpScope phase("forward");
@@ -36,13 +34,8 @@ void Model::forward() {
     backend_.rmsnorm_forward(nf, acts_.view(arena_, acts_.final_rstd), xl,
                              compute_weight(layout_.final_norm()), cfg_.rms_eps);
   }
-  // Tied LM head: logits = nf · Eᵀ over the padded vocabulary (zero rows
-  // of E give zero logits past vocab_size, which the loss never reads).
-  const Mat logits = acts_.view(arena_, acts_.logits);
-  ops.next("lm_head_gemm");
-  backend_.gemm(padded_logits(logits), nf, false, lm_head_weight(), true, 1.0f, 0.0f);
-  ops.next("cross_entropy");
-  backend_.cross_entropy_forward(acts_.view(arena_, acts_.losses), logits, targets_);
+  ops.close();
+  loss_forward(training);
 }
 
 void Model::forward_layer(int l) {
@@ -168,27 +161,9 @@ void Model::backward_pass(bool update_layers) {
   // A checked (fp16) step may still be skipped: its updates wait for the scan.
   layers_updated_ = update_layers && plan_.updates_layers_in_backward() && !check_overflow_;
   OpSequence ops;
-  const Mat logits = acts_.view(arena_, acts_.logits);
-  // In place: dlogits. The factor loss_scale / (B*S) is read from the
-  // staged scalars when the kernel runs.
-  ops.next("cross_entropy");
-  backend_.cross_entropy_backward(logits, logits, targets_, step_scalars_);
-
-  const Mat nf = acts_.view(arena_, acts_.final_norm);
+  loss_backward();
   const Mat dnf = acts_.view(arena_, acts_.d_norm_out);
   const ParamSlot& emb = layout_.embedding();
-  // Every weight gradient is a side GEMM, issued before the input gradient
-  // of the same layer so that the two can run together; nothing reads the
-  // weight gradients before the optimizer. The tied head writes the
-  // embedding gradient first; the embedding lookup accumulates into it at
-  // the end, after the join.
-  // Over the padded vocabulary: the padding columns of dlogits still hold
-  // the forward's zero logits, so the padding rows' gradient is zero.
-  ops.next("lm_head_gemm_wgrad");
-  backend_.side_gemm(lm_head_grad(), padded_logits(logits), true, nf, false, 1.0f, 0.0f);
-  ops.next("lm_head_gemm_dgrad");
-  backend_.gemm(dnf, padded_logits(logits), false, lm_head_weight(), false, 1.0f, 0.0f);
-
   const Mat d_out = acts_.view(arena_, acts_.d_residual_a);
   const Mat d_scratch = acts_.view(arena_, acts_.d_residual_b);
   ops.next("final_norm");

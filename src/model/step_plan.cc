@@ -16,6 +16,7 @@ constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionI
                                          AttentionImpl::Cudnn};
 constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused};
 constexpr NormImpl kNorms[] = {NormImpl::Plain, NormImpl::Fused};
+constexpr LossImpl kLosses[] = {LossImpl::FullLogits, LossImpl::Chunked};
 constexpr OptimizerImpl kOptimizers[] = {OptimizerImpl::PerTensor, OptimizerImpl::Fused,
                                          OptimizerImpl::FusedPerLayer};
 constexpr Execution kExecutions[] = {Execution::Eager, Execution::Graph};
@@ -146,8 +147,8 @@ const char* impl_name(NormImpl v) {
 const char* impl_name(RopeImpl) {
   return "separate";
 }
-const char* impl_name(LossImpl) {
-  return "full_logits";
+const char* impl_name(LossImpl v) {
+  return v == LossImpl::Chunked ? "chunked" : "full_logits";
 }
 const char* impl_name(GemmEpilogue) {
   return "none";
@@ -206,6 +207,7 @@ OpChoices level_preset(const std::string& name) {
   // v3: v2 with the custom fused kernels (DESIGN §2).
   if (name == "v3") {
     ops.norm = NormImpl::Fused;
+    ops.loss = LossImpl::Chunked;
     return ops;
   }
   std::string allowed;
@@ -234,6 +236,7 @@ std::vector<OpChoices> single_changes(const OpChoices& preset) {
   each(&OpChoices::attention, kAttentions);
   each(&OpChoices::swiglu, kSwiglus);
   each(&OpChoices::norm, kNorms);
+  each(&OpChoices::loss, kLosses);
   each(&OpChoices::optimizer, kOptimizers);
   each(&OpChoices::execution, kExecutions);
   return out;
@@ -257,6 +260,9 @@ std::string StepPlan::describe() const {
   std::string out;
   for (const NamedChoice& c : named_choices(ops)) {
     out += (out.empty() ? "" : " | ") + std::string(c.op) + " " + c.impl;
+  }
+  if (ops.loss == LossImpl::Chunked) {
+    out += " (" + std::to_string(loss_chunk_rows) + " rows per chunk)";
   }
   out += std::string(" | loss_scaling ") + impl_name(loss_scaling);
   if (parallel_branches) out += " | parallel branches";
@@ -297,8 +303,26 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
                 "gradient");
     }
   }
+  if (ops.loss == LossImpl::Chunked) {
+    plan.loss_chunk_rows = request.loss_chunk_rows > 0
+                               ? std::min(request.loss_chunk_rows, shape.tokens())
+                               : loss_chunk_rows(cfg, shape, plan.precision);
+  }
   if (caps.workspaces) plan.workspaces = caps.workspaces(cfg, shape, plan);
   return plan;
+}
+
+std::int64_t loss_chunk_rows(const ModelConfig& cfg, BatchShape shape, Precision precision) {
+  constexpr std::int64_t kChunkBytes = std::int64_t{256} << 20;
+  constexpr std::int64_t kRowMultiple = 128;
+  const std::int64_t rows = shape.tokens();
+  const std::int64_t row_bytes = static_cast<std::int64_t>(cfg.padded_vocab()) *
+                                 static_cast<std::int64_t>(dtype_size(precision.compute));
+  const std::int64_t chunks =
+      std::max<std::int64_t>(1, (rows * row_bytes + kChunkBytes - 1) / kChunkBytes);
+  if (chunks == 1) return std::max<std::int64_t>(rows, 1);
+  const std::int64_t per = (rows + chunks - 1) / chunks;
+  return std::min(rows, (per + kRowMultiple - 1) / kRowMultiple * kRowMultiple);
 }
 
 StepPlan plan_for_choices(const OpChoices& ops, Precision precision, const DeviceCaps& caps,

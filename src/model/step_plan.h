@@ -42,9 +42,14 @@ enum class SwigluImpl { Separate, Fused };
 // block's first norm, or the final norm); backward, one kernel writes the
 // norm's input gradient plus the residual gradient.
 enum class NormImpl { Plain, Fused };
-enum class RopeImpl { Separate };    // a rotation pass over q and k
-enum class LossImpl { FullLogits };  // full logits, then cross-entropy
-enum class GemmEpilogue { None };    // GEMMs write their output, nothing fused in
+enum class RopeImpl { Separate };  // a rotation pass over q and k
+// FullLogits: the head GEMM over all rows, cross-entropy forward, and in
+// backward its gradient over the stored logits. Chunked: per chunk of rows
+// (StepPlan::loss_chunk_rows), the head GEMM, one kernel for the loss and
+// dlogits, and the head's two gradient GEMMs (the weight gradient summed
+// over chunks): the full logits never exist.
+enum class LossImpl { FullLogits, Chunked };
+enum class GemmEpilogue { None };  // GEMMs write their output, nothing fused in
 enum class OptimizerImpl {
   PerTensor,      // one AdamW launch per parameter tensor, then a convert pass (AMP)
   Fused,          // one sweep over the flat state, writing the AMP copy as it goes
@@ -166,6 +171,8 @@ struct PlanRequest {
   std::string level = kDefaultLevel;
   OpChoices ops = level_preset(kDefaultLevel);
   Precision precision = Precision::fp32();
+  // LossImpl::Chunked's rows per chunk; 0: loss_chunk_rows() decides.
+  std::int64_t loss_chunk_rows = 0;
 };
 
 struct StepPlan {
@@ -180,6 +187,8 @@ struct StepPlan {
   std::vector<Fallback> fallbacks;
   std::vector<Workspace> workspaces;
   AttentionAuto attention_auto;  // requested = false unless attention=auto
+  // LossImpl::Chunked: rows per chunk of the loss (the last may be shorter).
+  std::int64_t loss_chunk_rows = 0;
 
   bool captured() const { return ops.execution == Execution::Graph; }
   bool updates_layers_in_backward() const { return ops.optimizer == OptimizerImpl::FusedPerLayer; }
@@ -204,6 +213,12 @@ StepPlan plan_for_level(const std::string& level, Precision precision, const Dev
 // The same for choices of one's own (tests of a single change).
 StepPlan plan_for_choices(const OpChoices& ops, Precision precision, const DeviceCaps& caps,
                           const ModelConfig& cfg, BatchShape shape);
+
+// LossImpl::Chunked's rows per chunk: the fewest equal chunks (multiples of
+// 128 rows) whose logits stay within 256 MiB each -- one chunk when all of
+// them fit. Fewer chunks keep the head's GEMMs large and the weight
+// gradient's accumulation passes few (each rereads and rewrites V x D fp32).
+std::int64_t loss_chunk_rows(const ModelConfig& cfg, BatchShape shape, Precision precision);
 
 // "fp32", "fp64", "amp_bfloat16" or "amp_float16": a precision in one word.
 std::string precision_name(Precision precision);

@@ -255,9 +255,29 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
   // Model work over the vocabulary: the GEMMs also run over the zero rows
   // up to ModelConfig::padded_vocab() (0.1 % more at GPT-2's 50257), which
   // MFU and 6NT do not count.
-  b.add("lm_head_gemm", OpKind::Gemm, linear_forward(s, t, d, {v}));
-  b.add("cross_entropy", OpKind::Elementwise,
-        {kCrossEntropyFlops * t * v, t * v * s.c + t * kTokenBytes + t * s.st});
+  const bool chunked_loss = plan.ops.loss == LossImpl::Chunked;
+  if (chunked_loss) {
+    // Per chunk: the head GEMM (rereading E), one kernel for the loss and
+    // dlogits (two reads and a write of the chunk's logits), and the head's
+    // gradients, the weight gradient rereading and rewriting its fp32
+    // accumulator after the first chunk.
+    const i64 chunks = (t + plan.loss_chunk_rows - 1) / plan.loss_chunk_rows;
+    Cost head = linear_forward(s, t, d, {v});
+    head.bytes += (chunks - 1) * v * d * s.c;
+    b.add("lm_head_gemm", OpKind::Gemm, head);
+    b.add("cross_entropy", OpKind::Elementwise,
+          {2 * kCrossEntropyFlops * t * v, 3 * t * v * s.c + t * kTokenBytes + t * s.st});
+    Cost wgrad = linear_wgrad(s, t, d, {v});
+    wgrad.bytes += (chunks - 1) * 2 * v * d * s.m;
+    b.add("lm_head_gemm_wgrad", OpKind::Gemm, wgrad);
+    Cost dgrad = linear_dgrad(s, t, d, {v});
+    dgrad.bytes += (chunks - 1) * v * d * s.c;
+    b.add("lm_head_gemm_dgrad", OpKind::Gemm, dgrad);
+  } else {
+    b.add("lm_head_gemm", OpKind::Gemm, linear_forward(s, t, d, {v}));
+    b.add("cross_entropy", OpKind::Elementwise,
+          {kCrossEntropyFlops * t * v, t * v * s.c + t * kTokenBytes + t * s.st});
+  }
 
   // One fused AdamW sweep over a span of the flat state (padding included):
   // reads param, grad, m, v; writes param, m, v and, under AMP, the compute
@@ -274,10 +294,12 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
   const bool layer_updates = plan.updates_layers_in_backward();
 
   b.phase("backward");
-  b.add("cross_entropy", OpKind::Elementwise,
-        {kCrossEntropyFlops * t * v, 2 * t * v * s.c + t * kTokenBytes});
-  b.add("lm_head_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, d, {v}));
-  b.add("lm_head_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, d, {v}));
+  if (!chunked_loss) {  // else the forward pass ran the head's backward
+    b.add("cross_entropy", OpKind::Elementwise,
+          {kCrossEntropyFlops * t * v, 2 * t * v * s.c + t * kTokenBytes});
+    b.add("lm_head_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, d, {v}));
+    b.add("lm_head_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, d, {v}));
+  }
   b.add("final_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
   for (int l = cfg.num_layers - 1; l >= 0; --l) {
     b.layer(l);

@@ -54,6 +54,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
     ops.attention = parse_attention(flags.attention);
   }
   if (!flags.norm.empty()) ops.norm = parse_norm(flags.norm);
+  if (!flags.loss.empty()) ops.loss = parse_loss(flags.loss);
   return ops;
 }
 
@@ -72,6 +73,14 @@ NormImpl parse_norm(const std::string& value) {
   }
   throw UsageError("--norm " + (value.empty() ? std::string("''") : value) +
                    ": allowed values are plain, fused");
+}
+
+LossImpl parse_loss(const std::string& value) {
+  for (LossImpl impl : {LossImpl::FullLogits, LossImpl::Chunked}) {
+    if (value == impl_name(impl)) return impl;
+  }
+  throw UsageError("--loss " + (value.empty() ? std::string("''") : value) +
+                   ": allowed values are full_logits, chunked");
 }
 
 }  // namespace tinyllama

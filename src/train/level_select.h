@@ -29,14 +29,17 @@ struct ToggleFlags {
   // --attention materialized|flash|cudnn|auto; empty: not given. Applied
   // last; with --enable/--disable-flash-attention it is a usage error.
   std::string attention;
-  // --norm plain|fused; empty: not given.
+  // --norm plain|fused, --loss full_logits|chunked; empty: not given.
   std::string norm;
+  std::string loss;
 };
 
 // "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
 AttentionImpl parse_attention(const std::string& value);
 // "plain" or "fused"; UsageError naming them otherwise.
 NormImpl parse_norm(const std::string& value);
+// "full_logits" or "chunked"; UsageError naming them otherwise.
+LossImpl parse_loss(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);

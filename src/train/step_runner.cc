@@ -74,7 +74,7 @@ void StepRunner::require_idle(const char* what) const {
 // The device work of one step, the same calls whether they run now or are
 // recorded into a graph; the phase marks are the slot's.
 void StepRunner::enqueue_work(int slot) {
-  model_.forward();
+  model_.forward_pass();
   timer_->record(mark(slot, kForwardDone));
   model_.backward_pass(/*update_layers=*/true);
   timer_->record(mark(slot, kBackwardDone));

@@ -8,7 +8,7 @@ namespace tinyllama {
 
 inline void run_whole_step(Model& model, const AdamWHyper& hp) {
   model.stage_step(1.0f, false, hp);
-  model.forward();
+  model.forward_pass();
   model.backward_pass(/*update_layers=*/true);
   model.optimizer_pass();
 }

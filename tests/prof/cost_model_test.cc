@@ -191,7 +191,7 @@ std::set<std::string> marked_leaf_ops(const StepPlan& plan) {
   model.stage_step(1.0f, false, AdamWHyper{});
   HostRangeRecorder recorder;
   set_op_observer(&recorder);
-  model.forward();
+  model.forward_pass();
   model.backward_pass(/*update_layers=*/true);
   model.optimizer_pass();
   set_op_observer(nullptr);

@@ -176,6 +176,10 @@ class FakeGraphBackend final : public Backend {
     enqueue(Kind::Kernel,
             [=, this] { inner_.cross_entropy_backward(dlogits, logits, targets, step); });
   }
+  void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
+                           const StepScalars* step) override {
+    enqueue(Kind::Kernel, [=, this] { inner_.cross_entropy_fused(losses, logits, targets, step); });
+  }
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override {
     enqueue(Kind::Kernel, [=, this] { inner_.adamw(param, grad, m, v, hp); });
   }

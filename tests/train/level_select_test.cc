@@ -33,9 +33,10 @@ TEST(LevelSelect, V1IsTheBaselineAndV2TurnsEveryToggleOn) {
   EXPECT_EQ(v2.execution, Execution::Graph);
   const OpChoices v3 = level_preset("v3");
   EXPECT_EQ(v3.norm, NormImpl::Fused);
-  OpChoices v2_fused_norm = v2;
-  v2_fused_norm.norm = NormImpl::Fused;
-  EXPECT_EQ(v3, v2_fused_norm) << "v3 is v2 with the fused kernels";
+  OpChoices v2_fused = v2;
+  v2_fused.norm = NormImpl::Fused;
+  v2_fused.loss = LossImpl::Chunked;
+  EXPECT_EQ(v3, v2_fused) << "v3 is v2 with the fused kernels";
   EXPECT_EQ(v3.attention, AttentionImpl::Flash) << "v3 keeps our own flash (DESIGN §2)";
   EXPECT_EQ(v3.execution, Execution::Graph);
   EXPECT_EQ(v2.norm, NormImpl::Plain);
