@@ -1,18 +1,15 @@
 #include "train/report.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "core/errors.h"
 #include "cuda/cuda_entry.h"
+#include "io/atomic_file.h"
 #include "model/step_plan_json.h"
 #include "train/memory_check.h"
 
@@ -240,23 +237,8 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
 
 void write_json_report(const std::string& path, const TrainSummary& summary,
                        const TrainOptions& opts) {
-  // The pid keeps two runs writing the same report from sharing a temporary.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << json_report(summary, opts).dump(2) << '\n';
-    out.close();
-    if (!out) {
-      const std::string reason = std::strerror(errno);
-      std::remove(tmp.c_str());
-      throw RuntimeFailure("--json " + path + ": cannot write (" + reason + ")");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw RuntimeFailure("--json " + path + ": cannot write (" + reason + ")");
-  }
+  const std::string text = json_report(summary, opts).dump(2) + "\n";
+  write_atomically("--json", path, [&](FileSink& out) { out.write(text); });
 }
 
 }  // namespace tinyllama

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "core/errors.h"
+#include "io/atomic_file.h"
 
 namespace tinyllama {
 namespace {
@@ -29,13 +30,7 @@ void require_readable_file(const char* flag, const std::string& path) {
 }  // namespace
 
 void require_parent_directory(const char* flag, const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-    throw UsageError(std::string(flag) + " " + path + ": directory " + parent.string() +
-                     " does not exist");
-  }
+  check_output_path(flag, path);
 }
 
 void validate_options(const TrainOptions& opts) {
@@ -56,8 +51,12 @@ void validate_options(const TrainOptions& opts) {
     throw UsageError(std::string("--learning-rate ") + value + ": must be a finite number above 0");
   }
   require_readable_file("--init-from", opts.init_from);
-  require_parent_directory("--json", opts.json_path);
-  require_parent_directory("--save-weights", opts.save_weights);
+  check_output_path("--json", opts.json_path);
+  check_output_path("--save-weights", opts.save_weights);
+  if (same_output_file(opts.json_path, opts.save_weights)) {
+    throw UsageError("--json " + opts.json_path + ": the same file as --save-weights " +
+                     opts.save_weights + "; one would overwrite the other");
+  }
   if (opts.profile) {
     require_at_least("--profile-steps", opts.profile_steps, 1);
     std::error_code ec;
