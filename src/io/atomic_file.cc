@@ -241,6 +241,28 @@ void check_output_path(const std::string& flag, const std::string& path) {
   }
 }
 
+void check_output_directory(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) refuse(flag, "''", "expected a directory");
+  std::error_code ec;
+  fs::path probe_in = dir;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) refuse(flag, dir, "exists and is not a directory");
+  } else {
+    probe_in = directory_of(fs::path(dir).lexically_normal());
+    if (!fs::is_directory(probe_in, ec)) {
+      refuse(flag, dir,
+             "directory " + probe_in.string() +
+                 " does not exist (only the last "
+                 "part of the path is created)");
+    }
+  }
+  Temporary probe;
+  if (const int err = probe.create(probe_in, 0600); err != 0) {
+    refuse(flag, dir,
+           "cannot create a file in directory " + probe_in.string() + ": " + errno_text(err));
+  }
+}
+
 bool same_output_file(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
   if (written_in_place(a) || written_in_place(b)) return false;

@@ -43,6 +43,11 @@ void write_atomically(const std::string& flag, const std::string& path,
 // "FLAG PATH: reason". An empty path passes.
 void check_output_path(const std::string& flag, const std::string& path);
 
+// The same checks for a directory outputs go into: an existing directory
+// where a file can be created, or a missing one whose parent is such a
+// directory (the run creates it). Throws UsageError "FLAG DIR: reason".
+void check_output_directory(const std::string& flag, const std::string& dir);
+
 // Whether write_atomically writes `path` in place (a device, a FIFO, a
 // descriptor path) rather than replacing a regular file.
 bool written_in_place(const std::string& path);
