@@ -244,17 +244,16 @@ void check_output_path(const std::string& flag, const std::string& path) {
 void check_output_directory(const std::string& flag, const std::string& dir) {
   if (dir.empty()) refuse(flag, "''", "expected a directory");
   std::error_code ec;
-  fs::path probe_in = dir;
-  if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) refuse(flag, dir, "exists and is not a directory");
-  } else {
-    probe_in = directory_of(fs::path(dir).lexically_normal());
-    if (!fs::is_directory(probe_in, ec)) {
-      refuse(flag, dir,
-             "directory " + probe_in.string() +
-                 " does not exist (only the last "
-                 "part of the path is created)");
-    }
+  // The directory, or the nearest ancestor that exists (the run creates the rest).
+  fs::path probe_in = fs::absolute(dir, ec).lexically_normal();
+  while (!fs::exists(probe_in, ec) && probe_in.has_relative_path()) {
+    probe_in = probe_in.parent_path();
+  }
+  if (!fs::is_directory(probe_in, ec)) {
+    refuse(flag, dir,
+           probe_in == fs::absolute(dir, ec).lexically_normal()
+               ? "exists and is not a directory"
+               : probe_in.string() + " is not a directory");
   }
   Temporary probe;
   if (const int err = probe.create(probe_in, 0600); err != 0) {

@@ -44,8 +44,9 @@ void write_atomically(const std::string& flag, const std::string& path,
 void check_output_path(const std::string& flag, const std::string& path);
 
 // The same checks for a directory outputs go into: an existing directory
-// where a file can be created, or a missing one whose parent is such a
-// directory (the run creates it). Throws UsageError "FLAG DIR: reason".
+// where a file can be created, or a missing one whose nearest existing
+// ancestor is such a directory (the run creates the rest). Throws
+// UsageError "FLAG DIR: reason".
 void check_output_directory(const std::string& flag, const std::string& dir);
 
 // Whether write_atomically writes `path` in place (a device, a FIFO, a
