@@ -16,7 +16,7 @@ PrepareCommand::PrepareCommand(CLI::App& app)
   cmd_->add_option("--input", args_.inputs,
                    "text files (one document each, byte-level tokens: 256 bytes + end-of-text "
                    "256 before each document) or token shards; paths or quoted globs")
-      ->type_name("PATH...")
+      ->type_name("PATH")
       ->expected(1, -1)
       ->required();
   value(cmd_, "--output-dir", args_.output_dir, "DIR",

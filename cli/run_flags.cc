@@ -12,13 +12,13 @@ void register_run_flags(CLI::App* cmd, RunFlags& f) {
                   "(magic 20240520, uint16 tokens) or UTF-8 text (byte-level tokenizer: 256 "
                   "bytes + end-of-text, needs --vocab-size >= 257); each a path or a quoted "
                   "glob, e.g. 'data/train_*.bin'")
-      ->type_name("PATH...")
+      ->type_name("PATH")
       ->expected(1, -1)
       ->group("Data");
   cmd->add_option("--val-data", f.val_data,
                   "held-out files for --eval-every (else the last --val-fraction of each "
                   "--data file is held out)")
-      ->type_name("PATH...")
+      ->type_name("PATH")
       ->expected(1, -1)
       ->group("Data");
   value(cmd, "--val-fraction", f.val_fraction, "FLOAT",
