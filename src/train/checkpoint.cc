@@ -74,6 +74,7 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
+  out.reserve(found.size());
   for (auto& f : found) out.push_back(std::move(f.second));
   return out;
 }
@@ -89,7 +90,7 @@ std::string save_checkpoint(const std::string& dir, const Model& model,
   const NamedTensors tensors = {{"params", raw_tensor(model, Model::StateBlock::Params)},
                                 {"adam_m", raw_tensor(model, Model::StateBlock::AdamM)},
                                 {"adam_v", raw_tensor(model, Model::StateBlock::AdamV)}};
-  const std::string path = checkpoint_path(dir, state.steps_done);
+  std::string path = checkpoint_path(dir, state.steps_done);
   write_safetensors(path, tensors,
                     {{"format", kFormat}, {"version", kVersion}, {"state", meta.dump()}});
   if (keep > 0) {
