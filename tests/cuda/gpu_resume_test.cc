@@ -1,6 +1,6 @@
 // GPU --resume: a run stopped at a checkpoint and resumed ends bit-identical
 // to one never stopped (final weights and every loss after the resume), in
-// each precision, eager (v1) and with the captured step (v2: graphs, the
+// each precision, eager (v1) and with the captured step (v2, v3: graphs, the
 // per-layer AdamW sweeps, two steps in flight), on synthetic tokens and on
 // text with evaluations between the steps. Runs the real binary.
 #include <gtest/gtest.h>
@@ -73,7 +73,7 @@ TEST_P(GpuResume, ResumedRunIsBitIdentical) {
 INSTANTIATE_TEST_SUITE_P(Precisions, GpuResume,
                          ::testing::Combine(::testing::Values("", "--use-amp --amp-dtype bfloat16",
                                                               "--use-amp --amp-dtype float16"),
-                                            ::testing::Values("v1", "v2"), ::testing::Bool()),
+                                            ::testing::Values("v1", "v2", "v3"), ::testing::Bool()),
                          [](const ::testing::TestParamInfo<ResumeCase>& info) {
                            const std::string& p = std::get<0>(info.param);
                            const std::string precision = p.empty()                      ? "fp32"
