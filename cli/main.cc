@@ -10,6 +10,7 @@
 #include "core/errors.h"
 #include "kernels_command.h"
 #include "parse_error.h"
+#include "prepare_command.h"
 #include "train_command.h"
 #include "version.h"
 
@@ -33,11 +34,14 @@ int run_cli(int argc, char** argv) {
                        "print the version and the build's CUDA/cuDNN versions, then exit");
   cli::TrainCommand train(app);
   cli::KernelsCommand kernels(app);
+  cli::PrepareCommand prepare(app);
   try {
     app.parse(argc, argv);
     if (train.selected()) return train.run();
     if (kernels.selected()) return kernels.run();
-    throw UsageError("missing command; available: train, kernels (see 'tinyllama --help')");
+    if (prepare.selected()) return prepare.run();
+    throw UsageError(
+        "missing command; available: train, kernels, prepare (see 'tinyllama --help')");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(kExitUsage, cli::one_line_parse_error(e, app));

@@ -1,11 +1,16 @@
 #include "train_command.h"
 
+#include <csignal>
 #include <cstdint>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "core/errors.h"
+#include "io/atomic_file.h"
 #include "option_value.h"
 #include "train/flag_values.h"
+#include "train/interrupt.h"
 #include "train/report.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
@@ -102,6 +107,8 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
     cmd->get_option(name)->group("Level toggles");
   }
 
+  register_run_flags(cmd, a.run);
+
   value(cmd, "--log-every", a.log_every, "INT",
         "print a step line every N steps (step 1 and the last step always)")
       ->group("Output");
@@ -173,6 +180,7 @@ TrainOptions to_train_options(const TrainArgs& a) {
   o.request.precision = a.use_amp ? Precision::amp(amp) : Precision::fp32();
   if (!a.device.empty()) o.device_request = parse_device(a.device);
 
+  apply_run_flags(a.run, o);
   o.json_path = a.json_path;
   o.save_weights = a.save_weights;
   o.init_from = a.init_from;
@@ -191,7 +199,8 @@ TrainOptions to_train_options(const TrainArgs& a) {
 }
 
 TrainCommand::TrainCommand(CLI::App& app)
-    : cmd_(app.add_subcommand("train", "train Tiny LLaMA on synthetic data and report its speed")) {
+    : cmd_(app.add_subcommand(
+          "train", "train Tiny LLaMA on synthetic tokens or --data and report its speed")) {
   register_flags(cmd_, args_);
   cmd_->footer(
       "Level toggles apply independently of their order: the --version preset first, then "
@@ -205,18 +214,49 @@ int TrainCommand::run() const {
   for (const std::string& note : resolve_run(opts)) std::cerr << "note: " << note << std::endl;
 
   std::cout << format_run_header(opts) << std::endl;
-  const TrainSummary summary =
-      train(opts, [](const StepRecord& rec, const TrainOptions& o, const TrainSummary& so_far) {
+  // From here a first Ctrl-C or SIGTERM ends the run after the step in
+  // flight, with everything below still written (train/interrupt.h).
+  const InterruptGuard interrupts;
+  const TrainSummary summary = train(
+      opts,
+      [](const StepRecord& rec, const TrainOptions& o, const TrainSummary& so_far) {
         if (should_log_step(rec.step, o)) {
           std::cout << format_step_line(rec, o, so_far.peak_mb) << std::endl;
         }
-      });
+      },
+      [](const std::string& line) { std::cout << line << std::endl; });
+  if (summary.stop == TrainSummary::Stop::Interrupted) {
+    std::cout << "interrupted by " << (summary.signal == SIGINT ? "SIGINT" : "SIGTERM")
+              << " after step " << summary.steps_done << " (warm-up included)"
+              << (summary.checkpoint.empty() ? "" : "; resume with --resume " + opts.checkpoint_dir)
+              << "\n";
+  }
   std::cout << format_summary(summary, opts);
   std::cout << summary.profile_report;
+  // Everything finished is reported before any failure: the summary above,
+  // then the JSON report, then the failures, one line each.
+  std::vector<std::string> failures;
   if (!opts.json_path.empty()) {
-    write_json_report(opts.json_path, summary, opts);
-    std::cout << "wrote " << opts.json_path << "\n";
+    try {
+      std::cout.flush();  // --json /dev/stdout comes after the summary
+      write_json_report(opts.json_path, summary, opts);
+      // Nothing more on a stdout the report went to: a redirected stdout
+      // would write over it (the report appends, stdout keeps its offset).
+      if (!written_in_place(opts.json_path)) std::cout << "wrote " << opts.json_path << "\n";
+    } catch (const RuntimeFailure& e) {
+      failures.emplace_back(e.what());
+    }
   }
+  if (!summary.save_error.empty()) failures.push_back(summary.save_error);
+  if (summary.stop == TrainSummary::Stop::Diverged) failures.push_back(summary.stop_message);
+  if (!failures.empty()) {
+    for (std::size_t i = 0; i + 1 < failures.size(); ++i) {
+      std::cout.flush();
+      std::cerr << "error: " << failures[i] << std::endl;
+    }
+    throw RuntimeFailure(failures.back());
+  }
+  if (summary.stop == TrainSummary::Stop::Interrupted) return interrupt_exit_code(summary.signal);
   return 0;
 }
 

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "run_flags.h"
+
 #include "train/level_select.h"
 #include "train/options.h"
 
@@ -41,6 +43,7 @@ struct TrainArgs {
   std::string profile_dir;    // empty: not given ("profile")
   std::string profile_steps;  // empty: not given (5)
   bool profile_api_calls = false;
+  RunFlags run;  // data, evaluation, checkpoints, resume
 };
 
 class TrainCommand {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <sstream>
+#include <string>
 
 namespace tinyllama {
 
@@ -29,6 +31,23 @@ class Rng {
     while (u1 <= 0.0) u1 = uniform();
     const double u2 = uniform();
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+
+  // The generator's whole state as text (the standard fixes its format), so
+  // a checkpoint can continue a stream exactly where it was.
+  std::string state() const {
+    std::ostringstream out;
+    out << engine_;
+    return out.str();
+  }
+  // Back to a state(); returns false if `text` is not one.
+  bool restore(const std::string& text) {
+    std::istringstream in(text);
+    std::mt19937_64 e;
+    in >> e;
+    if (in.fail()) return false;
+    engine_ = e;
+    return true;
   }
 
  private:

@@ -238,6 +238,17 @@ std::vector<double> from_hf_tensors(const ParamLayout& layout, const NamedTensor
                        ")");
     }
     const std::vector<double> values = decode(source_name, h.name, t);
+    // Training from a NaN or an infinity only spreads it: refused up front.
+    const auto bad =
+        std::find_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); });
+    if (bad != values.end()) {
+      throw UsageError(source_name + ": " + h.name + " holds a non-finite value (" +
+                       (std::isnan(*bad) ? "nan"
+                        : *bad > 0       ? "inf"
+                                         : "-inf") +
+                       ") at element " + std::to_string(bad - values.begin()) +
+                       "; refusing to train from it");
+    }
     std::copy(values.begin(), values.end(), flat.begin() + h.offset);
   }
   const auto head = by_name.find(kLmHead);

@@ -1,8 +1,5 @@
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -15,6 +12,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "io/atomic_file.h"
 
 namespace tinyllama {
 
@@ -32,8 +30,21 @@ constexpr const char* kMetadataKey = "__metadata__";
   throw RuntimeFailure(path + ": " + problem);
 }
 
+// Names come from the file: a control character in one must not reach the
+// terminal (or split the one-line error) as it is.
 std::string in_quotes(const std::string& name) {
-  return "'" + name + "'";
+  std::string out = "'";
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", u);
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -64,6 +75,9 @@ struct Header {
 
 std::uint64_t json_unsigned(const std::string& path, const std::string& what,
                             const nlohmann::json& v) {
+  if (v.is_number_float() && v.get<double>() >= 0x1p64) {
+    fail(path, what + " is a number too large for 64 bits");
+  }
   if (!v.is_number_unsigned()) fail(path, what + " must be a non-negative integer");
   return v.get<std::uint64_t>();
 }
@@ -152,20 +166,9 @@ void check_tiling(const std::string& path, const std::vector<Entry>& sorted,
   }
 }
 
-// Reads and validates everything but the tensor data; leaves `in` open.
-Header read_header(const std::string& path, std::ifstream& in) {
-  in.open(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));
-  std::error_code ec;
-  const std::uint64_t file_size = std::filesystem::file_size(path, ec);
-  if (ec) fail(path, "cannot determine the file size: " + ec.message());
-  if (file_size < 8) {
-    fail(path, "file is too short (" + std::to_string(file_size) + " bytes) to be safetensors");
-  }
-
-  unsigned char prefix[8];
-  in.read(reinterpret_cast<char*>(prefix), 8);
-  if (!in) fail(path, "cannot read the header length");
+// The 8-byte little-endian header length, checked against the file size.
+std::uint64_t header_length(const std::string& path, const unsigned char* prefix,
+                            std::uint64_t file_size) {
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | prefix[i];
   if (n > file_size - 8) {
@@ -176,21 +179,53 @@ Header read_header(const std::string& path, std::ifstream& in) {
   if (n > kMaxHeaderBytes) {
     fail(path, "header length " + std::to_string(n) + " exceeds the 100 MB limit");
   }
+  return n;
+}
 
-  std::string text(n, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(n));
-  if (!in) fail(path, "cannot read the " + std::to_string(n) + "-byte header");
+void require_prefix(const std::string& path, std::uint64_t file_size) {
+  if (file_size < 8) {
+    fail(path, "file is too short (" + std::to_string(file_size) + " bytes) to be safetensors");
+  }
+}
+
+// JSON allows a key twice and nlohmann keeps the last one; a header that
+// names a tensor (or a field) twice is ambiguous and refused.
+nlohmann::json parse_json_header(const std::string& path, const std::string& text) {
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t check =
+      [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using Event = nlohmann::json::parse_event_t;
+        if (event == Event::object_start) keys.emplace_back();
+        if (event == Event::object_end && !keys.empty()) keys.pop_back();
+        if (event == Event::key && !keys.empty() && duplicate.empty() &&
+            !keys.back().insert(parsed.get<std::string>()).second) {
+          duplicate = parsed.get<std::string>();
+        }
+        return true;
+      };
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text, check);
   } catch (const nlohmann::json::parse_error& e) {
     fail(path,
          "header is not valid JSON (error at byte " + std::to_string(e.byte) + " of the header)");
+  } catch (const nlohmann::json::out_of_range&) {
+    fail(path, "header holds a number too large to represent (JSON number overflow)");
+  } catch (const nlohmann::json::exception&) {
+    fail(path, "header is not valid JSON");
   }
+  if (!duplicate.empty()) fail(path, "header names the key " + in_quotes(duplicate) + " twice");
+  return j;
+}
+
+// Validates everything but the tensor data, from the header's JSON text.
+Header parse_header(const std::string& path, const std::string& text, std::uint64_t file_size) {
+  const nlohmann::json j = parse_json_header(path, text);
   if (!j.is_object()) fail(path, "header is not a JSON object");
 
   Header h;
-  h.data_start = 8 + n;
+  h.data_start = 8 + text.size();
   const std::uint64_t data_size = file_size - h.data_start;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == kMetadataKey) {
@@ -207,33 +242,23 @@ Header read_header(const std::string& path, std::ifstream& in) {
   return h;
 }
 
-// Closes the descriptor and deletes the temporary file unless released: every
-// failure path of the write leaves nothing behind.
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  int fd_ = -1;
-  bool committed_ = false;
+// Reads and validates everything but the tensor data; leaves `in` open.
+Header read_header(const std::string& path, std::ifstream& in) {
+  in.open(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));
+  std::error_code ec;
+  const std::uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) fail(path, "cannot determine the file size: " + ec.message());
+  require_prefix(path, file_size);
 
- private:
-  std::string path_;
-};
-
-void write_all(int fd, const void* data, std::size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);  // may write less than asked: loop
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) fail(path, std::string("cannot write: ") + std::strerror(errno));
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
+  unsigned char prefix[8];
+  in.read(reinterpret_cast<char*>(prefix), 8);
+  if (!in) fail(path, "cannot read the header length");
+  const std::uint64_t n = header_length(path, prefix, file_size);
+  std::string text(n, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(n));
+  if (!in) fail(path, "cannot read the " + std::to_string(n) + "-byte header");
+  return parse_header(path, text, file_size);
 }
 
 // The header for `tensors` packed back to back in the given order, with the
@@ -276,17 +301,6 @@ std::string make_header(const std::string& path, const NamedTensors& tensors,
   return text;
 }
 
-// Makes the rename itself durable; best effort, a failure here loses nothing
-// that the rename did not already promise.
-void sync_parent_dir(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
 
 std::int64_t TensorData::numel() const {
@@ -310,23 +324,11 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   unsigned char prefix[8];
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<unsigned char>(header.size() >> (8 * i));
 
-  const std::string tmp = path + ".tmp";
-  TempFile file(tmp);
-  file.fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (file.fd_ < 0) fail(path, "cannot create " + tmp + ": " + std::strerror(errno));
-  write_all(file.fd_, prefix, sizeof prefix, path);
-  write_all(file.fd_, header.data(), header.size(), path);
-  for (const auto& [name, t] : tensors) write_all(file.fd_, t.bytes.data(), t.bytes.size(), path);
-  // fsync before rename: otherwise the rename can reach the disk before the data.
-  if (::fsync(file.fd_) != 0) fail(path, std::string("cannot sync: ") + std::strerror(errno));
-  const int fd = file.fd_;
-  file.fd_ = -1;
-  if (::close(fd) != 0) fail(path, std::string("cannot write: ") + std::strerror(errno));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    fail(path, "cannot rename " + tmp + " into place: " + std::strerror(errno));
-  }
-  file.committed_ = true;
-  sync_parent_dir(path);
+  write_atomically("", path, [&](FileSink& out) {
+    out.write(prefix, sizeof prefix);
+    out.write(header);
+    for (const auto& [name, t] : tensors) out.write(t.bytes.data(), t.bytes.size());
+  });
 }
 
 NamedTensors read_safetensors(const std::string& path) {
@@ -345,6 +347,25 @@ NamedTensors read_safetensors(const std::string& path) {
       fail(path,
            "cannot read the data of tensor " + in_quotes(e.name) + " (file changed or unreadable)");
     }
+    out.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+NamedTensors parse_safetensors(const std::string& name, const std::uint8_t* data,
+                               std::size_t size) {
+  require_prefix(name, size);
+  const std::uint64_t n = header_length(name, data, size);
+  const Header h =
+      parse_header(name, std::string(reinterpret_cast<const char*>(data) + 8, n), size);
+  NamedTensors out;
+  out.reserve(h.entries.size());
+  for (const Entry& e : h.entries) {
+    TensorData t;
+    t.dtype = e.dtype;
+    t.shape = e.shape;
+    const std::uint8_t* begin = data + h.data_start + e.begin;
+    t.bytes.assign(begin, begin + (e.end - e.begin));
     out.emplace_back(e.name, std::move(t));
   }
   return out;

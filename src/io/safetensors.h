@@ -25,9 +25,10 @@ struct TensorData {
 // A vector rather than a map: the order is the order of the data in the file.
 using NamedTensors = std::vector<std::pair<std::string, TensorData>>;
 
-// Writes path + ".tmp", syncs it, then renames it over `path`, so a crash or a
-// full disk never leaves a truncated checkpoint under the real name. Throws
-// RuntimeFailure naming the file on I/O errors or inconsistent tensors.
+// Written through io/atomic_file.h (a unique temporary file synced and
+// renamed over `path`), so a crash or a full disk never leaves a truncated
+// file under the real name. Throws RuntimeFailure naming the file on I/O
+// errors or inconsistent tensors.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
@@ -35,6 +36,10 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 // before trusting any of it; throws RuntimeFailure with one line naming the
 // file and the problem.
 NamedTensors read_safetensors(const std::string& path);
+
+// The same validation and result for a whole file already in memory; `name`
+// stands for the file in messages (the fuzz target reads through this).
+NamedTensors parse_safetensors(const std::string& name, const std::uint8_t* data, std::size_t size);
 
 // The "__metadata__" strings of a file (empty when absent); validates like
 // read_safetensors but reads only the header.

@@ -182,6 +182,36 @@ std::vector<double> Model::adam_v() const {
   return unpack(raw.data(), raw.size(), plan_.precision.master);
 }
 
+namespace {
+void* block_pointer(Model::StateBlock block, void* params, void* m, void* v) {
+  switch (block) {
+    case Model::StateBlock::Params:
+      return params;
+    case Model::StateBlock::AdamM:
+      return m;
+    case Model::StateBlock::AdamV:
+      return v;
+  }
+  return nullptr;
+}
+}  // namespace
+
+std::vector<std::uint8_t> Model::state_bytes(StateBlock block) const {
+  std::vector<std::uint8_t> raw(static_cast<std::size_t>(layout_.total()) *
+                                dtype_size(plan_.precision.master));
+  backend_.download(raw.data(), block_pointer(block, params_, adam_m_, adam_v_), raw.size());
+  return raw;
+}
+
+void Model::set_state_bytes(StateBlock block, const std::vector<std::uint8_t>& bytes) {
+  if (bytes.size() !=
+      static_cast<std::size_t>(layout_.total()) * dtype_size(plan_.precision.master)) {
+    throw std::invalid_argument("set_state_bytes: wrong size");
+  }
+  backend_.upload(block_pointer(block, params_, adam_m_, adam_v_), bytes.data(), bytes.size());
+  if (block == StateBlock::Params) refresh_compute_weights();
+}
+
 void Model::set_batch(const std::vector<std::int32_t>& rows) {
   const std::int64_t s = shape_.seq;
   if (static_cast<std::int64_t>(rows.size()) != shape_.batch * (s + 1)) {

@@ -53,6 +53,12 @@ class Model {
   // AdamW's first and second moments, the same layout (tests compare paths).
   std::vector<double> adam_m() const;
   std::vector<double> adam_v() const;
+  // The training state exactly, as raw master-dtype bytes (checkpoints):
+  // the master weights and both AdamW moments, padding included. Setting
+  // the weights refreshes their compute copy under AMP.
+  enum class StateBlock { Params, AdamM, AdamV };
+  std::vector<std::uint8_t> state_bytes(StateBlock block) const;
+  void set_state_bytes(StateBlock block, const std::vector<std::uint8_t>& bytes);
 
   // rows: batch rows of seq+1 tokens each, row-major; inputs are row[0:S],
   // targets row[1:S+1]. Copied into fixed device buffers, stream-ordered

@@ -12,6 +12,13 @@ class LossScaler {
 
   bool enabled() const { return enabled_; }
   double scale() const { return scale_; }
+  int clean_steps() const { return clean_steps_; }
+  // Back to a scale() and clean_steps() saved by a checkpoint.
+  void restore(double scale, int clean_steps) {
+    if (!enabled_) return;
+    scale_ = scale;
+    clean_steps_ = clean_steps;
+  }
 
   // Record the outcome of a step taken at scale(); returns whether the
   // optimizer update was skipped.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 #include "model/step_plan.h"
@@ -30,6 +31,19 @@ struct TrainOptions {
   std::string save_weights;  // --save-weights: safetensors after training
   std::string init_from;     // --init-from: safetensors to start from
   std::string dump_dir;      // --dump-dir: initial weights, batches, step-1 grads (parity tests)
+
+  // Data (data/): empty data means the synthetic pool.
+  std::vector<std::string> data;      // --data: files or globs (shards or UTF-8 text)
+  std::vector<std::string> val_data;  // --val-data: held-out files; else split off --data
+  double val_fraction = 0.1;          // --val-fraction: tail of each --data file held out
+  int eval_every = 0;                 // --eval-every: validation loss every N timed steps
+  int eval_steps = 10;                // --eval-steps: batches per evaluation
+
+  // Checkpoints (train/checkpoint.h).
+  std::string checkpoint_dir;  // --checkpoint-dir
+  int checkpoint_every = 0;    // --checkpoint-every: steps (warm-up included); 0: at the end only
+  int keep_checkpoints = 3;    // --keep: the newest K are kept (0: all)
+  std::string resume;          // --resume DIR: continue from its newest checkpoint
 
   bool profile = false;                 // --profile: record the first profile_steps timed steps
   std::string profile_dir = "profile";  // --profile-dir: where the profile files go

@@ -1,18 +1,15 @@
 #include "train/report.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "core/errors.h"
 #include "cuda/cuda_entry.h"
+#include "io/atomic_file.h"
 #include "model/step_plan_json.h"
 #include "train/memory_check.h"
 
@@ -170,6 +167,10 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
   }
   out += "  execution    " + execution_line(s) + "\n";
   out += printf_string("  final loss   %.4f\n", s.final_loss);
+  if (!s.evals.empty()) {
+    out += printf_string("  val loss     %.4f (after step %d)\n", s.evals.back().loss,
+                         s.evals.back().after_step);
+  }
   if (skipped > 0) out += printf_string("  skipped      %d steps (fp16 overflow)\n", skipped);
   out += printf_string(
       "  peak memory  %.1f MB (parameters %s, gradients %s, optimizer %s, "
@@ -190,6 +191,32 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
   out += "  precision    " + precision_line(opts.plan.precision) + "\n";
   return out;
 }
+
+namespace {
+
+// How the run went beyond its steps: data, evaluations, checkpoints, how it
+// stopped.
+nlohmann::json run_json(const TrainSummary& s, const TrainOptions& opts) {
+  nlohmann::json evals = nlohmann::json::array();
+  for (const TrainSummary::Eval& e : s.evals) {
+    evals.push_back({{"after_step", e.after_step}, {"val_loss", e.loss}});
+  }
+  const char* stop = s.stop == TrainSummary::Stop::Completed     ? "completed"
+                     : s.stop == TrainSummary::Stop::Interrupted ? "interrupted"
+                                                                 : "diverged";
+  return {{"data", opts.data.empty() ? nlohmann::json("synthetic") : nlohmann::json(opts.data)},
+          {"evals", evals},
+          {"stop", stop},
+          {"signal", s.stop == TrainSummary::Stop::Interrupted ? nlohmann::json(s.signal)
+                                                               : nlohmann::json(nullptr)},
+          {"stop_message", s.stop_message},
+          {"steps_done", s.steps_done},
+          {"resumed_from", s.resumed_from},
+          {"resumed_steps", s.resumed_steps},
+          {"checkpoint", s.checkpoint}};
+}
+
+}  // namespace
 
 nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
   nlohmann::json losses = nlohmann::json::array();
@@ -230,6 +257,7 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
       {"memory", memory_json(s.memory)},
       {"parameter_count", s.parameter_count},
       {"config", config_json(opts)},
+      {"run", run_json(s, opts)},
       {"plan", plan_json(opts.plan)},
       {"device",
        {{"kind", device_name(opts.plan.device)},
@@ -240,23 +268,8 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
 
 void write_json_report(const std::string& path, const TrainSummary& summary,
                        const TrainOptions& opts) {
-  // The pid keeps two runs writing the same report from sharing a temporary.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << json_report(summary, opts).dump(2) << '\n';
-    out.close();
-    if (!out) {
-      const std::string reason = std::strerror(errno);
-      std::remove(tmp.c_str());
-      throw RuntimeFailure("--json " + path + ": cannot write (" + reason + ")");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw RuntimeFailure("--json " + path + ": cannot write (" + reason + ")");
-  }
+  const std::string text = json_report(summary, opts).dump(2) + "\n";
+  write_atomically("--json", path, [&](FileSink& out) { out.write(text); });
 }
 
 }  // namespace tinyllama

@@ -28,8 +28,9 @@ std::string format_summary(const TrainSummary& summary, const TrainOptions& opts
 // The JSON report: the DESIGN §4 keys, the full config, device and memory.
 nlohmann::json json_report(const TrainSummary& summary, const TrainOptions& opts);
 
-// Writes json_report to path atomically (a temporary file renamed over it),
-// so a reader never sees half a report. Throws RuntimeFailure.
+// Writes json_report to path atomically (io/atomic_file.h: a unique temporary
+// file renamed over it, or written through for /dev/stdout, /dev/null, a
+// pipe), so a reader never sees half a report. Throws RuntimeFailure.
 void write_json_report(const std::string& path, const TrainSummary& summary,
                        const TrainOptions& opts);
 

@@ -120,6 +120,11 @@ void StepRunner::count_launches() {
   }
 }
 
+void StepRunner::restore_applied_updates(int n) {
+  require_idle("restore_applied_updates");
+  applied_updates_ = n;
+}
+
 StepRecord StepRunner::run(const std::vector<std::int32_t>& rows) {
   require_idle("run");
   launch(rows);

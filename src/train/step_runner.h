@@ -88,6 +88,9 @@ class StepRunner {
   bool phases_timed() const { return phases_timed_; }
   // AdamW updates applied so far (fp16's skipped steps do not count).
   int applied_updates() const { return applied_updates_; }
+  // A resumed run continues AdamW's step count from its checkpoint. Nothing
+  // may be in flight.
+  void restore_applied_updates(int n);
 
  private:
   enum class State { Eager, CaptureNext, Replay };

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/errors.h"
+
 namespace tinyllama {
 
 // The pool and the draws use separate streams so the pool does not depend on
@@ -11,7 +13,8 @@ namespace tinyllama {
 constexpr std::uint64_t kDrawStream = 0x9E3779B97F4A7C15ULL;
 
 SyntheticData::SyntheticData(int vocab, int seq, int pool_rows, std::uint64_t seed)
-    : row_len_(seq + 1),
+    : seed_(seed),
+      row_len_(seq + 1),
       pool_rows_(pool_rows),
       order_(static_cast<std::size_t>(pool_rows)),
       draw_(seed ^ kDrawStream) {
@@ -36,6 +39,26 @@ std::vector<std::int32_t> SyntheticData::next_batch(int batch) {
     std::copy(src, src + row_len_, rows.begin() + static_cast<std::ptrdiff_t>(i) * row_len_);
   }
   return rows;
+}
+
+nlohmann::json SyntheticData::state() const {
+  return {{"kind", "synthetic"}, {"seed", seed_}, {"draw", draw_.state()}, {"order", order_}};
+}
+
+void SyntheticData::restore(const nlohmann::json& s) {
+  if (!s.is_object() || s.value("kind", "") != "synthetic") {
+    throw UsageError("--data: the checkpoint was trained on --data, not on synthetic tokens");
+  }
+  if (s.at("seed").get<std::uint64_t>() != seed_) {
+    throw UsageError("--seed: the checkpoint's run used --seed " +
+                     std::to_string(s.at("seed").get<std::uint64_t>()) + ", not " +
+                     std::to_string(seed_));
+  }
+  std::vector<int> order = s.at("order").get<std::vector<int>>();
+  if (order.size() != order_.size() || !draw_.restore(s.at("draw").get<std::string>())) {
+    throw UsageError("--resume: the checkpoint's synthetic data state does not fit this run");
+  }
+  order_ = std::move(order);
 }
 
 }  // namespace tinyllama

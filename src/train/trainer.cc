@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include "core/errors.h"
@@ -15,9 +18,11 @@
 #include "model/init.h"
 #include "prof/profiler.h"
 #include "train/backend_factory.h"
+#include "train/checkpoint.h"
+#include "train/interrupt.h"
 #include "train/loss_scaler.h"
+#include "train/run_data.h"
 #include "train/step_runner.h"
-#include "train/synthetic_data.h"
 
 namespace tinyllama {
 namespace {
@@ -67,6 +72,7 @@ class RunDump {
 };
 
 void fill_averages(TrainSummary& s, const TrainOptions& opts) {
+  if (s.steps.empty()) return;
   const double n = static_cast<double>(s.steps.size());
   for (const StepRecord& r : s.steps) {
     s.ms_per_step += r.ms / n;
@@ -81,10 +87,17 @@ void fill_averages(TrainSummary& s, const TrainOptions& opts) {
 
 }  // namespace
 
-TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
+TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
+                   const NoteCallback& on_note) {
   opts.model.validate();
   const StepPlan& plan = opts.plan;
   if (plan.level.empty()) throw std::logic_error("train: the plan is not resolved (resolve_run)");
+  auto note = [&](const std::string& line) {
+    if (on_note) on_note(line);
+  };
+  // The data first: a missing file or a bad token fails before any allocation.
+  RunData data(opts);
+  note("data | " + data.description());
   std::unique_ptr<Backend> backend = make_backend(plan.device, plan.precision);
   Model model(opts.model, opts.shape, plan, *backend);
   // The memory check refused by the plan's figure: the backend must have
@@ -106,12 +119,33 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   RunDump dump(opts.dump_dir);
   dump.initial_weights(model);
 
-  SyntheticData data(opts.model.vocab_size, opts.shape.seq, opts.data_pool_rows, opts.seed);
   LossScaler scaler(plan.loss_scaling == LossScaling::Dynamic);
   AdamWHyper hp;
   hp.lr = static_cast<float>(opts.learning_rate);
   // Eager steps, or one captured step replayed (plan.ops.execution).
   StepRunner runner(model, scaler, hp);
+
+  const int total = opts.warmup_steps + opts.num_steps;
+  int start = 0;  // steps done before this process (--resume)
+  if (!opts.resume.empty()) {
+    const std::string path = latest_checkpoint(opts.resume);
+    const CheckpointState c = load_checkpoint(path, model, opts);
+    if (c.steps_done >= total) {
+      throw UsageError("--num-steps " + std::to_string(opts.num_steps) + ": " + path + " has " +
+                       std::to_string(c.steps_done) +
+                       " steps done, as many as --warmup-steps + "
+                       "--num-steps (" +
+                       std::to_string(total) + "); raise --num-steps to go on");
+    }
+    data.train().restore(c.sampler);
+    scaler.restore(c.loss_scale, c.clean_steps);
+    runner.restore_applied_updates(c.applied_updates);
+    start = c.steps_done;
+    summary.resumed_from = path;
+    summary.resumed_steps = start;
+    note("resumed from " + path + " (" + std::to_string(start) + " steps done)");
+  }
+  if (!opts.checkpoint_dir.empty()) std::filesystem::create_directories(opts.checkpoint_dir);
   // --profile: records the first profile_steps timed steps (src/prof/profiler.h).
   std::unique_ptr<prof::Profiler> profiler =
       opts.profile ? std::make_unique<prof::Profiler>(
@@ -135,11 +169,32 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   std::deque<Launched> launched;
   const int depth = dump.enabled() ? 1 : runner.max_in_flight();
   bool capture_failure_told = false;
+  // The divergence guard: the last finite loss, for the message.
+  double last_finite = std::numeric_limits<double>::quiet_NaN();
+  std::string last_finite_step = "none";
+  auto step_name = [&](int step) {
+    return step >= 1 ? "step " + std::to_string(step) + "/" + std::to_string(opts.num_steps)
+                     : "warm-up step " + std::to_string(step + opts.warmup_steps) + "/" +
+                           std::to_string(opts.warmup_steps);
+  };
   auto complete_oldest = [&] {
     StepRecord r = runner.finish();
     Launched l = std::move(launched.front());
     launched.pop_front();
     r.step = l.step;
+    if (summary.stop == TrainSummary::Stop::Diverged) return;  // a step launched after it
+    if (std::isfinite(r.loss)) {
+      last_finite = r.loss;
+      last_finite_step = step_name(l.step);
+    } else if (!r.skipped) {  // fp16 skips a step whose gradients overflowed, and goes on
+      summary.stop = TrainSummary::Stop::Diverged;
+      char loss[64];
+      std::snprintf(loss, sizeof loss, "%g", last_finite);
+      summary.stop_message = "diverged at " + step_name(l.step) + ": loss " +
+                             (std::isnan(r.loss) ? "nan" : "inf") + " (last finite loss " +
+                             (std::isnan(last_finite) ? std::string("none") : loss) + " at " +
+                             last_finite_step + "); try a lower --learning-rate";
+    }
     if (profiler) profiler->end_step(l.timed, l.profiled, r.ms);
     const double device_peak = static_cast<double>(backend->device_peak_used_bytes());
     summary.peak_mb = std::max(summary.peak_mb, planned_bytes / 1e6);
@@ -152,18 +207,70 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   };
   auto baseline = [&](int step) { return step >= 1 && (!profiler || step > opts.profile_steps); };
 
-  const int total = opts.warmup_steps + opts.num_steps;
+  std::int64_t launched_count = 0;
+  auto evaluate = [&](int after_step) {
+    const double loss = data.evaluate(model, opts.eval_steps, opts.shape.batch);
+    summary.evals.push_back({after_step, loss});
+    char line[128];
+    std::snprintf(line, sizeof line, "eval after step %d/%d | val loss %.4f (%d batches)",
+                  after_step, opts.num_steps, loss, opts.eval_steps);
+    note(line);
+  };
+  auto drain = [&] {
+    while (runner.in_flight() > 0) complete_oldest();
+  };
+  int last_checkpoint = start;
+  auto checkpoint = [&](int steps_done) {
+    CheckpointState c;
+    c.steps_done = steps_done;
+    c.applied_updates = runner.applied_updates();
+    c.loss_scale = scaler.scale();
+    c.clean_steps = scaler.clean_steps();
+    c.sampler = data.train().state();
+    try {
+      summary.checkpoint =
+          save_checkpoint(opts.checkpoint_dir, model, c, opts, opts.keep_checkpoints);
+      note("checkpoint " + summary.checkpoint);
+    } catch (const RuntimeFailure& e) {
+      summary.save_error = std::string("--checkpoint-dir: ") + e.what();
+    }
+    last_checkpoint = steps_done;
+  };
+
   std::chrono::steady_clock::time_point wall_start;
-  for (int i = 0; i < total; ++i) {
+  for (int i = start; i < total && summary.stop == TrainSummary::Stop::Completed; ++i) {
     const bool timed = i >= opts.warmup_steps;
     const int step = i - opts.warmup_steps + 1;
+    // Between steps: a signal, a checkpoint or an evaluation waits for the
+    // steps in flight (their batches were drawn: the sampler's state is
+    // that of the steps done once they finish).
+    if (interrupt_signal() != 0) {
+      drain();
+      if (summary.stop == TrainSummary::Stop::Completed) {
+        summary.stop = TrainSummary::Stop::Interrupted;
+        summary.signal = interrupt_signal();
+      }
+      break;
+    }
+    if (!opts.checkpoint_dir.empty() && opts.checkpoint_every > 0 && i > start &&
+        i % opts.checkpoint_every == 0) {
+      drain();
+      if (summary.stop != TrainSummary::Stop::Completed) break;
+      checkpoint(i);
+    }
+    if (data.has_validation() && step > 1 && (step - 1) % opts.eval_every == 0) {
+      drain();
+      if (summary.stop != TrainSummary::Stop::Completed) break;
+      evaluate(step - 1);
+    }
     const bool regime_changes = step == 1 || (profiler && step == opts.profile_steps + 1);
     while (runner.in_flight() > 0 &&
            (regime_changes || runner.in_flight() >= depth || !runner.can_launch())) {
       complete_oldest();
     }
-    if (baseline(step) && !baseline(step - 1)) wall_start = std::chrono::steady_clock::now();
-    Launched l{step, timed, false, data.next_batch(opts.shape.batch)};
+    if (baseline(step) && (!baseline(step - 1) || i == start))
+      wall_start = std::chrono::steady_clock::now();
+    Launched l{step, timed, false, data.train().next_batch(opts.shape.batch)};
     if (profiler) l.profiled = profiler->begin_step(timed);
     runner.launch(l.rows);
     if (profiler) profiler->end_launch();
@@ -172,9 +279,23 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
       std::cerr << "note: " << runner.note() << std::endl;  // once, when it happens
     }
     launched.push_back(std::move(l));
+    ++launched_count;
   }
-  while (runner.in_flight() > 0) complete_oldest();
-  const int wall_steps = std::max(0, opts.num_steps - (profiler ? opts.profile_steps : 0));
+  drain();
+  // A last validation loss for the finished run (not for one interrupted:
+  // the user wants it to stop).
+  if (data.has_validation() && summary.stop == TrainSummary::Stop::Completed &&
+      !summary.steps.empty()) {
+    evaluate(summary.steps.back().step);
+  }
+  const int steps_done = start + static_cast<int>(launched_count);
+  summary.steps_done = steps_done;
+  if (!opts.checkpoint_dir.empty() && summary.stop != TrainSummary::Stop::Diverged &&
+      steps_done > last_checkpoint) {
+    checkpoint(steps_done);
+  }
+  const int wall_steps =
+      std::max(0, static_cast<int>(summary.steps.size()) - (profiler ? opts.profile_steps : 0));
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
           .count();
@@ -190,8 +311,15 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step) {
   summary.execution_note = runner.note();
   summary.launches = runner.launches();
   summary.phases_timed = runner.phases_timed();
-  if (!opts.save_weights.empty())
-    save_hf_weights(opts.save_weights, model.layout(), model.params());
+  // Diverged weights are worth nothing; a failed save is reported after the
+  // summary and the --json report, which must not be lost with it.
+  if (!opts.save_weights.empty() && summary.stop != TrainSummary::Stop::Diverged) {
+    try {
+      save_hf_weights(opts.save_weights, model.layout(), model.params());
+    } catch (const RuntimeFailure& e) {
+      summary.save_error = std::string("--save-weights: ") + e.what();
+    }
+  }
   return summary;
 }
 

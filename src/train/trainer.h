@@ -63,12 +63,40 @@ struct TrainSummary {
   bool phases_timed = true;
   // --profile: the printed profile summary (the files are already written).
   std::string profile_report;
+
+  // Why the run stopped before its last step; the summary then covers the
+  // steps done. Diverged: a non-finite loss (not an fp16 skipped step).
+  enum class Stop { Completed, Interrupted, Diverged };
+  Stop stop = Stop::Completed;
+  int signal = 0;            // Interrupted: the signal (SIGINT, SIGTERM)
+  std::string stop_message;  // one line: what stopped the run, naming the step
+  // --resume: the checkpoint read and its steps done (0: a fresh run).
+  std::string resumed_from;
+  int resumed_steps = 0;
+  int steps_done = 0;  // at the end, warm-up and resumed steps included
+  // --checkpoint-dir: the last checkpoint written.
+  std::string checkpoint;
+  // --eval-every: validation losses, after which timed step.
+  struct Eval {
+    int after_step = 0;
+    double loss = 0;
+  };
+  std::vector<Eval> evals;
+  // An output that could not be written after training (--save-weights):
+  // the summary and --json still follow, then this line and exit 1.
+  std::string save_error;
 };
 
 using StepCallback =
     std::function<void(const StepRecord&, const TrainOptions&, const TrainSummary&)>;
+// One line about the run as it goes: an evaluation, a checkpoint, a resume.
+using NoteCallback = std::function<void(const std::string&)>;
 
 // Runs the whole job described by opts. Throws UsageError / RuntimeFailure.
-TrainSummary train(const TrainOptions& opts, const StepCallback& on_step);
+// A signal (train/interrupt.h) stops it between steps: the summary then
+// covers the steps done (stop == Interrupted), as it does when the loss
+// stops being finite (Diverged).
+TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
+                   const NoteCallback& on_note = {});
 
 }  // namespace tinyllama

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "core/errors.h"
+#include "io/atomic_file.h"
 
 namespace tinyllama {
 namespace {
@@ -29,20 +30,14 @@ void require_readable_file(const char* flag, const std::string& path) {
 }  // namespace
 
 void require_parent_directory(const char* flag, const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-    throw UsageError(std::string(flag) + " " + path + ": directory " + parent.string() +
-                     " does not exist");
-  }
+  check_output_path(flag, path);
 }
 
 void validate_options(const TrainOptions& opts) {
   opts.model.validate();
   require_at_least("--seq-len", opts.shape.seq, 2);
   require_at_least("--batch-size", opts.shape.batch, 1);
-  if (opts.shape.batch > opts.data_pool_rows) {
+  if (opts.data.empty() && opts.shape.batch > opts.data_pool_rows) {
     throw UsageError("--batch-size " + std::to_string(opts.shape.batch) + ": must be at most " +
                      std::to_string(opts.data_pool_rows) +
                      ", the rows of the synthetic data pool (each step draws B distinct rows)");
@@ -56,8 +51,29 @@ void validate_options(const TrainOptions& opts) {
     throw UsageError(std::string("--learning-rate ") + value + ": must be a finite number above 0");
   }
   require_readable_file("--init-from", opts.init_from);
-  require_parent_directory("--json", opts.json_path);
-  require_parent_directory("--save-weights", opts.save_weights);
+  if (!opts.init_from.empty() && !opts.resume.empty()) {
+    throw UsageError("--init-from: not with --resume (the checkpoint holds the weights)");
+  }
+  if (!opts.data.empty() || opts.eval_every > 0) {
+    require_at_least("--eval-every", opts.eval_every, 0);
+    require_at_least("--eval-steps", opts.eval_steps, 1);
+    if (!(opts.val_fraction > 0 && opts.val_fraction < 1)) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", opts.val_fraction);
+      throw UsageError(std::string("--val-fraction ") + value + ": must lie between 0 and 1");
+    }
+  }
+  if (!opts.checkpoint_dir.empty()) {
+    check_output_directory("--checkpoint-dir", opts.checkpoint_dir);
+    require_at_least("--checkpoint-every", opts.checkpoint_every, 0);
+    require_at_least("--keep", opts.keep_checkpoints, 0);
+  }
+  check_output_path("--json", opts.json_path);
+  check_output_path("--save-weights", opts.save_weights);
+  if (same_output_file(opts.json_path, opts.save_weights)) {
+    throw UsageError("--json " + opts.json_path + ": the same file as --save-weights " +
+                     opts.save_weights + "; one would overwrite the other");
+  }
   if (opts.profile) {
     require_at_least("--profile-steps", opts.profile_steps, 1);
     std::error_code ec;

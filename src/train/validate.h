@@ -11,9 +11,10 @@ namespace tinyllama {
 // Throws UsageError naming the first bad flag, its value and what is allowed.
 void validate_options(const TrainOptions& opts);
 
-// Output files are written after the work: a missing directory must be
-// found before it. Throws UsageError "FLAG PATH: directory D does not exist";
-// an empty path passes.
+// Output files are written after the work: a bad path must be found before
+// it (io/atomic_file.h check_output_path: a missing or unwritable directory,
+// a directory, a target that is never replaced). Throws UsageError
+// "FLAG PATH: reason"; an empty path passes.
 void require_parent_directory(const char* flag, const std::string& path);
 
 }  // namespace tinyllama

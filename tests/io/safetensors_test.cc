@@ -248,6 +248,26 @@ std::vector<Corruption> corruptions() {
        "bytes [4, 8] belong to no tensor"},
       {"trailing_data", raw_file(ok_entry, 12), "bytes [8, 12] belong to no tensor"},
       {"bad_metadata", raw_file(R"({"__metadata__":{"k":1}})", 0), "is not a string"},
+      // JSON allows a key twice (nlohmann keeps the last): which tensor is meant?
+      {"duplicate_tensor",
+       raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                8),
+       "names the key 'a' twice"},
+      {"duplicate_field",
+       raw_file(R"({"a":{"dtype":"F32","dtype":"F16","shape":[2],"data_offsets":[0,8]}})", 8),
+       "names the key 'dtype' twice"},
+      {"number_overflow",
+       raw_file(R"({"a":{"dtype":"F32","shape":[1e400],"data_offsets":[0,8]}})", 8),
+       "number too large to represent"},
+      {"offset_beyond_64_bits",
+       raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,99999999999999999999999]}})",
+                8),
+       "too large for 64 bits"},
+      // A control character in a name is shown escaped, never sent raw.
+      {"control_character_in_name",
+       raw_file("{\"a\\u001b[2J\\n\":{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8),
+       "tensor 'a\\x1b[2J\\x0a' has unknown dtype"},
   };
 }
 
@@ -264,8 +284,12 @@ TEST_F(SafetensorsTest, RejectsEachCorruptionWithOneLineNamingTheFile) {
       EXPECT_EQ(msg.rfind(path + ": ", 0), 0u) << msg;
       EXPECT_NE(msg.find(c.fragment), std::string::npos) << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\x1b'), std::string::npos) << msg;
     }
     EXPECT_THROW(read_safetensors_metadata(path), RuntimeFailure);
+    // The in-memory parser (the fuzz target's) judges the bytes alike.
+    const auto* data = reinterpret_cast<const std::uint8_t*>(c.bytes.data());
+    EXPECT_THROW(parse_safetensors("buffer", data, c.bytes.size()), RuntimeFailure);
   }
 }
 

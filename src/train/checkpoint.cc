@@ -1,0 +1,162 @@
+#include "train/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <utility>
+
+#include "core/errors.h"
+#include "io/hf_weights.h"
+#include "io/safetensors.h"
+
+namespace tinyllama {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFormat = "tinyllama-checkpoint";
+constexpr const char* kVersion = "1";
+
+std::string real_text(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
+
+// What a resumed run must share with the run that saved the checkpoint, by
+// the flag that sets it; all as text, compared as text.
+std::vector<std::pair<std::string, std::string>> run_identity(const TrainOptions& o) {
+  const ModelConfig& m = o.model;
+  const Precision& p = o.plan.precision;
+  return {{"--vocab-size", std::to_string(m.vocab_size)},
+          {"--hidden-dim", std::to_string(m.hidden_dim)},
+          {"--num-layers", std::to_string(m.num_layers)},
+          {"--num-heads", std::to_string(m.num_heads)},
+          {"--num-kv-heads", std::to_string(m.num_kv_heads)},
+          {"--ffn-dim", std::to_string(m.ffn_dim)},
+          {"--seq-len", std::to_string(o.shape.seq)},
+          {"--batch-size", std::to_string(o.shape.batch)},
+          {"--learning-rate", real_text(o.learning_rate)},
+          {"--use-amp/--amp-dtype",
+           p.mixed() ? std::string(dtype_name(p.compute)) : std::string("off (fp32)")}};
+}
+
+TensorData raw_tensor(const Model& model, Model::StateBlock block) {
+  TensorData t;
+  t.dtype = hf_dtype(model.precision().master);
+  t.bytes = model.state_bytes(block);
+  t.shape = {model.layout().total()};
+  return t;
+}
+
+int steps_of(const fs::path& file) {
+  static const std::regex kName(R"(ckpt-([0-9]{8,9})\.safetensors)");
+  std::smatch m;
+  const std::string name = file.filename().string();
+  return std::regex_match(name, m, kName) ? std::stoi(m[1].str()) : -1;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int steps_done) {
+  char name[40];
+  std::snprintf(name, sizeof name, "ckpt-%08d.safetensors", steps_done);
+  return (fs::path(dir) / name).string();
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int, std::string>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const int steps = steps_of(e.path());
+    if (steps >= 0 && e.is_regular_file(ec)) found.emplace_back(steps, e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  out.reserve(found.size());
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+std::string save_checkpoint(const std::string& dir, const Model& model,
+                            const CheckpointState& state, const TrainOptions& opts, int keep) {
+  nlohmann::json identity = nlohmann::json::object();
+  for (const auto& [flag, value] : run_identity(opts)) identity[flag] = value;
+  const nlohmann::json meta = {
+      {"steps_done", state.steps_done}, {"applied_updates", state.applied_updates},
+      {"loss_scale", state.loss_scale}, {"clean_steps", state.clean_steps},
+      {"sampler", state.sampler},       {"run", identity}};
+  const NamedTensors tensors = {{"params", raw_tensor(model, Model::StateBlock::Params)},
+                                {"adam_m", raw_tensor(model, Model::StateBlock::AdamM)},
+                                {"adam_v", raw_tensor(model, Model::StateBlock::AdamV)}};
+  std::string path = checkpoint_path(dir, state.steps_done);
+  write_safetensors(path, tensors,
+                    {{"format", kFormat}, {"version", kVersion}, {"state", meta.dump()}});
+  if (keep > 0) {
+    std::vector<std::string> all = list_checkpoints(dir);
+    for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i) {
+      std::error_code ec;
+      fs::remove(all[i], ec);  // an old checkpoint left behind is harmless
+    }
+  }
+  return path;
+}
+
+std::string latest_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UsageError("--resume " + dir + ": no such directory");
+  const std::vector<std::string> all = list_checkpoints(dir);
+  if (all.empty()) {
+    throw UsageError("--resume " + dir + ": no checkpoint in it (ckpt-<steps>.safetensors)");
+  }
+  return all.back();
+}
+
+CheckpointState load_checkpoint(const std::string& path, Model& model, const TrainOptions& opts) {
+  const std::map<std::string, std::string> meta = read_safetensors_metadata(path);
+  const auto format = meta.find("format");
+  const auto state_text = meta.find("state");
+  if (format == meta.end() || format->second != kFormat || state_text == meta.end()) {
+    throw UsageError("--resume " + path + ": not a tinyllama checkpoint");
+  }
+  if (meta.count("version") == 0 || meta.at("version") != kVersion) {
+    throw UsageError("--resume " + path + ": checkpoint format version " +
+                     (meta.count("version") ? meta.at("version") : "?") + ", this build reads " +
+                     kVersion);
+  }
+  nlohmann::json s;
+  try {
+    s = nlohmann::json::parse(state_text->second);
+    const nlohmann::json& saved = s.at("run");
+    for (const auto& [flag, value] : run_identity(opts)) {
+      const std::string was = saved.value(flag, std::string("?"));
+      if (was != value) {
+        throw UsageError(flag + " " + value + ": the checkpoint " + path + " was saved with " +
+                         flag + " " + was);
+      }
+    }
+    CheckpointState out;
+    out.steps_done = s.at("steps_done").get<int>();
+    out.applied_updates = s.at("applied_updates").get<int>();
+    out.loss_scale = s.at("loss_scale").get<double>();
+    out.clean_steps = s.at("clean_steps").get<int>();
+    out.sampler = s.at("sampler");
+    for (auto& [name, t] : read_safetensors(path)) {
+      const Model::StateBlock block = name == "params"   ? Model::StateBlock::Params
+                                      : name == "adam_m" ? Model::StateBlock::AdamM
+                                                         : Model::StateBlock::AdamV;
+      if ((name != "params" && name != "adam_m" && name != "adam_v") ||
+          t.dtype != hf_dtype(model.precision().master) ||
+          t.shape != std::vector<std::int64_t>{model.layout().total()}) {
+        throw RuntimeFailure(path + ": tensor '" + name + "' does not fit this model");
+      }
+      model.set_state_bytes(block, t.bytes);
+    }
+    return out;
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeFailure(path + ": the checkpoint's state is damaged (" + e.what() + ")");
+  }
+}
+
+}  // namespace tinyllama

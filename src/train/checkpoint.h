@@ -1,0 +1,47 @@
+#pragma once
+// Checkpoints: everything a run needs to continue exactly where it stopped
+// (--checkpoint-dir, --resume). One safetensors file per checkpoint,
+// DIR/ckpt-<steps>.safetensors, written atomically (io/atomic_file.h), so a
+// checkpoint is complete or absent: the master weights and both AdamW
+// moments as raw master-dtype bytes (tensors "params", "adam_m", "adam_v"),
+// and in the metadata the step count, AdamW's update count, the loss
+// scaler, the batch source's position and generator, and the run's config.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+#include "train/options.h"
+
+namespace tinyllama {
+
+struct CheckpointState {
+  int steps_done = 0;       // training steps, warm-up included
+  int applied_updates = 0;  // AdamW's step count (fp16's skipped steps excluded)
+  double loss_scale = 1.0;  // LossScaler
+  int clean_steps = 0;
+  nlohmann::json sampler;  // BatchSource::state()
+};
+
+// DIR/ckpt-00000120.safetensors for 120 steps done.
+std::string checkpoint_path(const std::string& dir, int steps_done);
+
+// The checkpoints in dir, oldest first (by step).
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// Writes a checkpoint of `model` and `state`, then deletes all but the
+// newest `keep` (0: none deleted). Returns its path. Throws RuntimeFailure.
+std::string save_checkpoint(const std::string& dir, const Model& model,
+                            const CheckpointState& state, const TrainOptions& opts, int keep);
+
+// The newest checkpoint in dir. Throws UsageError "--resume DIR: ..." when
+// there is none.
+std::string latest_checkpoint(const std::string& dir);
+
+// Loads a checkpoint into model and returns its state. A checkpoint of
+// another model, batch shape, precision or learning rate is a UsageError
+// naming the flag and both values.
+CheckpointState load_checkpoint(const std::string& path, Model& model, const TrainOptions& opts);
+
+}  // namespace tinyllama

@@ -1,0 +1,24 @@
+#pragma once
+// Ctrl-C and SIGTERM during a run (DESIGN §4: an interrupted run keeps what
+// it finished). The first SIGINT or SIGTERM only sets a flag: the loop
+// finishes the step in flight, writes a checkpoint, the summary and the JSON
+// report, and the process exits 128 + the signal (130, 143). A second one
+// exits at once with the same code, removing a half-written output file.
+namespace tinyllama {
+
+class InterruptGuard {
+ public:
+  // Installs the handlers; the destructor restores the ones before.
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+};
+
+// The first signal received since the guard was installed, or 0.
+int interrupt_signal();
+
+// 128 + signal, the shell's convention for a process ended by a signal.
+int interrupt_exit_code(int signal);
+
+}  // namespace tinyllama
