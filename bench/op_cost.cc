@@ -61,6 +61,7 @@ StepPlan plan_for(const ModelConfig& cfg, BatchShape batch, const ImplChoice& im
   ops.attention = impl.attention;
   ops.optimizer = impl.fused_optimizer ? OptimizerImpl::FusedPerLayer : OptimizerImpl::PerTensor;
   ops.norm = impl.fused_norm ? NormImpl::Fused : NormImpl::Plain;
+  ops.loss = impl.chunked_loss ? LossImpl::Chunked : LossImpl::FullLogits;
   ops.execution = Execution::Graph;
   return plan_for_choices(ops, precision, caps, cfg, batch);
 }

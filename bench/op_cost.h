@@ -22,6 +22,7 @@ struct ImplChoice {
   AttentionImpl attention = AttentionImpl::Flash;
   bool fused_optimizer = true;  // one AdamW sweep, not one call per tensor
   bool fused_norm = false;      // the residual add and RMSNorm in one kernel (v3)
+  bool chunked_loss = false;    // the head and loss per chunk of rows (v3)
   bool operator==(const ImplChoice&) const = default;
 };
 

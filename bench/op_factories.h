@@ -34,6 +34,8 @@ std::unique_ptr<OpCase> make_residual_add(BenchContext& ctx);
 // ops_loss_embedding.cc
 std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass);
 std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass);
+// LossImpl::Chunked's loss and dlogits in one kernel.
+std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx);
 
 // ops_adamw.cc: AdamW over layer 0's parameters, per tensor or one sweep.
 std::unique_ptr<OpCase> make_adamw(BenchContext& ctx, bool fused);

@@ -103,6 +103,8 @@ std::vector<OpVariant> build_registry() {
   per_tensor.fused_optimizer = false;
   ImplChoice fused_norm;
   fused_norm.fused_norm = true;
+  ImplChoice chunked_loss;
+  chunked_loss.chunked_loss = true;
   const Pass fwd = Pass::Forward;
   const Pass bwd = Pass::Backward;
 
@@ -132,6 +134,8 @@ std::vector<OpVariant> build_registry() {
   b.gemm(Linear::LmHead, GemmPass::Forward);
   b.add("cross_entropy.fwd", "", "forward/cross_entropy", v2,
         [=](BenchContext& c) { return make_cross_entropy(c, fwd); });
+  b.add("cross_entropy.fused", "", "forward/cross_entropy", chunked_loss,
+        [](BenchContext& c) { return make_cross_entropy_fused(c); });
 
   // Backward pass.
   b.add("cross_entropy.bwd", "", "backward/cross_entropy", v2,
@@ -256,6 +260,10 @@ const std::vector<std::pair<std::string, std::string>>& ops_measured_elsewhere()
       {"forward/ffn_residual", "residual_add (the same kernel at the same shape)"},
       {"backward/attn_residual", "residual_add (the same kernel at the same shape)"},
       {"backward/ffn_residual", "residual_add (the same kernel at the same shape)"},
+      {"forward/lm_head_gemm_wgrad",
+       "lm_head_gemm.wgrad (the same GEMM, per chunk of rows under loss=chunked)"},
+      {"forward/lm_head_gemm_dgrad",
+       "lm_head_gemm.dgrad (the same GEMM, per chunk of rows under loss=chunked)"},
       {"forward/ffn_residual_norm", "residual_norm.fwd (the same kernel at the same shape)"},
       {"backward/attn_residual_norm", "residual_norm.bwd (the same kernel at the same shape)"},
       {"optimizer/adamw", "adamw (layer 0's parameters; the other spans sweep the same kernel)"},

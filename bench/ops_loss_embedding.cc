@@ -190,6 +190,55 @@ class CrossEntropyCase final : public OpCase {
   Mat logits_, losses_, dlogits_;
 };
 
+// LossImpl::Chunked's loss and dlogits in one kernel, over the logits in
+// place (as the model runs it). Repeated runs turn the logits into
+// gradients and back through the softmax: the values stay finite and the
+// kernel moves the same bytes each time, which is what the timing needs;
+// the check takes whatever logits are there as its input.
+class FusedCrossEntropyCase final : public OpCase {
+ public:
+  explicit FusedCrossEntropyCase(BenchContext& ctx) : ctx_(ctx), buffers_(ctx.gpu, ctx.seed) {
+    const std::int64_t t = ctx.tokens();
+    const int vocab = ctx.cfg.vocab_size;
+    logits_ = buffers_.random(t, vocab, ctx.act(), -4, 4);
+    targets_ = buffers_.tokens(t, vocab, host_targets_);
+    losses_ = buffers_.poisoned(t, 1, ctx.stats());
+    // The staged step scalars the kernel reads its scale from: the mean over
+    // B·S positions, without fp16's loss scale.
+    host_scalars_.ce_grad_scale = 1.0f / static_cast<float>(t);
+    const Mat scalars = buffers_.poisoned(1, sizeof(StepScalars) / 4, DType::F32);
+    ctx.gpu.upload(scalars.data, &host_scalars_, sizeof(StepScalars));
+    scalars_ = static_cast<const StepScalars*>(scalars.data);
+  }
+
+  void run() override { ctx_.gpu.cross_entropy_fused(losses_, logits_, targets_, scalars_); }
+
+  CheckResult check() override {
+    Backend& gpu = ctx_.gpu;
+    const Index rows = leading_rows(logits_.rows, logits_.cols, ctx_.check_elements);
+    const auto n = static_cast<std::int64_t>(rows.size());
+    const Index cols = all_of(logits_.cols);
+    HostMat logits = gather(gpu, logits_, rows, cols);
+    run();
+    CpuBackend cpu;
+    HostMat losses(n, 1);
+    cpu.cross_entropy_fused(losses.mat(), logits.mat(), host_targets_.data(), &host_scalars_);
+    Comparison cmp;
+    cmp.add("losses", gather(gpu, losses_, rows, all_of(1)), losses);
+    cmp.add("dlogits", gather(gpu, logits_, rows, cols), logits);
+    return cmp.result(rows_scope(rows, logits_.rows));
+  }
+
+ private:
+  BenchContext& ctx_;
+  DeviceBuffers buffers_;
+  std::vector<std::int32_t> host_targets_;
+  const std::int32_t* targets_ = nullptr;
+  StepScalars host_scalars_;
+  const StepScalars* scalars_ = nullptr;
+  Mat logits_, losses_;
+};
+
 }  // namespace
 
 std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass) {
@@ -198,6 +247,10 @@ std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass) {
 
 std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass) {
   return std::make_unique<CrossEntropyCase>(ctx, pass);
+}
+
+std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx) {
+  return std::make_unique<FusedCrossEntropyCase>(ctx);
 }
 
 }  // namespace tinyllama::bench

@@ -22,9 +22,9 @@ std::vector<Precision> every_precision() {
 
 // Every implementation choice the registry uses, all of them off and all on.
 std::vector<ImplChoice> every_impl() {
-  std::vector<ImplChoice> out{ImplChoice{},
-                              ImplChoice{false, false, AttentionImpl::Materialized, false, false},
-                              ImplChoice{true, true, AttentionImpl::Flash, true, true}};
+  std::vector<ImplChoice> out{
+      ImplChoice{}, ImplChoice{false, false, AttentionImpl::Materialized, false, false, false},
+      ImplChoice{true, true, AttentionImpl::Flash, true, true, true}};
   for (const OpVariant& v : registry()) out.push_back(v.impl);
   return out;
 }

@@ -42,6 +42,35 @@ TEST_P(GpuCrossEntropy, ForwardAndBackward) {
   h.expect_close(logits, tolerance(t), "cross_entropy_backward in place");
 }
 
+// LossImpl::Chunked's one-kernel loss and gradient: the losses of the
+// forward and, over the logits, the in-place backward with the scale read
+// from the staged step scalars. Rows padded as the model pads them (to a
+// multiple of 128: the vector path with an odd vocabulary's scalar tail)
+// and by an odd 3 (the scalar path); the poisoned padding must stay unread
+// and unwritten.
+TEST_P(GpuCrossEntropy, FusedMatchesForwardThenInPlaceBackward) {
+  const auto [t, rows, vocab] = GetParam();
+  for (const std::int64_t pad : {std::int64_t{3}, (vocab + 127) / 128 * 128 - vocab}) {
+    Harness h(t);
+    const Tokens targets = h.tokens(h.random_ids(rows, static_cast<int>(vocab)));
+    const Twin logits = h.input(rows, vocab, t, 2.0, pad, 30.0);
+    const Twin losses = h.output(rows, 1, DType::F32);
+    StepScalars host;
+    host.ce_grad_scale = 1024.0f / static_cast<float>(rows);
+    void* staged = h.gpu().allocate(sizeof(StepScalars));
+    h.gpu().upload(staged, &host, sizeof(StepScalars));
+    cpu::cross_entropy_forward(losses.cpu, logits.cpu, targets.cpu);
+    cpu::cross_entropy_backward(logits.cpu, logits.cpu, targets.cpu, host.ce_grad_scale);
+    h.gpu().cross_entropy_fused(losses.gpu, logits.gpu, targets.gpu,
+                                static_cast<const StepScalars*>(staged));
+    const std::string where = " (row padding " + std::to_string(pad) + ")";
+    h.expect_close(losses, 1e-5 * 5, "cross_entropy_fused losses (float32)" + where);
+    h.expect_close(logits, tolerance(t), "cross_entropy_fused dlogits" + where);
+    h.gpu().synchronize();
+    h.gpu().release(staged);
+  }
+}
+
 std::string ce_name(const ::testing::TestParamInfo<CeParam>& info) {
   const auto [t, rows, vocab] = info.param;
   return dtype_label(t) + "_rows" + std::to_string(rows) + "_V" + std::to_string(vocab);
