@@ -260,9 +260,9 @@ std::string StepPlan::describe() const {
   std::string out;
   for (const NamedChoice& c : named_choices(ops)) {
     out += (out.empty() ? "" : " | ") + std::string(c.op) + " " + c.impl;
-  }
-  if (ops.loss == LossImpl::Chunked) {
-    out += " (" + std::to_string(loss_chunk_rows) + " rows per chunk)";
+    if (std::string(c.op) == "loss" && ops.loss == LossImpl::Chunked) {
+      out += " (" + std::to_string(loss_chunk_rows) + " rows per chunk)";
+    }
   }
   out += std::string(" | loss_scaling ") + impl_name(loss_scaling);
   if (parallel_branches) out += " | parallel branches";
