@@ -286,6 +286,14 @@ void CudaBackend::embedding_backward(Mat dtable, const std::int32_t* tokens, Mat
   cuda::embedding_backward(dtable, tokens, dout, stream_);
 }
 
+std::string CudaBackend::tuning_state() const {
+  return GemmRunner::export_tuned_choices();
+}
+
+std::string CudaBackend::restore_tuning_state(const std::string& text) {
+  return GemmRunner::import_tuned_choices(text);
+}
+
 void CudaBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
   cuda::rmsnorm_forward(out, rstd, x, weight, eps, stream_);
 }

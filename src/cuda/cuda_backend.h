@@ -69,6 +69,8 @@ class CudaBackend final : public Backend {
   void mul(Mat out, Mat a, Mat b) override;
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;
   void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) override;
+  std::string tuning_state() const override;
+  std::string restore_tuning_state(const std::string& text) override;
   void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) override;
   void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) override;
   void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,

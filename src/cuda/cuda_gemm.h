@@ -75,6 +75,15 @@ class GemmRunner {
   // Drops the process-wide choices (tests): a runner created later times
   // each problem again at its first use.
   static void forget_tuned_choices();
+  // The process-wide choices as text (the library version, the GPU's name,
+  // then one line per problem: its key and the algorithm's bytes), and
+  // their restoration: a resumed run reruns the algorithms its checkpoint
+  // was trained with, so it rounds exactly as the uninterrupted run (a
+  // choice by timing can differ from process to process). import returns ""
+  // or, when the text was made by another library version or GPU, or is
+  // damaged, why nothing was restored.
+  static std::string export_tuned_choices();
+  static std::string import_tuned_choices(const std::string& text);
 
   // Whether tuning times the wide candidate list (cuda_gemm_search.h) rather
   // than the heuristic's ranking alone. Initially on when

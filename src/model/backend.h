@@ -119,6 +119,12 @@ class Backend {
   // it after every step, and no step allocates); -1 if unknown.
   virtual std::int64_t device_peak_used_bytes() = 0;
   virtual std::unique_ptr<EventTimer> make_timer(int marks) = 0;
+  // Choices the backend made by timing (GEMM algorithms), as text for a
+  // checkpoint, and their restoration before a resumed run's first step, so
+  // that it rounds as the uninterrupted run did. "" from restore, or why
+  // nothing was restored. The defaults: nothing chosen by timing.
+  virtual std::string tuning_state() const { return ""; }
+  virtual std::string restore_tuning_state(const std::string& /*text*/) { return ""; }
   // A readback of up to `bytes`; the default copies synchronously (download).
   virtual std::unique_ptr<HostReadback> make_readback(std::size_t bytes);
 

@@ -86,7 +86,8 @@ std::string save_checkpoint(const std::string& dir, const Model& model,
   const nlohmann::json meta = {
       {"steps_done", state.steps_done}, {"applied_updates", state.applied_updates},
       {"loss_scale", state.loss_scale}, {"clean_steps", state.clean_steps},
-      {"sampler", state.sampler},       {"run", identity}};
+      {"sampler", state.sampler},       {"run", identity},
+      {"tuning", state.tuning}};
   const NamedTensors tensors = {{"params", raw_tensor(model, Model::StateBlock::Params)},
                                 {"adam_m", raw_tensor(model, Model::StateBlock::AdamM)},
                                 {"adam_v", raw_tensor(model, Model::StateBlock::AdamV)}};
@@ -142,6 +143,7 @@ CheckpointState load_checkpoint(const std::string& path, Model& model, const Tra
     out.loss_scale = s.at("loss_scale").get<double>();
     out.clean_steps = s.at("clean_steps").get<int>();
     out.sampler = s.at("sampler");
+    out.tuning = s.value("tuning", std::string());
     for (auto& [name, t] : read_safetensors(path)) {
       const Model::StateBlock block = name == "params"   ? Model::StateBlock::Params
                                       : name == "adam_m" ? Model::StateBlock::AdamM

@@ -22,6 +22,7 @@ struct CheckpointState {
   double loss_scale = 1.0;  // LossScaler
   int clean_steps = 0;
   nlohmann::json sampler;  // BatchSource::state()
+  std::string tuning;      // Backend::tuning_state(): "" when nothing was chosen by timing
 };
 
 // DIR/ckpt-00000120.safetensors for 120 steps done.

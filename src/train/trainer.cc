@@ -138,6 +138,16 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
                        std::to_string(total) + "); raise --num-steps to go on");
     }
     data.train().restore(c.sampler);
+    // Before the first step: the GEMMs rerun the algorithms the checkpoint
+    // was trained with instead of timing their own.
+    if (!c.tuning.empty()) {
+      const std::string why = backend->restore_tuning_state(c.tuning);
+      if (!why.empty()) {
+        note("resume: " + why +
+             "; the resumed steps may round differently from an "
+             "uninterrupted run");
+      }
+    }
     scaler.restore(c.loss_scale, c.clean_steps);
     runner.restore_applied_updates(c.applied_updates);
     start = c.steps_done;
@@ -227,6 +237,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     c.loss_scale = scaler.scale();
     c.clean_steps = scaler.clean_steps();
     c.sampler = data.train().state();
+    c.tuning = backend->tuning_state();
     try {
       summary.checkpoint =
           save_checkpoint(opts.checkpoint_dir, model, c, opts, opts.keep_checkpoints);
