@@ -4,6 +4,7 @@
 // float64) and runs a plain templated loop nest. CpuBackend forwards to these;
 // the semantics are those documented in model/backend.h.
 #include <cstdint>
+#include <string>
 
 #include "core/mat.h"
 #include "model/backend.h"
@@ -35,7 +36,10 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
 // cpu_rope.cc: direction +1 rotates forward, -1 applies the inverse.
 void rope(Mat x, int seq, int head_dim, double theta, int direction);
 
-// cpu_attention.cc
+// cpu_attention.cc. check_attention_shapes: q, k, v, lse (and probs when
+// not empty) fit the shape; shared with the BLAS attention.
+void check_attention_shapes(const std::string& op, const AttentionShape& s, Mat q, Mat k, Mat v,
+                            Mat lse, Mat probs);
 void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v, const AttentionShape& s);
 void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat lse, Mat probs,
                         const AttentionShape& s);
