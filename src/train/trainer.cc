@@ -88,7 +88,7 @@ void fill_averages(TrainSummary& s, const TrainOptions& opts) {
 }  // namespace
 
 TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
-                   const NoteCallback& on_note) {
+                   const NoteCallback& on_note, const WarmupCallback& on_warmup) {
   opts.model.validate();
   const StepPlan& plan = opts.plan;
   if (plan.level.empty()) throw std::logic_error("train: the plan is not resolved (resolve_run)");
@@ -209,7 +209,11 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     const double device_peak = static_cast<double>(backend->device_peak_used_bytes());
     summary.peak_mb = std::max(summary.peak_mb, planned_bytes / 1e6);
     summary.device_used_peak_mb = std::max(summary.device_used_peak_mb, device_peak / 1e6);
-    if (!l.timed) return;
+    if (!l.timed) {
+      r.step = l.step + opts.warmup_steps;
+      if (on_warmup) on_warmup(r, opts);
+      return;
+    }
     dump.batch(l.step, l.rows, opts.shape);
     if (l.step == 1) dump.gradients(model, r.loss_scale);
     summary.steps.push_back(r);

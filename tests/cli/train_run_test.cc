@@ -22,6 +22,11 @@ TEST(TrainRun, PrintsStepLinesAndWritesTheJsonReport) {
   EXPECT_NE(r.out.find("step 1/4 | loss "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 4/4 | loss "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("step 3/4"), std::string::npos) << "log-every 2 prints 1, 2, 4";
+  // The warm-up step shows before the timed ones; not a terminal: no progress line.
+  const auto warmup = r.out.find("warm-up 1/1 | loss ");
+  EXPECT_NE(warmup, std::string::npos) << r.out;
+  EXPECT_LT(warmup, r.out.find("step 1/4 | loss ")) << r.out;
+  EXPECT_EQ(r.out.find("ETA"), std::string::npos) << r.out;
   const nlohmann::json j = nlohmann::json::parse(read_text(dir / "r.json"));
   for (const char* key :
        {"samples_per_s", "tokens_per_s", "ms_per_step", "forward_ms", "backward_ms", "optimizer_ms",
