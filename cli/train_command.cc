@@ -117,10 +117,20 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
       ->group("Output");
   value(cmd, "--json", a.json_path, "FILE", "write the summary, config and device as JSON")
       ->group("Output");
-  value(cmd, "--save-weights", a.save_weights, "FILE", "save the trained weights (safetensors)")
+  value(cmd, "--save-weights", a.save_weights, "FILE",
+        "save the trained weights (safetensors, Hugging Face LLaMA names and layout: q/k rows "
+        "rotate-half)")
       ->group("Output");
-  value(cmd, "--init-from", a.init_from, "FILE",
-        "start from these weights (safetensors) instead of the seeded init")
+  value(cmd, "--export-hf", a.export_hf, "DIR",
+        "save the trained model as a Hugging Face LLaMA directory (config.json + "
+        "model.safetensors) that transformers' LlamaForCausalLM.from_pretrained(DIR) loads as "
+        "is; DIR is created if missing")
+      ->group("Output");
+  value(cmd, "--init-from", a.init_from, "FILE|DIR",
+        "start from these weights instead of the seeded init: a safetensors file (--save-weights, "
+        "older tinyllama files, Hugging Face names) or a Hugging Face LLaMA directory "
+        "(--export-hf, or save_pretrained with safetensors) whose config.json matches the model "
+        "flags")
       ->group("Output");
   value(cmd, "--dump-dir", a.dump_dir, "DIR",
         "debugging/parity aid: write the initial weights, every timed batch and step 1's "
@@ -187,6 +197,7 @@ TrainOptions to_train_options(const TrainArgs& a) {
   o.json_path = a.json_path;
   o.save_weights = a.save_weights;
   o.init_from = a.init_from;
+  o.export_hf = a.export_hf;
   o.dump_dir = a.dump_dir;
   // The profile settings mean nothing without --profile: refused rather
   // than silently ignored.

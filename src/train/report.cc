@@ -73,6 +73,7 @@ nlohmann::json config_json(const TrainOptions& opts) {
                         : nlohmann::json(nullptr)},
       {"device", device_name(opts.plan.device)},
       {"init_from", opts.init_from},
+      {"export_hf", opts.export_hf},
   };
 }
 

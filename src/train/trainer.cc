@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "io/hf_directory.h"
 #include "io/hf_weights.h"
 #include "io/safetensors.h"
 #include "model/init.h"
@@ -58,8 +59,8 @@ class RunDump {
     if (enabled()) {
       std::vector<double> g = m.grads();
       for (double& x : g) x /= loss_scale;
-      write_safetensors(dir_ + "/grads_step1.safetensors",
-                        to_hf_tensors(m.layout(), g, DType::F32));
+      write_safetensors(dir_ + "/grads_step1.safetensors", to_hf_tensors(m.layout(), g, DType::F32),
+                        {{"producer", "tinyllama"}, {kRopeLayoutKey, kRotateHalf}});
     }
   }
   void finish() const {
@@ -333,6 +334,14 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
       save_hf_weights(opts.save_weights, model.layout(), model.params());
     } catch (const RuntimeFailure& e) {
       summary.save_error = std::string("--save-weights: ") + e.what();
+    }
+  }
+  if (!opts.export_hf.empty() && summary.stop != TrainSummary::Stop::Diverged) {
+    try {
+      export_hf_directory(opts.export_hf, model.layout(), model.params(), opts.shape.seq);
+    } catch (const RuntimeFailure& e) {
+      const std::string error = std::string("--export-hf: ") + e.what();
+      summary.save_error = summary.save_error.empty() ? error : summary.save_error + "; " + error;
     }
   }
   return summary;
