@@ -14,10 +14,10 @@
 
 namespace tinyllama {
 
-// Not final: tests derive from it to run side GEMMs as late as the
-// Backend contract allows (tests/model/side_gemm_order_test.cc).
 enum class CpuKernels { Reference, Fast };
 
+// Not final: tests derive from it to run side GEMMs as late as the
+// Backend contract allows (tests/model/side_gemm_order_test.cc).
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(CpuKernels kernels = CpuKernels::Reference);
