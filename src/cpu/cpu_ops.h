@@ -44,6 +44,14 @@ void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v, const A
 void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat lse, Mat probs,
                         const AttentionShape& s);
 
+// cpu_decode.cc, for incremental decoding: RoPE with row r at position
+// first_position + r; attention of q's rows (positions first_position + t)
+// over the cache's rows 0..first_position + t, the cache holding exactly
+// first_position + q.rows rows.
+void rope_at(Mat x, std::int64_t first_position, int head_dim, double theta);
+void cached_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, std::int64_t first_position,
+                      int heads, int kv_heads, int head_dim);
+
 // cpu_cross_entropy.cc
 void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets);
 void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets, double scale);

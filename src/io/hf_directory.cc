@@ -197,6 +197,61 @@ void export_hf_directory(const std::string& dir, const ParamLayout& layout,
   write_text_atomically(d / kConfig, hf_config_json(layout.config(), max_positions).dump(2) + "\n");
 }
 
+ModelConfig read_model_config(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw UsageError(path + ": no such file or directory");
+  ModelConfig c;
+  if (fs::is_directory(path, ec)) {
+    const fs::path file = fs::path(path) / kConfig;
+    if (!fs::is_regular_file(file, ec)) {
+      throw UsageError(path + ": no " + std::string(kConfig) +
+                       " in it (a Hugging Face model directory has one)");
+    }
+    const json config = read_json(file);
+    auto integer = [&](const char* key, const json& fallback = nullptr) {
+      const auto it = config.find(key);
+      const json& v = it == config.end() ? fallback : *it;
+      if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 1 << 30) {
+        throw UsageError(file.string() + ": " + key + " is " +
+                         (v.is_null() ? "missing" : v.dump()) + ", expected a positive integer");
+      }
+      return v.get<int>();
+    };
+    c.vocab_size = integer("vocab_size");
+    c.hidden_dim = integer("hidden_size");
+    c.num_layers = integer("num_hidden_layers");
+    c.num_heads = integer("num_attention_heads");
+    c.num_kv_heads = integer("num_key_value_heads", c.num_heads);
+    c.ffn_dim = integer("intermediate_size");
+    c.validate();
+    check_config(file, config, c);
+    return c;
+  }
+  const std::map<std::string, std::string> meta = read_safetensors_metadata(path);
+  const auto producer = meta.find("producer");
+  if (producer == meta.end() || producer->second != "tinyllama") {
+    throw UsageError(path +
+                     ": records no model config; give the Hugging Face model directory "
+                     "(with its config.json) instead");
+  }
+  auto field = [&](const char* key) {
+    const auto it = meta.find(key);
+    try {
+      if (it != meta.end()) return std::stoi(it->second);
+    } catch (const std::exception&) {
+    }
+    throw UsageError(path + ": metadata " + key + " is missing or not an integer");
+  };
+  c.vocab_size = field("vocab_size");
+  c.hidden_dim = field("hidden_dim");
+  c.num_layers = field("num_layers");
+  c.num_heads = field("num_heads");
+  c.num_kv_heads = field("num_kv_heads");
+  c.ffn_dim = field("ffn_dim");
+  c.validate();
+  return c;
+}
+
 std::vector<double> load_hf_directory(const std::string& dir, const ParamLayout& layout) {
   const fs::path d(dir);
   std::error_code ec;

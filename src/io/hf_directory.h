@@ -34,4 +34,11 @@ void export_hf_directory(const std::string& dir, const ParamLayout& layout,
 // flag to change.
 std::vector<double> load_hf_directory(const std::string& dir, const ParamLayout& layout);
 
+// The model a weights source describes, for commands that take the model
+// from it (generate): a directory's config.json (its keys checked as
+// load_hf_directory does), or the config tinyllama records in a
+// safetensors file's metadata. A file without one is a UsageError asking
+// for the directory.
+ModelConfig read_model_config(const std::string& path);
+
 }  // namespace tinyllama
