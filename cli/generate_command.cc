@@ -62,6 +62,9 @@ GenerateCommand::GenerateCommand(CLI::App& app)
   value(cmd_, "--seed", a.seed, "UINT", "seed of the sampling: the same seed, the same tokens");
   value(cmd_, "--device", a.device, "{cpu}", "where to decode (the CPU for now)");
   cmd_->add_flag("--print-ids", a.print_ids, "also print the generated token ids");
+  cmd_->footer(
+      "Prints the prompt and its continuation on stdout; on stderr the prefill's tokens/s and the "
+      "decode's (the steps after the prefill, whose logits give the first new token).");
 }
 
 int GenerateCommand::run() const {
