@@ -16,9 +16,18 @@ test_parity.py) with the loss of the same tokens under:
   transformers  transformers.LlamaForCausalLM.from_pretrained(DIR) itself,
                 in float64 with eager attention (CTest hf_export_transformers;
                 exit status 77, SKIPPED, when transformers cannot be
-                imported, as on CI's Debian torch).
+                imported, as on CI's Debian torch);
+  generate-reference, generate
+                tinyllama generate's greedy tokens (--temperature 0, with its
+                KV cache) against greedy decoding by the reference above
+                (rerun on the whole sequence per token; CTest
+                hf_generate_reference_cpu) or by transformers' generate
+                (float64; CTest hf_generate_transformers, skipped likewise),
+                token for token; a difference is allowed only where the
+                reference's two best logits are a near tie that fp32 cannot
+                separate.
 
-Both compute what a user of the directory gets, so a q/k row order that
+All compute what a user of the directory gets, so a q/k row order that
 did not match rotate_half, a wrong eps or theta, or a vocabulary padded
 into the export would show here. The reference's agreement also checks
 the second run: --init-from DIR read the weights back to what was trained.
@@ -26,6 +35,8 @@ the second run: --init-from DIR read the weights back to what was trained.
   /usr/bin/python3 tests/python/test_hf_export.py --binary build/tinyllama
   python3 tests/python/test_hf_export.py --binary build/tinyllama --check transformers \\
       --device cuda
+  python3 tests/python/test_hf_export.py --binary build/tinyllama --check generate-reference
+  python3 tests/python/test_hf_export.py --binary build/tinyllama --check generate
 
 Exit status: 0 pass, 1 a check failed, 2 the binary failed, 77 skipped.
 """
@@ -34,6 +45,8 @@ import argparse
 import json
 import math
 import os
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -102,6 +115,12 @@ def rotate_half(x):
 
 
 def reference_loss(hf_dir, rows):
+    """Hugging Face LLaMA's loss, in float64, from the directory alone."""
+    logits = reference_logits(hf_dir, rows[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1)).item()
+
+
+def reference_logits(hf_dir, inputs):
     """Hugging Face LLaMA's forward pass, in float64, from the directory alone."""
     with open(os.path.join(hf_dir, "config.json")) as f:
         c = json.load(f)
@@ -110,7 +129,6 @@ def reference_loss(hf_dir, rows):
     h, kv = c["num_attention_heads"], c["num_key_value_heads"]
     hd = c["hidden_size"] // h
     eps = c["rms_norm_eps"]
-    inputs, targets = rows[:, :-1], rows[:, 1:]
     bsz, seq = inputs.shape
     inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
     freqs = torch.arange(seq, dtype=torch.float64)[:, None] * inv_freq[None, :]
@@ -137,8 +155,7 @@ def reference_loss(hf_dir, rows):
         x = x + (F.silu(gate) * up) @ p[pre + "mlp.down_proj.weight"].t()
     x = rms_norm(x, p["model.norm.weight"], eps)
     head = p["model.embed_tokens.weight"] if c["tie_word_embeddings"] else p["lm_head.weight"]
-    logits = x @ head.t()
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)).item()
+    return x @ head.t()
 
 
 def transformers_loss(hf_dir, rows, device):
@@ -166,17 +183,128 @@ def transformers_loss(hf_dir, rows, device):
                            targets.reshape(-1)).item()
 
 
+def greedy_tokens(binary, hf_dir, prompt, max_new):
+    """tinyllama generate's greedy continuation (--print-ids)."""
+    proc = subprocess.run([binary, "generate", "--weights", hf_dir, "--prompt-ids",
+                           ",".join(str(t) for t in prompt), "--max-new-tokens", str(max_new),
+                           "--temperature", "0", "--print-ids"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+    # The text line holds the ids as raw bytes (the byte codec): bytes, not str.
+    if proc.returncode != 0:
+        raise RuntimeError("generate: exit status %d\n%s"
+                           % (proc.returncode, proc.stderr.decode(errors="replace")))
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(b"ids | "):
+            return [int(t) for t in line[len(b"ids | "):].decode().split(",")]
+    raise RuntimeError("generate printed no ids line:\n" + proc.stdout.decode(errors="replace"))
+
+
+def compare_greedy(ours, theirs, scores, max_new):
+    """Token for token; at the first difference the reference's two best
+    logits must be a near tie (closer than fp32 can separate, 1e-4 of the
+    largest logit): tinyllama decodes in fp32, the reference in float64.
+    Returns the tokens compared and a note; raises AssertionError."""
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if a != b:
+            row = scores(i)
+            top2 = torch.topk(row, 2).values
+            margin = (top2[0] - top2[1]).item()
+            if margin > 1e-4 * row.abs().max().item():
+                raise AssertionError("token %d: tinyllama %d, reference %d (margin %.3g); "
+                                     "tinyllama %s, reference %s" % (i, a, b, margin, ours, theirs))
+            return i, "near tie at token %d (margin %.2g)" % (i, margin)
+    if len(ours) != max_new or len(theirs) != max_new:
+        raise AssertionError("lengths %d and %d, expected %d" % (len(ours), len(theirs), max_new))
+    return max_new, "identical"
+
+
+def write_safetensors(path, tensors, metadata):
+    """float32 tensors {name: numpy array} in the safetensors format."""
+    header, blobs, offset = {"__metadata__": metadata}, [], 0
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def sharpened_copy(hf_dir, out_dir, seed):
+    """The exported model with its weights pushed far from the initial
+    N(0, 0.02) (trained on uniform random tokens, it predicts one token
+    whatever the prompt, which would make greedy decoding a weak check),
+    written the way transformers writes it (metadata format pt only)."""
+    os.makedirs(out_dir, exist_ok=True)
+    shutil.copy(os.path.join(hf_dir, "config.json"), out_dir)
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for name, (_, a) in read_safetensors(os.path.join(hf_dir, "model.safetensors")).items():
+        scale = 0.6 if a.ndim == 2 else 0.2
+        tensors[name] = a + scale * rng.standard_normal(a.shape)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, {"format": "pt"})
+    return out_dir
+
+
+def greedy_check(binary, hf_dir, rows, device, use_transformers, max_new=24):
+    """tinyllama generate's greedy continuation of a prompt against the
+    reference's (float64): transformers' generate, or the Hugging Face-math
+    model above rerun on the whole sequence for every token."""
+    hf_dir = sharpened_copy(hf_dir, hf_dir + "_sharp", seed=int(rows[0, 0]))
+    prompt = rows[0, :8].tolist()
+    ours = greedy_tokens(binary, hf_dir, prompt, max_new)
+    if use_transformers:
+        from transformers import LlamaForCausalLM
+        try:
+            model = LlamaForCausalLM.from_pretrained(hf_dir, attn_implementation="eager")
+        except TypeError:
+            model = LlamaForCausalLM.from_pretrained(hf_dir)
+        model = model.to(device=device, dtype=torch.float64).eval()
+        with torch.no_grad():
+            out = model.generate(torch.tensor([prompt], device=device), do_sample=False,
+                                 max_new_tokens=max_new, min_new_tokens=max_new,
+                                 output_scores=True, return_dict_in_generate=True,
+                                 pad_token_id=0)
+        theirs = out.sequences[0, len(prompt):].tolist()
+        return check_varied(
+            ours, compare_greedy(ours, theirs, lambda i: out.scores[i][0].double().cpu(), max_new))
+    seq, rows_scores = list(prompt), []
+    for _ in range(max_new):
+        last = reference_logits(hf_dir, torch.tensor([seq]))[0, -1]
+        rows_scores.append(last)
+        seq.append(int(torch.argmax(last)))
+    return check_varied(
+        ours, compare_greedy(ours, seq[len(prompt):], lambda i: rows_scores[i], max_new))
+
+
+def check_varied(ours, result):
+    # One token repeated would pass whatever the cache held: not a check.
+    if len(set(ours)) < 4:
+        raise AssertionError("the greedy continuation %s has too few distinct tokens to tell "
+                             "anything apart" % ours)
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", required=True)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where tinyllama trains and transformers runs (default cpu)")
-    parser.add_argument("--check", default="reference", choices=("reference", "transformers"))
+    parser.add_argument("--check", default="reference",
+                        choices=("reference", "transformers", "generate-reference",
+                                 "generate"),
+                        help="reference: the loss under the float64 Hugging Face-math LLaMA; "
+                        "transformers: under LlamaForCausalLM; generate-reference, generate: "
+                        "tinyllama generate's greedy tokens against that model's greedy "
+                        "decoding, or transformers' greedy generate")
     parser.add_argument("--configs", nargs="*", default=sorted(CONFIGS))
     parser.add_argument("--workdir", help="keep the exports here")
     args = parser.parse_args()
 
-    if args.check == "transformers":
+    if args.check in ("transformers", "generate"):
         try:
             import transformers
         except ImportError as e:
@@ -196,6 +324,15 @@ def main():
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
                 print("ERROR: the binary failed on config %s: %s" % (name, e))
                 return 2
+            if args.check.startswith("generate"):
+                try:
+                    count, note = greedy_check(args.binary, hf_dir, rows, args.device,
+                                               args.check == "generate")
+                    print("  %-4s greedy: %d tokens compared, %s ok" % (name, count, note))
+                except AssertionError as e:
+                    failures += 1
+                    print("  %-4s greedy FAIL: %s" % (name, e))
+                continue
             if args.check == "reference":
                 theirs = reference_loss(hf_dir, rows)
             else:
@@ -205,8 +342,10 @@ def main():
             failures += 0 if ok else 1
             print("  %-4s tinyllama %.8f  %s %.8f  rel err %.2e (tol %g) %s"
                   % (name, ours, args.check, theirs, err, TOL, "ok" if ok else "FAIL"))
-    print("%s: %d of %d configs within %g" % ("PASS" if failures == 0 else "FAIL",
-                                             len(args.configs) - failures, len(args.configs), TOL))
+    print("%s: %d of %d configs pass (%s)" % ("PASS" if failures == 0 else "FAIL",
+                                             len(args.configs) - failures, len(args.configs),
+                                             "greedy tokens" if args.check.startswith("generate")
+                                             else "loss within %g" % TOL))
     return 0 if failures == 0 else 1
 
 
