@@ -51,7 +51,8 @@ GenerateCommand::GenerateCommand(CLI::App& app)
         "config.json or metadata gives the model's shape")
       ->required();
   value(cmd_, "--prompt", a.prompt, "TEXT",
-        "prompt text, one token per byte (ids 0-255: the model's vocabulary must be >= 256)");
+        "prompt text, read as train --data reads text: the end-of-text token 256, then one "
+        "token per byte (the model's vocabulary must be >= 257)");
   value(cmd_, "--prompt-ids", a.prompt_ids, "IDS", "prompt as comma-separated token ids instead");
   value(cmd_, "--max-new-tokens", a.max_new_tokens, "INT", "tokens to generate (>= 1)");
   value(cmd_, "--temperature", a.temperature, "FLOAT",
@@ -90,7 +91,7 @@ int GenerateCommand::run() const {
   if (!a.prompt.empty()) {
     if (config.vocab_size < codec.min_vocab()) {
       throw UsageError(
-          "--prompt: text is one token per byte, which needs a vocabulary of at "
+          "--prompt: text is byte-level tokens, which need a vocabulary of at "
           "least " +
           std::to_string(codec.min_vocab()) + " (this model has " +
           std::to_string(config.vocab_size) + "); use --prompt-ids");

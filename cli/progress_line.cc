@@ -30,9 +30,10 @@ ProgressLine::~ProgressLine() {
 
 void ProgressLine::step_done(int done, double step_ms) {
   if (!enabled_) return;
-  // The first step carries one-off costs (allocation, autotuning, capture):
-  // it sets the rate only until a later step replaces it.
-  if (done == 2 && recent_ms_.size() == 1) recent_ms_.clear();
+  // The run's first step (after --resume too) carries one-off costs
+  // (allocation, autotuning, capture): it sets the rate only until the
+  // next one replaces it.
+  if (++reported_ == 2) recent_ms_.clear();
   recent_ms_.push_back(step_ms);
   if (recent_ms_.size() > kRecentSteps) recent_ms_.pop_front();
   if (done >= opts_.warmup_steps + opts_.num_steps) {

@@ -32,6 +32,7 @@ class ProgressLine {
   bool shown_ = false;
   Clock::time_point last_draw_;
   std::deque<double> recent_ms_;  // the last few steps' times
+  int reported_ = 0;              // steps this process has finished
 };
 
 }  // namespace tinyllama::cli

@@ -187,14 +187,16 @@ TEST(Sampler, RefusesValuesOutOfRangeNamingTheFlag) {
   validate({0.0, 5, 0.9});
 }
 
-TEST(ByteCodec, BytesRoundTripAndOtherIdsShowAsNumbers) {
+TEST(ByteCodec, PromptsAreDocumentsOfBytesAndOtherIdsShowAsNumbers) {
   const ByteCodec codec;
   const std::string text = "h\xc3\xa9llo";  // UTF-8: 6 bytes
   const std::vector<std::int32_t> ids = codec.encode(text);
-  EXPECT_EQ(ids.size(), 6u);
-  EXPECT_EQ(ids[1], 0xc3);
-  EXPECT_EQ(codec.decode(ids), text);
-  EXPECT_EQ(codec.decode({104, 300, 105}), "h<300>i");
+  ASSERT_EQ(ids.size(), 7u);
+  EXPECT_EQ(ids[0], 256);  // end-of-text starts a document, as in training on text
+  EXPECT_EQ(ids[2], 0xc3);
+  EXPECT_EQ(codec.decode({ids.begin() + 1, ids.end()}), text);
+  EXPECT_EQ(codec.decode({104, 300, 105, 256}), "h<300>i\n<|endoftext|>\n");
+  EXPECT_EQ(codec.min_vocab(), 257);
 }
 
 }  // namespace
