@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "generate_command.h"
 #include "kernels_command.h"
 #include "parse_error.h"
 #include "prepare_command.h"
@@ -35,13 +36,15 @@ int run_cli(int argc, char** argv) {
   cli::TrainCommand train(app);
   cli::KernelsCommand kernels(app);
   cli::PrepareCommand prepare(app);
+  cli::GenerateCommand generate(app);
   try {
     app.parse(argc, argv);
     if (train.selected()) return train.run();
     if (kernels.selected()) return kernels.run();
     if (prepare.selected()) return prepare.run();
+    if (generate.selected()) return generate.run();
     throw UsageError(
-        "missing command; available: train, kernels, prepare (see 'tinyllama --help')");
+        "missing command; available: train, kernels, prepare, generate (see 'tinyllama --help')");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(kExitUsage, cli::one_line_parse_error(e, app));

@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "io/atomic_file.h"
 #include "option_value.h"
+#include "progress_line.h"
 #include "train/flag_values.h"
 #include "train/interrupt.h"
 #include "train/report.h"
@@ -110,14 +111,26 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   register_run_flags(cmd, a.run);
 
   value(cmd, "--log-every", a.log_every, "INT",
-        "print a step line every N steps (step 1 and the last step always)")
+        "print a step line every N steps (step 1 and the last step always); warm-up steps get "
+        "'warm-up i/N' lines by the same rule. On a terminal a progress line with the time per "
+        "step and an ETA stands between them")
       ->group("Output");
   value(cmd, "--json", a.json_path, "FILE", "write the summary, config and device as JSON")
       ->group("Output");
-  value(cmd, "--save-weights", a.save_weights, "FILE", "save the trained weights (safetensors)")
+  value(cmd, "--save-weights", a.save_weights, "FILE",
+        "save the trained weights (safetensors, Hugging Face LLaMA names and layout: q/k rows "
+        "rotate-half)")
       ->group("Output");
-  value(cmd, "--init-from", a.init_from, "FILE",
-        "start from these weights (safetensors) instead of the seeded init")
+  value(cmd, "--export-hf", a.export_hf, "DIR",
+        "save the trained model as a Hugging Face LLaMA directory (config.json + "
+        "model.safetensors) that transformers' LlamaForCausalLM.from_pretrained(DIR) loads as "
+        "is; DIR is created if missing")
+      ->group("Output");
+  value(cmd, "--init-from", a.init_from, "FILE|DIR",
+        "start from these weights instead of the seeded init: a safetensors file (--save-weights, "
+        "older tinyllama files, Hugging Face names) or a Hugging Face LLaMA directory "
+        "(--export-hf, or save_pretrained with safetensors) whose config.json matches the model "
+        "flags")
       ->group("Output");
   value(cmd, "--dump-dir", a.dump_dir, "DIR",
         "debugging/parity aid: write the initial weights, every timed batch and step 1's "
@@ -184,6 +197,7 @@ TrainOptions to_train_options(const TrainArgs& a) {
   o.json_path = a.json_path;
   o.save_weights = a.save_weights;
   o.init_from = a.init_from;
+  o.export_hf = a.export_hf;
   o.dump_dir = a.dump_dir;
   // The profile settings mean nothing without --profile: refused rather
   // than silently ignored.
@@ -214,17 +228,31 @@ int TrainCommand::run() const {
   for (const std::string& note : resolve_run(opts)) std::cerr << "note: " << note << std::endl;
 
   std::cout << format_run_header(opts) << std::endl;
+  ProgressLine progress(opts);  // a terminal's ETA line between the step lines
   // From here a first Ctrl-C or SIGTERM ends the run after the step in
   // flight, with everything below still written (train/interrupt.h).
   const InterruptGuard interrupts;
   const TrainSummary summary = train(
       opts,
-      [](const StepRecord& rec, const TrainOptions& o, const TrainSummary& so_far) {
+      [&progress](const StepRecord& rec, const TrainOptions& o, const TrainSummary& so_far) {
         if (should_log_step(rec.step, o)) {
+          progress.clear();
           std::cout << format_step_line(rec, o, so_far.peak_mb) << std::endl;
         }
+        progress.step_done(o.warmup_steps + rec.step, rec.ms);
       },
-      [](const std::string& line) { std::cout << line << std::endl; });
+      [&progress](const std::string& line) {
+        progress.clear();
+        std::cout << line << std::endl;
+      },
+      [&progress](const StepRecord& rec, const TrainOptions& o) {
+        if (should_log_warmup(rec.step, o)) {
+          progress.clear();
+          std::cout << format_warmup_line(rec, o) << std::endl;
+        }
+        progress.step_done(rec.step, rec.ms);
+      });
+  progress.clear();
   if (summary.stop == TrainSummary::Stop::Interrupted) {
     std::cout << "interrupted by " << (summary.signal == SIGINT ? "SIGINT" : "SIGTERM")
               << " after step " << summary.steps_done << " (warm-up included)"

@@ -38,6 +38,7 @@ struct TrainArgs {
   std::string json_path;
   std::string save_weights;
   std::string init_from;
+  std::string export_hf;
   std::string dump_dir;
   bool profile = false;
   std::string profile_dir;    // empty: not given ("profile")

@@ -20,22 +20,26 @@ void adamw_impl(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
   const double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, eps = hp.eps, wd = hp.weight_decay;
   const double step_size = lr / (1.0 - std::pow(b1, hp.step));
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(b2, hp.step));
-  for (std::int64_t r = 0; r < param.rows; ++r) {
-    T* pr = row<T>(param, r);
-    const T* gr = row<T>(grad, r);
-    T* mr = row<T>(m, r);
-    T* vr = row<T>(v, r);
-    for (std::int64_t c = 0; c < param.cols; ++c) {
-      const double g = static_cast<double>(gr[c]) * unscale;
-      const double p = static_cast<double>(pr[c]) - lr * wd * static_cast<double>(pr[c]);
-      const double m_new = b1 * static_cast<double>(mr[c]) + (1.0 - b1) * g;
-      const double v_new = b2 * static_cast<double>(vr[c]) + (1.0 - b2) * g * g;
-      const double denom = std::sqrt(v_new) / bias2_sqrt + eps;
-      mr[c] = static_cast<T>(m_new);
-      vr[c] = static_cast<T>(v_new);
-      pr[c] = static_cast<T>(p - step_size * m_new / denom);
-    }
-  }
+  parallel_elements(param.rows, param.cols, 30.0,
+                    [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+                      for (std::int64_t r = r0; r < r1; ++r) {
+                        T* pr = row<T>(param, r);
+                        const T* gr = row<T>(grad, r);
+                        T* mr = row<T>(m, r);
+                        T* vr = row<T>(v, r);
+                        for (std::int64_t c = c0; c < c1; ++c) {
+                          const double g = static_cast<double>(gr[c]) * unscale;
+                          const double p =
+                              static_cast<double>(pr[c]) - lr * wd * static_cast<double>(pr[c]);
+                          const double m_new = b1 * static_cast<double>(mr[c]) + (1.0 - b1) * g;
+                          const double v_new = b2 * static_cast<double>(vr[c]) + (1.0 - b2) * g * g;
+                          const double denom = std::sqrt(v_new) / bias2_sqrt + eps;
+                          mr[c] = static_cast<T>(m_new);
+                          vr[c] = static_cast<T>(v_new);
+                          pr[c] = static_cast<T>(p - step_size * m_new / denom);
+                        }
+                      }
+                    });
 }
 
 }  // namespace

@@ -150,8 +150,18 @@ void backward_impl(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat ls
   });
 }
 
-void check_shapes(const std::string& op, const AttentionShape& s, Mat q, Mat k, Mat v, Mat lse,
-                  Mat probs) {
+// The empty probs Mat carries no meaningful dtype, so it joins the dtype
+// check only when present.
+DType attention_dtype(const std::string& op, Mat probs, std::initializer_list<Mat> mats) {
+  const DType t = common_dtype(op, mats);
+  if (!probs.empty()) common_dtype(op, {*mats.begin(), probs});
+  return t;
+}
+
+}  // namespace
+
+void check_attention_shapes(const std::string& op, const AttentionShape& s, Mat q, Mat k, Mat v,
+                            Mat lse, Mat probs) {
   require(s.batch > 0 && s.seq > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0, op,
           "batch, seq, heads, kv_heads and head_dim must all be positive");
   require(s.heads % s.kv_heads == 0, op,
@@ -167,19 +177,9 @@ void check_shapes(const std::string& op, const AttentionShape& s, Mat q, Mat k, 
   }
 }
 
-// The empty probs Mat carries no meaningful dtype, so it joins the dtype
-// check only when present.
-DType attention_dtype(const std::string& op, Mat probs, std::initializer_list<Mat> mats) {
-  const DType t = common_dtype(op, mats);
-  if (!probs.empty()) common_dtype(op, {*mats.begin(), probs});
-  return t;
-}
-
-}  // namespace
-
 void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v, const AttentionShape& s) {
   const std::string op = "attention_forward";
-  check_shapes(op, s, q, k, v, lse, probs);
+  check_attention_shapes(op, s, q, k, v, lse, probs);
   require_shape(out, q.rows, q.cols, op, "out");
   const Geometry g(s);
   dispatch(attention_dtype(op, probs, {out, lse, q, k, v}), op,
@@ -189,7 +189,7 @@ void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v, const A
 void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat lse, Mat probs,
                         const AttentionShape& s) {
   const std::string op = "attention_backward";
-  check_shapes(op, s, q, k, v, lse, probs);
+  check_attention_shapes(op, s, q, k, v, lse, probs);
   require_shape(dq, q.rows, q.cols, op, "dq");
   require_shape(dout, q.rows, q.cols, op, "dout");
   require_shape(dk, k.rows, k.cols, op, "dk");

@@ -7,6 +7,7 @@
 #include <new>
 #include <vector>
 
+#include "cpu/cpu_blas.h"
 #include "cpu/cpu_common.h"
 #include "cpu/cpu_ops.h"
 
@@ -30,8 +31,12 @@ class SteadyClockTimer final : public EventTimer {
 
 }  // namespace
 
+CpuBackend::CpuBackend(CpuKernels kernels)
+    : blas_(kernels == CpuKernels::Fast && cpu::blas_available()) {}
+
 std::string CpuBackend::device_description() const {
-  return "cpu (" + std::to_string(cpu::worker_count()) + " threads)";
+  return "cpu (" + std::to_string(cpu::worker_count()) + " threads" +
+         (blas_ ? "; fp32 GEMMs and attention on " + cpu::blas_description() : "") + ")";
 }
 
 std::unique_ptr<EventTimer> CpuBackend::make_timer(int marks) {
@@ -66,6 +71,10 @@ void CpuBackend::convert(Mat dst, Mat src) {
   cpu::convert(dst, src);
 }
 void CpuBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) {
+  if (uses_blas(c)) {
+    cpu::blas_gemm(c, a, trans_a, b, trans_b, alpha, beta);
+    return;
+  }
   cpu::gemm(c, a, trans_a, b, trans_b, alpha, beta);
 }
 void CpuBackend::add(Mat out, Mat a, Mat b) {
@@ -110,12 +119,20 @@ void CpuBackend::rope_backward(Mat dx, int seq, int head_dim, double theta) {
 void CpuBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
                                    Mat v, const AttentionShape& shape) {
   require_probs_match(impl, probs, "attention_forward");
+  if (uses_blas(q)) {
+    cpu::attention_forward_blas(out, lse, probs, q, k, v, shape);
+    return;
+  }
   cpu::attention_forward(out, lse, probs, q, k, v, shape);
 }
 void CpuBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
                                     Mat k, Mat v, Mat /*out*/, Mat lse, Mat probs,
                                     const AttentionShape& shape) {
   require_probs_match(impl, probs, "attention_backward");
+  if (uses_blas(q)) {
+    cpu::attention_backward_blas(dq, dk, dv, dout, q, k, v, lse, probs, shape);
+    return;
+  }
   cpu::attention_backward(dq, dk, dv, dout, q, k, v, lse, probs, shape);
 }
 void CpuBackend::silu_forward(Mat out, Mat x) {

@@ -1,6 +1,12 @@
 #pragma once
-// The reference backend: host memory, the plain loops of src/cpu, a steady
-// clock for timing. Computes in float32 or float64 (gradient checks).
+// The CPU backend: host memory, the plain loops of src/cpu, a steady clock
+// for timing. Computes in float32 or float64 (gradient checks).
+//
+// Two kinds: Reference (the default) runs every op on the exact loops, the
+// reference that the fp64 gradient checks, the CUDA tests and the kernel
+// bench compare against. Fast (what `tinyllama train --device cpu` runs)
+// takes float32 GEMMs and attention through BLAS (cpu_blas.h) when the
+// build has one; float64 and every other op stay on the loops either way.
 #include <memory>
 #include <string>
 
@@ -8,10 +14,14 @@
 
 namespace tinyllama {
 
+enum class CpuKernels { Reference, Fast };
+
 // Not final: tests derive from it to run side GEMMs as late as the
 // Backend contract allows (tests/model/side_gemm_order_test.cc).
 class CpuBackend : public Backend {
  public:
+  explicit CpuBackend(CpuKernels kernels = CpuKernels::Reference);
+
   std::string name() const override { return "cpu"; }
   std::string device_description() const override;
 
@@ -62,6 +72,10 @@ class CpuBackend : public Backend {
                            const StepScalars* step) override;
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
+
+ private:
+  bool uses_blas(const Mat& m) const { return blas_ && m.dtype == DType::F32; }
+  bool blas_ = false;  // Fast, in a build with a BLAS
 };
 
 }  // namespace tinyllama

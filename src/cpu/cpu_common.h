@@ -1,7 +1,7 @@
 #pragma once
 // Helpers shared by the CPU reference ops: dtype dispatch, argument checks,
-// element access through a Mat's row stride, and a deterministic parallel
-// loop. Private to src/cpu.
+// element access through a Mat's row stride, and deterministic parallel
+// loops. Private to src/cpu.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -33,6 +33,21 @@ inline void require_shape(const Mat& m, std::int64_t rows, std::int64_t cols, co
               ", " + std::to_string(cols) + "]");
   require(m.data != nullptr || m.numel() == 0, op, std::string(name) + " has no data");
   require(m.ld >= m.cols, op, std::string(name) + " has a row stride smaller than its width");
+}
+
+// c = op(a) * op(b): the inner dimensions agree and c is [m, n].
+inline void check_gemm_args(const std::string& op, const Mat& c, const Mat& a, bool trans_a,
+                            const Mat& b, bool trans_b) {
+  const std::int64_t m = trans_a ? a.cols : a.rows;
+  const std::int64_t k = trans_a ? a.rows : a.cols;
+  const std::int64_t kb = trans_b ? b.cols : b.rows;
+  const std::int64_t n = trans_b ? b.rows : b.cols;
+  require(k == kb, op,
+          "inner dimensions differ: op(a) is [" + std::to_string(m) + ", " + std::to_string(k) +
+              "], op(b) is [" + std::to_string(kb) + ", " + std::to_string(n) + "]");
+  require_shape(c, m, n, op, "c");
+  require_shape(a, a.rows, a.cols, op, "a");
+  require_shape(b, b.rows, b.cols, op, "b");
 }
 
 // Every Mat of one CPU op shares a dtype: the compute dtype, which is also
@@ -100,6 +115,25 @@ void parallel_for(std::int64_t n, double flops_per_item, Body&& body) {
   }
   body(std::int64_t{0}, std::min(n, chunk));
   for (std::thread& th : pool) th.join();
+}
+
+// An elementwise job over a [rows, cols] grid on up to worker_count()
+// threads: body(r0, r1, c0, c1) gets disjoint blocks, whole rows where there
+// are enough rows, else column ranges of one row at a time (a flat [1, N]
+// view). Each element is computed alone, so results never depend on the
+// split.
+template <typename Body>
+void parallel_elements(std::int64_t rows, std::int64_t cols, double flops_per_element,
+                       Body&& body) {
+  if (rows >= static_cast<std::int64_t>(worker_count()) || cols <= 1) {
+    parallel_for(rows, flops_per_element * static_cast<double>(cols),
+                 [&](std::int64_t r0, std::int64_t r1) { body(r0, r1, std::int64_t{0}, cols); });
+    return;
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    parallel_for(cols, flops_per_element,
+                 [&](std::int64_t c0, std::int64_t c1) { body(r, r + 1, c0, c1); });
+  }
 }
 
 }  // namespace tinyllama::cpu

@@ -9,11 +9,14 @@ namespace {
 
 template <typename To, typename From>
 void convert_impl(Mat dst, Mat src) {
-  for (std::int64_t r = 0; r < dst.rows; ++r) {
-    const From* in = row<From>(src, r);
-    To* out = row<To>(dst, r);
-    for (std::int64_t c = 0; c < dst.cols; ++c) out[c] = static_cast<To>(in[c]);
-  }
+  parallel_elements(dst.rows, dst.cols, 1.0,
+                    [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+                      for (std::int64_t r = r0; r < r1; ++r) {
+                        const From* in = row<From>(src, r);
+                        To* out = row<To>(dst, r);
+                        for (std::int64_t c = c0; c < c1; ++c) out[c] = static_cast<To>(in[c]);
+                      }
+                    });
 }
 
 }  // namespace

@@ -40,11 +40,14 @@ void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) 
   check_targets(op, targets, logits.rows, logits.cols);
   dispatch(common_dtype(op, {losses, logits}), op, [&](auto t) {
     using T = decltype(t);
-    for (std::int64_t i = 0; i < logits.rows; ++i) {
-      const T* x = row<T>(logits, i);
-      row<T>(losses, i)[0] =
-          static_cast<T>(row_logsumexp(x, logits.cols) - static_cast<double>(x[targets[i]]));
-    }
+    parallel_for(logits.rows, 25.0 * static_cast<double>(logits.cols),
+                 [&](std::int64_t i0, std::int64_t i1) {
+                   for (std::int64_t i = i0; i < i1; ++i) {
+                     const T* x = row<T>(logits, i);
+                     row<T>(losses, i)[0] = static_cast<T>(row_logsumexp(x, logits.cols) -
+                                                           static_cast<double>(x[targets[i]]));
+                   }
+                 });
   });
 }
 
@@ -55,15 +58,18 @@ void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets
   check_targets(op, targets, logits.rows, logits.cols);
   dispatch(common_dtype(op, {dlogits, logits}), op, [&](auto t) {
     using T = decltype(t);
-    for (std::int64_t i = 0; i < logits.rows; ++i) {
-      const T* x = row<T>(logits, i);
-      T* dx = row<T>(dlogits, i);
-      const double lse = row_logsumexp(x, logits.cols);
-      for (std::int64_t j = 0; j < logits.cols; ++j) {
-        const double p = std::exp(static_cast<double>(x[j]) - lse);
-        dx[j] = static_cast<T>((p - (j == targets[i] ? 1.0 : 0.0)) * scale);
-      }
-    }
+    parallel_for(logits.rows, 50.0 * static_cast<double>(logits.cols),
+                 [&](std::int64_t i0, std::int64_t i1) {
+                   for (std::int64_t i = i0; i < i1; ++i) {
+                     const T* x = row<T>(logits, i);
+                     T* dx = row<T>(dlogits, i);
+                     const double lse = row_logsumexp(x, logits.cols);
+                     for (std::int64_t j = 0; j < logits.cols; ++j) {
+                       const double p = std::exp(static_cast<double>(x[j]) - lse);
+                       dx[j] = static_cast<T>((p - (j == targets[i] ? 1.0 : 0.0)) * scale);
+                     }
+                   }
+                 });
   });
 }
 

@@ -45,13 +45,22 @@ T add_scalar(T a, T b) {
   return static_cast<T>(static_cast<double>(a) + static_cast<double>(b));
 }
 
-// Applies f(row pointers..., column) over every element of same-shaped Mats.
+// Applies f(elements...) over every element of same-shaped Mats, on
+// parallel_elements' threads; flops: a rough cost of one f, which decides
+// whether threads pay off.
 template <typename T, typename F, typename... M>
-void for_each_element(const Mat& shape, F&& f, const M&... mats) {
-  for (std::int64_t r = 0; r < shape.rows; ++r) {
-    for (std::int64_t c = 0; c < shape.cols; ++c) f(row<T>(mats, r)[c]...);
-  }
+void for_each_element(const Mat& shape, double flops, F&& f, const M&... mats) {
+  parallel_elements(shape.rows, shape.cols, flops,
+                    [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+                      for (std::int64_t r = r0; r < r1; ++r) {
+                        for (std::int64_t c = c0; c < c1; ++c) f(row<T>(mats, r)[c]...);
+                      }
+                    });
 }
+
+// Rough costs of one element (an exp counts ~20), for for_each_element.
+constexpr double kArith = 1;
+constexpr double kSilu = 25;
 
 void check_same_shape(const std::string& op, const Mat& ref, std::initializer_list<Mat> mats) {
   const char* names = "abcdefgh";
@@ -69,7 +78,7 @@ void add(Mat out, Mat a, Mat b) {
   dispatch(common_dtype("add", {out, a, b}), "add", [&](auto t) {
     using T = decltype(t);
     for_each_element<T>(
-        out, [](T& o, T& x, T& y) { o = add_scalar(x, y); }, out, a, b);
+        out, kArith, [](T& o, T& x, T& y) { o = add_scalar(x, y); }, out, a, b);
   });
 }
 
@@ -78,7 +87,7 @@ void mul(Mat out, Mat a, Mat b) {
   dispatch(common_dtype("mul", {out, a, b}), "mul", [&](auto t) {
     using T = decltype(t);
     for_each_element<T>(
-        out, [](T& o, T& x, T& y) { o = mul_scalar(x, y); }, out, a, b);
+        out, kArith, [](T& o, T& x, T& y) { o = mul_scalar(x, y); }, out, a, b);
   });
 }
 
@@ -87,7 +96,7 @@ void silu_forward(Mat out, Mat x) {
   dispatch(common_dtype("silu_forward", {out, x}), "silu_forward", [&](auto t) {
     using T = decltype(t);
     for_each_element<T>(
-        out, [](T& o, T& xv) { o = silu_scalar(xv); }, out, x);
+        out, kSilu, [](T& o, T& xv) { o = silu_scalar(xv); }, out, x);
   });
 }
 
@@ -96,7 +105,7 @@ void silu_backward(Mat dx, Mat dout, Mat x) {
   dispatch(common_dtype("silu_backward", {dx, dout, x}), "silu_backward", [&](auto t) {
     using T = decltype(t);
     for_each_element<T>(
-        dx, [](T& d, T& g, T& xv) { d = silu_grad_scalar(g, xv); }, dx, dout, x);
+        dx, kSilu, [](T& d, T& g, T& xv) { d = silu_grad_scalar(g, xv); }, dx, dout, x);
   });
 }
 
@@ -105,7 +114,7 @@ void swiglu_forward(Mat out, Mat gate, Mat up) {
   dispatch(common_dtype("swiglu_forward", {out, gate, up}), "swiglu_forward", [&](auto t) {
     using T = decltype(t);
     for_each_element<T>(
-        out, [](T& o, T& g, T& u) { o = mul_scalar(silu_scalar(g), u); }, out, gate, up);
+        out, kSilu, [](T& o, T& g, T& u) { o = mul_scalar(silu_scalar(g), u); }, out, gate, up);
   });
 }
 
@@ -115,7 +124,7 @@ void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) {
            [&](auto t) {
              using T = decltype(t);
              for_each_element<T>(
-                 dgate,
+                 dgate, 2 * kSilu,
                  [](T& dg, T& du, T& g, T& gv, T& uv) {
                    // Read everything first: the outputs may alias the inputs.
                    const T d = g, gate_v = gv, up_v = uv;

@@ -27,11 +27,13 @@ void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) {
   check_tokens(op, tokens, out.rows, table.rows);
   dispatch(common_dtype(op, {out, table}), op, [&](auto t) {
     using T = decltype(t);
-    for (std::int64_t i = 0; i < out.rows; ++i) {
-      const T* src = row<T>(table, tokens[i]);
-      T* dst = row<T>(out, i);
-      for (std::int64_t c = 0; c < out.cols; ++c) dst[c] = src[c];
-    }
+    parallel_for(out.rows, static_cast<double>(out.cols), [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) {
+        const T* src = row<T>(table, tokens[i]);
+        T* dst = row<T>(out, i);
+        for (std::int64_t c = 0; c < out.cols; ++c) dst[c] = src[c];
+      }
+    });
   });
 }
 

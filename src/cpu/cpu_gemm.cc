@@ -78,16 +78,7 @@ void gemm_impl(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, double alpha, do
 
 void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, double alpha, double beta) {
   const std::string op = "gemm";
-  const std::int64_t m = trans_a ? a.cols : a.rows;
-  const std::int64_t k = trans_a ? a.rows : a.cols;
-  const std::int64_t kb = trans_b ? b.cols : b.rows;
-  const std::int64_t n = trans_b ? b.rows : b.cols;
-  require(k == kb, op,
-          "inner dimensions differ: op(a) is [" + std::to_string(m) + ", " + std::to_string(k) +
-              "], op(b) is [" + std::to_string(kb) + ", " + std::to_string(n) + "]");
-  require_shape(c, m, n, op, "c");
-  require_shape(a, a.rows, a.cols, op, "a");
-  require_shape(b, b.rows, b.cols, op, "b");
+  check_gemm_args(op, c, a, trans_a, b, trans_b);
   dispatch(common_dtype(op, {c, a, b}), op,
            [&](auto t) { gemm_impl<decltype(t)>(c, a, trans_a, b, trans_b, alpha, beta); });
 }

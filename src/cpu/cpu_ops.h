@@ -4,6 +4,7 @@
 // float64) and runs a plain templated loop nest. CpuBackend forwards to these;
 // the semantics are those documented in model/backend.h.
 #include <cstdint>
+#include <string>
 
 #include "core/mat.h"
 #include "model/backend.h"
@@ -35,10 +36,21 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
 // cpu_rope.cc: direction +1 rotates forward, -1 applies the inverse.
 void rope(Mat x, int seq, int head_dim, double theta, int direction);
 
-// cpu_attention.cc
+// cpu_attention.cc. check_attention_shapes: q, k, v, lse (and probs when
+// not empty) fit the shape; shared with the BLAS attention.
+void check_attention_shapes(const std::string& op, const AttentionShape& s, Mat q, Mat k, Mat v,
+                            Mat lse, Mat probs);
 void attention_forward(Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v, const AttentionShape& s);
 void attention_backward(Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat lse, Mat probs,
                         const AttentionShape& s);
+
+// cpu_decode.cc, for incremental decoding: RoPE with row r at position
+// first_position + r; attention of q's rows (positions first_position + t)
+// over the cache's rows 0..first_position + t, the cache holding exactly
+// first_position + q.rows rows.
+void rope_at(Mat x, std::int64_t first_position, int head_dim, double theta);
+void cached_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, std::int64_t first_position,
+                      int heads, int kv_heads, int head_dim);
 
 // cpu_cross_entropy.cc
 void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets);

@@ -19,41 +19,57 @@ template <typename T>
 void forward_impl(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
   const std::int64_t d = x.cols;
   const T* w = row<T>(weight, 0);
-  for (std::int64_t i = 0; i < x.rows; ++i) {
-    const T* xr = row<T>(x, i);
-    double sum_sq = 0;
-    for (std::int64_t j = 0; j < d; ++j) sum_sq += static_cast<double>(xr[j]) * xr[j];
-    const T r = static_cast<T>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
-    row<T>(rstd, i)[0] = r;
-    T* yr = row<T>(out, i);
-    for (std::int64_t j = 0; j < d; ++j) {
-      yr[j] = static_cast<T>(static_cast<double>(xr[j]) * r * static_cast<double>(w[j]));
+  parallel_for(x.rows, 4.0 * static_cast<double>(d), [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const T* xr = row<T>(x, i);
+      double sum_sq = 0;
+      for (std::int64_t j = 0; j < d; ++j) sum_sq += static_cast<double>(xr[j]) * xr[j];
+      const T r = static_cast<T>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
+      row<T>(rstd, i)[0] = r;
+      T* yr = row<T>(out, i);
+      for (std::int64_t j = 0; j < d; ++j) {
+        yr[j] = static_cast<T>(static_cast<double>(xr[j]) * r * static_cast<double>(w[j]));
+      }
     }
-  }
+  });
 }
 
+// dweight first, over column blocks (each column summed over the rows in
+// order), while dout is intact: dx, written next row by row, may alias it.
 template <typename T>
 void backward_impl(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
   const std::int64_t d = x.cols;
   const T* w = row<T>(weight, 0);
-  std::vector<double> dw(static_cast<std::size_t>(d), 0.0);
-  for (std::int64_t i = 0; i < x.rows; ++i) {
-    const T* xr = row<T>(x, i);
-    const T* gr = row<T>(dout, i);
-    const double r = row<T>(rstd, i)[0];
-    double gwx = 0;
-    for (std::int64_t j = 0; j < d; ++j) gwx += static_cast<double>(gr[j]) * w[j] * xr[j];
-    const double coef = r * r * r * gwx / static_cast<double>(d);
-    T* dxr = row<T>(dx, i);
-    for (std::int64_t j = 0; j < d; ++j) {
-      const double g = gr[j];  // read before dx[j] is written: dx may alias dout
-      const double xv = xr[j];
-      dw[j] += g * xv * r;
-      dxr[j] = static_cast<T>(r * static_cast<double>(w[j]) * g - xv * coef);
+  const auto work = 3.0 * static_cast<double>(x.rows);
+  parallel_for(d, work, [&](std::int64_t j0, std::int64_t j1) {
+    std::vector<double> dw(static_cast<std::size_t>(j1 - j0), 0.0);
+    for (std::int64_t i = 0; i < x.rows; ++i) {
+      const T* xr = row<T>(x, i);
+      const T* gr = row<T>(dout, i);
+      const double r = row<T>(rstd, i)[0];
+      for (std::int64_t j = j0; j < j1; ++j) {
+        dw[j - j0] += static_cast<double>(gr[j]) * static_cast<double>(xr[j]) * r;
+      }
     }
-  }
-  T* dwr = row<T>(dweight, 0);
-  for (std::int64_t j = 0; j < d; ++j) dwr[j] = static_cast<T>(dw[j]);
+    T* dwr = row<T>(dweight, 0);
+    for (std::int64_t j = j0; j < j1; ++j) dwr[j] = static_cast<T>(dw[j - j0]);
+  });
+  parallel_for(x.rows, 6.0 * static_cast<double>(d), [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const T* xr = row<T>(x, i);
+      const T* gr = row<T>(dout, i);
+      const double r = row<T>(rstd, i)[0];
+      double gwx = 0;
+      for (std::int64_t j = 0; j < d; ++j) gwx += static_cast<double>(gr[j]) * w[j] * xr[j];
+      const double coef = r * r * r * gwx / static_cast<double>(d);
+      T* dxr = row<T>(dx, i);
+      for (std::int64_t j = 0; j < d; ++j) {
+        const double g = gr[j];  // read before dx[j] is written: dx may alias dout
+        dxr[j] =
+            static_cast<T>(r * static_cast<double>(w[j]) * g - static_cast<double>(xr[j]) * coef);
+      }
+    }
+  });
 }
 
 }  // namespace

@@ -16,26 +16,29 @@ namespace {
 template <typename T>
 void rope_impl(Mat x, int seq, int head_dim, double theta, int direction) {
   const int pairs = head_dim / 2;
-  std::vector<double> cos_t(static_cast<std::size_t>(pairs));
-  std::vector<double> sin_t(static_cast<std::size_t>(pairs));
-  for (std::int64_t r = 0; r < x.rows; ++r) {
-    const double p = static_cast<double>(r % seq);
-    for (int i = 0; i < pairs; ++i) {
-      const double angle =
-          direction * p * std::pow(theta, -2.0 * i / static_cast<double>(head_dim));
-      cos_t[i] = std::cos(angle);
-      sin_t[i] = std::sin(angle);
-    }
-    T* xr = row<T>(x, r);
-    for (std::int64_t h0 = 0; h0 < x.cols; h0 += head_dim) {
+  const double work = 4.0 * static_cast<double>(x.cols) + 60.0 * pairs;
+  parallel_for(x.rows, work, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<double> cos_t(static_cast<std::size_t>(pairs));
+    std::vector<double> sin_t(static_cast<std::size_t>(pairs));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const double p = static_cast<double>(r % seq);
       for (int i = 0; i < pairs; ++i) {
-        const double a = xr[h0 + 2 * i];
-        const double b = xr[h0 + 2 * i + 1];
-        xr[h0 + 2 * i] = static_cast<T>(a * cos_t[i] - b * sin_t[i]);
-        xr[h0 + 2 * i + 1] = static_cast<T>(a * sin_t[i] + b * cos_t[i]);
+        const double angle =
+            direction * p * std::pow(theta, -2.0 * i / static_cast<double>(head_dim));
+        cos_t[i] = std::cos(angle);
+        sin_t[i] = std::sin(angle);
+      }
+      T* xr = row<T>(x, r);
+      for (std::int64_t h0 = 0; h0 < x.cols; h0 += head_dim) {
+        for (int i = 0; i < pairs; ++i) {
+          const double a = xr[h0 + 2 * i];
+          const double b = xr[h0 + 2 * i + 1];
+          xr[h0 + 2 * i] = static_cast<T>(a * cos_t[i] - b * sin_t[i]);
+          xr[h0 + 2 * i + 1] = static_cast<T>(a * sin_t[i] + b * cos_t[i]);
+        }
       }
     }
-  }
+  });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/errors.h"
+#include "io/hf_directory.h"
 
 namespace tinyllama {
 namespace {
@@ -20,6 +21,7 @@ struct HfTensor {
   std::int64_t cols = 0;
   bool one_d = false;      // norm weights are [D] in HF, not [1, D]
   const char* flags = "";  // which flags decide the shape, for mismatch hints
+  bool rope_rows = false;  // q_proj, k_proj: rows in a RoPE layout (io/hf_rope.h)
 
   std::int64_t numel() const { return rows * cols; }
   std::vector<std::int64_t> shape() const {
@@ -49,6 +51,7 @@ std::vector<HfTensor> hf_tensors(const ParamLayout& layout) {
         "--hidden-dim");
     add(p + "self_attn.q_proj.weight", qkv, 0, c.q_dim(), kAttnFlags);
     add(p + "self_attn.k_proj.weight", qkv, c.q_dim(), c.kv_dim(), kAttnFlags);
+    out[out.size() - 2].rope_rows = out.back().rope_rows = true;
     add(p + "self_attn.v_proj.weight", qkv, c.q_dim() + c.kv_dim(), c.kv_dim(), kAttnFlags);
     add(p + "self_attn.o_proj.weight", layout.layer(l, &LayerSlots::wo), 0, c.hidden_dim,
         kAttnFlags);
@@ -197,19 +200,28 @@ NamedTensors to_hf_tensors(const ParamLayout& layout, const std::vector<double>&
                          " elements, the layout " + std::to_string(layout.total()));
   }
   NamedTensors out;
+  const int head_dim = layout.config().head_dim();
   for (const HfTensor& h : hf_tensors(layout)) {
     TensorData t;
     t.dtype = hf_dtype(dtype);
     t.shape = h.shape();
     t.bytes.resize(static_cast<std::size_t>(h.numel()) * dtype_size(dtype));
-    encode(flat.data() + h.offset, h.numel(), dtype, t.bytes.data());
+    const double* values = flat.data() + h.offset;
+    std::vector<double> reordered;
+    if (h.rope_rows) {
+      reordered.assign(values, values + h.numel());
+      reorder_rope_rows(reordered.data(), h.rows, h.cols, head_dim, RopeLayout::Interleaved,
+                        RopeLayout::RotateHalf);
+      values = reordered.data();
+    }
+    encode(values, h.numel(), dtype, t.bytes.data());
     out.emplace_back(h.name, std::move(t));
   }
   return out;
 }
 
 std::vector<double> from_hf_tensors(const ParamLayout& layout, const NamedTensors& tensors,
-                                    const std::string& source_name) {
+                                    const std::string& source_name, RopeLayout source_layout) {
   std::map<std::string, const TensorData*> by_name;
   for (const auto& [name, t] : tensors) {
     if (!by_name.emplace(name, &t).second) {
@@ -255,6 +267,12 @@ std::vector<double> from_hf_tensors(const ParamLayout& layout, const NamedTensor
   if (head != by_name.end()) {
     check_lm_head(source_name, *head->second, *by_name.at(expected[0].name));
   }
+  for (const HfTensor& h : expected) {
+    if (h.rope_rows) {
+      reorder_rope_rows(flat.data() + h.offset, h.rows, h.cols, layout.config().head_dim(),
+                        source_layout, RopeLayout::Interleaved);
+    }
+  }
   return flat;
 }
 
@@ -264,6 +282,7 @@ void save_hf_weights(const std::string& path, const ParamLayout& layout,
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},  // lets transformers' from_pretrained accept the file
       {"producer", "tinyllama"},
+      {kRopeLayoutKey, kRotateHalf},
       {"vocab_size", std::to_string(c.vocab_size)},
       {"hidden_dim", std::to_string(c.hidden_dim)},
       {"num_layers", std::to_string(c.num_layers)},
@@ -273,16 +292,31 @@ void save_hf_weights(const std::string& path, const ParamLayout& layout,
   write_safetensors(path, to_hf_tensors(layout, flat, DType::F32), metadata);
 }
 
+RopeLayout rope_layout_of(const std::string& path,
+                          const std::map<std::string, std::string>& metadata) {
+  const auto producer = metadata.find("producer");
+  const auto rope = metadata.find(kRopeLayoutKey);
+  if (rope == metadata.end()) {
+    // Before rope_layout was recorded, tinyllama saved interleaved rows; every
+    // other producer of Hugging Face LLaMA names uses rotate-half.
+    const bool ours = producer != metadata.end() && producer->second == "tinyllama";
+    return ours ? RopeLayout::Interleaved : RopeLayout::RotateHalf;
+  }
+  if (rope->second == kRotateHalf) return RopeLayout::RotateHalf;
+  if (rope->second == kInterleaved) return RopeLayout::Interleaved;
+  throw UsageError(path + ": unknown " + kRopeLayoutKey + " '" + rope->second + "' (expected " +
+                   kRotateHalf + " or " + kInterleaved + ")");
+}
+
 std::vector<double> load_hf_weights(const std::string& path, const ParamLayout& layout) {
   // A wrong path is a usage error (exit 2); a file that exists but is corrupt
   // is reported by read_safetensors as a runtime failure naming the file.
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw UsageError(path + ": no such file");
-  if (std::filesystem::is_directory(path, ec)) {
-    throw UsageError(path + ": is a directory, not a safetensors file");
-  }
+  if (!std::filesystem::exists(path, ec)) throw UsageError(path + ": no such file or directory");
+  if (std::filesystem::is_directory(path, ec)) return load_hf_directory(path, layout);
   check_saved_config(path, layout.config());
-  return from_hf_tensors(layout, read_safetensors(path), path);
+  return from_hf_tensors(layout, read_safetensors(path), path,
+                         rope_layout_of(path, read_safetensors_metadata(path)));
 }
 
 }  // namespace tinyllama

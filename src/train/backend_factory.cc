@@ -7,7 +7,7 @@ namespace tinyllama {
 
 std::unique_ptr<Backend> make_backend(DeviceKind device, Precision precision) {
   if (device == DeviceKind::Cuda) return make_cuda_backend(precision);
-  return std::make_unique<CpuBackend>();
+  return std::make_unique<CpuBackend>(CpuKernels::Fast);
 }
 
 DeviceCaps device_caps(DeviceKind device) {

@@ -29,8 +29,9 @@ struct TrainOptions {
 
   std::string json_path;     // --json: machine-readable summary
   std::string save_weights;  // --save-weights: safetensors after training
-  std::string init_from;     // --init-from: safetensors to start from
-  std::string dump_dir;      // --dump-dir: initial weights, batches, step-1 grads (parity tests)
+  std::string init_from;  // --init-from: safetensors file or Hugging Face directory to start from
+  std::string export_hf;  // --export-hf: Hugging Face model directory after training
+  std::string dump_dir;   // --dump-dir: initial weights, batches, step-1 grads (parity tests)
 
   // Data (data/): empty data means the synthetic pool.
   std::vector<std::string> data;      // --data: files or globs (shards or UTF-8 text)

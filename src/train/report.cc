@@ -1,5 +1,6 @@
 #include "train/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -72,6 +73,7 @@ nlohmann::json config_json(const TrainOptions& opts) {
                         : nlohmann::json(nullptr)},
       {"device", device_name(opts.plan.device)},
       {"init_from", opts.init_from},
+      {"export_hf", opts.export_hf},
   };
 }
 
@@ -140,6 +142,34 @@ std::string format_step_line(const StepRecord& rec, const TrainOptions& opts, do
 
 bool should_log_step(int step, const TrainOptions& opts) {
   return step == 1 || step == opts.num_steps || (opts.log_every > 0 && step % opts.log_every == 0);
+}
+
+std::string format_warmup_line(const StepRecord& rec, const TrainOptions& opts) {
+  return printf_string("warm-up %d/%d | loss %.4f | %.2f ms", rec.step, opts.warmup_steps, rec.loss,
+                       rec.ms);
+}
+
+bool should_log_warmup(int step, const TrainOptions& opts) {
+  return step == 1 || step == opts.warmup_steps ||
+         (opts.log_every > 0 && step % opts.log_every == 0);
+}
+
+std::string format_duration(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  if (s < 60) return printf_string("%lds", s);
+  if (s < 3600) return printf_string("%ldm%02lds", s / 60, s % 60);
+  return printf_string("%ldh%02ldm", s / 3600, (s % 3600) / 60);
+}
+
+std::string format_progress_line(int done, const TrainOptions& opts, double s_per_step) {
+  const int total = opts.warmup_steps + opts.num_steps;
+  const std::string where =
+      done <= opts.warmup_steps
+          ? printf_string("warm-up %d/%d", done, opts.warmup_steps)
+          : printf_string("step %d/%d", done - opts.warmup_steps, opts.num_steps);
+  const std::string rate = s_per_step >= 1 ? printf_string("%.2f s/step", s_per_step)
+                                           : printf_string("%.1f ms/step", s_per_step * 1e3);
+  return where + " | " + rate + " | ETA " + format_duration(s_per_step * (total - done));
 }
 
 std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {

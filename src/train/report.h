@@ -22,6 +22,20 @@ std::string format_step_line(const StepRecord& rec, const TrainOptions& opts, do
 // Whether step rec.step gets a line: the first, every log_every-th, the last.
 bool should_log_step(int step, const TrainOptions& opts);
 
+// `warm-up 1/5 | loss 6.9964 | 4123.51 ms`, for the warm-up steps that
+// should_log_warmup picks (the same rule over the warm-up steps), so a slow
+// run shows progress before its first timed step.
+std::string format_warmup_line(const StepRecord& rec, const TrainOptions& opts);
+bool should_log_warmup(int step, const TrainOptions& opts);
+
+// The progress line a terminal shows between step lines, after `done` of
+// the run's warm-up + timed steps, at s_per_step wall-clock seconds a step:
+// `warm-up 3/5 | 4.12 s/step | ETA 3m34s` or `step 12/50 | ...`, the ETA
+// covering every step left.
+std::string format_progress_line(int done, const TrainOptions& opts, double s_per_step);
+// 42s, 3m05s, 1h02m.
+std::string format_duration(double seconds);
+
 // Several lines, each ending in '\n'.
 std::string format_summary(const TrainSummary& summary, const TrainOptions& opts);
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "io/hf_directory.h"
 #include "io/hf_weights.h"
 #include "io/safetensors.h"
 #include "model/init.h"
@@ -58,8 +59,8 @@ class RunDump {
     if (enabled()) {
       std::vector<double> g = m.grads();
       for (double& x : g) x /= loss_scale;
-      write_safetensors(dir_ + "/grads_step1.safetensors",
-                        to_hf_tensors(m.layout(), g, DType::F32));
+      write_safetensors(dir_ + "/grads_step1.safetensors", to_hf_tensors(m.layout(), g, DType::F32),
+                        {{"producer", "tinyllama"}, {kRopeLayoutKey, kRotateHalf}});
     }
   }
   void finish() const {
@@ -88,7 +89,7 @@ void fill_averages(TrainSummary& s, const TrainOptions& opts) {
 }  // namespace
 
 TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
-                   const NoteCallback& on_note) {
+                   const NoteCallback& on_note, const WarmupCallback& on_warmup) {
   opts.model.validate();
   const StepPlan& plan = opts.plan;
   if (plan.level.empty()) throw std::logic_error("train: the plan is not resolved (resolve_run)");
@@ -209,7 +210,11 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     const double device_peak = static_cast<double>(backend->device_peak_used_bytes());
     summary.peak_mb = std::max(summary.peak_mb, planned_bytes / 1e6);
     summary.device_used_peak_mb = std::max(summary.device_used_peak_mb, device_peak / 1e6);
-    if (!l.timed) return;
+    if (!l.timed) {
+      r.step = l.step + opts.warmup_steps;
+      if (on_warmup) on_warmup(r, opts);
+      return;
+    }
     dump.batch(l.step, l.rows, opts.shape);
     if (l.step == 1) dump.gradients(model, r.loss_scale);
     summary.steps.push_back(r);
@@ -329,6 +334,14 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
       save_hf_weights(opts.save_weights, model.layout(), model.params());
     } catch (const RuntimeFailure& e) {
       summary.save_error = std::string("--save-weights: ") + e.what();
+    }
+  }
+  if (!opts.export_hf.empty() && summary.stop != TrainSummary::Stop::Diverged) {
+    try {
+      export_hf_directory(opts.export_hf, model.layout(), model.params(), opts.shape.seq);
+    } catch (const RuntimeFailure& e) {
+      const std::string error = std::string("--export-hf: ") + e.what();
+      summary.save_error = summary.save_error.empty() ? error : summary.save_error + "; " + error;
     }
   }
   return summary;

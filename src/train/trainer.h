@@ -91,12 +91,15 @@ using StepCallback =
     std::function<void(const StepRecord&, const TrainOptions&, const TrainSummary&)>;
 // One line about the run as it goes: an evaluation, a checkpoint, a resume.
 using NoteCallback = std::function<void(const std::string&)>;
+// A warm-up step finished: rec.step counts the warm-up steps from 1 (they
+// are not in TrainSummary::steps), rec.ms is its time, not a measurement.
+using WarmupCallback = std::function<void(const StepRecord&, const TrainOptions&)>;
 
 // Runs the whole job described by opts. Throws UsageError / RuntimeFailure.
 // A signal (train/interrupt.h) stops it between steps: the summary then
 // covers the steps done (stop == Interrupted), as it does when the loss
 // stops being finite (Diverged).
 TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
-                   const NoteCallback& on_note = {});
+                   const NoteCallback& on_note = {}, const WarmupCallback& on_warmup = {});
 
 }  // namespace tinyllama

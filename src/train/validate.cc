@@ -27,6 +27,12 @@ void require_readable_file(const char* flag, const std::string& path) {
   }
 }
 
+// A safetensors file or a Hugging Face model directory (io/hf_directory.h).
+void require_weights_source(const char* flag, const std::string& path) {
+  std::error_code ec;
+  if (!path.empty() && !std::filesystem::is_directory(path, ec)) require_readable_file(flag, path);
+}
+
 }  // namespace
 
 void require_parent_directory(const char* flag, const std::string& path) {
@@ -50,7 +56,7 @@ void validate_options(const TrainOptions& opts) {
     std::snprintf(value, sizeof value, "%g", opts.learning_rate);
     throw UsageError(std::string("--learning-rate ") + value + ": must be a finite number above 0");
   }
-  require_readable_file("--init-from", opts.init_from);
+  require_weights_source("--init-from", opts.init_from);
   if (!opts.init_from.empty() && !opts.resume.empty()) {
     throw UsageError("--init-from: not with --resume (the checkpoint holds the weights)");
   }
@@ -70,6 +76,7 @@ void validate_options(const TrainOptions& opts) {
   }
   check_output_path("--json", opts.json_path);
   check_output_path("--save-weights", opts.save_weights);
+  if (!opts.export_hf.empty()) check_output_directory("--export-hf", opts.export_hf);
   if (same_output_file(opts.json_path, opts.save_weights)) {
     throw UsageError("--json " + opts.json_path + ": the same file as --save-weights " +
                      opts.save_weights + "; one would overwrite the other");

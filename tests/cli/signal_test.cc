@@ -87,10 +87,11 @@ TEST(Signals, SigtermKeepsTheWorkExits143AndResumesBitIdentically) {
 
 TEST(Signals, ASecondSignalExitsAtOnce) {
   const auto dir = scratch_dir("second_signal");
-  // Steps of about half a second on the reference backend: the second
-  // signal lands while the first waits for the step to finish.
-  Spawned run(split("train --device cpu --vocab-size 64 --hidden-dim 128 --num-layers 2 "
-                    "--num-heads 4 --seq-len 64 --batch-size 8 --warmup-steps 0 --log-every 1 "
+  // Steps of over a second on 2 cores (the CPU backend's BLAS GEMMs made
+  // the 128-wide model's 10 ms): the second signal lands while the first
+  // waits for the step to finish.
+  Spawned run(split("train --device cpu --vocab-size 64 --hidden-dim 512 --num-layers 4 "
+                    "--num-heads 4 --seq-len 256 --batch-size 8 --warmup-steps 0 --log-every 1 "
                     "--num-steps 1000 --json " +
                     (dir / "r.json").string()),
               dir);

@@ -22,6 +22,11 @@ TEST(TrainRun, PrintsStepLinesAndWritesTheJsonReport) {
   EXPECT_NE(r.out.find("step 1/4 | loss "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 4/4 | loss "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("step 3/4"), std::string::npos) << "log-every 2 prints 1, 2, 4";
+  // The warm-up step shows before the timed ones; not a terminal: no progress line.
+  const auto warmup = r.out.find("warm-up 1/1 | loss ");
+  EXPECT_NE(warmup, std::string::npos) << r.out;
+  EXPECT_LT(warmup, r.out.find("step 1/4 | loss ")) << r.out;
+  EXPECT_EQ(r.out.find("ETA"), std::string::npos) << r.out;
   const nlohmann::json j = nlohmann::json::parse(read_text(dir / "r.json"));
   for (const char* key :
        {"samples_per_s", "tokens_per_s", "ms_per_step", "forward_ms", "backward_ms", "optimizer_ms",
@@ -77,6 +82,36 @@ TEST(TrainRun, SavedWeightsRestartTheRunAndWrongShapesAreRejected) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--hidden-dim 32"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--hidden-dim 48"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// --export-hf writes a Hugging Face directory; --init-from reads it back to
+// exactly the weights --save-weights holds (one run writes both).
+TEST(TrainRun, ExportedHfDirectoryRestartsTheRunLikeTheSavedFile) {
+  const auto dir = scratch_dir("export_hf");
+  const std::string saved = (dir / "w.safetensors").string();
+  const std::string hf = (dir / "hf" / "model").string();
+  RunResult r = run_tinyllama(kTiny + "--save-weights " + saved + " --export-hf " + hf);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(std::filesystem::path(hf) / "config.json"));
+  const nlohmann::json config =
+      nlohmann::json::parse(read_text(std::filesystem::path(hf) / "config.json"));
+  EXPECT_EQ(config["vocab_size"], 40);
+  EXPECT_EQ(config["max_position_embeddings"], 9);
+
+  r = run_tinyllama(kTiny + "--init-from " + hf + " --dump-dir " + (dir / "dump").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_text(dir / "dump" / "init.safetensors"), read_text(saved));
+
+  // Another model size: one line naming the config.json key and the flag, exit 2.
+  r = run_tinyllama(
+      "train --device cpu --vocab-size 41 --hidden-dim 32 --num-layers 2 --num-heads 4 --seq-len 9 "
+      "--batch-size 3 --num-steps 1 --init-from " +
+      hf);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("vocab_size is 40, expected 41; run with --vocab-size 40"),
+            std::string::npos)
+      << r.err;
   std::filesystem::remove_all(dir);
 }
 

@@ -59,6 +59,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--bogus 3", "--bogus: unknown flag"},
         BadFlag{"--seq-len", "--seq-len: missing value"},
         BadFlag{"--init-from /nonexistent/w.safetensors", "no such file"},
+        BadFlag{"--export-hf /dev/null", "--export-hf /dev/null: exists and is not a directory"},
         BadFlag{"--json /nonexistent/dir/r.json", "does not exist"}),
     [](const auto& info) {
       std::string name;
@@ -119,6 +120,7 @@ TEST(Cli, HelpDocumentsEveryFlagWithItsDefault) {
                            "--json",
                            "--save-weights",
                            "--init-from",
+                           "--export-hf",
                            "--enable-qkv-fusion",
                            "--enable-fused-optimizer",
                            "--disable-all-fusion"}) {

@@ -118,9 +118,16 @@ TEST(HfWeights, FusedRowsLandInTheirHfTensors) {
     auto at = [&](const char* name, std::int64_t r, std::int64_t col, std::int64_t cols) {
       return f64_at(find(ts, p + name), r * cols + col);
     };
+    // q and k rows rotate-half inside each head of 4 (io/hf_rope.h): HF row
+    // j holds interleaved row 0, 2, 1, 3 for j = 0, 1, 2, 3.
     EXPECT_EQ(at("self_attn.q_proj.weight", 0, 0, d), flat[qkv]);
+    EXPECT_EQ(at("self_attn.q_proj.weight", 1, 4, d), flat[qkv + 2 * d + 4]);
+    EXPECT_EQ(at("self_attn.q_proj.weight", 2, 4, d), flat[qkv + 1 * d + 4]);
+    EXPECT_EQ(at("self_attn.q_proj.weight", 14, 3, d), flat[qkv + 13 * d + 3]);
     EXPECT_EQ(at("self_attn.q_proj.weight", 15, 3, d), flat[qkv + 15 * d + 3]);
     EXPECT_EQ(at("self_attn.k_proj.weight", 0, 0, d), flat[qkv + 16 * d]);
+    EXPECT_EQ(at("self_attn.k_proj.weight", 5, 2, d), flat[qkv + (16 + 6) * d + 2]);
+    EXPECT_EQ(at("self_attn.k_proj.weight", 6, 2, d), flat[qkv + (16 + 5) * d + 2]);
     EXPECT_EQ(at("self_attn.k_proj.weight", 7, 5, d), flat[qkv + (16 + 7) * d + 5]);
     EXPECT_EQ(at("self_attn.v_proj.weight", 0, 1, d), flat[qkv + 24 * d + 1]);
     EXPECT_EQ(at("self_attn.v_proj.weight", 7, 15, d), flat[qkv + 31 * d + 15]);
@@ -304,6 +311,7 @@ TEST_F(HfWeightsFileTest, SaveLoadRoundTripWithMetadata) {
   const std::map<std::string, std::string> meta = read_safetensors_metadata(path);
   EXPECT_EQ(meta.at("format"), "pt");
   EXPECT_EQ(meta.at("producer"), "tinyllama");
+  EXPECT_EQ(meta.at("rope_layout"), "rotate_half");
   EXPECT_EQ(meta.at("vocab_size"), "37");
   EXPECT_EQ(meta.at("hidden_dim"), "16");
   EXPECT_EQ(meta.at("num_layers"), "2");
@@ -327,7 +335,8 @@ TEST_F(HfWeightsFileTest, RejectsSavedConfigThatShapesCannotTellApart) {
 TEST_F(HfWeightsFileTest, MissingFileIsUsageErrorCorruptFileIsRuntimeFailure) {
   const ParamLayout layout(small_config());
   const std::string missing = file("missing.safetensors");
-  EXPECT_EQ(usage_error([&] { load_hf_weights(missing, layout); }), missing + ": no such file");
+  EXPECT_EQ(usage_error([&] { load_hf_weights(missing, layout); }),
+            missing + ": no such file or directory");
 
   const std::string corrupt = file("corrupt.safetensors");
   save_hf_weights(corrupt, layout, random_params(layout, 14));
@@ -338,6 +347,37 @@ TEST_F(HfWeightsFileTest, MissingFileIsUsageErrorCorruptFileIsRuntimeFailure) {
   } catch (const RuntimeFailure& e) {
     EXPECT_EQ(std::string(e.what()).rfind(corrupt + ": ", 0), 0u) << e.what();
   }
+}
+
+// Files tinyllama wrote before rope_layout was recorded hold interleaved q/k
+// rows; they still load to the same weights. Any other producer's Hugging
+// Face names mean rotate-half.
+TEST_F(HfWeightsFileTest, ReadsOlderInterleavedFilesByTheirMetadata) {
+  const ModelConfig c = small_config();
+  const ParamLayout layout(c);
+  const std::vector<double> flat = random_params(layout, 15);
+  NamedTensors ts = to_hf_tensors(layout, flat, DType::F64);
+  for (auto& [name, t] : ts) {
+    if (name.find("q_proj") == std::string::npos && name.find("k_proj") == std::string::npos) {
+      continue;
+    }
+    std::vector<double> v(static_cast<std::size_t>(t.numel()));
+    std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+    reorder_rope_rows(v.data(), t.shape[0], t.shape[1], c.head_dim(), RopeLayout::RotateHalf,
+                      RopeLayout::Interleaved);
+    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  }
+  const std::string old_file = file("old.safetensors");
+  write_safetensors(old_file, ts, {{"format", "pt"}, {"producer", "tinyllama"}});
+  EXPECT_EQ(load_hf_weights(old_file, layout), flat);
+  // The same bytes from another producer are read as rotate-half: different weights.
+  const std::string other = file("other.safetensors");
+  write_safetensors(other, ts, {{"format", "pt"}});
+  EXPECT_NE(load_hf_weights(other, layout), flat);
+  const std::string unknown = file("unknown.safetensors");
+  write_safetensors(unknown, ts, {{"rope_layout", "sideways"}});
+  EXPECT_EQ(usage_error([&] { load_hf_weights(unknown, layout); }),
+            unknown + ": unknown rope_layout 'sideways' (expected rotate_half or interleaved)");
 }
 
 }  // namespace

@@ -155,8 +155,7 @@ _ST_DTYPES = {
 }
 
 
-def read_safetensors(path):
-    """Return {name: (dtype string, numpy array)}; __metadata__ is skipped."""
+def read_safetensors_header(path):
     with open(path, "rb") as f:
         blob = f.read()
     if len(blob) < 8:
@@ -164,7 +163,16 @@ def read_safetensors(path):
     (header_len,) = struct.unpack("<Q", blob[:8])
     if 8 + header_len > len(blob):
         raise ValueError("%s: header length %d past end of file" % (path, header_len))
-    header = json.loads(blob[8:8 + header_len].decode("utf-8"))
+    return blob, header_len, json.loads(blob[8:8 + header_len].decode("utf-8"))
+
+
+def read_safetensors_metadata(path):
+    return read_safetensors_header(path)[2].get("__metadata__", {})
+
+
+def read_safetensors(path):
+    """Return {name: (dtype string, numpy array)}; __metadata__ is skipped."""
+    blob, header_len, header = read_safetensors_header(path)
     data = memoryview(blob)[8 + header_len:]
     tensors = {}
     for name, info in header.items():
@@ -185,6 +193,34 @@ def read_safetensors(path):
             array = _bf16_to_f32(array)
         tensors[name] = (dtype, array.copy())
     return tensors
+
+
+def rope_layout(metadata):
+    """The q/k row layout of a file (src/io/hf_weights.h): rotate_half unless
+    it says otherwise or tinyllama wrote it before recording the layout."""
+    if "rope_layout" in metadata:
+        return metadata["rope_layout"]
+    return "interleaved" if metadata.get("producer") == "tinyllama" else "rotate_half"
+
+
+def to_interleaved(tensors, cfg, layout):
+    """q_proj/k_proj rows from Hugging Face's rotate-half order back to the
+    interleaved RoPE pairs this script's model (DESIGN.md) computes with:
+    row j of a head holds interleaved row 2j (j < hd/2) or 2(j - hd/2) + 1."""
+    if layout == "interleaved":
+        return tensors
+    if layout != "rotate_half":
+        raise ValueError("unknown rope_layout %r" % layout)
+    hd = cfg["dim"] // cfg["heads"]
+    order = np.empty(hd, dtype=np.int64)  # order[interleaved row] = rotate-half row
+    for j in range(hd):
+        order[2 * j if j < hd // 2 else 2 * (j - hd // 2) + 1] = j
+    out = dict(tensors)
+    for name, (dtype, a) in tensors.items():
+        if name.endswith("self_attn.q_proj.weight") or name.endswith("self_attn.k_proj.weight"):
+            heads = a.reshape(-1, hd, a.shape[1])
+            out[name] = (dtype, heads[:, order, :].reshape(a.shape).copy())
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -464,7 +500,7 @@ def binary_command(args, cfg, workdir, steps):
     return cmd + shlex.split(args.extra_args)
 
 
-def run_binary(cmd, workdir, timeout):
+def run_binary(cmd, cfg, workdir, timeout):
     """Run one training; return its dumps, or raise BinaryFailure."""
     os.makedirs(workdir, exist_ok=True)
     print("  $ " + " ".join(shlex.quote(c) for c in cmd))
@@ -481,7 +517,11 @@ def run_binary(cmd, workdir, timeout):
     outputs = {}
     try:
         for key in ("init", "batches", "grads_step1", "final"):
-            outputs[key] = read_safetensors(os.path.join(workdir, key + ".safetensors"))
+            path = os.path.join(workdir, key + ".safetensors")
+            outputs[key] = read_safetensors(path)
+            if key != "batches":
+                outputs[key] = to_interleaved(outputs[key], cfg,
+                                              rope_layout(read_safetensors_metadata(path)))
         with open(os.path.join(workdir, "report.json")) as f:
             outputs["report"] = json.load(f)
     except (OSError, ValueError) as e:
@@ -998,7 +1038,7 @@ def main():
             try:
                 for steps, sub in ((NUM_STEPS, name), (1, name + "_1step")):
                     workdir = os.path.join(root, sub)
-                    runs[steps] = run_binary(binary_command(args, cfg, workdir, steps),
+                    runs[steps] = run_binary(binary_command(args, cfg, workdir, steps), cfg,
                                              workdir, args.timeout)
             except BinaryFailure as e:
                 print("\nERROR: the binary failed on config %s: %s" % (name, e))

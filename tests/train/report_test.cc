@@ -101,5 +101,30 @@ TEST(Report, AttentionAutoShowsItsChoiceAndBothTimes) {
   EXPECT_DOUBLE_EQ(j["plan"]["attention_auto"]["cudnn"]["total_ms"].get<double>(), 1.5);
 }
 
+TEST(Report, WarmupLinesFollowTheLogRuleOverTheWarmupSteps) {
+  TrainOptions o;
+  o.warmup_steps = 25;
+  o.log_every = 10;
+  for (int step : {1, 10, 20, 25}) EXPECT_TRUE(should_log_warmup(step, o)) << step;
+  for (int step : {2, 9, 11, 24}) EXPECT_FALSE(should_log_warmup(step, o)) << step;
+  StepRecord r;
+  r.step = 10;
+  r.loss = 6.99641;
+  r.ms = 4123.456;
+  EXPECT_EQ(format_warmup_line(r, o), "warm-up 10/25 | loss 6.9964 | 4123.46 ms");
+}
+
+TEST(Report, ProgressLineCountsWarmupThenTimedStepsAndGivesTheTimeLeft) {
+  TrainOptions o;
+  o.warmup_steps = 5;
+  o.num_steps = 50;
+  // 3 of 55 done at 4 s a step: 52 steps, 208 s left.
+  EXPECT_EQ(format_progress_line(3, o, 4.0), "warm-up 3/5 | 4.00 s/step | ETA 3m28s");
+  EXPECT_EQ(format_progress_line(17, o, 0.0125), "step 12/50 | 12.5 ms/step | ETA 0s");
+  EXPECT_EQ(format_duration(42.4), "42s");
+  EXPECT_EQ(format_duration(3600 + 125), "1h02m");
+  EXPECT_EQ(format_duration(-1), "0s");
+}
+
 }  // namespace
 }  // namespace tinyllama

@@ -1,0 +1,136 @@
+#include "generate_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/rng.h"
+#include "infer/decoder.h"
+#include "infer/sampler.h"
+#include "infer/text_codec.h"
+#include "io/hf_directory.h"
+#include "io/hf_weights.h"
+#include "option_value.h"
+#include "train/flag_values.h"
+
+namespace tinyllama::cli {
+namespace {
+
+std::vector<std::int32_t> parse_ids(const std::string& text) {
+  std::vector<std::int32_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) ids.push_back(parse_int_flag("--prompt-ids", item));
+  return ids;
+}
+
+std::string ids_text(const std::vector<std::int32_t>& ids) {
+  std::string s;
+  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+GenerateCommand::GenerateCommand(CLI::App& app)
+    : cmd_(app.add_subcommand(
+          "generate",
+          "continue a prompt with a trained model: incremental decoding with a KV cache "
+          "(prefill, then one token per step) on the CPU")) {
+  GenerateArgs& a = args_;
+  cmd_->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  value(cmd_, "--weights", a.weights, "FILE|DIR",
+        "the model: a Hugging Face LLaMA directory (--export-hf) or a --save-weights file; its "
+        "config.json or metadata gives the model's shape")
+      ->required();
+  value(cmd_, "--prompt", a.prompt, "TEXT",
+        "prompt text, read as train --data reads text: the end-of-text token 256, then one "
+        "token per byte (the model's vocabulary must be >= 257)");
+  value(cmd_, "--prompt-ids", a.prompt_ids, "IDS", "prompt as comma-separated token ids instead");
+  value(cmd_, "--max-new-tokens", a.max_new_tokens, "INT", "tokens to generate (>= 1)");
+  value(cmd_, "--temperature", a.temperature, "FLOAT",
+        "sampling temperature; 0 is greedy (the most likely token every step)");
+  value(cmd_, "--top-k", a.top_k, "INT", "sample among the K most likely tokens (0: all)");
+  value(cmd_, "--top-p", a.top_p, "FLOAT",
+        "sample among the most likely tokens whose probability reaches P (1: all)");
+  value(cmd_, "--seed", a.seed, "UINT", "seed of the sampling: the same seed, the same tokens");
+  value(cmd_, "--device", a.device, "{cpu}", "where to decode (the CPU for now)");
+  cmd_->add_flag("--print-ids", a.print_ids, "also print the generated token ids");
+  cmd_->footer(
+      "Prints the prompt and its continuation on stdout; on stderr the prefill's tokens/s and the "
+      "decode's (the steps after the prefill, whose logits give the first new token).");
+}
+
+int GenerateCommand::run() const {
+  const GenerateArgs& a = args_;
+  if (a.device != "cpu") {
+    throw UsageError("--device " + a.device + ": generate runs on the cpu only for now");
+  }
+  if (a.prompt.empty() == a.prompt_ids.empty()) {
+    throw UsageError("--prompt/--prompt-ids: give exactly one of them");
+  }
+  const int max_new = parse_int_flag("--max-new-tokens", a.max_new_tokens);
+  if (max_new < 1) throw UsageError("--max-new-tokens " + a.max_new_tokens + ": must be >= 1");
+  SamplingOptions sampling;
+  sampling.temperature = parse_real_flag("--temperature", a.temperature);
+  sampling.top_k = parse_int_flag("--top-k", a.top_k);
+  sampling.top_p = parse_real_flag("--top-p", a.top_p);
+  validate(sampling);
+  Rng rng(parse_uint64_flag("--seed", a.seed));
+
+  const ModelConfig config = read_model_config(a.weights);
+  const ByteCodec codec;
+  std::vector<std::int32_t> prompt;
+  if (!a.prompt.empty()) {
+    if (config.vocab_size < codec.min_vocab()) {
+      throw UsageError(
+          "--prompt: text is byte-level tokens, which need a vocabulary of at "
+          "least " +
+          std::to_string(codec.min_vocab()) + " (this model has " +
+          std::to_string(config.vocab_size) + "); use --prompt-ids");
+    }
+    prompt = codec.encode(a.prompt);
+  } else {
+    prompt = parse_ids(a.prompt_ids);
+    for (std::int32_t id : prompt) {
+      if (id < 0 || id >= config.vocab_size) {
+        throw UsageError("--prompt-ids: " + std::to_string(id) + " is outside [0, " +
+                         std::to_string(config.vocab_size) + ")");
+      }
+    }
+  }
+  if (prompt.empty()) throw UsageError("--prompt-ids: no ids");
+
+  Decoder decoder(config, load_hf_weights(a.weights, ParamLayout(config)),
+                  static_cast<int>(prompt.size()) + max_new);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> logits = decoder.step(prompt);
+  const double prefill_s = seconds_since(t0);
+  std::vector<std::int32_t> generated;
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < max_new; ++i) {
+    generated.push_back(sample_token(logits, sampling, rng));
+    if (i + 1 < max_new) logits = decoder.step({generated.back()});
+  }
+  const double decode_s = seconds_since(t0);
+
+  std::cout << (a.prompt.empty() ? codec.decode(prompt) : a.prompt) << codec.decode(generated)
+            << "\n";
+  if (a.print_ids) std::cout << "ids | " << ids_text(generated) << "\n";
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "prefill %zu tokens: %.1f tokens/s | decode %d tokens: %.1f tokens/s | cpu",
+                prompt.size(), static_cast<double>(prompt.size()) / prefill_s, max_new,
+                max_new > 1 ? (max_new - 1) / decode_s : 0.0);
+  std::cerr << line << std::endl;
+  return 0;
+}
+
+}  // namespace tinyllama::cli
