@@ -1,7 +1,6 @@
 #include "cpu/cpu_backend.h"
 
 #include <chrono>
-#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -95,8 +94,10 @@ void CpuBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double ep
 void CpuBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
   cpu::rmsnorm_backward(dx, dweight, dout, x, weight, rstd);
 }
-// The fused norm ops, composed from the reference ops: the same math as
-// NormImpl::Plain's add and norm, which is what the fused kernels must match.
+// The fused norm ops: the forward is the reference add, then the reference
+// norm; the backward is the reference norm backward with the residual
+// gradient added before its one rounding, as the CUDA kernel does (and no
+// scratch buffer inside a step).
 void CpuBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
                                      double eps) {
   cpu::add(sum, a, b);
@@ -104,11 +105,7 @@ void CpuBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, M
 }
 void CpuBackend::rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
                                       Mat dresidual) {
-  // dx may alias dout or dresidual: the norm's gradient goes to a scratch first.
-  std::vector<std::byte> scratch(static_cast<std::size_t>(x.numel()) * dtype_size(x.dtype));
-  const Mat norm_grad(scratch.data(), x.dtype, x.rows, x.cols);
-  cpu::rmsnorm_backward(norm_grad, dweight, dout, x, weight, rstd);
-  cpu::add(dx, dresidual, norm_grad);
+  cpu::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dresidual);
 }
 void CpuBackend::rope_forward(Mat x, int seq, int head_dim, double theta) {
   cpu::rope(x, seq, head_dim, theta, +1);

@@ -31,7 +31,10 @@ void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout);
 
 // cpu_rmsnorm.cc
 void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps);
-void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd);
+// With dresidual (NormImpl::Fused): dx = dresidual + the norm's input
+// gradient, summed in double before the one rounding; dx may alias it.
+void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
+                      Mat dresidual = Mat());
 
 // cpu_rope.cc: direction +1 rotates forward, -1 applies the inverse.
 void rope(Mat x, int seq, int head_dim, double theta, int direction);

@@ -37,7 +37,7 @@ void forward_impl(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
 // dweight first, over column blocks (each column summed over the rows in
 // order), while dout is intact: dx, written next row by row, may alias it.
 template <typename T>
-void backward_impl(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
+void backward_impl(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dres) {
   const std::int64_t d = x.cols;
   const T* w = row<T>(weight, 0);
   const auto work = 3.0 * static_cast<double>(x.rows);
@@ -62,11 +62,14 @@ void backward_impl(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
       double gwx = 0;
       for (std::int64_t j = 0; j < d; ++j) gwx += static_cast<double>(gr[j]) * w[j] * xr[j];
       const double coef = r * r * r * gwx / static_cast<double>(d);
+      const T* rr = dres.empty() ? nullptr : row<T>(dres, i);
       T* dxr = row<T>(dx, i);
       for (std::int64_t j = 0; j < d; ++j) {
-        const double g = gr[j];  // read before dx[j] is written: dx may alias dout
-        dxr[j] =
-            static_cast<T>(r * static_cast<double>(w[j]) * g - static_cast<double>(xr[j]) * coef);
+        // Read before dx[j] is written: dx may alias dout or dres.
+        const double g = gr[j];
+        const double res = rr != nullptr ? static_cast<double>(rr[j]) : 0.0;
+        dxr[j] = static_cast<T>(r * static_cast<double>(w[j]) * g -
+                                static_cast<double>(xr[j]) * coef + res);
       }
     }
   });
@@ -84,16 +87,19 @@ void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
            [&](auto t) { forward_impl<decltype(t)>(out, rstd, x, weight, eps); });
 }
 
-void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
-  const std::string op = "rmsnorm_backward";
+void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual) {
+  const std::string op = dresidual.empty() ? "rmsnorm_backward" : "rmsnorm_backward_add";
   require_shape(x, x.rows, x.cols, op, "x");
   require_shape(dx, x.rows, x.cols, op, "dx");
   require_shape(dout, x.rows, x.cols, op, "dout");
   require_shape(dweight, 1, x.cols, op, "dweight");
   require_shape(weight, 1, x.cols, op, "weight");
   require_shape(rstd, x.rows, 1, op, "rstd");
-  dispatch(common_dtype(op, {dx, dweight, dout, x, weight, rstd}), op,
-           [&](auto t) { backward_impl<decltype(t)>(dx, dweight, dout, x, weight, rstd); });
+  if (!dresidual.empty()) require_shape(dresidual, x.rows, x.cols, op, "dresidual");
+  const Mat typed = dresidual.empty() ? dx : dresidual;  // the dtype check's stand-in when absent
+  dispatch(common_dtype(op, {dx, dweight, dout, x, weight, rstd, typed}), op, [&](auto t) {
+    backward_impl<decltype(t)>(dx, dweight, dout, x, weight, rstd, dresidual);
+  });
 }
 
 }  // namespace tinyllama::cpu
