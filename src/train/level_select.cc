@@ -1,5 +1,8 @@
 #include "train/level_select.h"
 
+#include <initializer_list>
+#include <string>
+
 #include "core/errors.h"
 
 namespace tinyllama {
@@ -14,6 +17,19 @@ void apply_pair(const char* name, const TogglePair& pair, Apply apply) {
   }
   if (pair.enable) apply(true);
   if (pair.disable) apply(false);
+}
+
+// The implementation of `impls` named `value` (impl_name), else a UsageError
+// naming the flag and every allowed name.
+template <typename Impl>
+Impl parse_choice(const char* flag, const std::string& value, std::initializer_list<Impl> impls) {
+  std::string allowed;
+  for (Impl impl : impls) {
+    if (value == impl_name(impl)) return impl;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(impl_name(impl));
+  }
+  throw UsageError(std::string(flag) + " " + (value.empty() ? std::string("''") : value) +
+                   ": allowed values are " + allowed);
 }
 
 }  // namespace
@@ -59,28 +75,17 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
 }
 
 AttentionImpl parse_attention(const std::string& value) {
-  for (AttentionImpl impl : {AttentionImpl::Materialized, AttentionImpl::Flash,
-                             AttentionImpl::Cudnn, AttentionImpl::Auto}) {
-    if (value == impl_name(impl)) return impl;
-  }
-  throw UsageError("--attention " + (value.empty() ? std::string("''") : value) +
-                   ": allowed values are materialized, flash, cudnn, auto");
+  return parse_choice("--attention", value,
+                      {AttentionImpl::Materialized, AttentionImpl::Flash, AttentionImpl::Cudnn,
+                       AttentionImpl::Auto});
 }
 
 NormImpl parse_norm(const std::string& value) {
-  for (NormImpl impl : {NormImpl::Plain, NormImpl::Fused}) {
-    if (value == impl_name(impl)) return impl;
-  }
-  throw UsageError("--norm " + (value.empty() ? std::string("''") : value) +
-                   ": allowed values are plain, fused");
+  return parse_choice("--norm", value, {NormImpl::Plain, NormImpl::Fused});
 }
 
 LossImpl parse_loss(const std::string& value) {
-  for (LossImpl impl : {LossImpl::FullLogits, LossImpl::Chunked}) {
-    if (value == impl_name(impl)) return impl;
-  }
-  throw UsageError("--loss " + (value.empty() ? std::string("''") : value) +
-                   ": allowed values are full_logits, chunked");
+  return parse_choice("--loss", value, {LossImpl::FullLogits, LossImpl::Chunked});
 }
 
 }  // namespace tinyllama
