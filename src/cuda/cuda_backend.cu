@@ -45,6 +45,9 @@ CudaBackend::CudaBackend(Precision precision) : precision_(precision) {
     cudaGetLastError();
     throw RuntimeFailure("--device cuda: no CUDA device is available");
   }
+  // The device the process selected (a data-parallel rank picks its own
+  // before creating a backend), device 0 otherwise.
+  CUDA_CHECK(cudaGetDevice(&device_));
   CUDA_CHECK(cudaSetDevice(device_));
   // Non-blocking: the legacy default stream never serialises against it.
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -269,6 +272,20 @@ void CudaBackend::side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat comput
 
 void CudaBackend::join_side_updates() {
   if (side_enabled_) updates_->join_all(stream_);
+}
+
+// Collectives share the side-update stream with the per-layer sweeps, so a
+// layer's reduce-scatter, sweep and all-gather stay in that order without
+// events between them, and every NCCL call of the step is on one stream.
+void* CudaBackend::begin_side_collective() {
+  if (!side_enabled_) return stream_;
+  updates_->fork(stream_);
+  side_->order_after_pending(updates_->stream());  // the weight gradients
+  return updates_->stream();
+}
+
+void CudaBackend::end_side_collective() {
+  if (side_enabled_) updates_->mark();
 }
 
 void CudaBackend::add(Mat out, Mat a, Mat b) {

@@ -65,6 +65,9 @@ class CudaBackend final : public Backend {
   void side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
                         const AdamWHyper& hp) override;
   void join_side_updates() override;
+  void* begin_side_collective() override;
+  void end_side_collective() override;
+  void* main_stream_handle() override { return stream_; }
   void add(Mat out, Mat a, Mat b) override;
   void mul(Mat out, Mat a, Mat b) override;
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;

@@ -275,6 +275,19 @@ class Backend {
                                 const AdamWHyper& hp);
   // Orders every op issued after this call after every side_adamw_fused so far.
   virtual void join_side_updates() {}
+
+  // --- collectives (model/collectives.h) ---------------------------------------
+  // The stream a collective issued now runs on beside the backward pass, as
+  // an opaque handle (cudaStream_t): the side-update stream, ordered after
+  // every op and side GEMM issued so far and before every later
+  // side_adamw_fused, joined by join_side_updates -- so a layer's gradient
+  // exchange, its sweep and its weight gather run in that order while the
+  // backward pass goes on. Call end_side_collective after enqueuing. The
+  // defaults (a backend that runs every op at once) return nullptr.
+  virtual void* begin_side_collective() { return nullptr; }
+  virtual void end_side_collective() {}
+  // The stream every other op runs on, as an opaque handle; nullptr by default.
+  virtual void* main_stream_handle() { return nullptr; }
   // *flag = 1 when any element of x is inf or nan; otherwise *flag is left
   // as it was (so several checks can share one flag). flag: device memory.
   virtual void flag_nonfinite(Mat x, std::int32_t* flag) = 0;

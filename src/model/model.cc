@@ -43,27 +43,41 @@ std::vector<double> unpack(const char* raw, std::size_t bytes, DType dtype) {
 
 }  // namespace
 
-Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Backend& backend)
+Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Backend& backend,
+             Collectives* collectives)
     : cfg_(cfg),
       plan_(plan),
       shape_(shape),
       backend_(backend),
-      layout_(cfg),
+      comm_(plan.parallel.enabled ? collectives : nullptr),
+      layout_(cfg, plan.parallel.span_align()),
+      canonical_(cfg),
       non_layer_spans_(layout_.non_layer_spans()),
       acts_(cfg, shape, plan) {
   cfg_.validate();
+  if (plan_.parallel.enabled &&
+      (collectives == nullptr || collectives->world() != plan_.parallel.world)) {
+    throw std::logic_error("Model: a data-parallel plan needs the collectives of its ranks");
+  }
+  if (plan_.parallel.shard_optimizer && plan_.ops.optimizer == OptimizerImpl::PerTensor) {
+    // The per-tensor updates index whole moment blocks; shards cut tensors.
+    throw std::logic_error("Model: ZeRO-1 needs a fused optimizer sweep (not per-tensor)");
+  }
   backend_.prepare(cfg_, shape_, plan_);
-  const auto master_bytes =
-      static_cast<std::size_t>(layout_.total()) * dtype_size(plan_.precision.master);
-  state_ = backend_.allocate(4 * master_bytes);
+  const std::size_t elem = dtype_size(plan_.precision.master);
+  const auto master_bytes = static_cast<std::size_t>(layout_.total()) * elem;
+  const auto moment_bytes =
+      static_cast<std::size_t>(plan_.parallel.moment_elements(layout_.total())) * elem;
+  const std::size_t state_bytes = 2 * master_bytes + 2 * moment_bytes;
+  state_ = backend_.allocate(state_bytes);
   auto* base = static_cast<char*>(state_);
   params_ = base;
   grads_ = base + master_bytes;
   adam_m_ = base + 2 * master_bytes;
-  adam_v_ = base + 3 * master_bytes;
+  adam_v_ = base + 2 * master_bytes + moment_bytes;
   // Padding between parameter slots must stay zero in all four blocks, so
   // that the optimizer can sweep whole blocks.
-  backend_.fill_zero(state_, 4 * master_bytes);
+  backend_.fill_zero(state_, state_bytes);
   if (plan_.precision.mixed()) {
     compute_params_ = backend_.allocate(static_cast<std::size_t>(layout_.total()) *
                                         dtype_size(plan_.precision.compute));
@@ -89,18 +103,18 @@ Model::~Model() {
 
 MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, BatchShape shape,
                                        const StepPlan& plan) {
-  const ParamLayout layout(cfg);
+  const ParamLayout layout(cfg, plan.parallel.span_align());
   const ActivationPlan acts(cfg, shape, plan);
   const Precision precision = plan.precision;
-  const std::int64_t master =
-      layout.total() * static_cast<std::int64_t>(dtype_size(precision.master));
+  const auto elem = static_cast<std::int64_t>(dtype_size(precision.master));
+  const std::int64_t master = layout.total() * elem;
   MemoryBreakdown m;
   m.parameters = master;
   if (precision.mixed()) {
     m.parameters += layout.total() * static_cast<std::int64_t>(dtype_size(precision.compute));
   }
   m.gradients = master;
-  m.optimizer = 2 * master;
+  m.optimizer = 2 * plan.parallel.moment_elements(layout.total()) * elem;
   m.activations = acts.bytes + 2 * shape.tokens() * static_cast<std::int64_t>(sizeof(std::int32_t));
   m.workspaces = plan.workspace_bytes();
   return m;
@@ -155,9 +169,7 @@ void Model::set_params(const std::vector<double>& host) {
 }
 
 std::vector<double> Model::params() const {
-  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) *
-                        dtype_size(plan_.precision.master));
-  backend_.download(raw.data(), params_, raw.size());
+  const std::vector<char> raw = full_block(StateBlock::Params);
   return unpack(raw.data(), raw.size(), plan_.precision.master);
 }
 
@@ -169,47 +181,45 @@ std::vector<double> Model::grads() const {
 }
 
 std::vector<double> Model::adam_m() const {
-  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) *
-                        dtype_size(plan_.precision.master));
-  backend_.download(raw.data(), adam_m_, raw.size());
+  const std::vector<char> raw = full_block(StateBlock::AdamM);
   return unpack(raw.data(), raw.size(), plan_.precision.master);
 }
 
 std::vector<double> Model::adam_v() const {
-  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) *
-                        dtype_size(plan_.precision.master));
-  backend_.download(raw.data(), adam_v_, raw.size());
+  const std::vector<char> raw = full_block(StateBlock::AdamV);
   return unpack(raw.data(), raw.size(), plan_.precision.master);
 }
 
-namespace {
-void* block_pointer(Model::StateBlock block, void* params, void* m, void* v) {
-  switch (block) {
-    case Model::StateBlock::Params:
-      return params;
-    case Model::StateBlock::AdamM:
-      return m;
-    case Model::StateBlock::AdamV:
-      return v;
-  }
-  return nullptr;
-}
-}  // namespace
-
 std::vector<std::uint8_t> Model::state_bytes(StateBlock block) const {
-  std::vector<std::uint8_t> raw(static_cast<std::size_t>(layout_.total()) *
+  const std::vector<char> raw = full_block(block);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(canonical_.total()) *
                                 dtype_size(plan_.precision.master));
-  backend_.download(raw.data(), block_pointer(block, params_, adam_m_, adam_v_), raw.size());
-  return raw;
+  copy_slots(layout_, raw.data(), canonical_, out.data(), dtype_size(plan_.precision.master));
+  return out;
 }
 
 void Model::set_state_bytes(StateBlock block, const std::vector<std::uint8_t>& bytes) {
-  if (bytes.size() !=
-      static_cast<std::size_t>(layout_.total()) * dtype_size(plan_.precision.master)) {
+  const std::size_t elem = dtype_size(plan_.precision.master);
+  if (bytes.size() != static_cast<std::size_t>(canonical_.total()) * elem) {
     throw std::invalid_argument("set_state_bytes: wrong size");
   }
-  backend_.upload(block_pointer(block, params_, adam_m_, adam_v_), bytes.data(), bytes.size());
-  if (block == StateBlock::Params) refresh_compute_weights();
+  std::vector<char> raw(static_cast<std::size_t>(layout_.total()) * elem, 0);
+  copy_slots(canonical_, bytes.data(), layout_, raw.data(), elem);
+  if (block == StateBlock::Params) {
+    backend_.upload(params_, raw.data(), raw.size());
+    master_stale_ = false;
+    refresh_compute_weights();
+    return;
+  }
+  // This rank's shard of each bucket (everything without ZeRO-1).
+  void* moments = block == StateBlock::AdamM ? adam_m_ : adam_v_;
+  const int rank = comm_ != nullptr ? comm_->rank() : 0;
+  for (const ParamSpan& bucket : layout_.spans()) {
+    const BucketShard shard = shard_of(bucket, plan_.parallel, rank);
+    backend_.upload(static_cast<char*>(moments) + shard.moment_begin * elem,
+                    raw.data() + shard.state.begin * elem,
+                    static_cast<std::size_t>(shard.state.size()) * elem);
+  }
 }
 
 void Model::set_batch(const std::vector<std::int32_t>& rows) {
@@ -267,7 +277,10 @@ double Model::mean_of_losses(const void* raw) const {
       unpack(static_cast<const char*>(raw), losses_bytes(), losses.dtype);
   double sum = 0;
   for (double v : values) sum += v;
-  return sum / static_cast<double>(values.size());
+  // Data parallel: the losses were summed over the ranks (reduce_losses),
+  // whose shares of the batch are equal, so this is the global batch's mean.
+  const double ranks = comm_ != nullptr ? comm_->world() : 1;
+  return sum / static_cast<double>(values.size()) / ranks;
 }
 
 bool Model::overflowed() const {

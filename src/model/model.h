@@ -8,6 +8,7 @@
 
 #include "model/activation_plan.h"
 #include "model/backend.h"
+#include "model/collectives.h"
 #include "model/config.h"
 #include "model/param_layout.h"
 
@@ -29,8 +30,12 @@ struct MemoryBreakdown {
 class Model {
  public:
   // The plan must have been resolved for cfg and shape (resolve_plan); the
-  // model prepares the backend with it.
-  Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Backend& backend);
+  // model prepares the backend with it. With plan.parallel.enabled the
+  // model is one rank of a data-parallel run: `collectives` (outliving the
+  // model) connects it to the others, and `shape` is this rank's share of
+  // the global batch.
+  Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Backend& backend,
+        Collectives* collectives = nullptr);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -47,6 +52,10 @@ class Model {
 
   // Host exchange of the flat parameter / gradient blocks (layout().total()
   // elements, padding included), converted from or to the master dtype.
+  // In a data-parallel run, reading the weights, moments or state below is
+  // a collective when the optimizer is sharded (every rank must call it at
+  // the same point, between steps); the gradients are read as they are
+  // (under ZeRO-1 only this rank's shards are reduced).
   void set_params(const std::vector<double>& host);
   std::vector<double> params() const;
   std::vector<double> grads() const;
@@ -54,11 +63,16 @@ class Model {
   std::vector<double> adam_m() const;
   std::vector<double> adam_v() const;
   // The training state exactly, as raw master-dtype bytes (checkpoints):
-  // the master weights and both AdamW moments, padding included. Setting
-  // the weights refreshes their compute copy under AMP.
+  // the master weights and both AdamW moments, padding included, in the
+  // single-rank layout (ParamLayout(cfg), state_elements() long) whatever
+  // the ranks, so a checkpoint resumes on any number of them. Setting the
+  // weights refreshes their compute copy under AMP.
   enum class StateBlock { Params, AdamM, AdamV };
   std::vector<std::uint8_t> state_bytes(StateBlock block) const;
   void set_state_bytes(StateBlock block, const std::vector<std::uint8_t>& bytes);
+  std::int64_t state_elements() const { return canonical_.total(); }
+  // This rank's connection to the others; null in a single-process run.
+  Collectives* collectives() const { return comm_; }
 
   // rows: batch rows of seq+1 tokens each, row-major; inputs are row[0:S],
   // targets row[1:S+1]. Copied into fixed device buffers, stream-ordered
@@ -146,6 +160,26 @@ class Model {
   // One fused AdamW sweep over `span` of the flat state, writing the compute
   // copy under AMP; beside_backward: Backend::side_adamw_fused.
   void sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward);
+  // The same over one rank's shard of a bucket (model_parallel.cc).
+  void sweep_shard(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward);
+  // model_parallel.cc, data-parallel runs only. exchange_gradients averages
+  // a bucket's gradients over the ranks (into this rank's shard under
+  // ZeRO-1) beside the backward pass; update_bucket sweeps this rank's
+  // shard and gathers the weights it updated from every rank.
+  void exchange_gradients(ParamSpan bucket);
+  void update_bucket(ParamSpan bucket, const AdamWHyper& hp);
+  void parallel_optimizer_pass(const AdamWHyper& hp);
+  // Under fp16: the overflow scan of this rank's reduced gradients, then
+  // the flag combined over the ranks, so every rank skips together.
+  void parallel_overflow_check();
+  // The per-position losses summed over the ranks (mean_loss divides).
+  void reduce_losses(bool beside_backward);
+  // A block's bytes in layout_, complete: the master weights gathered when
+  // they are stale (ZeRO-1 under AMP keeps only this rank's shards fresh),
+  // the moments gathered from their shards. May use the gradient block as
+  // scratch (zeroed again after), so only between steps.
+  std::vector<char> full_block(StateBlock block) const;
+  void gather_into_grads(const void* shards) const;
   void qkv_forward(int l);
   // Both return the ticket of their last weight-gradient GEMM.
   std::int64_t qkv_backward(int l, Mat dn1);
@@ -166,7 +200,9 @@ class Model {
   StepPlan plan_;
   BatchShape shape_;
   Backend& backend_;
+  Collectives* comm_ = nullptr;  // data parallel: the other ranks
   ParamLayout layout_;
+  ParamLayout canonical_;  // the single-rank layout checkpoints use
   // layout_.non_layer_spans(), kept so that no step allocates for them.
   std::vector<ParamSpan> non_layer_spans_;
   ActivationPlan acts_;
@@ -177,8 +213,11 @@ class Model {
   void* state_ = nullptr;
   void* params_ = nullptr;  // master weights
   void* grads_ = nullptr;   // master dtype
-  void* adam_m_ = nullptr;
+  void* adam_m_ = nullptr;  // DataParallel::moment_elements long (a shard per bucket)
   void* adam_v_ = nullptr;
+  // ZeRO-1 under AMP: each rank gathers only the compute copy, so the
+  // master weights of other ranks' shards are stale after a step.
+  mutable bool master_stale_ = false;
   void* compute_params_ = nullptr;   // low-precision copy under AMP, else null
   bool layers_updated_ = false;      // by the last backward_pass, for optimizer_pass
   bool head_backward_done_ = false;  // by forward_pass (Chunked), for backward_pass

@@ -10,10 +10,12 @@
 namespace tinyllama {
 void Model::forward() {
   run_forward(/*training=*/false);
+  if (comm_ != nullptr) reduce_losses(/*beside_backward=*/false);
 }
 
 void Model::forward_pass() {
   run_forward(/*training=*/true);
+  if (comm_ != nullptr) reduce_losses(/*beside_backward=*/true);
 }
 
 void Model::run_forward(bool training) {
@@ -176,6 +178,15 @@ void Model::backward_pass(bool update_layers) {
   backend_.join_side_gemms();  // every weight gradient is complete from here on
   ops.next("embedding");
   backend_.embedding_backward(grad(emb), tokens_, d_out);
+  if (comm_ != nullptr) {
+    ops.next("grad_exchange");
+    for (const ParamSpan& bucket : non_layer_spans_) exchange_gradients(bucket);
+    if (check_overflow_) {
+      ops.next("overflow_check");
+      parallel_overflow_check();
+      return;
+    }
+  }
   if (check_overflow_) {
     ops.next("overflow_check");
     backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
@@ -256,12 +267,22 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   norm_residual_backward(d_out, grad(attn_norm), d_norm_out, acts_.view(arena_, a.residual_in),
                          compute_weight(attn_norm), acts_.view(arena_, a.rstd1), d_h, down_ticket,
                          NormHalf::Attn);
+  if (comm_ != nullptr) {
+    // Data parallel: this layer's gradients averaged over the ranks while
+    // the layers below are computed.
+    ops.next("grad_exchange");
+    exchange_gradients(layout_.layer_span(l));
+  }
   if (layers_updated_) {
     // Every gradient of this layer is issued (the weight gradients on the
     // side branch, which the sweep waits for), and nothing below reads its
     // weights: update them beside the rest of the backward pass.
     ops.next("adamw");
-    sweep_adamw(layout_.layer_span(l), update_hyper(), /*beside_backward=*/true);
+    if (comm_ != nullptr) {
+      update_bucket(layout_.layer_span(l), update_hyper());
+    } else {
+      sweep_adamw(layout_.layer_span(l), update_hyper(), /*beside_backward=*/true);
+    }
   }
 }
 
@@ -374,24 +395,19 @@ AdamWHyper Model::update_hyper() const {
 }
 
 void Model::sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward) {
-  auto part = [&](void* block, DType t) {
-    return Mat(static_cast<char*>(block) + span.begin * static_cast<std::int64_t>(dtype_size(t)), t,
-               1, span.size());
-  };
-  const DType m = plan_.precision.master;
-  const Mat copy = plan_.precision.mixed() ? part(compute_params_, plan_.precision.compute) : Mat();
-  if (beside_backward) {
-    backend_.side_adamw_fused(part(params_, m), part(grads_, m), part(adam_m_, m), part(adam_v_, m),
-                              copy, hp);
-  } else {
-    backend_.adamw_fused(part(params_, m), part(grads_, m), part(adam_m_, m), part(adam_v_, m),
-                         copy, hp);
-  }
+  // The moments are full-size here (a sharded optimizer sweeps its shards).
+  sweep_shard({span, span.begin}, hp, beside_backward);
 }
 
 void Model::optimizer_pass() {
   const OpScope phase("optimizer");
   const AdamWHyper hp = update_hyper();
+  if (comm_ != nullptr && plan_.ops.optimizer != OptimizerImpl::PerTensor) {
+    const OpScope op("adamw");
+    parallel_optimizer_pass(hp);
+    return;
+  }
+  if (comm_ != nullptr) backend_.join_side_updates();  // the all-reduced gradients
   if (plan_.ops.optimizer != OptimizerImpl::PerTensor) {
     // Sweeps over the four equal blocks of state_, padding included (its
     // gradients are zero, so its zero params, m and v stay zero), writing

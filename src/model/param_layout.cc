@@ -1,6 +1,7 @@
 #include "model/param_layout.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 namespace tinyllama {
@@ -9,9 +10,12 @@ namespace tinyllama {
 // for fp32 so vectorised kernels and cuBLASLt see aligned pointers.
 constexpr std::int64_t kSlotAlign = 64;
 
-ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg) {
+ParamLayout::ParamLayout(const ModelConfig& cfg, std::int64_t span_align)
+    : cfg_(cfg), span_align_(span_align) {
+  if (span_align_ < 1) throw std::invalid_argument("ParamLayout: span_align must be >= 1");
   const std::int64_t d = cfg.hidden_dim;
   embedding_ = add("embedding", cfg.vocab_size, d, false, cfg.padded_vocab());
+  close_span();
   for (int l = 0; l < cfg.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     LayerSlots s{};
@@ -22,8 +26,16 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) : cfg_(cfg) {
     s.wgu = add(p + "wgu", 2LL * cfg.ffn_dim, d, false);
     s.wdown = add(p + "wdown", d, cfg.ffn_dim, false);
     layers_.push_back(s);
+    close_span();
   }
   final_norm_ = add("final_norm", 1, d, true);
+  close_span();
+}
+
+void ParamLayout::close_span() {
+  const std::int64_t begin = spans_.empty() ? 0 : spans_.back().end;
+  total_ = (total_ + span_align_ - 1) / span_align_ * span_align_;
+  spans_.push_back({begin, total_});
 }
 
 namespace {
@@ -35,26 +47,16 @@ std::int64_t padded(std::int64_t numel) {
 }  // namespace
 
 ParamSpan ParamLayout::layer_span(int l) const {
-  const LayerSlots& s = layers_.at(static_cast<std::size_t>(l));
-  ParamSpan span{total_, 0};
-  for (int index : {s.attn_norm, s.wqkv, s.wo, s.ffn_norm, s.wgu, s.wdown}) {
-    const ParamSlot& slot = slots_[static_cast<std::size_t>(index)];
-    span.begin = std::min(span.begin, slot.offset);
-    span.end = std::max(span.end, slot.offset + padded(slot.stored_numel()));
-  }
-  return span;
+  if (l < 0 || l >= cfg_.num_layers) throw std::out_of_range("ParamLayout::layer_span");
+  return spans_[static_cast<std::size_t>(l) + 1];  // after the embedding's
 }
 
 std::vector<ParamSpan> ParamLayout::non_layer_spans() const {
-  std::vector<ParamSpan> rest;
-  std::int64_t at = 0;
-  for (int l = 0; l < cfg_.num_layers; ++l) {
-    const ParamSpan span = layer_span(l);
-    if (span.begin > at) rest.push_back({at, span.begin});
-    at = span.end;
-  }
-  if (total_ > at) rest.push_back({at, total_});
-  return rest;
+  return {spans_.front(), spans_.back()};
+}
+
+std::vector<ParamSpan> ParamLayout::spans() const {
+  return spans_;
 }
 
 int ParamLayout::add(std::string name, std::int64_t rows, std::int64_t cols, bool is_norm,

@@ -39,7 +39,12 @@ struct LayerSlots {
 
 class ParamLayout {
  public:
-  explicit ParamLayout(const ModelConfig& cfg);
+  // span_align: every span (each layer's, the embedding's, the final
+  // norm's) starts and ends on a multiple of this many elements, so that a
+  // data-parallel run can cut each one into equal aligned shards
+  // (DataParallel::span_align); 1 (one rank) adds no padding. The values a
+  // layout holds do not depend on it: only where the slots sit.
+  explicit ParamLayout(const ModelConfig& cfg, std::int64_t span_align = 1);
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
   const ParamSlot& embedding() const { return slots_[embedding_]; }
@@ -52,11 +57,15 @@ class ParamLayout {
   // What the layer spans leave of [0, total): the embedding before them, the
   // final norm after them.
   std::vector<ParamSpan> non_layer_spans() const;
+  // Every span in order, [0, total) without gaps: the embedding's, the
+  // layers', the final norm's (the buckets of a data-parallel run).
+  std::vector<ParamSpan> spans() const;
   const ModelConfig& config() const { return cfg_; }
 
  private:
   int add(std::string name, std::int64_t rows, std::int64_t cols, bool is_norm,
           std::int64_t stored_rows = 0);
+  void close_span();  // pads total_ to span_align_ and records the span
 
   ModelConfig cfg_;
   std::vector<ParamSlot> slots_;
@@ -64,6 +73,8 @@ class ParamLayout {
   int embedding_ = 0;
   int final_norm_ = 0;
   std::int64_t total_ = 0;
+  std::int64_t span_align_ = 1;
+  std::vector<ParamSpan> spans_;  // spans() in order: embedding, layers, final norm
 };
 
 }  // namespace tinyllama

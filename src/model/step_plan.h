@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/data_parallel.h"
 
 namespace tinyllama {
 
@@ -189,6 +190,9 @@ struct StepPlan {
   AttentionAuto attention_auto;  // requested = false unless attention=auto
   // LossImpl::Chunked: rows per chunk of the loss (the last may be shorter).
   std::int64_t loss_chunk_rows = 0;
+  // Data parallel over ranks (--gpus, or a launcher's environment): set by
+  // the front end after resolve_plan; every rank resolves the same plan.
+  DataParallel parallel;
 
   bool captured() const { return ops.execution == Execution::Graph; }
   bool updates_layers_in_backward() const { return ops.optimizer == OptimizerImpl::FusedPerLayer; }

@@ -1,0 +1,47 @@
+#include "model/data_parallel.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace tinyllama {
+
+std::string DataParallel::describe() const {
+  if (!enabled) return "off";
+  return std::to_string(world) + (world == 1 ? " rank" : " ranks") +
+         (shard_optimizer ? ", ZeRO-1 (AdamW state sharded)" : ", gradients all-reduced");
+}
+
+BucketShard shard_of(ParamSpan bucket, const DataParallel& dp, int rank) {
+  if (rank < 0 || rank >= dp.world) throw std::invalid_argument("shard_of: rank out of range");
+  if (!dp.shard_optimizer) return {bucket, bucket.begin};
+  if (bucket.begin % dp.world != 0 || bucket.size() % dp.world != 0) {
+    throw std::invalid_argument("shard_of: bucket [" + std::to_string(bucket.begin) + ", " +
+                                std::to_string(bucket.end) + ") is not a multiple of " +
+                                std::to_string(dp.world) + " ranks");
+  }
+  const std::int64_t shard = bucket.size() / dp.world;
+  const std::int64_t begin = bucket.begin + rank * shard;
+  return {{begin, begin + shard}, bucket.begin / dp.world};
+}
+
+void copy_slots(const ParamLayout& from, const void* src, const ParamLayout& to, void* dst,
+                std::size_t elem) {
+  if (from.slots().size() != to.slots().size()) {
+    throw std::invalid_argument("copy_slots: layouts of different models");
+  }
+  const auto* in = static_cast<const char*>(src);
+  auto* out = static_cast<char*>(dst);
+  for (std::size_t i = 0; i < from.slots().size(); ++i) {
+    const ParamSlot& a = from.slots()[i];
+    const ParamSlot& b = to.slots()[i];
+    if (a.stored_numel() != b.stored_numel()) {
+      throw std::invalid_argument("copy_slots: slot " + a.name + " differs");
+    }
+    std::memcpy(out + static_cast<std::size_t>(b.offset) * elem,
+                in + static_cast<std::size_t>(a.offset) * elem,
+                static_cast<std::size_t>(a.stored_numel()) * elem);
+  }
+}
+
+}  // namespace tinyllama

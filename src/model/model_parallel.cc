@@ -1,0 +1,143 @@
+// The data-parallel parts of a step (model/data_parallel.h): the gradient
+// exchange per bucket, the sharded update and weight gather, the combined
+// overflow flag and losses, and reading state that lives in shards.
+#include <stdexcept>
+#include <utility>
+
+#include "core/op_marker.h"
+#include "model/model.h"
+
+namespace tinyllama {
+namespace {
+
+void* at(void* block, std::int64_t elements, DType t) {
+  return static_cast<char*>(block) + elements * static_cast<std::int64_t>(dtype_size(t));
+}
+
+}  // namespace
+
+void Model::sweep_shard(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward) {
+  const DType m = plan_.precision.master;
+  const std::int64_t n = shard.state.size();
+  auto view = [&](void* block, std::int64_t begin, DType t) { return Mat(at(block, begin, t), t, 1, n); };
+  const Mat param = view(params_, shard.state.begin, m);
+  const Mat grad = view(grads_, shard.state.begin, m);
+  const Mat mom1 = view(adam_m_, shard.moment_begin, m);
+  const Mat mom2 = view(adam_v_, shard.moment_begin, m);
+  const Mat copy = plan_.precision.mixed()
+                       ? view(compute_params_, shard.state.begin, plan_.precision.compute)
+                       : Mat();
+  if (beside_backward) {
+    backend_.side_adamw_fused(param, grad, mom1, mom2, copy, hp);
+  } else {
+    backend_.adamw_fused(param, grad, mom1, mom2, copy, hp);
+  }
+}
+
+void Model::exchange_gradients(ParamSpan bucket) {
+  const DType m = plan_.precision.master;
+  void* stream = backend_.begin_side_collective();
+  if (plan_.parallel.shard_optimizer) {
+    comm_->reduce_scatter(at(grads_, bucket.begin, m), bucket.size() / comm_->world(), m,
+                          ReduceOp::Mean, stream);
+  } else {
+    comm_->all_reduce(at(grads_, bucket.begin, m), bucket.size(), m, ReduceOp::Mean, stream);
+  }
+  backend_.end_side_collective();
+}
+
+void Model::update_bucket(ParamSpan bucket, const AdamWHyper& hp) {
+  const BucketShard shard = shard_of(bucket, plan_.parallel, comm_->rank());
+  sweep_shard(shard, hp, /*beside_backward=*/true);
+  if (!plan_.parallel.shard_optimizer) return;  // every rank updated all of it
+  OpSequence ops;
+  ops.next("weight_gather");
+  const Precision p = plan_.precision;
+  void* stream = backend_.begin_side_collective();
+  if (p.mixed()) {
+    // The forward pass reads only the compute copy: gathering it moves half
+    // the bytes of the fp32 masters, which stay fresh in this rank's shards.
+    comm_->all_gather(at(compute_params_, bucket.begin, p.compute), shard.state.size(), p.compute,
+                      stream);
+    if (comm_->world() > 1) master_stale_ = true;
+  } else {
+    comm_->all_gather(at(params_, bucket.begin, p.master), shard.state.size(), p.master, stream);
+  }
+  backend_.end_side_collective();
+}
+
+void Model::parallel_optimizer_pass(const AdamWHyper& hp) {
+  // The layers were updated in the backward pass unless the step was
+  // checked for overflow (fp16) or the plan updates everything at the end.
+  const bool layers_done = std::exchange(layers_updated_, false);
+  for (const ParamSpan& bucket : layers_done ? non_layer_spans_ : layout_.spans()) {
+    update_bucket(bucket, hp);
+  }
+  backend_.join_side_updates();  // the step ends with every update and gather done
+}
+
+void Model::parallel_overflow_check() {
+  backend_.join_side_updates();  // every bucket's exchange
+  backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
+  const DType m = plan_.precision.master;
+  for (const ParamSpan& bucket : layout_.spans()) {
+    const BucketShard shard = shard_of(bucket, plan_.parallel, comm_->rank());
+    backend_.flag_nonfinite(Mat(at(grads_, shard.state.begin, m), m, 1, shard.state.size()),
+                            overflow_flag_);
+  }
+  // Each rank scanned its own shards: one overflow anywhere skips everywhere.
+  comm_->all_reduce_max(overflow_flag_, backend_.main_stream_handle());
+}
+
+void Model::reduce_losses(bool beside_backward) {
+  const OpScope op("loss_reduce");
+  const Mat losses = acts_.view(arena_, acts_.losses);
+  void* stream =
+      beside_backward ? backend_.begin_side_collective() : backend_.main_stream_handle();
+  comm_->all_reduce(losses.data, losses.numel(), losses.dtype, ReduceOp::Sum, stream);
+  if (beside_backward) backend_.end_side_collective();
+}
+
+void Model::gather_into_grads(const void* shards) const {
+  const DType m = plan_.precision.master;
+  void* stream = backend_.main_stream_handle();
+  for (const ParamSpan& bucket : layout_.spans()) {
+    const BucketShard shard = shard_of(bucket, plan_.parallel, comm_->rank());
+    const std::int64_t n = shard.state.size();
+    backend_.convert(Mat(at(grads_, shard.state.begin, m), m, 1, n),
+                     Mat(at(const_cast<void*>(shards), shard.moment_begin, m), m, 1, n));
+    comm_->all_gather(at(grads_, bucket.begin, m), n, m, stream);
+  }
+}
+
+std::vector<char> Model::full_block(StateBlock block) const {
+  const DType m = plan_.precision.master;
+  const std::size_t bytes = static_cast<std::size_t>(layout_.total()) * dtype_size(m);
+  std::vector<char> raw(bytes);
+  if (block == StateBlock::Params) {
+    if (master_stale_) {
+      for (const ParamSpan& bucket : layout_.spans()) {
+        const BucketShard shard = shard_of(bucket, plan_.parallel, comm_->rank());
+        comm_->all_gather(at(params_, bucket.begin, m), shard.state.size(), m,
+                          backend_.main_stream_handle());
+      }
+      master_stale_ = false;
+    }
+    backend_.download(raw.data(), params_, bytes);
+    return raw;
+  }
+  void* moments = block == StateBlock::AdamM ? adam_m_ : adam_v_;
+  if (comm_ == nullptr || !plan_.parallel.shard_optimizer) {
+    backend_.download(raw.data(), moments, bytes);
+    return raw;
+  }
+  // The gradients are dead between steps (the next backward overwrites
+  // them): the moments are gathered there, and the block zeroed again, as
+  // its padding must be.
+  gather_into_grads(moments);
+  backend_.download(raw.data(), grads_, bytes);
+  backend_.fill_zero(grads_, bytes);
+  return raw;
+}
+
+}  // namespace tinyllama
