@@ -2,6 +2,7 @@
 // into one line and an exit code (DESIGN §4: 2 bad usage, 1 runtime failure;
 // never a stack trace).
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -10,6 +11,7 @@
 #include "core/errors.h"
 #include "generate_command.h"
 #include "kernels_command.h"
+#include "parallel_run.h"
 #include "parse_error.h"
 #include "prepare_command.h"
 #include "train_command.h"
@@ -22,7 +24,13 @@ int fail(int code, std::string message) {
     if (c == '\n') c = ' ';
   }
   std::cout.flush();  // keep step lines printed so far ahead of the error
-  std::cerr << "error: " << message << std::endl;
+  // A rank of a data-parallel run says which one it is (the launcher
+  // prints every rank's stderr together).
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  const bool ranked = rank != nullptr && world != nullptr && *rank != '\0';
+  std::cerr << (ranked ? "rank " + std::string(rank) + ": " : std::string()) << "error: " << message
+            << std::endl;
   return code;
 }
 
@@ -64,6 +72,7 @@ int run_cli(int argc, char** argv) {
 int main(int argc, char** argv) {
   // Only setting up the command line itself is left to fail here.
   try {
+    tinyllama::cli::remember_process_args(argc, argv);
     return run_cli(argc, argv);
   } catch (...) {
     return fail(tinyllama::kExitRuntime, "internal error while setting up the command line");

@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "io/atomic_file.h"
 #include "option_value.h"
+#include "parallel_run.h"
 #include "progress_line.h"
 #include "train/flag_values.h"
 #include "train/interrupt.h"
@@ -53,6 +54,16 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--seed", a.seed, "UINT", "seed of the initial weights and the synthetic data")
       ->group("Training");
 
+  value(cmd, "--gpus", a.gpus, "INT",
+        "data parallel on N GPUs of this host: starts one process per GPU (NCCL), each "
+        "training --batch-size rows of every global batch of N*B rows; only rank 0 prints and "
+        "writes. Under torchrun/mpirun leave it out: RANK, WORLD_SIZE, LOCAL_RANK and "
+        "MASTER_ADDR/MASTER_PORT are read from the environment")
+      ->group("Execution");
+  value(cmd, "--zero-stage", a.zero_stage, "{0,1}",
+        "with several ranks: 1 shards AdamW's state (ZeRO-1: gradients reduce-scattered, each "
+        "rank updates its shard, weights all-gathered), 0 all-reduces the gradients")
+      ->group("Execution");
   value(cmd, "--device", a.device, "{cpu,cuda}", "where to train")
       ->default_str("cuda if a CUDA device is found, else cpu")
       ->group("Execution");
@@ -223,9 +234,35 @@ TrainCommand::TrainCommand(CLI::App& app)
       "or at these shapes, with the reason; --json has it under \"plan\".");
 }
 
+namespace {
+
+ParallelRequest parallel_request(const TrainArgs& a) {
+  ParallelRequest r;
+  if (!a.gpus.empty()) {
+    r.gpus = parse_int_flag("--gpus", a.gpus);
+    if (r.gpus < 1) throw UsageError("--gpus " + a.gpus + ": expected at least 1");
+  }
+  if (a.zero_stage != "0" && a.zero_stage != "1") {
+    throw UsageError("--zero-stage " + a.zero_stage + ": expected 0 or 1");
+  }
+  r.zero1 = a.zero_stage == "1";
+  return r;
+}
+
+}  // namespace
+
 int TrainCommand::run() const {
   TrainOptions opts = to_train_options(args_);
-  for (const std::string& note : resolve_run(opts)) std::cerr << "note: " << note << std::endl;
+  const ParallelRequest parallel = parallel_request(args_);
+  if (const std::optional<int> code = launch_ranks_if_asked(parallel)) return *code;
+  const std::optional<dist::RankEnv> rank = this_rank(parallel);
+  if (rank) prepare_rank(*rank, parallel, opts);
+  const std::vector<std::string> notes = resolve_run(opts);
+  if (!rank || rank->rank == 0) {
+    for (const std::string& note : notes) std::cerr << "note: " << note << std::endl;
+  }
+  // Every rank has checked its options and device before they meet.
+  const std::unique_ptr<Collectives> collectives = rank ? join_ranks(*rank) : nullptr;
 
   std::cout << format_run_header(opts) << std::endl;
   ProgressLine progress(opts);  // a terminal's ETA line between the step lines
@@ -251,7 +288,8 @@ int TrainCommand::run() const {
           std::cout << format_warmup_line(rec, o) << std::endl;
         }
         progress.step_done(rec.step, rec.ms);
-      });
+      },
+      collectives.get());
   progress.clear();
   if (summary.stop == TrainSummary::Stop::Interrupted) {
     std::cout << "interrupted by " << (summary.signal == SIGINT ? "SIGINT" : "SIGTERM")
@@ -264,7 +302,7 @@ int TrainCommand::run() const {
   // Everything finished is reported before any failure: the summary above,
   // then the JSON report, then the failures, one line each.
   std::vector<std::string> failures;
-  if (!opts.json_path.empty()) {
+  if (!opts.json_path.empty() && (!rank || rank->rank == 0)) {
     try {
       std::cout.flush();  // --json /dev/stdout comes after the summary
       write_json_report(opts.json_path, summary, opts);

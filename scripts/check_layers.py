@@ -11,7 +11,7 @@ import pathlib
 import re
 import sys
 
-RANK = {"core": 0, "model": 1, "cpu": 2, "cuda": 2, "io": 2, "data": 3, "prof": 3, "train": 4,
+RANK = {"core": 0, "dist": 1, "model": 1, "cpu": 2, "cuda": 2, "io": 2, "data": 3, "prof": 3, "train": 4,
         "infer": 4, "bench": 5, "cli": 6}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

@@ -20,9 +20,9 @@
 namespace tinyllama {
 
 struct DataParallel {
-  int world = 1;                  // ranks (1: one process, or --gpus 1)
-  bool shard_optimizer = false;   // ZeRO-1; else every rank updates everything
-  bool enabled = false;           // collectives run (--gpus, or a launcher's environment)
+  int world = 1;                 // ranks (1: one process, or --gpus 1)
+  bool shard_optimizer = false;  // ZeRO-1; else every rank updates everything
+  bool enabled = false;          // collectives run (--gpus, or a launcher's environment)
 
   // What every bucket is padded to a multiple of: 1 for one rank (the plain
   // layout), else world * 64 elements, so each shard is 256-byte aligned in

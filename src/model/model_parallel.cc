@@ -19,7 +19,9 @@ void* at(void* block, std::int64_t elements, DType t) {
 void Model::sweep_shard(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward) {
   const DType m = plan_.precision.master;
   const std::int64_t n = shard.state.size();
-  auto view = [&](void* block, std::int64_t begin, DType t) { return Mat(at(block, begin, t), t, 1, n); };
+  auto view = [&](void* block, std::int64_t begin, DType t) {
+    return Mat(at(block, begin, t), t, 1, n);
+  };
   const Mat param = view(params_, shard.state.begin, m);
   const Mat grad = view(grads_, shard.state.begin, m);
   const Mat mom1 = view(adam_m_, shard.moment_begin, m);
@@ -92,8 +94,7 @@ void Model::parallel_overflow_check() {
 void Model::reduce_losses(bool beside_backward) {
   const OpScope op("loss_reduce");
   const Mat losses = acts_.view(arena_, acts_.losses);
-  void* stream =
-      beside_backward ? backend_.begin_side_collective() : backend_.main_stream_handle();
+  void* stream = beside_backward ? backend_.begin_side_collective() : backend_.main_stream_handle();
   comm_->all_reduce(losses.data, losses.numel(), losses.dtype, ReduceOp::Sum, stream);
   if (beside_backward) backend_.end_side_collective();
 }

@@ -46,7 +46,7 @@ TensorData raw_tensor(const Model& model, Model::StateBlock block) {
   TensorData t;
   t.dtype = hf_dtype(model.precision().master);
   t.bytes = model.state_bytes(block);
-  t.shape = {model.layout().total()};
+  t.shape = {model.state_elements()};
   return t;
 }
 
@@ -77,6 +77,15 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   out.reserve(found.size());
   for (auto& f : found) out.push_back(std::move(f.second));
   return out;
+}
+
+void gather_checkpoint_state(const Model& model) {
+  // save_checkpoint's reads, in its order: each is a collective when the
+  // optimizer is sharded.
+  for (Model::StateBlock block :
+       {Model::StateBlock::Params, Model::StateBlock::AdamM, Model::StateBlock::AdamV}) {
+    (void)model.state_bytes(block);
+  }
 }
 
 std::string save_checkpoint(const std::string& dir, const Model& model,
@@ -150,7 +159,7 @@ CheckpointState load_checkpoint(const std::string& path, Model& model, const Tra
                                                          : Model::StateBlock::AdamV;
       if ((name != "params" && name != "adam_m" && name != "adam_v") ||
           t.dtype != hf_dtype(model.precision().master) ||
-          t.shape != std::vector<std::int64_t>{model.layout().total()}) {
+          t.shape != std::vector<std::int64_t>{model.state_elements()}) {
         throw RuntimeFailure(path + ": tensor '" + name + "' does not fit this model");
       }
       model.set_state_bytes(block, t.bytes);

@@ -33,6 +33,10 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 
 // Writes a checkpoint of `model` and `state`, then deletes all but the
 // newest `keep` (0: none deleted). Returns its path. Throws RuntimeFailure.
+// A data-parallel rank other than 0, where rank 0 calls save_checkpoint:
+// takes part in the same gathers of the sharded state, writing nothing.
+void gather_checkpoint_state(const Model& model);
+
 std::string save_checkpoint(const std::string& dir, const Model& model,
                             const CheckpointState& state, const TrainOptions& opts, int keep);
 

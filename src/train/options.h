@@ -18,6 +18,9 @@ struct TrainOptions {
   BatchShape shape{8, 256};
   PlanRequest request;                       // level preset, single overrides, precision
   std::optional<DeviceKind> device_request;  // empty: cuda when a device is found, else cpu
+  // Data parallel (--gpus, or a launcher's environment): asked for here,
+  // resolve_run puts what runs into plan.parallel. shape.batch is per rank.
+  DataParallel parallel;
   StepPlan plan;                             // resolve_run(): what the run does
 
   int num_steps = 50;

@@ -181,6 +181,10 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
                                   s.steps.size(), opts.warmup_steps);
   out += printf_string("  throughput   %.1f samples/s | %.0f tokens/s\n", s.samples_per_s,
                        s.tokens_per_s);
+  if (s.ranks > 1 || s.parallel != "off") {
+    out += printf_string("  ranks        %d (%.0f tokens/s per rank) | %s\n", s.ranks,
+                         s.tokens_per_s_per_rank, s.parallel.c_str());
+  }
   if (s.phases_timed) {
     out += printf_string(
         "  step time    %.2f ms (forward %.2f ms | backward %.2f ms | optimizer %.2f ms)\n",
@@ -202,12 +206,13 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
                          s.evals.back().after_step);
   }
   if (skipped > 0) out += printf_string("  skipped      %d steps (fp16 overflow)\n", skipped);
-  out += printf_string(
-      "  peak memory  %.1f MB (parameters %s, gradients %s, optimizer %s, "
-      "activations %s, workspaces %s)\n",
-      s.peak_mb, format_bytes(m.parameters).c_str(), format_bytes(m.gradients).c_str(),
-      format_bytes(m.optimizer).c_str(), format_bytes(m.activations).c_str(),
-      format_bytes(m.workspaces).c_str());
+  out += printf_string(s.ranks > 1
+                           ? "  peak memory  %.1f MB per rank (parameters %s,"
+                           : "  peak memory  %.1f MB (parameters %s, gradients %s, optimizer %s, "
+                             "activations %s, workspaces %s)\n",
+                       s.peak_mb, format_bytes(m.parameters).c_str(),
+                       format_bytes(m.gradients).c_str(), format_bytes(m.optimizer).c_str(),
+                       format_bytes(m.activations).c_str(), format_bytes(m.workspaces).c_str());
   if (s.device_used_peak_mb > 0) {
     out += printf_string(
         "  device used  %.1f MB (the driver's count, sampled after each step; CUDA context "
@@ -266,6 +271,9 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
       {"version", TINYLLAMA_VERSION},
       {"samples_per_s", s.samples_per_s},
       {"tokens_per_s", s.tokens_per_s},
+      {"ranks", s.ranks},
+      {"tokens_per_s_per_rank", s.tokens_per_s_per_rank},
+      {"data_parallel", s.parallel},
       {"ms_per_step", s.ms_per_step},
       {"wall_ms_per_step", s.wall_ms_per_step},
       {"forward_ms", ms_json(s.forward_ms)},

@@ -30,6 +30,18 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
                          "); use --device cpu");
   }
   opts.plan = resolve_plan(opts.request, device_caps(device), opts.model, opts.shape);
+  if (opts.parallel.enabled) {
+    if (device != DeviceKind::Cuda) {
+      throw UsageError("--gpus: data parallel runs on CUDA devices (not --device cpu)");
+    }
+    opts.plan.parallel = opts.parallel;
+    if (opts.parallel.shard_optimizer && opts.plan.ops.optimizer == OptimizerImpl::PerTensor) {
+      opts.plan.parallel.shard_optimizer = false;
+      notes.push_back(
+          "--zero-stage 1 needs a fused AdamW sweep; this level's per-tensor AdamW all-reduces "
+          "the gradients and keeps the whole optimizer state on every rank");
+    }
+  }
   check_memory(opts.model, opts.shape, opts.plan);
   return notes;
 }

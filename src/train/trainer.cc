@@ -82,14 +82,16 @@ void fill_averages(TrainSummary& s, const TrainOptions& opts) {
     s.optimizer_ms += r.optimizer_ms / n;
   }
   s.final_loss = s.steps.back().loss;
-  s.samples_per_s = opts.shape.batch / (s.ms_per_step / 1e3);
-  s.tokens_per_s = static_cast<double>(opts.shape.tokens()) / (s.ms_per_step / 1e3);
+  s.samples_per_s = s.ranks * opts.shape.batch / (s.ms_per_step / 1e3);
+  s.tokens_per_s_per_rank = static_cast<double>(opts.shape.tokens()) / (s.ms_per_step / 1e3);
+  s.tokens_per_s = s.ranks * s.tokens_per_s_per_rank;
 }
 
 }  // namespace
 
 TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
-                   const NoteCallback& on_note, const WarmupCallback& on_warmup) {
+                   const NoteCallback& on_note, const WarmupCallback& on_warmup,
+                   Collectives* collectives) {
   opts.model.validate();
   const StepPlan& plan = opts.plan;
   if (plan.level.empty()) throw std::logic_error("train: the plan is not resolved (resolve_run)");
@@ -100,7 +102,11 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   RunData data(opts);
   note("data | " + data.description());
   std::unique_ptr<Backend> backend = make_backend(plan.device, plan.precision);
-  Model model(opts.model, opts.shape, plan, *backend);
+  Collectives* comm = plan.parallel.enabled ? collectives : nullptr;
+  const int rank = comm != nullptr ? comm->rank() : 0;
+  const int world = comm != nullptr ? comm->world() : 1;
+  const bool writer = rank == 0;  // the one rank that writes files
+  Model model(opts.model, opts.shape, plan, *backend, comm);
   // The memory check refused by the plan's figure: the backend must have
   // allocated exactly that, or the reported peak would be wrong.
   if (backend->workspace_bytes() != plan.workspace_bytes()) {
@@ -110,6 +116,9 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   }
 
   TrainSummary summary;
+  summary.ranks = world;
+  summary.parallel =
+      plan.parallel.describe() + (comm != nullptr ? " over " + comm->description() : std::string());
   summary.device_name = backend->device_description();
   summary.memory = model.memory();
   for (const ParamSlot& s : model.layout().slots()) summary.parameter_count += s.numel();
@@ -117,7 +126,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
 
   model.set_params(opts.init_from.empty() ? initial_weights(model.layout(), opts.seed)
                                           : load_hf_weights(opts.init_from, model.layout()));
-  RunDump dump(opts.dump_dir);
+  RunDump dump(writer ? opts.dump_dir : std::string());
   dump.initial_weights(model);
 
   LossScaler scaler(plan.loss_scaling == LossScaling::Dynamic);
@@ -156,14 +165,16 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     summary.resumed_steps = start;
     note("resumed from " + path + " (" + std::to_string(start) + " steps done)");
   }
-  if (!opts.checkpoint_dir.empty()) std::filesystem::create_directories(opts.checkpoint_dir);
+  if (!opts.checkpoint_dir.empty() && writer) {
+    std::filesystem::create_directories(opts.checkpoint_dir);
+  }
   // --profile: records the first profile_steps timed steps (src/prof/profiler.h).
   std::unique_ptr<prof::Profiler> profiler =
-      opts.profile ? std::make_unique<prof::Profiler>(
-                         prof::ProfileSettings{opts.profile_dir, opts.profile_steps,
-                                               opts.warmup_steps, opts.profile_api_calls},
-                         model, *backend)
-                   : nullptr;
+      opts.profile && writer ? std::make_unique<prof::Profiler>(
+                                   prof::ProfileSettings{opts.profile_dir, opts.profile_steps,
+                                                         opts.warmup_steps, opts.profile_api_calls},
+                                   model, *backend)
+                             : nullptr;
 
   // Steps are enqueued ahead: step n+1 is launched before step n's loss is
   // read, so the host's work overlaps the device's. The loop waits for every
@@ -222,6 +233,15 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   };
   auto baseline = [&](int step) { return step >= 1 && (!profiler || step > opts.profile_steps); };
 
+  // Every rank draws the global batch (the same seeded sequence) and keeps
+  // its own block of rows: the ranks see disjoint shards of each batch, and
+  // together the batch one process would train on with --batch-size B*N.
+  auto rank_rows = [&](std::vector<std::int32_t> global) {
+    if (world == 1) return global;
+    const std::size_t per_rank = global.size() / static_cast<std::size_t>(world);
+    const auto first = global.begin() + static_cast<std::ptrdiff_t>(per_rank * rank);
+    return std::vector<std::int32_t>(first, first + static_cast<std::ptrdiff_t>(per_rank));
+  };
   std::int64_t launched_count = 0;
   auto evaluate = [&](int after_step) {
     const double loss = data.evaluate(model, opts.eval_steps, opts.shape.batch);
@@ -243,6 +263,11 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     c.clean_steps = scaler.clean_steps();
     c.sampler = data.train().state();
     c.tuning = backend->tuning_state();
+    if (!writer) {
+      gather_checkpoint_state(model);  // rank 0's save reads the sharded state
+      last_checkpoint = steps_done;
+      return;
+    }
     try {
       summary.checkpoint =
           save_checkpoint(opts.checkpoint_dir, model, c, opts, opts.keep_checkpoints);
@@ -286,7 +311,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     }
     if (baseline(step) && (!baseline(step - 1) || i == start))
       wall_start = std::chrono::steady_clock::now();
-    Launched l{step, timed, false, data.train().next_batch(opts.shape.batch)};
+    Launched l{step, timed, false, rank_rows(data.train().next_batch(opts.shape.batch * world))};
     if (profiler) l.profiled = profiler->begin_step(timed);
     runner.launch(l.rows);
     if (profiler) profiler->end_launch();
@@ -328,17 +353,22 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   summary.launches = runner.launches();
   summary.phases_timed = runner.phases_timed();
   // Diverged weights are worth nothing; a failed save is reported after the
-  // summary and the --json report, which must not be lost with it.
+  // summary and the --json report, which must not be lost with it. The
+  // weights are read on every rank (a gather under ZeRO-1), written by one.
+  const bool keep_weights = (!opts.save_weights.empty() || !opts.export_hf.empty()) &&
+                            summary.stop != TrainSummary::Stop::Diverged;
+  const std::vector<double> final_weights = keep_weights ? model.params() : std::vector<double>();
+  if (!writer) return summary;
   if (!opts.save_weights.empty() && summary.stop != TrainSummary::Stop::Diverged) {
     try {
-      save_hf_weights(opts.save_weights, model.layout(), model.params());
+      save_hf_weights(opts.save_weights, model.layout(), final_weights);
     } catch (const RuntimeFailure& e) {
       summary.save_error = std::string("--save-weights: ") + e.what();
     }
   }
   if (!opts.export_hf.empty() && summary.stop != TrainSummary::Stop::Diverged) {
     try {
-      export_hf_directory(opts.export_hf, model.layout(), model.params(), opts.shape.seq);
+      export_hf_directory(opts.export_hf, model.layout(), final_weights, opts.shape.seq);
     } catch (const RuntimeFailure& e) {
       const std::string error = std::string("--export-hf: ") + e.what();
       summary.save_error = summary.save_error.empty() ? error : summary.save_error + "; " + error;

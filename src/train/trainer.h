@@ -48,6 +48,12 @@ struct TrainSummary {
   MemoryBreakdown memory;
   std::string device_name;  // e.g. "cpu (x86_64, 2 threads)" or "NVIDIA H100 80GB HBM3"
   std::int64_t parameter_count = 0;
+  // Data parallel: the ranks (1 otherwise); samples_per_s and tokens_per_s
+  // are the whole run's (every rank's), tokens_per_s_per_rank one rank's;
+  // `memory` is one rank's (ZeRO-1 shards the optimizer state).
+  int ranks = 1;
+  double tokens_per_s_per_rank = 0;
+  std::string parallel;  // DataParallel::describe() and the collectives, or "off"
 
   // How the steps ran: "eager", or "cuda_graph" (one captured step replayed).
   std::string execution = "eager";
@@ -99,7 +105,13 @@ using WarmupCallback = std::function<void(const StepRecord&, const TrainOptions&
 // A signal (train/interrupt.h) stops it between steps: the summary then
 // covers the steps done (stop == Interrupted), as it does when the loss
 // stops being finite (Diverged).
+// Data parallel (opts.plan.parallel.enabled): `collectives` joins this
+// rank to the others. Every rank draws the same global batch of
+// shape.batch * world rows and trains on its own block of them; only rank
+// 0 writes files (checkpoints, weights, dumps, the profile); the reads of
+// sharded state they need are made on every rank.
 TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
-                   const NoteCallback& on_note = {}, const WarmupCallback& on_warmup = {});
+                   const NoteCallback& on_note = {}, const WarmupCallback& on_warmup = {},
+                   Collectives* collectives = nullptr);
 
 }  // namespace tinyllama

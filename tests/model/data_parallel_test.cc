@@ -70,7 +70,8 @@ TEST(DataParallelLayout, SpansAreAlignedContiguousAndHoldTheSameValues) {
       }
     }
     for (const ParamSlot& s : plain.slots()) {
-      for (std::int64_t i = 0; i < s.stored_numel(); ++i) EXPECT_EQ(back[s.offset + i], a[s.offset + i]);
+      for (std::int64_t i = 0; i < s.stored_numel(); ++i)
+        EXPECT_EQ(back[s.offset + i], a[s.offset + i]);
     }
   }
 }
@@ -80,7 +81,8 @@ TEST(DataParallelLayout, OneRankKeepsThePlainLayout) {
   const DataParallel one{1, true, true};
   const ParamLayout a(cfg), b(cfg, one.span_align());
   EXPECT_EQ(a.total(), b.total());
-  for (std::size_t i = 0; i < a.slots().size(); ++i) EXPECT_EQ(a.slots()[i].offset, b.slots()[i].offset);
+  for (std::size_t i = 0; i < a.slots().size(); ++i)
+    EXPECT_EQ(a.slots()[i].offset, b.slots()[i].offset);
 }
 
 TEST(DataParallelShards, CoverEachBucketOnceAndPackTheMoments) {
@@ -147,7 +149,8 @@ RunResult run_rank(const std::string& level, BatchShape shape, const DataParalle
   for (int step = 0; step < kSteps; ++step) {
     const auto& global = batches[static_cast<std::size_t>(step)];
     const auto first = global.begin() + static_cast<std::ptrdiff_t>(rank * shape.batch * row);
-    model.set_batch(std::vector<std::int32_t>(first, first + static_cast<std::ptrdiff_t>(shape.batch * row)));
+    model.set_batch(
+        std::vector<std::int32_t>(first, first + static_cast<std::ptrdiff_t>(shape.batch * row)));
     hp.step = step + 1;
     model.stage_step(1.0f, false, hp);
     model.forward_pass();
@@ -189,7 +192,8 @@ void check_against_one_model(const std::string& level, int world, bool shard) {
   for (int s = 0; s < kSteps; ++s) {
     batches.push_back(random_rows(world * local_batch, kSeq, small_config().vocab_size, 40 + s));
   }
-  const RunResult one = run_rank(level, {world * local_batch, kSeq}, DataParallel{}, nullptr, batches);
+  const RunResult one =
+      run_rank(level, {world * local_batch, kSeq}, DataParallel{}, nullptr, batches);
   // What separates the runs beyond float64 summation order: the loss's
   // gradient scale is staged as a float (StepScalars), 1/(global tokens)
   // for one model and 1/(local tokens) for each rank, whose mean over the
@@ -209,14 +213,16 @@ void check_against_one_model(const std::string& level, int world, bool shard) {
     threads.emplace_back([&, r] {
       ThreadCollectives comm(hub, r);
       try {
-        ranks[static_cast<std::size_t>(r)] = run_rank(level, {local_batch, kSeq}, dp, &comm, batches);
+        ranks[static_cast<std::size_t>(r)] =
+            run_rank(level, {local_batch, kSeq}, dp, &comm, batches);
       } catch (const std::exception& e) {
         errors[static_cast<std::size_t>(r)] = e.what();  // a failing rank would hang the others
       }
     });
   }
   for (auto& t : threads) t.join();
-  const std::string name = level + " ranks " + std::to_string(world) + (shard ? " zero1" : " allreduce");
+  const std::string name =
+      level + " ranks " + std::to_string(world) + (shard ? " zero1" : " allreduce");
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(errors[static_cast<std::size_t>(r)], "") << name;
     const RunResult& got = ranks[static_cast<std::size_t>(r)];
@@ -232,7 +238,8 @@ void check_against_one_model(const std::string& level, int world, bool shard) {
     RunResult r;
     const ModelConfig cfg = small_config();
     CpuBackend backend;
-    Model m(cfg, {2, kSeq}, graph_plan(level_preset(level), Precision::fp64(), cfg, {2, kSeq}), backend);
+    Model m(cfg, {2, kSeq}, graph_plan(level_preset(level), Precision::fp64(), cfg, {2, kSeq}),
+            backend);
     m.set_params(initial_weights(m.layout(), 3));
     r.params = m.state_bytes(Model::StateBlock::Params);
     return r;

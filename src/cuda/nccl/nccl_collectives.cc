@@ -1,0 +1,159 @@
+#include "cuda/nccl/nccl_collectives.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "core/errors.h"
+#include "cuda/cuda_check.h"
+
+namespace tinyllama {
+namespace {
+
+[[noreturn]] void nccl_failure(const char* call, ncclResult_t r, ncclComm_t comm) {
+  std::string why = ncclGetErrorString(r);
+  if (comm != nullptr) {
+    const char* last = ncclGetLastError(comm);
+    if (last != nullptr && *last != '\0') why += " (" + std::string(last) + ")";
+  }
+  throw RuntimeFailure(std::string("NCCL: ") + call + " failed: " + why);
+}
+
+#define NCCL_CHECK(call, comm)                                        \
+  do {                                                                \
+    const ncclResult_t tl_nccl_ = (call);                             \
+    if (tl_nccl_ != ncclSuccess) nccl_failure(#call, tl_nccl_, comm); \
+  } while (0)
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
+  }
+  throw std::invalid_argument("NCCL: no such dtype");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  // ncclAvg (NCCL 2.10+) divides inside the reduction: no extra pass.
+  return op == ReduceOp::Mean ? ncclAvg : ncclSum;
+}
+
+char* offset(void* data, std::int64_t elements, DType t) {
+  return static_cast<char*>(data) + elements * static_cast<std::int64_t>(dtype_size(t));
+}
+
+class NcclCollectives : public Collectives {
+ public:
+  NcclCollectives(int rank, int world, const std::vector<std::uint8_t>& id)
+      : rank_(rank), world_(world) {
+    ncclUniqueId uid;
+    if (id.size() != sizeof uid.internal) {
+      throw RuntimeFailure("NCCL: the rendezvous gave " + std::to_string(id.size()) +
+                           " bytes, not a unique id of " + std::to_string(sizeof uid.internal));
+    }
+    std::memcpy(uid.internal, id.data(), sizeof uid.internal);
+    NCCL_CHECK(ncclCommInitRank(&comm_, world, uid, rank), nullptr);
+  }
+  ~NcclCollectives() override {
+    if (comm_ == nullptr) return;
+    // Work still queued would be waited for; a failed run aborts instead.
+    if (ncclCommFinalize(comm_) != ncclSuccess) {
+      ncclCommAbort(comm_);
+      return;
+    }
+    ncclCommDestroy(comm_);
+  }
+  NcclCollectives(const NcclCollectives&) = delete;
+  NcclCollectives& operator=(const NcclCollectives&) = delete;
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  std::string description() const override {
+    return "nccl " + nccl_version() + ", " + std::to_string(world_) + " ranks";
+  }
+
+  void all_reduce(void* data, std::int64_t count, DType dtype, ReduceOp op, void* stream) override {
+    NCCL_CHECK(ncclAllReduce(data, data, static_cast<std::size_t>(count), nccl_type(dtype),
+                             nccl_op(op), comm_, static_cast<cudaStream_t>(stream)),
+               comm_);
+  }
+  void reduce_scatter(void* data, std::int64_t shard, DType dtype, ReduceOp op,
+                      void* stream) override {
+    // In place: this rank's block of the input is the output.
+    NCCL_CHECK(
+        ncclReduceScatter(data, offset(data, rank_ * shard, dtype), static_cast<std::size_t>(shard),
+                          nccl_type(dtype), nccl_op(op), comm_, static_cast<cudaStream_t>(stream)),
+        comm_);
+  }
+  void all_gather(void* data, std::int64_t shard, DType dtype, void* stream) override {
+    NCCL_CHECK(
+        ncclAllGather(offset(data, rank_ * shard, dtype), data, static_cast<std::size_t>(shard),
+                      nccl_type(dtype), comm_, static_cast<cudaStream_t>(stream)),
+        comm_);
+  }
+  void all_reduce_max(std::int32_t* flag, void* stream) override {
+    NCCL_CHECK(
+        ncclAllReduce(flag, flag, 1, ncclInt32, ncclMax, comm_, static_cast<cudaStream_t>(stream)),
+        comm_);
+  }
+
+ private:
+  int rank_;
+  int world_;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+std::string nccl_build_note() {
+  return "";
+}
+
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  // NCCL 2.9+: major * 10000 + minor * 100 + patch.
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+std::vector<std::uint8_t> nccl_unique_id() {
+  ncclUniqueId uid;
+  NCCL_CHECK(ncclGetUniqueId(&uid), nullptr);
+  return {reinterpret_cast<const std::uint8_t*>(uid.internal),
+          reinterpret_cast<const std::uint8_t*>(uid.internal) + sizeof uid.internal};
+}
+
+void select_cuda_device(int device) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    throw RuntimeFailure("data parallel: no CUDA device is available");
+  }
+  if (device < 0 || device >= count) {
+    throw RuntimeFailure("data parallel: local rank " + std::to_string(device) + " needs GPU " +
+                         std::to_string(device) + ", this host has " + std::to_string(count) +
+                         " (lower --gpus, or check LOCAL_RANK / CUDA_VISIBLE_DEVICES)");
+  }
+  CUDA_CHECK(cudaSetDevice(device));
+}
+
+std::unique_ptr<Collectives> make_nccl_collectives(int rank, int world,
+                                                   const std::vector<std::uint8_t>& id) {
+  // NVLink SHARP multicast stays off in every run (also for a process a
+  // launcher started with an environment of its own).
+  ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+  return std::make_unique<NcclCollectives>(rank, world, id);
+}
+
+}  // namespace tinyllama
