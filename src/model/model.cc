@@ -88,15 +88,17 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
   targets_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
   overflow_flag_ = static_cast<std::int32_t*>(backend_.allocate(sizeof(std::int32_t)));
   backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
+  stop_vote_ = static_cast<std::int32_t*>(backend_.allocate(sizeof(std::int32_t)));
+  backend_.fill_zero(stop_vote_, sizeof(std::int32_t));
   step_scalars_ = static_cast<StepScalars*>(backend_.allocate(sizeof(StepScalars)));
   const StepScalars initial = make_step_scalars(hyper_, loss_scale_, shape_.tokens());
   backend_.upload(step_scalars_, &initial, sizeof initial);
 }
 
 Model::~Model() {
-  for (void* p :
-       {state_, compute_params_, arena_, static_cast<void*>(tokens_), static_cast<void*>(targets_),
-        static_cast<void*>(overflow_flag_), static_cast<void*>(step_scalars_)}) {
+  for (void* p : {state_, compute_params_, arena_, static_cast<void*>(tokens_),
+                  static_cast<void*>(targets_), static_cast<void*>(overflow_flag_),
+                  static_cast<void*>(stop_vote_), static_cast<void*>(step_scalars_)}) {
     if (p != nullptr) backend_.release(p);
   }
 }

@@ -73,6 +73,14 @@ class Model {
   std::int64_t state_elements() const { return canonical_.total(); }
   // This rank's connection to the others; null in a single-process run.
   Collectives* collectives() const { return comm_; }
+  // Data parallel: whether this rank wants the run to stop (a signal), as
+  // the next step's vote; the step combines the votes of every rank
+  // (stream-ordered, captured with it) and enqueue_stop_readback copies the
+  // result next to the loss, so every rank learns of a stop after the same
+  // step. Call before the step, outside any capture.
+  void stage_stop_vote(bool stop);
+  void enqueue_stop_readback(HostReadback& rb) const;
+  static bool stop_voted(HostReadback& rb);
 
   // rows: batch rows of seq+1 tokens each, row-major; inputs are row[0:S],
   // targets row[1:S+1]. Copied into fixed device buffers, stream-ordered
@@ -225,6 +233,7 @@ class Model {
   std::int32_t* tokens_ = nullptr;         // [B*S] inputs (device)
   std::int32_t* targets_ = nullptr;        // [B*S] targets (device)
   std::int32_t* overflow_flag_ = nullptr;  // set by flag_nonfinite (device)
+  std::int32_t* stop_vote_ = nullptr;      // data parallel: stage_stop_vote (device)
   StepScalars* step_scalars_ = nullptr;    // the staged per-step values (device)
   float loss_scale_ = 1.0f;                // staged by the last stage_step
   bool check_overflow_ = false;            // whether backward_pass scans

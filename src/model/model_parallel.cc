@@ -1,6 +1,7 @@
 // The data-parallel parts of a step (model/data_parallel.h): the gradient
 // exchange per bucket, the sharded update and weight gather, the combined
 // overflow flag and losses, and reading state that lives in shards.
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -96,7 +97,24 @@ void Model::reduce_losses(bool beside_backward) {
   const Mat losses = acts_.view(arena_, acts_.losses);
   void* stream = beside_backward ? backend_.begin_side_collective() : backend_.main_stream_handle();
   comm_->all_reduce(losses.data, losses.numel(), losses.dtype, ReduceOp::Sum, stream);
+  // A training step also combines the ranks' stop votes (stage_stop_vote).
+  if (beside_backward) comm_->all_reduce_max(stop_vote_, stream);
   if (beside_backward) backend_.end_side_collective();
+}
+
+void Model::stage_stop_vote(bool stop) {
+  const std::int32_t vote = stop ? 1 : 0;
+  backend_.upload_async(stop_vote_, &vote, sizeof vote);
+}
+
+void Model::enqueue_stop_readback(HostReadback& rb) const {
+  rb.copy_from(stop_vote_, sizeof(std::int32_t));
+}
+
+bool Model::stop_voted(HostReadback& rb) {
+  std::int32_t vote = 0;
+  std::memcpy(&vote, rb.wait(), sizeof vote);
+  return vote != 0;
 }
 
 void Model::gather_into_grads(const void* shards) const {

@@ -38,6 +38,9 @@ StepRunner::StepRunner(Model& model, LossScaler& scaler, const AdamWHyper& hyper
   }
   for (int slot = 0; slot < kGraphSlots; ++slot) {
     readbacks_.push_back(backend_.make_readback(model.losses_bytes()));
+    if (model.collectives() != nullptr) {
+      votes_.push_back(backend_.make_readback(sizeof(std::int32_t)));
+    }
   }
 }
 
@@ -131,7 +134,7 @@ StepRecord StepRunner::run(const std::vector<std::int32_t>& rows) {
   return finish();
 }
 
-void StepRunner::launch(const std::vector<std::int32_t>& rows) {
+void StepRunner::launch(const std::vector<std::int32_t>& rows, bool stop_vote) {
   if (!can_launch()) throw std::logic_error("StepRunner::launch: no free slot (finish() first)");
   const int slot = steps_run_ % kGraphSlots;
   // Everything the step puts on the stream lies between its first and last
@@ -147,6 +150,7 @@ void StepRunner::launch(const std::vector<std::int32_t>& rows) {
   // flight here is an update that will be applied.
   hyper_.step = applied_updates_ + in_flight() + 1;
   model_.stage_step(static_cast<float>(step.loss_scale), scaler_.enabled(), hyper_);
+  if (!votes_.empty()) model_.stage_stop_vote(stop_vote);
 
   switch (state_) {
     case State::Replay:
@@ -160,6 +164,7 @@ void StepRunner::launch(const std::vector<std::int32_t>& rows) {
       break;
   }
   model_.enqueue_loss_readback(*readbacks_[static_cast<std::size_t>(slot)]);
+  if (!votes_.empty()) model_.enqueue_stop_readback(*votes_[static_cast<std::size_t>(slot)]);
   timer_->record(mark(slot, kEnd));
   in_flight_.push_back(step);
   ++steps_run_;
@@ -177,6 +182,7 @@ StepRecord StepRunner::finish() {
 
   StepRecord r;
   r.loss = model_.mean_loss(*readbacks_[static_cast<std::size_t>(slot)]);  // waits for the step
+  if (!votes_.empty()) r.stop_agreed = Model::stop_voted(*votes_[static_cast<std::size_t>(slot)]);
   // With loss scaling this is the only step in flight: the flag is its own.
   r.skipped = scaler_.update(model_.overflowed());
   r.loss_scale = step.loss_scale;

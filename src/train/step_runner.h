@@ -50,7 +50,9 @@ class StepRunner {
 
   // Enqueues one step on `rows` without waiting for it; requires
   // can_launch(). Throws std::logic_error otherwise.
-  void launch(const std::vector<std::int32_t>& rows);
+  // stop_vote (data parallel): this rank asks the run to stop; the record
+  // of the step says whether any rank did (StepRecord::stop_agreed).
+  void launch(const std::vector<std::int32_t>& rows, bool stop_vote = false);
   // Waits for the oldest step in flight and returns its record (as run()
   // does). Throws std::logic_error when none is in flight.
   StepRecord finish();
@@ -109,6 +111,7 @@ class StepRunner {
   AdamWHyper hyper_;
   std::unique_ptr<EventTimer> timer_;                     // kMarks marks per slot
   std::vector<std::unique_ptr<HostReadback>> readbacks_;  // one per slot
+  std::vector<std::unique_ptr<HostReadback>> votes_;      // data parallel: one per slot
   std::deque<InFlight> in_flight_;
   bool graphs_wanted_;
   State state_ = State::Eager;

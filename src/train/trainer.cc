@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -199,8 +200,15 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
                      : "warm-up step " + std::to_string(step + opts.warmup_steps) + "/" +
                            std::to_string(opts.warmup_steps);
   };
+  // Data parallel: a signal reaches the ranks at different steps, and a
+  // rank that stopped alone would leave the others waiting in a collective;
+  // each step carries every rank's vote, and the run stops after the first
+  // step a rank voted in, on every rank alike.
+  bool stop_agreed = false;
+  auto stop_now = [&] { return comm != nullptr ? stop_agreed : interrupt_signal() != 0; };
   auto complete_oldest = [&] {
     StepRecord r = runner.finish();
+    stop_agreed = stop_agreed || r.stop_agreed;
     Launched l = std::move(launched.front());
     launched.pop_front();
     r.step = l.step;
@@ -285,11 +293,12 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     // Between steps: a signal, a checkpoint or an evaluation waits for the
     // steps in flight (their batches were drawn: the sampler's state is
     // that of the steps done once they finish).
-    if (interrupt_signal() != 0) {
+    if (stop_now()) {
       drain();
       if (summary.stop == TrainSummary::Stop::Completed) {
         summary.stop = TrainSummary::Stop::Interrupted;
-        summary.signal = interrupt_signal();
+        // A rank the signal did not reach stops as if sent SIGTERM.
+        summary.signal = interrupt_signal() != 0 ? interrupt_signal() : SIGTERM;
       }
       break;
     }
@@ -313,7 +322,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
       wall_start = std::chrono::steady_clock::now();
     Launched l{step, timed, false, rank_rows(data.train().next_batch(opts.shape.batch * world))};
     if (profiler) l.profiled = profiler->begin_step(timed);
-    runner.launch(l.rows);
+    runner.launch(l.rows, interrupt_signal() != 0);
     if (profiler) profiler->end_launch();
     if (runner.capture_failed() && !capture_failure_told) {
       capture_failure_told = true;

@@ -21,6 +21,9 @@ struct StepRecord {
   double optimizer_ms = 0;
   bool skipped = false;   // fp16 overflow: update skipped
   double loss_scale = 1;  // fp16 dynamic loss scale in force
+  // Data parallel: a rank had a stop request (a signal) when this step was
+  // launched; every rank sees the same value, so all stop together.
+  bool stop_agreed = false;
 };
 
 struct TrainSummary {

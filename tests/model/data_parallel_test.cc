@@ -260,5 +260,50 @@ TEST(DataParallelTraining, ShardedLevelThreeMatches) {
   check_against_one_model("v3", 2, /*shard=*/true);
 }
 
+// A signal reaches one rank; every rank must learn of it after the same
+// step, or the others would wait in the next step's collectives forever.
+TEST(DataParallelTraining, AStopVoteOfOneRankReachesEveryRankAfterThatStep) {
+  const int world = 3, voter = 2, vote_step = 1;
+  const BatchShape shape{2, kSeq};
+  ThreadHub hub(world);
+  std::vector<std::vector<bool>> agreed(static_cast<std::size_t>(world));
+  std::vector<std::string> errors(static_cast<std::size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ThreadCollectives comm(hub, r);
+        const ModelConfig cfg = small_config();
+        CpuBackend backend;
+        StepPlan plan = graph_plan(level_preset("v2"), Precision::fp64(), cfg, shape);
+        plan.parallel = DataParallel{world, true, true};
+        Model model(cfg, shape, plan, backend, &comm);
+        model.set_params(initial_weights(model.layout(), 3));
+        auto readback = backend.make_readback(sizeof(std::int32_t));
+        AdamWHyper hp = test_hyper();
+        for (int step = 0; step < 3; ++step) {
+          model.set_batch(random_rows(shape.batch, kSeq, cfg.vocab_size, 60 + step * world + r));
+          hp.step = step + 1;
+          model.stage_step(1.0f, false, hp);
+          model.stage_stop_vote(r == voter && step == vote_step);
+          model.forward_pass();
+          model.backward_pass(/*update_layers=*/true);
+          model.optimizer_pass();
+          model.enqueue_stop_readback(*readback);
+          agreed[static_cast<std::size_t>(r)].push_back(Model::stop_voted(*readback));
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(agreed[static_cast<std::size_t>(r)], (std::vector<bool>{false, true, false}))
+        << "rank " << r;
+  }
+}
+
 }  // namespace
 }  // namespace tinyllama

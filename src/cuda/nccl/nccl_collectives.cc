@@ -78,9 +78,7 @@ class NcclCollectives : public Collectives {
 
   int rank() const override { return rank_; }
   int world() const override { return world_; }
-  std::string description() const override {
-    return "nccl " + nccl_version() + ", " + std::to_string(world_) + " ranks";
-  }
+  std::string description() const override { return "nccl " + nccl_version(); }
 
   void all_reduce(void* data, std::int64_t count, DType dtype, ReduceOp op, void* stream) override {
     NCCL_CHECK(ncclAllReduce(data, data, static_cast<std::size_t>(count), nccl_type(dtype),
