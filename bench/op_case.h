@@ -4,6 +4,7 @@
 // from the shapes), enqueues the op through the Backend interface, and
 // checks one run against the CPU reference backend.
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "model/backend.h"
@@ -50,6 +51,14 @@ struct CheckResult {
   double max_rel_err = 0;
   std::string worst;  // the output with that error, e.g. "dq"
   std::string scope;  // what was compared, e.g. "batch row 0, kv heads 0 and 3"
+};
+
+// Thrown by a case's factory when the device cannot run that variant at
+// all (e.g. a kernel of another GPU generation): the runner reports the
+// variant skipped with this reason instead of failed.
+class OpSkipped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 class OpCase {

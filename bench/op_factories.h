@@ -18,7 +18,24 @@ std::unique_ptr<OpCase> make_gemm(BenchContext& ctx, Linear linear, GemmPass pas
 
 // ops_attention.cc: causal GQA attention, materialised (probs kept), flash
 // or cuDNN's SDPA.
-std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl);
+// Which of flash attention's forward kernel families a case pins (CUDA
+// only; the others follow the backend's own choice): side by side in the
+// bench while one has not replaced the other.
+enum class FlashPin {
+  None,
+  Mma,
+  Wgmma1x64,
+  Wgmma1x128,
+  Wgmma2x64,
+  Wgmma2x128,
+  Paired2x64,
+  Paired2x128,
+  Overlap1x64,
+  Overlap2x64,
+  Overlap2x128
+};
+std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl,
+                                       FlashPin pin = FlashPin::None);
 
 // ops_norm_rope.cc
 std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass);

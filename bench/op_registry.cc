@@ -78,11 +78,11 @@ class Builder {
 
   // One pass of attention in one implementation. A variant the device
   // cannot run at a shape is skipped with resolve_plan's reason.
-  void attention(Pass pass, const char* variant, ImplChoice impl) {
+  void attention(Pass pass, const char* variant, ImplChoice impl, FlashPin pin = FlashPin::None) {
     const bool fwd = pass == Pass::Forward;
     add(fwd ? "attention.fwd" : "attention.bwd", variant,
         fwd ? "forward/layer0/attention" : "backward/layer0/attention", impl,
-        [=](BenchContext& c) { return make_attention(c, pass, impl.attention); });
+        [=](BenchContext& c) { return make_attention(c, pass, impl.attention, pin); });
   }
 
   std::vector<OpVariant> take() { return std::move(entries_); }
@@ -119,6 +119,20 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_rope(c, fwd); });
   b.attention(fwd, "materialized", materialised);
   b.attention(fwd, "flash", v2);
+  // Our forward's kernel families pinned (flash: the best the device runs).
+  b.attention(fwd, "flash-mma", v2, FlashPin::Mma);
+  // wgWxK: W warpgroups of 64 query rows per block, K keys per tile.
+  b.attention(fwd, "flash-wg1x64", v2, FlashPin::Wgmma1x64);
+  b.attention(fwd, "flash-wg1x128", v2, FlashPin::Wgmma1x128);
+  b.attention(fwd, "flash-wg2x64", v2, FlashPin::Wgmma2x64);
+  b.attention(fwd, "flash-wg2x128", v2, FlashPin::Wgmma2x128);
+  // pairWxK: the warpgroups take W heads of one kv group (shared K/V tiles).
+  b.attention(fwd, "flash-pair2x64", v2, FlashPin::Paired2x64);
+  b.attention(fwd, "flash-pair2x128", v2, FlashPin::Paired2x128);
+  // ovWxK: the same with the softmax overlapped with P V.
+  b.attention(fwd, "flash-ov1x64", v2, FlashPin::Overlap1x64);
+  b.attention(fwd, "flash-ov2x64", v2, FlashPin::Overlap2x64);
+  b.attention(fwd, "flash-ov2x128", v2, FlashPin::Overlap2x128);
   b.attention(fwd, "cudnn", cudnn);
   b.gemm(Linear::OutProj, GemmPass::Forward);
   b.add("residual_add", "", "forward/layer0/attn_residual", v2,

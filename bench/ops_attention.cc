@@ -9,6 +9,9 @@
 #include "bench/op_factories.h"
 #include "bench/reference.h"
 #include "cpu/cpu_backend.h"
+#if defined(TINYLLAMA_HAS_CUDA)
+#include "cuda/flash/flash_attention.h"
+#endif
 
 namespace tinyllama::bench {
 namespace {
@@ -29,10 +32,86 @@ std::string list_heads(const std::vector<std::int64_t>& heads) {
   return s;
 }
 
+#if defined(TINYLLAMA_HAS_CUDA)
+cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
+  switch (pin) {
+    case FlashPin::Mma:
+      return cuda::FlashForwardKernel::Mma;
+    case FlashPin::Wgmma1x64:
+      return cuda::FlashForwardKernel::Wgmma1x64;
+    case FlashPin::Wgmma1x128:
+      return cuda::FlashForwardKernel::Wgmma1x128;
+    case FlashPin::Wgmma2x64:
+      return cuda::FlashForwardKernel::Wgmma2x64;
+    case FlashPin::Wgmma2x128:
+      return cuda::FlashForwardKernel::Wgmma2x128;
+    case FlashPin::Paired2x64:
+      return cuda::FlashForwardKernel::Paired2x64;
+    case FlashPin::Paired2x128:
+      return cuda::FlashForwardKernel::Paired2x128;
+    case FlashPin::Overlap1x64:
+      return cuda::FlashForwardKernel::Overlap1x64;
+    case FlashPin::Overlap2x64:
+      return cuda::FlashForwardKernel::Overlap2x64;
+    case FlashPin::Overlap2x128:
+      return cuda::FlashForwardKernel::Overlap2x128;
+    case FlashPin::None:
+      break;
+  }
+  return cuda::FlashForwardKernel::Best;
+}
+#endif
+
+// Pins flash attention's forward kernel family for its lifetime (the
+// setting is process-wide: every other case runs with the default).
+class ScopedFlashPin {
+ public:
+  explicit ScopedFlashPin(FlashPin pin) : pin_(pin) {
+#if defined(TINYLLAMA_HAS_CUDA)
+    if (pin_ != FlashPin::None) cuda::set_flash_forward_kernel(pinned_kernel(pin_));
+#endif
+  }
+  ~ScopedFlashPin() {
+#if defined(TINYLLAMA_HAS_CUDA)
+    if (pin_ != FlashPin::None) cuda::set_flash_forward_kernel(cuda::FlashForwardKernel::Best);
+#endif
+  }
+  ScopedFlashPin(const ScopedFlashPin&) = delete;
+  ScopedFlashPin& operator=(const ScopedFlashPin&) = delete;
+
+ private:
+  FlashPin pin_;
+};
+
+// Why a pinned kernel family cannot run on ctx's device at this shape and
+// precision, or "" when it can.
+std::string pin_unavailable(const BenchContext& ctx, Pass pass, FlashPin pin) {
+  if (pin == FlashPin::None) return "";
+  if (pass != Pass::Forward) return "pins the forward's kernels only";
+  if (ctx.gpu.name() != "cuda") return "a CUDA kernel family";
+  if (ctx.act() == DType::F32) return "tensor-core kernels: bf16/fp16 only";
+  if (pin == FlashPin::Mma) return "";
+  const int hd = ctx.cfg.head_dim();
+  if (hd != 64 && hd != 128) return "Hopper kernels: head_dim 64 or 128 only";
+#if defined(TINYLLAMA_HAS_CUDA)
+  if (!cuda::flash_hopper_kernels_available()) {
+    return "Hopper kernels: needs an sm_90 device and an sm_90a build";
+  }
+  return "";
+#else
+  return "a CUDA kernel family";
+#endif
+}
+
 class AttentionCase final : public OpCase {
  public:
-  AttentionCase(BenchContext& ctx, Pass pass, AttentionImpl impl)
-      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), shape_(ctx.attention()), pass_(pass), impl_(impl) {
+  AttentionCase(BenchContext& ctx, Pass pass, AttentionImpl impl, FlashPin pin)
+      : ctx_(ctx),
+        buffers_(ctx.gpu, ctx.seed),
+        shape_(ctx.attention()),
+        pass_(pass),
+        impl_(impl),
+        pin_(pin) {
     const bool materialised = impl == AttentionImpl::Materialized;
     const std::int64_t t = ctx.tokens();
     const std::int64_t qd = ctx.cfg.q_dim();
@@ -60,6 +139,7 @@ class AttentionCase final : public OpCase {
   }
 
   void run() override {
+    const ScopedFlashPin pinned(pin_);
     if (pass_ == Pass::Forward) {
       ctx_.gpu.attention_forward(impl_, out_, lse_, probs_, q_, k_, v_, shape_);
     } else {
@@ -146,14 +226,18 @@ class AttentionCase final : public OpCase {
   AttentionShape shape_;
   Pass pass_;
   AttentionImpl impl_;
+  FlashPin pin_;
   Mat qkv_, q_, k_, v_, out_, lse_, probs_;
   Mat dout_, dq_, dk_, dv_;
 };
 
 }  // namespace
 
-std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl) {
-  return std::make_unique<AttentionCase>(ctx, pass, impl);
+std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl,
+                                       FlashPin pin) {
+  const std::string why = pin_unavailable(ctx, pass, pin);
+  if (!why.empty()) throw OpSkipped(why);
+  return std::make_unique<AttentionCase>(ctx, pass, impl, pin);
 }
 
 }  // namespace tinyllama::bench

@@ -60,6 +60,8 @@ OpResult run_one(const OpVariant& entry, Backend& gpu, const BenchShape& shape, 
     r.median_us = median(r.timing.samples_us);
     r.min_us = minimum(r.timing.samples_us);
     r.rates = rates(r.flops, r.bytes, r.median_us, roof);
+  } catch (const OpSkipped& e) {
+    r.skipped = e.what();
   } catch (const std::bad_alloc&) {
     r.error = "out of host memory";
   } catch (const std::exception& e) {

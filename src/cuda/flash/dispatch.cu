@@ -2,10 +2,13 @@
 // head-dim dispatch, and the public functions of cuda_ops.h. The design
 // (online softmax, causal tile ranges, GQA without repeats, tails) and a map
 // of the folder are in README.md beside this file.
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_ops.h"
@@ -74,7 +77,60 @@ float softmax_scale_log2(int hd) {
   return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
 }
 
+std::atomic<FlashForwardKernel> g_forward_kernel{FlashForwardKernel::Best};
+
+// The Hopper forward's kernel for this call (docs/PERFORMANCE.md has the
+// kernel bench behind the default), or Mma for the Ampere-style kernel.
+template <typename T, int HD>
+FlashForwardKernel forward_kernel_for(const flash::FwdArgs& args) {
+  if constexpr (std::is_same_v<T, float> || HD == 32) {
+    return FlashForwardKernel::Mma;
+  } else {
+    if (!args.vec || !flash_hopper_kernels_available()) return FlashForwardKernel::Mma;
+    const FlashForwardKernel pinned = g_forward_kernel.load(std::memory_order_relaxed);
+    const bool pairs = args.group % 2 == 0;
+    if (!pairs &&
+        (pinned == FlashForwardKernel::Paired2x64 || pinned == FlashForwardKernel::Paired2x128)) {
+      return FlashForwardKernel::Wgmma2x64;  // no two heads share a kv head
+    }
+    if (pinned != FlashForwardKernel::Best) return pinned;
+    // The kernel bench's fastest (2026-11-24, H100): one warpgroup per block
+    // with 64-key tiles, or a pair of heads sharing their K/V tiles.
+    if (!pairs) return FlashForwardKernel::Wgmma1x64;
+    return HD == 64 ? FlashForwardKernel::Paired2x64 : FlashForwardKernel::Paired2x128;
+  }
+}
+
 }  // namespace
+
+void set_flash_forward_kernel(FlashForwardKernel k) {
+  g_forward_kernel.store(k);
+}
+FlashForwardKernel flash_forward_kernel() {
+  return g_forward_kernel.load();
+}
+
+bool flash_hopper_kernels_available() {
+#if defined(TINYLLAMA_HOPPER_KERNELS)
+  // Per device (the current one at each call); sm_90a code runs on 9.0 only.
+  static std::once_flag once;
+  static int count = 0;
+  static std::vector<char> hopper;
+  std::call_once(once, [] {
+    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+    for (int d = 0; d < count; ++d) {
+      cudaDeviceProp prop{};
+      hopper.push_back(cudaGetDeviceProperties(&prop, d) == cudaSuccess && prop.major == 9 &&
+                       prop.minor == 0);
+    }
+  });
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= count) return false;
+  return hopper[static_cast<std::size_t>(dev)] != 0;
+#else
+  return false;
+#endif
+}
 
 std::int64_t flash_attention_scratch_bytes(const AttentionShape& s) {
   return static_cast<std::int64_t>(s.batch) * s.heads * s.seq *
@@ -111,8 +167,41 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
       using T = typename decltype(tag)::type;
       if constexpr (std::is_same_v<T, float>) {
         flash::launch_forward_fp32<HD>(args, d, stream);
-      } else {
+      } else if constexpr (HD == 32) {
         flash::launch_forward_tc<T, HD>(args, d, stream);
+      } else {
+        switch (forward_kernel_for<T, HD>(args)) {
+          case FlashForwardKernel::Wgmma1x64:
+            flash::launch_forward_wgmma<T, HD, 64, 1, false>(args, d, stream);
+            break;
+          case FlashForwardKernel::Wgmma1x128:
+            flash::launch_forward_wgmma<T, HD, 128, 1, false>(args, d, stream);
+            break;
+          case FlashForwardKernel::Wgmma2x64:
+            flash::launch_forward_wgmma<T, HD, 64, 2, false>(args, d, stream);
+            break;
+          case FlashForwardKernel::Wgmma2x128:
+            flash::launch_forward_wgmma<T, HD, 128, 2, false>(args, d, stream);
+            break;
+          case FlashForwardKernel::Paired2x64:
+            flash::launch_forward_wgmma<T, HD, 64, 2, true>(args, d, stream);
+            break;
+          case FlashForwardKernel::Paired2x128:
+            flash::launch_forward_wgmma<T, HD, 128, 2, true>(args, d, stream);
+            break;
+          case FlashForwardKernel::Overlap1x64:
+            flash::launch_forward_wgmma_overlap<T, HD, 64, 1>(args, d, stream);
+            break;
+          case FlashForwardKernel::Overlap2x64:
+            flash::launch_forward_wgmma_overlap<T, HD, 64, 2>(args, d, stream);
+            break;
+          case FlashForwardKernel::Overlap2x128:
+            flash::launch_forward_wgmma_overlap<T, HD, 128, 2>(args, d, stream);
+            break;
+          default:
+            flash::launch_forward_tc<T, HD>(args, d, stream);
+            break;
+        }
       }
     });
   });

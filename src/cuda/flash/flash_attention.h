@@ -20,6 +20,35 @@ struct FlashScratch {
 inline constexpr int kFlashHeadDims[] = {32, 64, 128};
 std::int64_t flash_attention_scratch_bytes(const AttentionShape& s);
 FlashScratch flash_attention_scratch(void* base, const AttentionShape& s);
+// The forward's kernel families (bf16 / fp16). Best: the Hopper kernel
+// (wgmma, forward_wgmma.cu) where the device is sm_90, the build has sm_90a
+// code, the head dim is 64 or 128 and rows allow 16-byte accesses, else the
+// Ampere-style one (mma.sync, forward_tc.cu). The others pin one family
+// (a pinned Hopper kernel still falls back where it cannot run), so the
+// kernel bench and the tests can set them side by side; the model never
+// pins. Process-wide, read at each call.
+// WgmmaWxK: W warpgroups (64 query rows each) per block, K keys per tile;
+// PairedWxK: the W warpgroups take the same rows of W heads of one kv
+// group (others fall back to Wgmma2x64 when the group is odd); OverlapWxK:
+// the softmax overlapped with P V.
+enum class FlashForwardKernel {
+  Best,
+  Mma,
+  Wgmma1x64,
+  Wgmma1x128,
+  Wgmma2x64,
+  Wgmma2x128,
+  Paired2x64,
+  Paired2x128,
+  Overlap1x64,
+  Overlap2x64,
+  Overlap2x128
+};
+void set_flash_forward_kernel(FlashForwardKernel k);
+FlashForwardKernel flash_forward_kernel();
+// Whether this build and the current device can run the Hopper kernels.
+bool flash_hopper_kernels_available();
+
 void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
                              cudaStream_t stream);
 void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,

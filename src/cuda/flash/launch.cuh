@@ -19,6 +19,17 @@ namespace tinyllama::cuda::flash {
 // forward_tc.cu, T = __nv_bfloat16 or __half.
 template <typename T, int HD>
 void launch_forward_tc(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// forward_wgmma.cu (sm_90a), T = __nv_bfloat16 or __half, HD 64 or 128, BK
+// (keys per tile) 64 or 128, WGS (warpgroups of 64 query rows per block) 1
+// or 2; PAIR (WGS 2 only; the group a multiple of 2): the warpgroups take
+// the same rows of two heads of one kv group. Rows must allow 16-byte
+// accesses.
+template <typename T, int HD, int BK, int WGS, bool PAIR>
+void launch_forward_wgmma(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// forward_wgmma_overlap.cu: the same with the softmax overlapped with P V;
+// (BK, WGS) = (64, 1), (64, 2) or (128, 2).
+template <typename T, int HD, int BK, int WGS>
+void launch_forward_wgmma_overlap(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
 // backward_tc.cu, T = __nv_bfloat16 or __half: dK/dV, then dQ.
 template <typename T, int HD>
 void launch_backward_tc(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);

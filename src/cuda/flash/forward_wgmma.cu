@@ -1,0 +1,242 @@
+// The Hopper forward (bf16 / fp16, sm_90a): Q K^T and P V on wgmma, the
+// warpgroup MMA that reads its operands from shared memory (P from
+// registers) instead of from ldmatrix fragments. A block is WGS warpgroups
+// of 64 query rows each, sharing the K/V tiles of BK keys; the tiles of the
+// next key block arrive by cp.async while the current one is computed.
+// Same contract as forward_tc.cu: writes O and lse = log(sum exp) per row;
+// rows must allow 16-byte accesses (the dispatcher sends others there).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/cuda_check.h"
+#include "cuda/flash/launch.cuh"
+#include "cuda/flash/mma_tiles.cuh"
+#include "cuda/flash/params.h"
+#include "cuda/flash/prologue.cuh"
+#include "cuda/flash/tiles.cuh"
+#include "cuda/flash/wgmma.cuh"
+#include "cuda/flash/wgmma_tiles.cuh"
+
+namespace tinyllama::cuda::flash {
+namespace {
+
+template <int HD, int BK, int WGS, bool PAIR>
+struct WgmmaFwd {
+  static constexpr int kWarpGroups = WGS;
+  static constexpr int kThreads = 128 * kWarpGroups;
+  // Query rows per block: PAIR gives every warpgroup the same 64 rows of
+  // another head of one kv group (so the K/V tiles serve all of them).
+  static constexpr int BQ = PAIR ? 64 : 64 * kWarpGroups;
+  static constexpr int kStages = 2;              // K/V tiles in flight: the current and the next
+  static constexpr int kQWgBytes = 64 * HD * 2;  // each warpgroup's Q rows: a tile of their own
+  static constexpr int kQBytes = kQWgBytes * WGS;
+  static constexpr int kKvBytes = BK * HD * 2;  // one K or one V tile
+  // + one atom of slack: the tiles start 1024-byte aligned.
+  static constexpr std::size_t smem =
+      kSwizzleAtomBytes + kQBytes + static_cast<std::size_t>(2 * kStages) * kKvBytes;
+};
+
+template <typename T, int HD, int BK, int WGS, bool PAIR>
+__global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
+    flash_fwd_wgmma_kernel(const FwdArgs a) {
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+  using Cfg = WgmmaFwd<HD, BK, WGS, PAIR>;
+  constexpr int BQ = Cfg::BQ;
+  constexpr int kThreads = Cfg::kThreads;
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned raw_addr = smem_u32(smem_raw);
+  unsigned char* smem =
+      smem_raw + (((raw_addr + kSwizzleAtomBytes - 1) & ~(kSwizzleAtomBytes - 1u)) - raw_addr);
+  unsigned char* s_q = smem;
+  auto s_k = [&](int stage) { return smem + Cfg::kQBytes + stage * Cfg::kKvBytes; };
+  auto s_v = [&](int stage) {
+    return smem + Cfg::kQBytes + (Cfg::kStages + stage) * Cfg::kKvBytes;
+  };
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = tid >> 7;
+  const int wtid = tid & 127;
+  const int warp = wtid >> 5;
+  const int lane = tid & 31;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const QueryTileBlock<BQ, BK> blk(a);
+  // This warpgroup's head and rows [wq0, wq0 + 64).
+  const int h = PAIR ? blk.h * WGS + wg : blk.h;
+  const int kvh = h / a.group;
+  const int wq0 = PAIR ? blk.q0 : blk.q0 + wg * 64;
+  unsigned char* s_qw = s_q + wg * Cfg::kQWgBytes;
+  const T* gq =
+      static_cast<const T*>(a.q) + (blk.tok0 + wq0) * a.ldq + static_cast<std::int64_t>(h) * HD;
+  const T* gk = static_cast<const T*>(a.k) + blk.tok0 * a.ldk + static_cast<std::int64_t>(kvh) * HD;
+  const T* gv = static_cast<const T*>(a.v) + blk.tok0 * a.ldv + static_cast<std::int64_t>(kvh) * HD;
+
+  load_tile_sw128<T, 64, HD, 128>(s_qw, gq, a.ldq, blk.q_end - wq0, wtid);
+  load_tile_sw128<T, BK, HD, kThreads>(s_k(0), gk, a.ldk, min(BK, a.seq), tid);
+  load_tile_sw128<T, BK, HD, kThreads>(s_v(0), gv, a.ldv, min(BK, a.seq), tid);
+  cp_async_commit();
+
+  // The thread holds rows row0 and row1.
+  const int row0 = wq0 + warp * 16 + g;
+  const int row1 = row0 + 8;
+  const unsigned q_addr = smem_u32(s_qw);
+
+  float o[HD / 8][4];
+  zero(o);
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+
+  for (int kt = 0; kt < blk.n_kt; ++kt) {
+    const int k0 = kt * BK;
+    const int stage = kt & 1;
+    if (kt + 1 < blk.n_kt) {
+      const int k1 = k0 + BK;
+      load_tile_sw128<T, BK, HD, kThreads>(s_k(stage ^ 1), gk + k1 * a.ldk, a.ldk,
+                                           min(BK, a.seq - k1), tid);
+      load_tile_sw128<T, BK, HD, kThreads>(s_v(stage ^ 1), gv + k1 * a.ldv, a.ldv,
+                                           min(BK, a.seq - k1), tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // this thread's copies of tile kt (and Q) landed
+    fence_proxy_async();
+    __syncthreads();  // everyone's landed
+
+    // A key tile wholly after this warpgroup's last row adds nothing to it.
+    if (k0 <= wq0 + 63) {
+      const unsigned k_addr = smem_u32(s_k(stage));
+      const unsigned v_addr = smem_u32(s_v(stage));
+      float s[BK / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) {
+        // Step kk of the head dim: 64-column block kk / 4 (a tile of R rows
+        // has its blocks R * 128 bytes apart), 32 bytes per step within it.
+        const unsigned step = (kk & 3) * 32;
+        const unsigned q_at = q_addr + (kk >> 2) * 64 * kSwizzleRowBytes + step;
+        const unsigned k_at = k_addr + (kk >> 2) * BK * kSwizzleRowBytes + step;
+        wgmma_ss<T, BK, 0, 0>(s, sw128_desc(q_at, 16, kSwizzleAtomBytes),
+                              sw128_desc(k_at, 16, kSwizzleAtomBytes), kk > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(s);
+
+      // Online softmax (exp2 domain), as in forward_tc.cu.
+      const bool diag = k0 + BK - 1 > wq0;
+      float mx0 = m0, mx1 = m1;
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = k0 + nt * 8 + 2 * t + e;
+          float x0 = s[nt][e] * a.scale_log2;
+          float x1 = s[nt][2 + e] * a.scale_log2;
+          if (diag) {
+            if (col > row0) x0 = -INFINITY;
+            if (col > row1) x1 = -INFINITY;
+          }
+          s[nt][e] = x0;
+          s[nt][2 + e] = x1;
+          mx0 = fmaxf(mx0, x0);
+          mx1 = fmaxf(mx1, x1);
+        }
+      }
+      mx0 = quad_max(mx0);
+      mx1 = quad_max(mx1);
+      const float alpha0 = exp2f(m0 - mx0);
+      const float alpha1 = exp2f(m1 - mx1);
+      m0 = mx0;
+      m1 = mx1;
+      float rs0 = 0.f, rs1 = 0.f;
+      unsigned p[BK / 16][4];
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt) {
+        const float p00 = exp2f(s[nt][0] - mx0), p01 = exp2f(s[nt][1] - mx0);
+        const float p10 = exp2f(s[nt][2] - mx1), p11 = exp2f(s[nt][3] - mx1);
+        rs0 += p00 + p01;
+        rs1 += p10 + p11;
+        // The score accumulators' layout is the A fragment's: n-tile nt is
+        // half (nt & 1) of k-step nt / 2.
+        p[nt >> 1][(nt & 1) * 2] = pack2<T>(p00, p01);
+        p[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(p10, p11);
+      }
+      l0 = l0 * alpha0 + rs0;
+      l1 = l1 * alpha1 + rs1;
+#pragma unroll
+      for (int dt = 0; dt < HD / 8; ++dt) {
+        o[dt][0] *= alpha0;
+        o[dt][1] *= alpha0;
+        o[dt][2] *= alpha1;
+        o[dt][3] *= alpha1;
+      }
+
+      // O += P V: V's tile is [keys][HD], head-dim contiguous, so B is
+      // MN-major: 8-key groups 1024 bytes apart, 64-column blocks BK rows.
+      wgmma_fence();
+#pragma unroll
+      for (int kb = 0; kb < BK / 16; ++kb) {
+        wgmma_rs<T, HD, 1>(o, p[kb],
+                           sw128_desc(v_addr + kb * 16 * kSwizzleRowBytes, BK * kSwizzleRowBytes,
+                                      kSwizzleAtomBytes),
+                           1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(p);
+    }
+    __syncthreads();  // every warpgroup is done with this stage before it is refilled
+  }
+  cp_async_wait<0>();
+
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+  // Each warpgroup stages through its own rows of s_q, which only it read.
+  unsigned char* s_o = s_qw;
+  stage_acc_sw128<T, HD>(s_o, 64, o, 1.f / l0, 1.f / l1, warp, lane);
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+  T* go = static_cast<T*>(a.out) + (blk.tok0 + wq0) * a.ldo + static_cast<std::int64_t>(h) * HD;
+  store_rows_sw128<T, HD>(go, a.ldo, s_o, 64, blk.q_end - wq0, wtid);
+  if (t == 0) {
+    float* lrow = a.lse + bh_row(blk.b, a.heads, h) * a.ld_lse;
+    if (row0 < a.seq) lrow[row0] = lse_from_exp2(m0, l0);
+    if (row1 < a.seq) lrow[row1] = lse_from_exp2(m1, l1);
+  }
+#endif
+}
+
+}  // namespace
+
+template <typename T, int HD, int BK, int WGS, bool PAIR>
+void launch_forward_wgmma(const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
+  using Cfg = WgmmaFwd<HD, BK, WGS, PAIR>;
+  constexpr auto kernel = flash_fwd_wgmma_kernel<T, HD, BK, WGS, PAIR>;
+  allow_smem<kernel>(Cfg::smem);
+  const unsigned heads = static_cast<unsigned>(PAIR ? d.heads / WGS : d.heads);
+  kernel<<<dim3(tiles(d.seq, Cfg::BQ), heads, d.batch), Cfg::kThreads, Cfg::smem, stream>>>(args);
+  CUDA_CHECK_LAUNCH();
+}
+
+#define TINYLLAMA_FWD_WGMMA(T, HD)                                                           \
+  template void launch_forward_wgmma<T, HD, 64, 1, false>(const FwdArgs&, const FlashDims&,  \
+                                                          cudaStream_t);                     \
+  template void launch_forward_wgmma<T, HD, 128, 1, false>(const FwdArgs&, const FlashDims&, \
+                                                           cudaStream_t);                    \
+  template void launch_forward_wgmma<T, HD, 64, 2, false>(const FwdArgs&, const FlashDims&,  \
+                                                          cudaStream_t);                     \
+  template void launch_forward_wgmma<T, HD, 128, 2, false>(const FwdArgs&, const FlashDims&, \
+                                                           cudaStream_t);                    \
+  template void launch_forward_wgmma<T, HD, 64, 2, true>(const FwdArgs&, const FlashDims&,   \
+                                                         cudaStream_t);                      \
+  template void launch_forward_wgmma<T, HD, 128, 2, true>(const FwdArgs&, const FlashDims&,  \
+                                                          cudaStream_t);
+TINYLLAMA_FWD_WGMMA(__nv_bfloat16, 64)
+TINYLLAMA_FWD_WGMMA(__nv_bfloat16, 128)
+TINYLLAMA_FWD_WGMMA(__half, 64)
+TINYLLAMA_FWD_WGMMA(__half, 128)
+#undef TINYLLAMA_FWD_WGMMA
+
+}  // namespace tinyllama::cuda::flash
