@@ -32,7 +32,9 @@ enum class FlashPin {
   Paired2x128,
   Overlap1x64,
   Overlap2x64,
-  Overlap2x128
+  Overlap2x128,
+  BackwardMma,
+  BackwardWgmma
 };
 std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl,
                                        FlashPin pin = FlashPin::None);

@@ -172,6 +172,8 @@ std::vector<OpVariant> build_registry() {
   b.gemm(Linear::OutProj, GemmPass::WeightGrad);
   b.attention(bwd, "materialized", materialised);
   b.attention(bwd, "flash", v2);
+  b.attention(bwd, "flash-mma", v2, FlashPin::BackwardMma);
+  b.attention(bwd, "flash-wgmma", v2, FlashPin::BackwardWgmma);
   b.attention(bwd, "cudnn", cudnn);
   b.add("rope.bwd", "", "backward/layer0/rope", v2,
         [=](BenchContext& c) { return make_rope(c, bwd); });

@@ -56,9 +56,22 @@ cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
     case FlashPin::Overlap2x128:
       return cuda::FlashForwardKernel::Overlap2x128;
     case FlashPin::None:
+    case FlashPin::BackwardMma:
+    case FlashPin::BackwardWgmma:
       break;
   }
   return cuda::FlashForwardKernel::Best;
+}
+
+cuda::FlashBackwardKernel pinned_backward(FlashPin pin) {
+  switch (pin) {
+    case FlashPin::BackwardMma:
+      return cuda::FlashBackwardKernel::Mma;
+    case FlashPin::BackwardWgmma:
+      return cuda::FlashBackwardKernel::Wgmma;
+    default:
+      return cuda::FlashBackwardKernel::Best;
+  }
 }
 #endif
 
@@ -68,12 +81,18 @@ class ScopedFlashPin {
  public:
   explicit ScopedFlashPin(FlashPin pin) : pin_(pin) {
 #if defined(TINYLLAMA_HAS_CUDA)
-    if (pin_ != FlashPin::None) cuda::set_flash_forward_kernel(pinned_kernel(pin_));
+    if (pin_ != FlashPin::None) {
+      cuda::set_flash_forward_kernel(pinned_kernel(pin_));
+      cuda::set_flash_backward_kernel(pinned_backward(pin_));
+    }
 #endif
   }
   ~ScopedFlashPin() {
 #if defined(TINYLLAMA_HAS_CUDA)
-    if (pin_ != FlashPin::None) cuda::set_flash_forward_kernel(cuda::FlashForwardKernel::Best);
+    if (pin_ != FlashPin::None) {
+      cuda::set_flash_forward_kernel(cuda::FlashForwardKernel::Best);
+      cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
+    }
 #endif
   }
   ScopedFlashPin(const ScopedFlashPin&) = delete;
@@ -87,10 +106,11 @@ class ScopedFlashPin {
 // precision, or "" when it can.
 std::string pin_unavailable(const BenchContext& ctx, Pass pass, FlashPin pin) {
   if (pin == FlashPin::None) return "";
-  if (pass != Pass::Forward) return "pins the forward's kernels only";
+  const bool backward_pin = pin == FlashPin::BackwardMma || pin == FlashPin::BackwardWgmma;
+  if (backward_pin != (pass == Pass::Backward)) return "pins the other pass's kernels";
   if (ctx.gpu.name() != "cuda") return "a CUDA kernel family";
   if (ctx.act() == DType::F32) return "tensor-core kernels: bf16/fp16 only";
-  if (pin == FlashPin::Mma) return "";
+  if (pin == FlashPin::Mma || pin == FlashPin::BackwardMma) return "";
   const int hd = ctx.cfg.head_dim();
   if (hd != 64 && hd != 128) return "Hopper kernels: head_dim 64 or 128 only";
 #if defined(TINYLLAMA_HAS_CUDA)

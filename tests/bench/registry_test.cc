@@ -133,7 +133,8 @@ TEST(BenchSelectOps, FamilyPassVariantAndGemm) {
           "attention.fwd flash-wg2x128", "attention.fwd flash-pair2x64",
           "attention.fwd flash-pair2x128", "attention.fwd flash-ov1x64",
           "attention.fwd flash-ov2x64", "attention.fwd flash-ov2x128", "attention.fwd cudnn",
-          "attention.bwd materialized", "attention.bwd flash", "attention.bwd cudnn"}));
+          "attention.bwd materialized", "attention.bwd flash", "attention.bwd flash-mma",
+          "attention.bwd flash-wgmma", "attention.bwd cudnn"}));
   EXPECT_EQ(labels_of(select_ops("attention.bwd:flash, rmsnorm.fwd")),
             (std::vector<std::string>{"rmsnorm.fwd", "attention.bwd flash"}));  // registry order
   EXPECT_EQ(labels_of(select_ops("adamw,adamw:fused")),

@@ -101,7 +101,23 @@ FlashForwardKernel forward_kernel_for(const flash::FwdArgs& args) {
   }
 }
 
+std::atomic<FlashBackwardKernel> g_backward_kernel{FlashBackwardKernel::Best};
+
+template <typename T, int HD>
+bool backward_on_wgmma(const flash::BwdArgs& args) {
+  if constexpr (std::is_same_v<T, float> || HD == 32) {
+    return false;
+  } else {
+    return args.vec && flash_hopper_kernels_available() &&
+           g_backward_kernel.load(std::memory_order_relaxed) != FlashBackwardKernel::Mma;
+  }
+}
+
 }  // namespace
+
+void set_flash_backward_kernel(FlashBackwardKernel k) {
+  g_backward_kernel.store(k);
+}
 
 void set_flash_forward_kernel(FlashForwardKernel k) {
   g_forward_kernel.store(k);
@@ -257,8 +273,14 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
                                  stream);
       if constexpr (std::is_same_v<T, float>) {
         flash::launch_backward_fp32<HD>(args, d, stream);
-      } else {
+      } else if constexpr (HD == 32) {
         flash::launch_backward_tc<T, HD>(args, d, stream);
+      } else {
+        if (backward_on_wgmma<T, HD>(args)) {
+          flash::launch_backward_wgmma<T, HD>(args, d, stream);
+        } else {
+          flash::launch_backward_tc<T, HD>(args, d, stream);
+        }
       }
     });
   });

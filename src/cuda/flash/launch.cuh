@@ -33,6 +33,10 @@ void launch_forward_wgmma_overlap(const FwdArgs& args, const FlashDims& d, cudaS
 // backward_tc.cu, T = __nv_bfloat16 or __half: dK/dV, then dQ.
 template <typename T, int HD>
 void launch_backward_tc(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// backward_wgmma.cu (sm_90a), T = __nv_bfloat16 or __half, HD 64 or 128:
+// dK/dV, then dQ; rows must allow 16-byte accesses.
+template <typename T, int HD>
+void launch_backward_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
 // fp32.cu.
 template <int HD>
 void launch_forward_fp32(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
