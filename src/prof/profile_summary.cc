@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "model/step_plan_json.h"
+#include "prof/communication.h"
 #include "prof/device_peaks.h"
 
 namespace tinyllama::prof {
@@ -55,6 +56,14 @@ struct OpRow {
   bool modelled = false;
   OpTime time;
 };
+
+void add_time(OpTime& sum, const OpTime& t) {
+  sum.host_calls += t.host_calls;
+  sum.host_ns += t.host_ns;
+  sum.kernels += t.kernels;
+  sum.transfers += t.transfers;
+  sum.gpu_ns += t.gpu_ns;
+}
 
 // Which clock an op's achieved rates come from.
 enum class TimeSource { GpuKernels, HostRanges, None };
@@ -128,6 +137,33 @@ json op_row_json(const OpRow& r, TimeSource source, double steps,
     j["bound"] = nullptr;
     j["pct_of_roof"] = nullptr;
   }
+  return j;
+}
+
+// The NCCL kernels of the profiled steps: their time per step, the part
+// hidden behind compute on another stream, and the same per op.
+json communication_json(const CommunicationFigures& f, double steps) {
+  auto figures = [steps](const CommunicationTime& t) {
+    const bool any = t.kernel_ns > 0;
+    return json{
+        {"kernels_per_step", static_cast<double>(t.kernels) / steps},
+        {"ms_per_step", static_cast<double>(t.kernel_ns) / steps / 1e6},
+        {"hidden_ms_per_step", static_cast<double>(t.hidden_ns) / steps / 1e6},
+        {"hidden_pct", nullable(any, 100.0 * static_cast<double>(t.hidden_ns) /
+                                         static_cast<double>(std::max<i64>(t.kernel_ns, 1)))}};
+  };
+  std::vector<std::pair<std::string, CommunicationTime>> by_op(f.by_op.begin(), f.by_op.end());
+  std::stable_sort(by_op.begin(), by_op.end(), [](const auto& x, const auto& y) {
+    return x.second.kernel_ns > y.second.kernel_ns;
+  });
+  json ops = json::array();
+  for (const auto& [op, t] : by_op) {
+    json row = figures(t);
+    row["op"] = op;
+    ops.push_back(row);
+  }
+  json j = figures(f.total);
+  j["ops"] = ops;
   return j;
 }
 
@@ -259,6 +295,18 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
       notes.push_back("CUPTI dropped " + std::to_string(g.dropped_records) +
                       " activity records (buffers full): counts are lower bounds");
     }
+    const CommunicationFigures comm = communication_figures(g, a);
+    j["communication"] = communication_json(comm, steps);
+    if (comm.total.kernels > 0) {
+      notes.push_back(
+          "communication is the NCCL kernels' time, which includes each collective's wait for "
+          "the slowest rank; the hidden part is the time during which a kernel that is not "
+          "NCCL's ran on another stream (docs/DATA_PARALLEL.md)");
+    } else if (in.plan.parallel.enabled) {
+      notes.push_back(
+          "data parallel, but no NCCL kernel ran in the profiled steps (one rank's in-place "
+          "collectives may launch none)");
+    }
     // Over the 10 % target: say where it comes from. CUPTI's cost is per
     // kernel (a software timestamp pair on GPUs before Blackwell) and per API
     // record, so steps of many short kernels pay most.
@@ -284,6 +332,7 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
     }
   } else {
     j["gpu"] = nullptr;
+    j["communication"] = nullptr;
   }
 
   // ---- FLOPs and MFU ----------------------------------------------------------
@@ -353,19 +402,23 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
     ++k.instances;
     k.flops += o.flops;
     k.bytes += o.bytes;
-    k.time.host_calls += inst.time.host_calls;
-    k.time.host_ns += inst.time.host_ns;
-    k.time.kernels += inst.time.kernels;
-    k.time.transfers += inst.time.transfers;
-    k.time.gpu_ns += inst.time.gpu_ns;
+    add_time(k.time, inst.time);
     instances.push_back(op_row_json(inst, source, steps, peak, peak_tf));
   }
+  // Unmodelled ops are summed over layers too: a data-parallel step has a
+  // grad_exchange per layer, which is one row of the op table.
   for (const std::string& path : unmodelled_leaves(a, in.cost)) {
     OpRow r;
     r.op = path;
     r.time = a.ops.at(path);
-    kinds.push_back(r);
     instances.push_back(op_row_json(r, source, steps, peak, peak_tf));
+    auto [it, added] = kind_at.emplace(op_kind_key(path), kinds.size());
+    if (added) {
+      r.op = it->first;
+      kinds.push_back(r);
+      continue;
+    }
+    add_time(kinds[it->second].time, r.time);
   }
   json ops = json::array();
   for (const OpRow& r : kinds) ops.push_back(op_row_json(r, source, steps, peak, peak_tf));

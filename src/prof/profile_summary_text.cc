@@ -66,6 +66,24 @@ std::string attention_auto_line(const json& a) {
   return out;
 }
 
+// The NCCL kernels' time per step and its hidden share, then per op; nothing
+// for a run without them.
+std::string communication_lines(const json& c) {
+  if (!c.is_object() || !(c["kernels_per_step"].get<double>() > 0)) return "";
+  auto hidden = [](const json& t) {
+    return num(t["hidden_ms_per_step"], "%.3f") + " ms (" + num(t["hidden_pct"], "%.1f") +
+           " %) hidden behind compute";
+  };
+  std::string out = "  comm      " + num(c["kernels_per_step"], "%.0f") + " NCCL kernels/step, " +
+                    num(c["ms_per_step"], "%.3f") + " ms/step, " + hidden(c) + "\n";
+  for (const json& o : c["ops"]) {
+    out += "            " + pad(shorten(o["op"].get<std::string>(), 32), 32) +
+           lpad(num(o["kernels_per_step"], "%.0f"), 5) + " kernels" +
+           lpad(num(o["ms_per_step"], "%.3f"), 9) + " ms, " + hidden(o) + "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_profile_summary(const json& j) {
@@ -95,6 +113,7 @@ std::string format_profile_summary(const json& j) {
   } else {
     out += "  gpu       kernel statistics need a GPU (see the notes)\n";
   }
+  if (j.contains("communication")) out += communication_lines(j["communication"]);
 
   const json& f = j["flops"];
   const json& mfu = j["mfu"];

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "prof/communication.h"
 #include "prof/kernel_stats.h"
 
 namespace tinyllama::prof {
@@ -183,6 +184,9 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
       args["true_start_us"] = us(start);
       args["true_duration_us"] = dur(start, end);
     };
+    // NCCL's kernels say how much of them compute on another stream hid.
+    const std::vector<bool> communication = communication_kernels(g.kernels);
+    const std::vector<std::int64_t> hidden = hidden_behind_compute(g.kernels, communication);
     for (std::size_t i = 0; i < g.kernels.size(); ++i) {
       if (!a.kernel_in_step[i]) continue;
       const KernelRecord& k = g.kernels[i];
@@ -198,6 +202,7 @@ json chrome_trace(const ProfileInputs& in, const Attribution& a) {
         args["graph_id"] = k.graph_id;
         args["graph_node"] = k.graph_node;
       }
+      if (communication[i]) args["hidden_behind_compute_us"] = static_cast<double>(hidden[i]) / 1e3;
       keep_true_times(args, shown, k.start_ns, k.end_ns);
       events.push_back({{"ph", "X"},
                         {"name", it->second},

@@ -24,8 +24,16 @@ std::string real_text(double x) {
   return text;
 }
 
+// Rows per step over all ranks (--batch-size is per rank): what the sampler
+// draws each step, so a run resumes on another number of ranks as long as
+// the global batch stays the same.
+int global_batch(const TrainOptions& o) {
+  return o.shape.batch * (o.plan.parallel.enabled ? o.plan.parallel.world : 1);
+}
+
 // What a resumed run must share with the run that saved the checkpoint, by
-// the flag that sets it; all as text, compared as text.
+// the flag that sets it; all as text, compared as text. "--batch-size"
+// holds the global batch (the same number for a run of one process).
 std::vector<std::pair<std::string, std::string>> run_identity(const TrainOptions& o) {
   const ModelConfig& m = o.model;
   const Precision& p = o.plan.precision;
@@ -36,7 +44,7 @@ std::vector<std::pair<std::string, std::string>> run_identity(const TrainOptions
           {"--num-kv-heads", std::to_string(m.num_kv_heads)},
           {"--ffn-dim", std::to_string(m.ffn_dim)},
           {"--seq-len", std::to_string(o.shape.seq)},
-          {"--batch-size", std::to_string(o.shape.batch)},
+          {"--batch-size", std::to_string(global_batch(o))},
           {"--learning-rate", real_text(o.learning_rate)},
           {"--use-amp/--amp-dtype",
            p.mixed() ? std::string(dtype_name(p.compute)) : std::string("off (fp32)")}};
@@ -141,10 +149,16 @@ CheckpointState load_checkpoint(const std::string& path, Model& model, const Tra
     const nlohmann::json& saved = s.at("run");
     for (const auto& [flag, value] : run_identity(opts)) {
       const std::string was = saved.value(flag, std::string("?"));
-      if (was != value) {
-        throw UsageError(flag + " " + value + ": the checkpoint " + path + " was saved with " +
-                         flag + " " + was);
+      if (was == value) continue;
+      if (flag == "--batch-size" && global_batch(opts) != opts.shape.batch) {
+        throw UsageError("--batch-size " + std::to_string(opts.shape.batch) + " on " +
+                         std::to_string(opts.plan.parallel.world) + " ranks (" + value +
+                         " rows per step): the checkpoint " + path + " was saved with " + was +
+                         " rows per step; keep --batch-size times the ranks at " + was);
       }
+      throw UsageError(flag + " " + value + ": the checkpoint " + path + " was saved with " + flag +
+                       " " + was +
+                       (flag == "--batch-size" ? " (rows per step over all ranks)" : ""));
     }
     CheckpointState out;
     out.steps_done = s.at("steps_done").get<int>();

@@ -206,13 +206,14 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
                          s.evals.back().after_step);
   }
   if (skipped > 0) out += printf_string("  skipped      %d steps (fp16 overflow)\n", skipped);
-  out += printf_string(s.ranks > 1
-                           ? "  peak memory  %.1f MB per rank (parameters %s,"
-                           : "  peak memory  %.1f MB (parameters %s, gradients %s, optimizer %s, "
-                             "activations %s, workspaces %s)\n",
-                       s.peak_mb, format_bytes(m.parameters).c_str(),
-                       format_bytes(m.gradients).c_str(), format_bytes(m.optimizer).c_str(),
-                       format_bytes(m.activations).c_str(), format_bytes(m.workspaces).c_str());
+  // Data parallel: one rank's memory (each rank holds as much; ZeRO-1 keeps
+  // only its shards of AdamW's state).
+  out += printf_string(
+      "  peak memory  %.1f MB%s (parameters %s, gradients %s, optimizer %s, activations %s, "
+      "workspaces %s)\n",
+      s.peak_mb, s.ranks > 1 ? " per rank" : "", format_bytes(m.parameters).c_str(),
+      format_bytes(m.gradients).c_str(), format_bytes(m.optimizer).c_str(),
+      format_bytes(m.activations).c_str(), format_bytes(m.workspaces).c_str());
   if (s.device_used_peak_mb > 0) {
     out += printf_string(
         "  device used  %.1f MB (the driver's count, sampled after each step; CUDA context "

@@ -1,11 +1,13 @@
 // The report's execution fields: how the steps ran, kernel launches per
-// step, and null (never a made-up number) for phases that were not timed.
+// step, and null (never a made-up number) for phases that were not timed;
+// a data-parallel run's ranks and per-rank memory.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "train/memory_check.h"
 #include "train/report.h"
 
 namespace tinyllama {
@@ -59,6 +61,39 @@ TEST(Report, UnmeasuredPhasesAreNullNotNumbers) {
   const std::string text = format_summary(s, o);
   EXPECT_EQ(text.find("nan"), std::string::npos) << text;
   EXPECT_NE(text.find("phases not measured"), std::string::npos) << text;
+}
+
+// Data parallel: the ranks line, and one rank's memory with every category
+// on one line, as a single-process run prints it.
+TEST(Report, DataParallelSummaryGivesTheRanksAndOneRanksMemory) {
+  TrainSummary s = summary_with_one_step(0.5);
+  s.ranks = 2;
+  s.tokens_per_s_per_rank = 1000;
+  s.parallel = "2 ranks, ZeRO-1 (AdamW state sharded) over nccl 2.28.9";
+  s.peak_mb = 12.5;
+  s.memory.parameters = 1000;
+  s.memory.gradients = 2000;
+  s.memory.optimizer = 3000;
+  s.memory.activations = 4000;
+  s.memory.workspaces = 5000;
+  s.device_used_peak_mb = 600;
+  TrainOptions o;
+  const std::string text = format_summary(s, o);
+  const std::string memory = "  peak memory  12.5 MB per rank (parameters " + format_bytes(1000) +
+                             ", gradients " + format_bytes(2000) + ", optimizer " +
+                             format_bytes(3000) + ", activations " + format_bytes(4000) +
+                             ", workspaces " + format_bytes(5000) + ")\n";
+  EXPECT_NE(text.find(memory), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  device used  600.0 MB"), std::string::npos) << text;
+  EXPECT_NE(text.find("  ranks        2 (1000 tokens/s per rank) | " + s.parallel + "\n"),
+            std::string::npos)
+      << text;
+
+  s.ranks = 1;
+  s.parallel = "off";
+  const std::string single = format_summary(s, o);
+  EXPECT_NE(single.find("  peak memory  12.5 MB (parameters "), std::string::npos) << single;
+  EXPECT_EQ(single.find("per rank"), std::string::npos) << single;
 }
 
 // The header shows every op's implementation and says once, with the

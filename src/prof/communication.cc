@@ -1,0 +1,120 @@
+#include "prof/communication.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "prof/kernel_stats.h"
+
+namespace tinyllama::prof {
+namespace {
+
+using Interval = std::pair<std::int64_t, std::int64_t>;  // [start, end)
+
+bool starts_with_nocase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  }
+  return true;
+}
+
+void drop_prefix(std::string_view& s, std::string_view prefix) {
+  if (s.substr(0, prefix.size()) == prefix) s.remove_prefix(prefix.size());
+}
+
+// Sorted, disjoint, non-empty intervals covering what `spans` cover.
+std::vector<Interval> merged(std::vector<Interval> spans) {
+  std::sort(spans.begin(), spans.end());
+  std::vector<Interval> out;
+  for (const Interval& s : spans) {
+    if (s.second <= s.first) continue;
+    if (!out.empty() && s.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, s.second);
+    } else {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+// Nanoseconds of [begin, end) that the sorted disjoint `cover` covers.
+std::int64_t covered_ns(const std::vector<Interval>& cover, std::int64_t begin, std::int64_t end) {
+  // The first interval that ends after `begin`: the ends rise with the starts.
+  auto it = std::upper_bound(cover.begin(), cover.end(), begin,
+                             [](std::int64_t t, const Interval& c) { return t < c.second; });
+  std::int64_t ns = 0;
+  for (; it != cover.end() && it->first < end; ++it) {
+    ns += std::min(end, it->second) - std::max(begin, it->first);
+  }
+  return ns;
+}
+
+}  // namespace
+
+bool is_communication_kernel(const std::string& name) {
+  const std::string readable = demangle(name);
+  std::string_view s = readable;
+  // A template kernel's demangled name begins with its return type.
+  drop_prefix(s, "void ");
+  drop_prefix(s, "(anonymous namespace)::");
+  return starts_with_nocase(s, "nccl") || s.substr(0, 14) == "oneRankReduce<";
+}
+
+std::vector<bool> communication_kernels(const std::vector<KernelRecord>& kernels) {
+  std::unordered_map<std::string, bool> known;  // demangling costs more than a lookup
+  std::vector<bool> out;
+  out.reserve(kernels.size());
+  for (const KernelRecord& k : kernels) {
+    auto it = known.find(k.name);
+    if (it == known.end()) it = known.emplace(k.name, is_communication_kernel(k.name)).first;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+std::vector<std::int64_t> hidden_behind_compute(const std::vector<KernelRecord>& kernels,
+                                                const std::vector<bool>& communication) {
+  std::vector<std::int64_t> hidden(kernels.size(), 0);
+  // The streams that carry communication, per device; each gets the union
+  // of the compute on the device's other streams.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> comm_by_stream;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    if (communication[i]) comm_by_stream[{kernels[i].device, kernels[i].stream}].push_back(i);
+  }
+  for (const auto& [where, members] : comm_by_stream) {
+    std::vector<Interval> compute;
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      const KernelRecord& k = kernels[i];
+      if (!communication[i] && k.device == where.first && k.stream != where.second) {
+        compute.emplace_back(k.start_ns, k.end_ns);
+      }
+    }
+    const std::vector<Interval> cover = merged(std::move(compute));
+    for (std::size_t i : members) {
+      const KernelRecord& k = kernels[i];
+      if (k.end_ns > k.start_ns) hidden[i] = covered_ns(cover, k.start_ns, k.end_ns);
+    }
+  }
+  return hidden;
+}
+
+CommunicationFigures communication_figures(const GpuActivity& gpu, const Attribution& a) {
+  CommunicationFigures f;
+  const std::vector<bool> communication = communication_kernels(gpu.kernels);
+  const std::vector<std::int64_t> hidden = hidden_behind_compute(gpu.kernels, communication);
+  for (std::size_t i = 0; i < gpu.kernels.size(); ++i) {
+    if (!communication[i] || !a.kernel_in_step[i]) continue;
+    const std::int64_t ns = std::max<std::int64_t>(gpu.kernels[i].duration_ns(), 0);
+    for (CommunicationTime* t : {&f.total, &f.by_op[op_kind_key(a.kernel_ops[i])]}) {
+      ++t->kernels;
+      t->kernel_ns += ns;
+      t->hidden_ns += hidden[i];
+    }
+  }
+  return f;
+}
+
+}  // namespace tinyllama::prof
