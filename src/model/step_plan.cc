@@ -16,6 +16,8 @@ constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionI
                                          AttentionImpl::Cudnn};
 constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused};
 constexpr NormImpl kNorms[] = {NormImpl::Plain, NormImpl::Fused};
+constexpr EmbeddingGradImpl kEmbeddingGrads[] = {EmbeddingGradImpl::Scan,
+                                                 EmbeddingGradImpl::Sorted};
 constexpr LossImpl kLosses[] = {LossImpl::FullLogits, LossImpl::Chunked};
 constexpr OptimizerImpl kOptimizers[] = {OptimizerImpl::PerTensor, OptimizerImpl::Fused,
                                          OptimizerImpl::FusedPerLayer};
@@ -147,6 +149,9 @@ const char* impl_name(NormImpl v) {
 const char* impl_name(RopeImpl) {
   return "separate";
 }
+const char* impl_name(EmbeddingGradImpl v) {
+  return v == EmbeddingGradImpl::Sorted ? "sorted" : "scan";
+}
 const char* impl_name(LossImpl v) {
   return v == LossImpl::Chunked ? "chunked" : "full_logits";
 }
@@ -174,16 +179,22 @@ const char* impl_name(LossScaling v) {
 bool operator==(const OpChoices& a, const OpChoices& b) {
   return a.qkv_gemm == b.qkv_gemm && a.gate_up_gemm == b.gate_up_gemm &&
          a.attention == b.attention && a.swiglu == b.swiglu && a.norm == b.norm &&
-         a.rope == b.rope && a.loss == b.loss && a.epilogue == b.epilogue &&
-         a.optimizer == b.optimizer && a.execution == b.execution;
+         a.rope == b.rope && a.embedding_grad == b.embedding_grad && a.loss == b.loss &&
+         a.epilogue == b.epilogue && a.optimizer == b.optimizer && a.execution == b.execution;
 }
 
 std::vector<NamedChoice> named_choices(const OpChoices& ops) {
-  return {{"qkv_gemm", impl_name(ops.qkv_gemm)},   {"gate_up_gemm", impl_name(ops.gate_up_gemm)},
-          {"attention", impl_name(ops.attention)}, {"swiglu", impl_name(ops.swiglu)},
-          {"norm", impl_name(ops.norm)},           {"rope", impl_name(ops.rope)},
-          {"loss", impl_name(ops.loss)},           {"gemm_epilogue", impl_name(ops.epilogue)},
-          {"optimizer", impl_name(ops.optimizer)}, {"execution", impl_name(ops.execution)}};
+  return {{"qkv_gemm", impl_name(ops.qkv_gemm)},
+          {"gate_up_gemm", impl_name(ops.gate_up_gemm)},
+          {"attention", impl_name(ops.attention)},
+          {"swiglu", impl_name(ops.swiglu)},
+          {"norm", impl_name(ops.norm)},
+          {"rope", impl_name(ops.rope)},
+          {"embedding_grad", impl_name(ops.embedding_grad)},
+          {"loss", impl_name(ops.loss)},
+          {"gemm_epilogue", impl_name(ops.epilogue)},
+          {"optimizer", impl_name(ops.optimizer)},
+          {"execution", impl_name(ops.execution)}};
 }
 
 std::vector<std::string> implemented_levels() {
@@ -236,6 +247,7 @@ std::vector<OpChoices> single_changes(const OpChoices& preset) {
   each(&OpChoices::attention, kAttentions);
   each(&OpChoices::swiglu, kSwiglus);
   each(&OpChoices::norm, kNorms);
+  each(&OpChoices::embedding_grad, kEmbeddingGrads);
   each(&OpChoices::loss, kLosses);
   each(&OpChoices::optimizer, kOptimizers);
   each(&OpChoices::execution, kExecutions);

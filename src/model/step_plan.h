@@ -44,6 +44,14 @@ enum class SwigluImpl { Separate, Fused };
 // norm's input gradient plus the residual gradient.
 enum class NormImpl { Plain, Fused };
 enum class RopeImpl { Separate };  // a rotation pass over q and k
+// The embedding gradient (the scatter-add of d(embedding output) into the
+// table rows). Sorted: the positions sorted by token id, then equal-sized
+// chunks of them summed per run of equal ids, so a skewed token distribution
+// (byte-level text) costs what a uniform one does. Scan: the block of a
+// token's first position sums all of that token's rows, which serialises a
+// frequent token on one block; kept beside it for the kernel bench. Both sum
+// in a fixed order. No flag: every level takes Sorted.
+enum class EmbeddingGradImpl { Scan, Sorted };
 // FullLogits: the head GEMM over all rows, cross-entropy forward, and in
 // backward its gradient over the stored logits. Chunked: per chunk of rows
 // (StepPlan::loss_chunk_rows), the head GEMM, one kernel for the loss and
@@ -66,6 +74,7 @@ struct OpChoices {
   SwigluImpl swiglu = SwigluImpl::Fused;
   NormImpl norm = NormImpl::Plain;
   RopeImpl rope = RopeImpl::Separate;
+  EmbeddingGradImpl embedding_grad = EmbeddingGradImpl::Sorted;
   LossImpl loss = LossImpl::FullLogits;
   GemmEpilogue epilogue = GemmEpilogue::None;
   OptimizerImpl optimizer = OptimizerImpl::FusedPerLayer;
@@ -83,6 +92,7 @@ const char* impl_name(AttentionImpl v);
 const char* impl_name(SwigluImpl v);
 const char* impl_name(NormImpl v);
 const char* impl_name(RopeImpl v);
+const char* impl_name(EmbeddingGradImpl v);
 const char* impl_name(LossImpl v);
 const char* impl_name(GemmEpilogue v);
 const char* impl_name(OptimizerImpl v);
