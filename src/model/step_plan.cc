@@ -52,14 +52,36 @@ std::string cudnn_unsupported(const DeviceCaps& caps, const ModelConfig& cfg, Ba
   return caps.cudnn_attention(cfg, shape, precision);
 }
 
+// The saved choice of attention=auto, when it can still run: taken as it
+// was, with its times, and not timed again. Else a note saying why not.
+bool reuse_attention(StepPlan& plan, const SavedAttentionChoice& saved, const std::string& no_flash,
+                     const std::string& no_cudnn) {
+  const std::string why = saved.chosen == AttentionImpl::Flash   ? no_flash
+                          : saved.chosen == AttentionImpl::Cudnn ? no_cudnn
+                          : saved.chosen == AttentionImpl::Auto  ? "it names no implementation"
+                                                                 : "";
+  if (why.empty()) {
+    plan.attention_auto = saved.how;
+    plan.attention_auto.requested = true;
+    plan.attention_auto.reused_from = saved.from;
+    plan.ops.attention = saved.chosen;
+    return true;
+  }
+  plan.attention_auto.notes.push_back(std::string(impl_name(saved.chosen)) + " from " + saved.from +
+                                      " cannot run here (" + why + "): chosen again");
+  return false;
+}
+
 // attention=auto: the candidates that can run, timed when there are two;
 // the faster one is kept. Neither: materialised, the one that runs anything.
+// On resume, the checkpoint's choice instead, untimed.
 void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                      BatchShape shape) {
+                      BatchShape shape, const std::optional<SavedAttentionChoice>& saved) {
   AttentionAuto& a = plan.attention_auto;
   a.requested = true;
   const std::string no_flash = flash_unsupported(caps, cfg);
   const std::string no_cudnn = cudnn_unsupported(caps, cfg, shape, plan.precision);
+  if (saved && reuse_attention(plan, *saved, no_flash, no_cudnn)) return;
   if (!no_flash.empty()) a.notes.push_back("flash: " + no_flash);
   if (!no_cudnn.empty()) a.notes.push_back("cudnn: " + no_cudnn);
   AttentionImpl& choice = plan.ops.attention;
@@ -83,10 +105,10 @@ void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig&
 }
 
 void resolve_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                       BatchShape shape) {
+                       BatchShape shape, const std::optional<SavedAttentionChoice>& saved) {
   AttentionImpl& choice = plan.ops.attention;
   if (choice == AttentionImpl::Auto) {
-    choose_attention(plan, caps, cfg, shape);
+    choose_attention(plan, caps, cfg, shape, saved);
     return;
   }
   if (choice == AttentionImpl::Cudnn) {
@@ -111,6 +133,7 @@ std::string ms(double v) {
 std::string AttentionAuto::describe(AttentionImpl chosen) const {
   if (!requested) return "";
   std::string out = std::string("auto chose ") + impl_name(chosen);
+  if (!reused_from.empty()) out += " (as in " + reused_from + ", not timed again)";
   if (flash_timed && cudnn_timed) {
     const bool cudnn_first = cudnn.total_ms() < flash.total_ms();
     const auto part = [](const char* name, const AttentionTiming& t) {
@@ -291,7 +314,7 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   OpChoices& ops = plan.ops;
   const std::string device = device_name(caps.kind);
 
-  resolve_attention(plan, caps, cfg, shape);
+  resolve_attention(plan, caps, cfg, shape, request.saved_attention);
   if (ops.execution == Execution::Graph && !caps.graphs) {
     fall_back(plan, "execution", ops.execution, Execution::Eager,
               "the " + device + " backend runs eagerly");

@@ -13,6 +13,7 @@
 // the run header, the summary and --json can say what changed and why.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -173,8 +174,22 @@ struct AttentionAuto {
   bool flash_timed = false, cudnn_timed = false;
   AttentionTiming flash, cudnn;
   std::vector<std::string> notes;  // "cudnn: this build has no cuDNN"
-  // "auto (per layer, fwd+bwd): cudnn 0.412 ms, flash 0.631 ms"
+  // The checkpoint the choice was taken from (--resume), not timed again;
+  // "" when this run chose.
+  std::string reused_from;
+  // "auto chose cudnn per layer: cudnn 0.412 ms (fwd ..., bwd ...), flash 0.631 ms (...)"
   std::string describe(AttentionImpl chosen) const;
+};
+
+// attention=auto's decision as a checkpoint keeps it: the implementation
+// chosen and what its timing saw. A resumed run takes it instead of timing
+// again, so that it runs the kernels the uninterrupted run ran (flash and
+// cuDNN may rank differently from one timing to the next when their times
+// are close, and they round differently).
+struct SavedAttentionChoice {
+  AttentionImpl chosen = AttentionImpl::Flash;
+  AttentionAuto how;  // the times and notes of the run that chose
+  std::string from;   // where it was read: the checkpoint's path
 };
 
 // What a run asks for: a level preset with single choices changed, and a precision.
@@ -184,6 +199,9 @@ struct PlanRequest {
   Precision precision = Precision::fp32();
   // LossImpl::Chunked's rows per chunk; 0: loss_chunk_rows() decides.
   std::int64_t loss_chunk_rows = 0;
+  // attention=auto on resume: the choice the checkpoint holds, taken
+  // untimed when it can still run here (else chosen again, with a note).
+  std::optional<SavedAttentionChoice> saved_attention;
 };
 
 struct StepPlan {
