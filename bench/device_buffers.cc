@@ -161,12 +161,24 @@ Mat DeviceBuffers::poisoned(std::int64_t rows, std::int64_t cols, DType dtype) {
 }
 
 const std::int32_t* DeviceBuffers::tokens(std::int64_t count, int limit,
-                                          std::vector<std::int32_t>& host) {
+                                          std::vector<std::int32_t>& host, Mix mix) {
   const std::uint64_t seed = splitmix64(seed_ + ++streams_);
+  // Zipf: the inverse of the cumulative distribution, by binary search.
+  std::vector<double> cdf;
+  if (mix == Mix::Zipf) {
+    cdf.resize(static_cast<std::size_t>(limit));
+    double sum = 0.0;
+    for (int id = 0; id < limit; ++id) cdf[static_cast<std::size_t>(id)] = sum += 1.0 / (id + 1.0);
+  }
   host.resize(static_cast<std::size_t>(count));
   for (std::int64_t i = 0; i < count; ++i) {
-    const auto id = static_cast<std::int64_t>(uniform_at(seed, static_cast<std::uint64_t>(i)) *
-                                              static_cast<double>(limit));
+    const double u = uniform_at(seed, static_cast<std::uint64_t>(i));
+    std::int64_t id = 0;
+    if (mix == Mix::Zipf) {
+      id = std::lower_bound(cdf.begin(), cdf.end(), u * cdf.back()) - cdf.begin();
+    } else {
+      id = static_cast<std::int64_t>(u * static_cast<double>(limit));
+    }
     host[static_cast<std::size_t>(i)] =
         static_cast<std::int32_t>(std::min<std::int64_t>(id, limit - 1));
   }

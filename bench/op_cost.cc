@@ -62,6 +62,8 @@ StepPlan plan_for(const ModelConfig& cfg, BatchShape batch, const ImplChoice& im
   ops.optimizer = impl.fused_optimizer ? OptimizerImpl::FusedPerLayer : OptimizerImpl::PerTensor;
   ops.norm = impl.fused_norm ? NormImpl::Fused : NormImpl::Plain;
   ops.loss = impl.chunked_loss ? LossImpl::Chunked : LossImpl::FullLogits;
+  ops.embedding_grad =
+      impl.sorted_embedding_grad ? EmbeddingGradImpl::Sorted : EmbeddingGradImpl::Scan;
   ops.execution = Execution::Graph;
   return plan_for_choices(ops, precision, caps, cfg, batch);
 }

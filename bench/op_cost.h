@@ -20,9 +20,10 @@ struct ImplChoice {
   bool fused_qkv = true;  // one Q/K/V GEMM, not three on row slices
   bool fused_ffn = true;  // one gate/up GEMM and the fused silu·mul
   AttentionImpl attention = AttentionImpl::Flash;
-  bool fused_optimizer = true;  // one AdamW sweep, not one call per tensor
-  bool fused_norm = false;      // the residual add and RMSNorm in one kernel (v3)
-  bool chunked_loss = false;    // the head and loss per chunk of rows (v3)
+  bool fused_optimizer = true;        // one AdamW sweep, not one call per tensor
+  bool fused_norm = false;            // the residual add and RMSNorm in one kernel (v3)
+  bool chunked_loss = false;          // the head and loss per chunk of rows (v3)
+  bool sorted_embedding_grad = true;  // the embedding gradient through a sort, not the scan
   bool operator==(const ImplChoice&) const = default;
 };
 

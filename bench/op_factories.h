@@ -50,8 +50,10 @@ std::unique_ptr<OpCase> make_residual_norm(BenchContext& ctx, Pass pass);
 std::unique_ptr<OpCase> make_swiglu(BenchContext& ctx, Pass pass, bool fused);
 std::unique_ptr<OpCase> make_residual_add(BenchContext& ctx);
 
-// ops_loss_embedding.cc
-std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass);
+// ops_loss_embedding.cc. The embedding's tokens uniform over the
+// vocabulary, or skewed like text's (Zipf), which is what separates the
+// gradient's scan and sorted kernels.
+std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass, bool zipf_tokens = false);
 std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass);
 // LossImpl::Chunked's loss and dlogits in one kernel.
 std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx);

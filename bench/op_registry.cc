@@ -105,6 +105,8 @@ std::vector<OpVariant> build_registry() {
   fused_norm.fused_norm = true;
   ImplChoice chunked_loss;
   chunked_loss.chunked_loss = true;
+  ImplChoice scan_embedding_grad;
+  scan_embedding_grad.sorted_embedding_grad = false;
   const Pass fwd = Pass::Forward;
   const Pass bwd = Pass::Backward;
 
@@ -179,8 +181,16 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_rope(c, bwd); });
   b.gemm(Linear::Qkv, GemmPass::InputGrad);
   b.gemm(Linear::Qkv, GemmPass::WeightGrad);
-  b.add("embedding.bwd", "", "backward/embedding", v2,
+  // Each gradient kernel on uniform tokens and on text-like skewed ones
+  // (Zipf): the scan kernel's cost follows the commonest token's count.
+  b.add("embedding.bwd", "scan", "backward/embedding", scan_embedding_grad,
         [=](BenchContext& c) { return make_embedding(c, bwd); });
+  b.add("embedding.bwd", "sorted", "backward/embedding", v2,
+        [=](BenchContext& c) { return make_embedding(c, bwd); });
+  b.add("embedding.bwd", "scan-zipf", "backward/embedding", scan_embedding_grad,
+        [=](BenchContext& c) { return make_embedding(c, bwd, true); });
+  b.add("embedding.bwd", "sorted-zipf", "backward/embedding", v2,
+        [=](BenchContext& c) { return make_embedding(c, bwd, true); });
 
   // Optimizer: layer 0's parameters.
   b.add("adamw", "per-tensor", kLayerAdamwPath, per_tensor,

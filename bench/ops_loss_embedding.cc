@@ -1,6 +1,7 @@
 // The ends of the step: the token embedding (lookup, and the gradient's
 // scatter-add into the table, which accumulates onto what the tied LM
-// head wrote) and the cross-entropy loss over the [T, vocab] logits.
+// head wrote) and the cross-entropy loss over the [T, vocab] logits. Which
+// gradient kernel runs (scan or sorted) is the prepared plan's choice.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -38,12 +39,13 @@ std::vector<std::int32_t> compact_ids(const std::vector<std::int64_t>& ids, cons
 
 class EmbeddingCase final : public OpCase {
  public:
-  EmbeddingCase(BenchContext& ctx, Pass pass)
+  EmbeddingCase(BenchContext& ctx, Pass pass, bool zipf_tokens)
       : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass) {
     const std::int64_t t = ctx.tokens();
     const std::int64_t d = ctx.cfg.hidden_dim;
     const int vocab = ctx.cfg.vocab_size;
-    tokens_ = buffers_.tokens(t, vocab, host_tokens_);
+    tokens_ = buffers_.tokens(t, vocab, host_tokens_,
+                              zipf_tokens ? DeviceBuffers::Mix::Zipf : DeviceBuffers::Mix::Uniform);
     if (pass == Pass::Forward) {
       table_ = buffers_.random(vocab, d, ctx.act(), -1, 1);  // the compute copy of E
       rows_ = buffers_.poisoned(t, d, ctx.act());
@@ -241,8 +243,8 @@ class FusedCrossEntropyCase final : public OpCase {
 
 }  // namespace
 
-std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass) {
-  return std::make_unique<EmbeddingCase>(ctx, pass);
+std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass, bool zipf_tokens) {
+  return std::make_unique<EmbeddingCase>(ctx, pass, zipf_tokens);
 }
 
 std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass) {

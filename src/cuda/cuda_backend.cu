@@ -77,7 +77,7 @@ CudaBackend::~CudaBackend() {
 
 void CudaBackend::free_workspaces() {
   for (void* p : {gemm_workspace_, side_gemm_workspace_, gemm_tune_scratch_,
-                  static_cast<void*>(rms_partials_), attention_block_}) {
+                  static_cast<void*>(rms_partials_), attention_block_, embedding_scratch_.block}) {
     if (p != nullptr) cudaFree(p);
   }
   gemm_workspace_ = nullptr;
@@ -89,6 +89,7 @@ void CudaBackend::free_workspaces() {
   materialized_scratch_ = AttentionScratch{};
   flash_scratch_ = FlashScratch{};
   cudnn_ = nullptr;
+  embedding_scratch_ = EmbeddingGradScratch{};
   workspace_bytes_ = 0;
   if (gemm_) {
     gemm_->set_workspace(nullptr, 0);
@@ -161,6 +162,11 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
       break;
     case AttentionImpl::Auto:
       throw RuntimeFailure("CudaBackend::prepare: attention auto was not resolved");
+  }
+  if (w.embedding_grad > 0) {
+    embedding_scratch_ =
+        EmbeddingGradScratch::assigned(take(w.embedding_grad, "the embedding gradient's sort"),
+                                       shape.tokens(), cfg.hidden_dim, cfg.vocab_size);
   }
 }
 
@@ -299,8 +305,15 @@ void CudaBackend::embedding_forward(Mat out, const std::int32_t* tokens, Mat tab
   cuda::embedding_forward(out, tokens, table, stream_);
 }
 
+// The plan's choice, through what prepare() set up: sorted when it planned
+// the sort's scratch, else the scan (which is also what a backend that was
+// never prepared runs).
 void CudaBackend::embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) {
-  cuda::embedding_backward(dtable, tokens, dout, stream_);
+  if (!embedding_scratch_.empty()) {
+    cuda::embedding_backward_sorted(dtable, tokens, dout, embedding_scratch_, stream_);
+  } else {
+    cuda::embedding_backward_scan(dtable, tokens, dout, stream_);
+  }
 }
 
 std::string CudaBackend::tuning_state() const {

@@ -12,6 +12,7 @@
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_graph.h"
+#include "cuda/cuda_ops.h"
 #include "cuda/cuda_side_branch.h"
 #include "cuda/cudnn/cudnn_sdpa.h"
 #include "cuda/flash/flash_attention.h"
@@ -123,7 +124,7 @@ class CudaBackend final : public Backend {
   bool side_enabled_ = false;  // both branches: StepPlan::parallel_branches
 
   // prepare()'s allocations: cuBLASLt workspace, RMSNorm partial sums,
-  // attention scratch.
+  // attention scratch, the sorted embedding gradient's scratch.
   void* gemm_workspace_ = nullptr;
   void* side_gemm_workspace_ = nullptr;
   void* gemm_tune_scratch_ = nullptr;  // GEMM autotuning of beta != 0 problems
@@ -134,6 +135,9 @@ class CudaBackend final : public Backend {
   AttentionScratch materialized_scratch_;  // the plan's attention decides which is set
   FlashScratch flash_scratch_;
   const CudnnSdpa* cudnn_ = nullptr;  // cudnn_sdpa_for()'s, workspace in attention_block_
+  // Set when the plan's embedding gradient is sorted; empty (the scan
+  // kernel, which needs none) before prepare() and for embedding_grad scan.
+  EmbeddingGradScratch embedding_scratch_;
   std::int64_t workspace_bytes_ = 0;
 
   std::int64_t peak_used_ = -1;

@@ -1,7 +1,11 @@
-// Token embedding lookup and its gradient. The backward pass is
-// deterministic without sorting: the block of a token's FIRST occurrence owns
-// that table row and adds every occurrence's gradient in position order, so
-// the sum (and the whole training run) is bit-reproducible.
+// Token embedding lookup, and the scan form of its gradient
+// (EmbeddingGradImpl::Scan; the sorted form is cuda_embedding_sorted.cu).
+// The scan is deterministic without sorting: the block of a token's FIRST
+// occurrence owns that table row and adds every occurrence's gradient in
+// position order, so the sum is bit-reproducible. Its cost follows the token
+// distribution: one block adds all the rows of its token, so a frequent
+// token (a space in byte-level text: a sixth of the positions) serialises
+// the whole gradient on one block.
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_ops.h"
 
@@ -97,8 +101,9 @@ void embedding_forward(Mat out, const std::int32_t* tokens, Mat table, cudaStrea
   });
 }
 
-void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout, cudaStream_t stream) {
-  const char* name = "embedding_backward";
+void embedding_backward_scan(Mat dtable, const std::int32_t* tokens, Mat dout,
+                             cudaStream_t stream) {
+  const char* name = "embedding_backward (scan)";
   require(dtable.cols == dout.cols, name,
           "dtable " + shape_str(dtable) + " vs dout " + shape_str(dout));
   require_dtype(name, dtable, DType::F32);

@@ -23,9 +23,33 @@ void silu_backward(Mat dx, Mat dout, Mat x, cudaStream_t stream);
 void swiglu_forward(Mat out, Mat gate, Mat up, cudaStream_t stream);
 void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up, cudaStream_t stream);
 
-// cuda_embedding.cu
+// cuda_embedding.cu. Both gradients ADD into dtable (float32), where the
+// tied LM head has written its part; a position whose token is outside
+// [0, dtable.rows) adds nothing.
 void embedding_forward(Mat out, const std::int32_t* tokens, Mat table, cudaStream_t stream);
-void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout, cudaStream_t stream);
+void embedding_backward_scan(Mat dtable, const std::int32_t* tokens, Mat dout, cudaStream_t stream);
+
+// cuda_embedding_sorted.cu: EmbeddingGradImpl::Sorted. Its scratch (the
+// sort's keys and positions, cub's temporary storage, per-chunk partial
+// sums) is planned before step 1 for at most `positions` rows of `dim`
+// columns over a table of `vocab` rows, like every workspace; no call
+// allocates. Sizing asks cub, which needs a CUDA device.
+struct EmbeddingGradScratch {
+  void* block = nullptr;
+  std::int64_t positions = 0;
+  std::int64_t dim = 0;
+  std::int64_t vocab = 0;
+  std::int64_t sort_bytes = 0;  // cub's temporary storage within the block
+
+  static std::int64_t bytes_for(std::int64_t positions, std::int64_t dim, std::int64_t vocab);
+  // The scratch in `block`, which holds bytes_for(positions, dim, vocab).
+  static EmbeddingGradScratch assigned(void* block, std::int64_t positions, std::int64_t dim,
+                                       std::int64_t vocab);
+  bool empty() const { return block == nullptr; }
+};
+// Throws RuntimeFailure when the call is larger than the scratch was planned for.
+void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
+                               const EmbeddingGradScratch& scratch, cudaStream_t stream);
 
 // cuda_rmsnorm.cu. The backward pass writes per-block partial sums of
 // dweight into `partials` (capacity floats) and reduces them in a second

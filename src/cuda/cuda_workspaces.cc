@@ -52,6 +52,10 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
     case AttentionImpl::Auto:
       throw RuntimeFailure("workspace_sizes: attention auto was not resolved");
   }
+  if (plan.ops.embedding_grad == EmbeddingGradImpl::Sorted) {
+    w.embedding_grad =
+        EmbeddingGradScratch::bytes_for(shape.tokens(), cfg.hidden_dim, cfg.vocab_size);
+  }
   return w;
 }
 
@@ -65,6 +69,7 @@ std::vector<Workspace> CudaWorkspaceSizes::list() const {
   add("gemm_autotune", gemm_tune);
   add("rmsnorm_partials", rms_partials);
   add("attention", attention);
+  add("embedding_grad", embedding_grad);
   return out;
 }
 

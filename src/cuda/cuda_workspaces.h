@@ -16,6 +16,9 @@ struct CudaWorkspaceSizes {
   std::int64_t rms_partials = 0;  // RMSNorm backward's per-block weight-gradient sums
   // materialised: repeated K/V and dS; flash: D = rowsum(dO*O); cudnn: its workspace
   std::int64_t attention = 0;
+  // embedding_grad sorted: the sort's keys and positions, cub's storage,
+  // the per-chunk partial sums (cuda_ops.h, EmbeddingGradScratch)
+  std::int64_t embedding_grad = 0;
 
   std::vector<Workspace> list() const;
 };

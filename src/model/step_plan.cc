@@ -16,6 +16,8 @@ constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionI
                                          AttentionImpl::Cudnn};
 constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused};
 constexpr NormImpl kNorms[] = {NormImpl::Plain, NormImpl::Fused};
+constexpr EmbeddingGradImpl kEmbeddingGrads[] = {EmbeddingGradImpl::Scan,
+                                                 EmbeddingGradImpl::Sorted};
 constexpr LossImpl kLosses[] = {LossImpl::FullLogits, LossImpl::Chunked};
 constexpr OptimizerImpl kOptimizers[] = {OptimizerImpl::PerTensor, OptimizerImpl::Fused,
                                          OptimizerImpl::FusedPerLayer};
@@ -50,14 +52,36 @@ std::string cudnn_unsupported(const DeviceCaps& caps, const ModelConfig& cfg, Ba
   return caps.cudnn_attention(cfg, shape, precision);
 }
 
+// The saved choice of attention=auto, when it can still run: taken as it
+// was, with its times, and not timed again. Else a note saying why not.
+bool reuse_attention(StepPlan& plan, const SavedAttentionChoice& saved, const std::string& no_flash,
+                     const std::string& no_cudnn) {
+  const std::string why = saved.chosen == AttentionImpl::Flash   ? no_flash
+                          : saved.chosen == AttentionImpl::Cudnn ? no_cudnn
+                          : saved.chosen == AttentionImpl::Auto  ? "it names no implementation"
+                                                                 : "";
+  if (why.empty()) {
+    plan.attention_auto = saved.how;
+    plan.attention_auto.requested = true;
+    plan.attention_auto.reused_from = saved.from;
+    plan.ops.attention = saved.chosen;
+    return true;
+  }
+  plan.attention_auto.notes.push_back(std::string(impl_name(saved.chosen)) + " from " + saved.from +
+                                      " cannot run here (" + why + "): chosen again");
+  return false;
+}
+
 // attention=auto: the candidates that can run, timed when there are two;
 // the faster one is kept. Neither: materialised, the one that runs anything.
+// On resume, the checkpoint's choice instead, untimed.
 void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                      BatchShape shape) {
+                      BatchShape shape, const std::optional<SavedAttentionChoice>& saved) {
   AttentionAuto& a = plan.attention_auto;
   a.requested = true;
   const std::string no_flash = flash_unsupported(caps, cfg);
   const std::string no_cudnn = cudnn_unsupported(caps, cfg, shape, plan.precision);
+  if (saved && reuse_attention(plan, *saved, no_flash, no_cudnn)) return;
   if (!no_flash.empty()) a.notes.push_back("flash: " + no_flash);
   if (!no_cudnn.empty()) a.notes.push_back("cudnn: " + no_cudnn);
   AttentionImpl& choice = plan.ops.attention;
@@ -81,10 +105,10 @@ void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig&
 }
 
 void resolve_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                       BatchShape shape) {
+                       BatchShape shape, const std::optional<SavedAttentionChoice>& saved) {
   AttentionImpl& choice = plan.ops.attention;
   if (choice == AttentionImpl::Auto) {
-    choose_attention(plan, caps, cfg, shape);
+    choose_attention(plan, caps, cfg, shape, saved);
     return;
   }
   if (choice == AttentionImpl::Cudnn) {
@@ -109,6 +133,7 @@ std::string ms(double v) {
 std::string AttentionAuto::describe(AttentionImpl chosen) const {
   if (!requested) return "";
   std::string out = std::string("auto chose ") + impl_name(chosen);
+  if (!reused_from.empty()) out += " (as in " + reused_from + ", not timed again)";
   if (flash_timed && cudnn_timed) {
     const bool cudnn_first = cudnn.total_ms() < flash.total_ms();
     const auto part = [](const char* name, const AttentionTiming& t) {
@@ -147,6 +172,9 @@ const char* impl_name(NormImpl v) {
 const char* impl_name(RopeImpl) {
   return "separate";
 }
+const char* impl_name(EmbeddingGradImpl v) {
+  return v == EmbeddingGradImpl::Sorted ? "sorted" : "scan";
+}
 const char* impl_name(LossImpl v) {
   return v == LossImpl::Chunked ? "chunked" : "full_logits";
 }
@@ -174,16 +202,22 @@ const char* impl_name(LossScaling v) {
 bool operator==(const OpChoices& a, const OpChoices& b) {
   return a.qkv_gemm == b.qkv_gemm && a.gate_up_gemm == b.gate_up_gemm &&
          a.attention == b.attention && a.swiglu == b.swiglu && a.norm == b.norm &&
-         a.rope == b.rope && a.loss == b.loss && a.epilogue == b.epilogue &&
-         a.optimizer == b.optimizer && a.execution == b.execution;
+         a.rope == b.rope && a.embedding_grad == b.embedding_grad && a.loss == b.loss &&
+         a.epilogue == b.epilogue && a.optimizer == b.optimizer && a.execution == b.execution;
 }
 
 std::vector<NamedChoice> named_choices(const OpChoices& ops) {
-  return {{"qkv_gemm", impl_name(ops.qkv_gemm)},   {"gate_up_gemm", impl_name(ops.gate_up_gemm)},
-          {"attention", impl_name(ops.attention)}, {"swiglu", impl_name(ops.swiglu)},
-          {"norm", impl_name(ops.norm)},           {"rope", impl_name(ops.rope)},
-          {"loss", impl_name(ops.loss)},           {"gemm_epilogue", impl_name(ops.epilogue)},
-          {"optimizer", impl_name(ops.optimizer)}, {"execution", impl_name(ops.execution)}};
+  return {{"qkv_gemm", impl_name(ops.qkv_gemm)},
+          {"gate_up_gemm", impl_name(ops.gate_up_gemm)},
+          {"attention", impl_name(ops.attention)},
+          {"swiglu", impl_name(ops.swiglu)},
+          {"norm", impl_name(ops.norm)},
+          {"rope", impl_name(ops.rope)},
+          {"embedding_grad", impl_name(ops.embedding_grad)},
+          {"loss", impl_name(ops.loss)},
+          {"gemm_epilogue", impl_name(ops.epilogue)},
+          {"optimizer", impl_name(ops.optimizer)},
+          {"execution", impl_name(ops.execution)}};
 }
 
 std::vector<std::string> implemented_levels() {
@@ -236,6 +270,7 @@ std::vector<OpChoices> single_changes(const OpChoices& preset) {
   each(&OpChoices::attention, kAttentions);
   each(&OpChoices::swiglu, kSwiglus);
   each(&OpChoices::norm, kNorms);
+  each(&OpChoices::embedding_grad, kEmbeddingGrads);
   each(&OpChoices::loss, kLosses);
   each(&OpChoices::optimizer, kOptimizers);
   each(&OpChoices::execution, kExecutions);
@@ -279,7 +314,7 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   OpChoices& ops = plan.ops;
   const std::string device = device_name(caps.kind);
 
-  resolve_attention(plan, caps, cfg, shape);
+  resolve_attention(plan, caps, cfg, shape, request.saved_attention);
   if (ops.execution == Execution::Graph && !caps.graphs) {
     fall_back(plan, "execution", ops.execution, Execution::Eager,
               "the " + device + " backend runs eagerly");

@@ -13,6 +13,7 @@
 // the run header, the summary and --json can say what changed and why.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,14 @@ enum class SwigluImpl { Separate, Fused };
 // norm's input gradient plus the residual gradient.
 enum class NormImpl { Plain, Fused };
 enum class RopeImpl { Separate };  // a rotation pass over q and k
+// The embedding gradient (the scatter-add of d(embedding output) into the
+// table rows). Sorted: the positions sorted by token id, then equal-sized
+// chunks of them summed per run of equal ids, so a skewed token distribution
+// (byte-level text) costs what a uniform one does. Scan: the block of a
+// token's first position sums all of that token's rows, which serialises a
+// frequent token on one block; kept beside it for the kernel bench. Both sum
+// in a fixed order. No flag: every level takes Sorted.
+enum class EmbeddingGradImpl { Scan, Sorted };
 // FullLogits: the head GEMM over all rows, cross-entropy forward, and in
 // backward its gradient over the stored logits. Chunked: per chunk of rows
 // (StepPlan::loss_chunk_rows), the head GEMM, one kernel for the loss and
@@ -66,6 +75,7 @@ struct OpChoices {
   SwigluImpl swiglu = SwigluImpl::Fused;
   NormImpl norm = NormImpl::Plain;
   RopeImpl rope = RopeImpl::Separate;
+  EmbeddingGradImpl embedding_grad = EmbeddingGradImpl::Sorted;
   LossImpl loss = LossImpl::FullLogits;
   GemmEpilogue epilogue = GemmEpilogue::None;
   OptimizerImpl optimizer = OptimizerImpl::FusedPerLayer;
@@ -83,6 +93,7 @@ const char* impl_name(AttentionImpl v);
 const char* impl_name(SwigluImpl v);
 const char* impl_name(NormImpl v);
 const char* impl_name(RopeImpl v);
+const char* impl_name(EmbeddingGradImpl v);
 const char* impl_name(LossImpl v);
 const char* impl_name(GemmEpilogue v);
 const char* impl_name(OptimizerImpl v);
@@ -163,8 +174,22 @@ struct AttentionAuto {
   bool flash_timed = false, cudnn_timed = false;
   AttentionTiming flash, cudnn;
   std::vector<std::string> notes;  // "cudnn: this build has no cuDNN"
-  // "auto (per layer, fwd+bwd): cudnn 0.412 ms, flash 0.631 ms"
+  // The checkpoint the choice was taken from (--resume), not timed again;
+  // "" when this run chose.
+  std::string reused_from;
+  // "auto chose cudnn per layer: cudnn 0.412 ms (fwd ..., bwd ...), flash 0.631 ms (...)"
   std::string describe(AttentionImpl chosen) const;
+};
+
+// attention=auto's decision as a checkpoint keeps it: the implementation
+// chosen and what its timing saw. A resumed run takes it instead of timing
+// again, so that it runs the kernels the uninterrupted run ran (flash and
+// cuDNN may rank differently from one timing to the next when their times
+// are close, and they round differently).
+struct SavedAttentionChoice {
+  AttentionImpl chosen = AttentionImpl::Flash;
+  AttentionAuto how;  // the times and notes of the run that chose
+  std::string from;   // where it was read: the checkpoint's path
 };
 
 // What a run asks for: a level preset with single choices changed, and a precision.
@@ -174,6 +199,9 @@ struct PlanRequest {
   Precision precision = Precision::fp32();
   // LossImpl::Chunked's rows per chunk; 0: loss_chunk_rows() decides.
   std::int64_t loss_chunk_rows = 0;
+  // attention=auto on resume: the choice the checkpoint holds, taken
+  // untimed when it can still run here (else chosen again, with a note).
+  std::optional<SavedAttentionChoice> saved_attention;
 };
 
 struct StepPlan {

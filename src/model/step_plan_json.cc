@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/errors.h"
+
 namespace tinyllama {
 
 nlohmann::json plan_json(const StepPlan& plan) {
@@ -23,19 +25,53 @@ nlohmann::json plan_json(const StepPlan& plan) {
                         {"workspaces", workspaces},
                         {"workspace_bytes", plan.workspace_bytes()},
                         {"fallbacks", fallbacks}};
-  const AttentionAuto& a = plan.attention_auto;
-  if (a.requested) {
-    auto timing = [](bool timed, const AttentionTiming& t) -> nlohmann::json {
-      if (!timed) return nullptr;
-      return {
-          {"forward_ms", t.forward_ms}, {"backward_ms", t.backward_ms}, {"total_ms", t.total_ms()}};
-    };
-    out["attention_auto"] = {{"chosen", impl_name(plan.ops.attention)},
-                             {"flash", timing(a.flash_timed, a.flash)},
-                             {"cudnn", timing(a.cudnn_timed, a.cudnn)},
-                             {"notes", a.notes}};
-  }
+  if (plan.attention_auto.requested) out["attention_auto"] = attention_choice_json(plan);
   return out;
+}
+
+nlohmann::json attention_choice_json(const StepPlan& plan) {
+  const AttentionAuto& a = plan.attention_auto;
+  auto timing = [](bool timed, const AttentionTiming& t) -> nlohmann::json {
+    if (!timed) return nullptr;
+    return {
+        {"forward_ms", t.forward_ms}, {"backward_ms", t.backward_ms}, {"total_ms", t.total_ms()}};
+  };
+  return {{"chosen", impl_name(plan.ops.attention)},
+          {"flash", timing(a.flash_timed, a.flash)},
+          {"cudnn", timing(a.cudnn_timed, a.cudnn)},
+          {"notes", a.notes},
+          {"reused_from",
+           a.reused_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.reused_from)}};
+}
+
+SavedAttentionChoice attention_choice_from_json(const nlohmann::json& j, const std::string& from) {
+  SavedAttentionChoice s;
+  s.from = from;
+  try {
+    const std::string chosen = j.at("chosen").get<std::string>();
+    bool known = false;
+    for (const AttentionImpl impl :
+         {AttentionImpl::Materialized, AttentionImpl::Flash, AttentionImpl::Cudnn}) {
+      if (chosen == impl_name(impl)) {
+        s.chosen = impl;
+        known = true;
+      }
+    }
+    if (!known)
+      throw RuntimeFailure(from + ": attention auto chose '" + chosen + "', unknown here");
+    auto timing = [&](const char* key, bool& timed, AttentionTiming& t) {
+      const nlohmann::json& v = j.at(key);
+      timed = !v.is_null();
+      if (timed) t = {v.at("forward_ms").get<double>(), v.at("backward_ms").get<double>()};
+    };
+    timing("flash", s.how.flash_timed, s.how.flash);
+    timing("cudnn", s.how.cudnn_timed, s.how.cudnn);
+    s.how.notes = j.at("notes").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeFailure(from + ": the saved attention choice is damaged (" + e.what() + ")");
+  }
+  s.how.requested = true;
+  return s;
 }
 
 }  // namespace tinyllama

@@ -55,6 +55,10 @@ std::string lpad(const std::string& s, std::size_t width) {
 // "auto chose cudnn: cudnn 0.412 ms, flash 0.631 ms per layer (fwd+bwd)".
 std::string attention_auto_line(const json& a) {
   std::string out = "auto chose " + a["chosen"].get<std::string>();
+  // A resumed run's choice is its checkpoint's (older summaries lack the key).
+  if (a.contains("reused_from") && a["reused_from"].is_string()) {
+    out += " (as in " + a["reused_from"].get<std::string>() + ", not timed again)";
+  }
   std::string times;
   for (const char* impl : {"cudnn", "flash"}) {
     if (!a[impl].is_object()) continue;

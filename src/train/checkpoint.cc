@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "io/hf_weights.h"
 #include "io/safetensors.h"
+#include "model/step_plan_json.h"
 
 namespace tinyllama {
 namespace {
@@ -58,6 +59,27 @@ TensorData raw_tensor(const Model& model, Model::StateBlock block) {
   return t;
 }
 
+// The checkpoint's "state" metadata, after checking that `path` is a
+// checkpoint this build reads.
+nlohmann::json read_state(const std::string& path) {
+  const std::map<std::string, std::string> meta = read_safetensors_metadata(path);
+  const auto format = meta.find("format");
+  const auto state_text = meta.find("state");
+  if (format == meta.end() || format->second != kFormat || state_text == meta.end()) {
+    throw UsageError("--resume " + path + ": not a tinyllama checkpoint");
+  }
+  if (meta.count("version") == 0 || meta.at("version") != kVersion) {
+    throw UsageError("--resume " + path + ": checkpoint format version " +
+                     (meta.count("version") ? meta.at("version") : "?") + ", this build reads " +
+                     kVersion);
+  }
+  try {
+    return nlohmann::json::parse(state_text->second);
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeFailure(path + ": the checkpoint's state is damaged (" + e.what() + ")");
+  }
+}
+
 int steps_of(const fs::path& file) {
   static const std::regex kName(R"(ckpt-([0-9]{8,9})\.safetensors)");
   std::smatch m;
@@ -100,11 +122,14 @@ std::string save_checkpoint(const std::string& dir, const Model& model,
                             const CheckpointState& state, const TrainOptions& opts, int keep) {
   nlohmann::json identity = nlohmann::json::object();
   for (const auto& [flag, value] : run_identity(opts)) identity[flag] = value;
-  const nlohmann::json meta = {
+  nlohmann::json meta = {
       {"steps_done", state.steps_done}, {"applied_updates", state.applied_updates},
       {"loss_scale", state.loss_scale}, {"clean_steps", state.clean_steps},
       {"sampler", state.sampler},       {"run", identity},
       {"tuning", state.tuning}};
+  if (opts.plan.attention_auto.requested) {
+    meta["attention_auto"] = attention_choice_json(opts.plan);
+  }
   const NamedTensors tensors = {{"params", raw_tensor(model, Model::StateBlock::Params)},
                                 {"adam_m", raw_tensor(model, Model::StateBlock::AdamM)},
                                 {"adam_v", raw_tensor(model, Model::StateBlock::AdamV)}};
@@ -131,21 +156,15 @@ std::string latest_checkpoint(const std::string& dir) {
   return all.back();
 }
 
+std::optional<SavedAttentionChoice> saved_attention_choice(const std::string& path) {
+  const nlohmann::json s = read_state(path);
+  if (!s.contains("attention_auto")) return std::nullopt;
+  return attention_choice_from_json(s.at("attention_auto"), path);
+}
+
 CheckpointState load_checkpoint(const std::string& path, Model& model, const TrainOptions& opts) {
-  const std::map<std::string, std::string> meta = read_safetensors_metadata(path);
-  const auto format = meta.find("format");
-  const auto state_text = meta.find("state");
-  if (format == meta.end() || format->second != kFormat || state_text == meta.end()) {
-    throw UsageError("--resume " + path + ": not a tinyllama checkpoint");
-  }
-  if (meta.count("version") == 0 || meta.at("version") != kVersion) {
-    throw UsageError("--resume " + path + ": checkpoint format version " +
-                     (meta.count("version") ? meta.at("version") : "?") + ", this build reads " +
-                     kVersion);
-  }
-  nlohmann::json s;
+  const nlohmann::json s = read_state(path);
   try {
-    s = nlohmann::json::parse(state_text->second);
     const nlohmann::json& saved = s.at("run");
     for (const auto& [flag, value] : run_identity(opts)) {
       const std::string was = saved.value(flag, std::string("?"));

@@ -5,7 +5,10 @@
 // checkpoint is complete or absent: the master weights and both AdamW
 // moments as raw master-dtype bytes (tensors "params", "adam_m", "adam_v"),
 // and in the metadata the step count, AdamW's update count, the loss
-// scaler, the batch source's position and generator, and the run's config.
+// scaler, the batch source's position and generator, the run's config, and
+// what the run chose by timing (the GEMM algorithms, attention=auto's
+// implementation), which a resumed run takes instead of timing again.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +46,12 @@ std::string save_checkpoint(const std::string& dir, const Model& model,
 // The newest checkpoint in dir. Throws UsageError "--resume DIR: ..." when
 // there is none.
 std::string latest_checkpoint(const std::string& dir);
+
+// attention=auto's choice in the checkpoint at `path` (step_plan_json.h);
+// none when its run did not ask for auto. Reads the metadata only, so the
+// plan can be resolved with it before anything is allocated. Throws
+// UsageError for a file that is not a checkpoint.
+std::optional<SavedAttentionChoice> saved_attention_choice(const std::string& path);
 
 // Loads a checkpoint into model and returns its state. A checkpoint of
 // another model, batch shape, precision or learning rate is a UsageError

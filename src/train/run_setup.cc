@@ -3,6 +3,7 @@
 #include "core/errors.h"
 #include "cuda/cuda_entry.h"
 #include "train/backend_factory.h"
+#include "train/checkpoint.h"
 #include "train/memory_check.h"
 #include "train/validate.h"
 
@@ -29,7 +30,13 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
     throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_build_versions() +
                          "); use --device cpu");
   }
-  opts.plan = resolve_plan(opts.request, device_caps(device), opts.model, opts.shape);
+  PlanRequest request = opts.request;
+  // A resumed attention=auto takes the checkpoint's choice rather than timing
+  // again (train() loads the same newest checkpoint).
+  if (!opts.resume.empty() && request.ops.attention == AttentionImpl::Auto) {
+    request.saved_attention = saved_attention_choice(latest_checkpoint(opts.resume));
+  }
+  opts.plan = resolve_plan(request, device_caps(device), opts.model, opts.shape);
   if (opts.parallel.enabled) {
     if (device != DeviceKind::Cuda) {
       throw UsageError("--gpus: data parallel runs on CUDA devices (not --device cpu)");

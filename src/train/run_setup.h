@@ -11,8 +11,9 @@
 
 namespace tinyllama {
 
-// Fills opts.plan. Returns the notes a front end should print (e.g. no CUDA
-// device found, running on the cpu). Throws UsageError for bad options and
+// Fills opts.plan (with --resume and attention=auto, from the newest
+// checkpoint's attention choice instead of a new timing). Returns the notes a front end should
+// print (e.g. no CUDA device found, running on the cpu). Throws UsageError for bad options and
 // RuntimeFailure for a device that is missing or a run that cannot fit.
 std::vector<std::string> resolve_run(TrainOptions& opts);
 

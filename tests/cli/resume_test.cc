@@ -72,6 +72,27 @@ TEST(Resume, TextDataRunIsBitIdenticalWithEvaluations) {
   fs::remove_all(dir);
 }
 
+// --attention auto: the resumed run takes the checkpoint's choice and says
+// so (tests/train/checkpoint_test.cc checks the plan; on a GPU this is what
+// keeps a resumed run from timing, and perhaps choosing, anew).
+TEST(Resume, AttentionAutoTakesTheCheckpointsChoice) {
+  const auto dir = scratch_dir("resume_auto");
+  const std::string ck = (dir / "ck").string();
+  const std::string run = kModel + "--attention auto --json " + (dir / "r.json").string() + " ";
+  RunResult r = run_tinyllama(run + "--num-steps 1 --checkpoint-dir " + ck);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("not timed again"), std::string::npos) << r.out;
+  r = run_tinyllama(run + "--num-steps 2 --resume " + ck);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string from = ck + "/ckpt-00000003.safetensors";
+  EXPECT_NE(r.out.find("attention | auto chose flash (as in " + from + ", not timed again)"),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_text(dir / "r.json"));
+  EXPECT_EQ(j["plan"]["attention_auto"]["reused_from"], from);
+  fs::remove_all(dir);
+}
+
 TEST(Resume, KeepPrunesOldCheckpoints) {
   const auto dir = scratch_dir("keep");
   const RunResult r = run_tinyllama(kModel + "--num-steps 4 --checkpoint-dir " +

@@ -1,7 +1,9 @@
 // Embedding lookup and its gradient against the float64 reference. The
 // backward pass accumulates into a float32 table gradient that already holds
 // values (the tied LM head writes first), with tokens repeated many times,
-// including more positions than one block handles per chunk.
+// including more positions than one block handles per chunk. The backend
+// is not prepared here, so it runs the scan kernel; gpu_embedding_grad_test
+// compares the scan and the sorted kernels at skewed distributions.
 #include <tuple>
 
 #include "cpu/cpu_ops.h"

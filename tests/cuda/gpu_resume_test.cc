@@ -2,7 +2,8 @@
 // to one never stopped (final weights and every loss after the resume), in
 // each precision, eager (v1) and with the captured step (v2, v3: graphs, the
 // per-layer AdamW sweeps, two steps in flight), on synthetic tokens and on
-// text with evaluations between the steps. Runs the real binary.
+// text with evaluations between the steps; with --attention auto, on the
+// checkpoint's attention choice. Runs the real binary.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -88,6 +89,51 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuResume,
                            return precision + "_" + std::get<1>(info.param) +
                                   (std::get<2>(info.param) ? "_text" : "_synthetic");
                          });
+
+// --attention auto under bf16 (flash and cuDNN both candidates where cuDNN
+// is built): the resumed run takes the checkpoint's choice and both of its
+// times, to the bit -- a new timing would measure different times, and
+// might choose the other implementation -- and ends bit-identical to the
+// run never stopped.
+TEST(GpuResumeAuto, AttentionAutoTakesTheCheckpointsChoiceUntimed) {
+  if (!cuda_device_available()) {
+    GTEST_SKIP() << "no CUDA device available: GPU test SKIPPED (run on a machine with a GPU)";
+  }
+  const auto dir = scratch_dir("gpu_resume_auto");
+  const std::string run =
+      "train --device cuda --vocab-size 300 --hidden-dim 256 --num-layers 2 --num-heads 4 "
+      "--seq-len 128 --batch-size 4 --warmup-steps 2 --learning-rate 3e-3 --log-every 1 "
+      "--use-amp --amp-dtype bfloat16 --attention auto ";
+  const std::string ck = (dir / "ck").string();
+  RunResult r = run_tinyllama(run + "--num-steps 6 --checkpoint-dir " + ck +
+                              " --checkpoint-every 4 --keep 0 --save-weights " +
+                              (dir / "a.st").string() + " --json " + (dir / "a.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path from = dir / "from";
+  fs::create_directories(from);
+  fs::copy_file(fs::path(ck) / "ckpt-00000004.safetensors", from / "ckpt-00000004.safetensors");
+  r = run_tinyllama(run + "--num-steps 6 --resume " + from.string() + " --save-weights " +
+                    (dir / "b.st").string() + " --json " + (dir / "b.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("not timed again"), std::string::npos) << r.out;
+  const nlohmann::json a = nlohmann::json::parse(read_text(dir / "a.json"));
+  const nlohmann::json b = nlohmann::json::parse(read_text(dir / "b.json"));
+  const nlohmann::json& was = a["plan"]["attention_auto"];
+  const nlohmann::json& now = b["plan"]["attention_auto"];
+  EXPECT_TRUE(was["reused_from"].is_null());
+  EXPECT_EQ(now["reused_from"], (from / "ckpt-00000004.safetensors").string());
+  EXPECT_EQ(now["chosen"], was["chosen"]);
+  EXPECT_EQ(b["plan"]["ops"]["attention"], a["plan"]["ops"]["attention"]);
+  EXPECT_EQ(now["flash"], was["flash"]) << "the times are the checkpoint's, not new ones";
+  EXPECT_EQ(now["cudnn"], was["cudnn"]);
+  ASSERT_EQ(a["losses"].size(), 6u);
+  ASSERT_EQ(b["losses"].size(), 4u);  // resumed after 2 warm-up + 2 timed steps
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(a["losses"][2 + i].get<double>(), b["losses"][i].get<double>()) << "step " << 3 + i;
+  }
+  EXPECT_EQ(read_text(dir / "a.st"), read_text(dir / "b.st")) << "final weights differ";
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace tinyllama::gpu_test

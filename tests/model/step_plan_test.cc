@@ -97,9 +97,10 @@ TEST(StepPlan, SingleChangesChangeExactlyOneChoiceEach) {
   for (const std::string& level : implemented_levels()) {
     const OpChoices preset = level_preset(level);
     const std::vector<OpChoices> changes = single_changes(preset);
-    // qkv, gate_up, swiglu, norm, loss, execution: one other each; attention
-    // (auto is a way to choose, not an implementation) and optimizer: two.
-    EXPECT_EQ(changes.size(), 10u) << level;
+    // qkv, gate_up, swiglu, norm, embedding_grad, loss, execution: one other
+    // each; attention (auto is a way to choose, not an implementation) and
+    // optimizer: two.
+    EXPECT_EQ(changes.size(), 11u) << level;
     for (const OpChoices& c : changes) {
       int differing = 0;
       const auto a = named_choices(preset);
@@ -236,6 +237,86 @@ TEST(StepPlan, CudnnFallsBackToFlashThenMaterialisedWithAReasonEach) {
                           t.caps(), with_head_dim(128), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
   EXPECT_TRUE(plan.fallbacks.empty());
+  EXPECT_EQ(t.calls, 0);
+}
+
+// On resume, attention=auto takes the checkpoint's choice and its times
+// without calling the timer, even where a new timing would choose the other
+// implementation: the resumed run must run the kernels the uninterrupted
+// one ran.
+TEST(StepPlan, AutoTakesASavedChoiceWithoutTimingAgain) {
+  const Precision bf16 = Precision::amp(DType::BF16);
+  TimedCaps t;  // cuDNN 0.70 ms, flash 1.00 ms: a timing would choose cudnn
+  PlanRequest request;
+  request.ops = with_attention(AttentionImpl::Auto);
+  request.precision = bf16;
+  SavedAttentionChoice saved;
+  saved.chosen = AttentionImpl::Flash;
+  saved.how.flash_timed = saved.how.cudnn_timed = true;
+  saved.how.flash = {0.25, 0.5};
+  saved.how.cudnn = {0.5, 1.0};
+  saved.from = "ck/ckpt-00000006.safetensors";
+  request.saved_attention = saved;
+  const StepPlan plan = resolve_plan(request, t.caps(), with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
+  EXPECT_EQ(t.calls, 0) << "a saved choice is not timed again";
+  EXPECT_DOUBLE_EQ(plan.attention_auto.flash.total_ms(), 0.75);
+  EXPECT_DOUBLE_EQ(plan.attention_auto.cudnn.total_ms(), 1.5);
+  const std::string line = plan.attention_auto.describe(plan.ops.attention);
+  EXPECT_EQ(line.rfind("auto chose flash (as in ck/ckpt-00000006.safetensors, not timed again) "
+                       "per layer: flash 0.750 ms",
+                       0),
+            0u)
+      << line;
+  const nlohmann::json j = plan_json(plan);
+  EXPECT_EQ(j["attention_auto"]["chosen"], "flash");
+  EXPECT_EQ(j["attention_auto"]["reused_from"], "ck/ckpt-00000006.safetensors");
+
+  // The JSON a checkpoint keeps reads back as the same choice.
+  const SavedAttentionChoice back =
+      attention_choice_from_json(attention_choice_json(plan), "again.safetensors");
+  EXPECT_EQ(back.chosen, AttentionImpl::Flash);
+  EXPECT_TRUE(back.how.flash_timed && back.how.cudnn_timed);
+  EXPECT_DOUBLE_EQ(back.how.cudnn.backward_ms, 1.0);
+  EXPECT_EQ(back.from, "again.safetensors");
+
+  // Without a saved choice the same request is timed, and chooses cudnn.
+  request.saved_attention.reset();
+  EXPECT_EQ(resolve_plan(request, t.caps(), with_head_dim(64), {2, 16}).ops.attention,
+            AttentionImpl::Cudnn);
+  EXPECT_EQ(t.calls, 2);
+  EXPECT_TRUE(
+      plan_json(plan_for_choices(with_attention(AttentionImpl::Auto), bf16, t.caps(),
+                                 with_head_dim(64), {2, 16}))["attention_auto"]["reused_from"]
+          .is_null());
+}
+
+// A saved choice that cannot run here (this device has no cuDNN) is chosen
+// again, with a note; an explicit --attention ignores a saved choice.
+TEST(StepPlan, ASavedChoiceThatCannotRunIsChosenAgain) {
+  TimedCaps t;
+  PlanRequest request;
+  request.ops = with_attention(AttentionImpl::Auto);
+  request.precision = Precision::amp(DType::BF16);
+  SavedAttentionChoice saved;
+  saved.chosen = AttentionImpl::Cudnn;
+  saved.from = "ckpt.safetensors";
+  request.saved_attention = saved;
+  DeviceCaps no_cudnn = t.caps();
+  no_cudnn.cudnn_attention = nullptr;
+  StepPlan plan = resolve_plan(request, no_cudnn, with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
+  EXPECT_TRUE(plan.attention_auto.reused_from.empty());
+  ASSERT_FALSE(plan.attention_auto.notes.empty());
+  EXPECT_EQ(plan.attention_auto.notes[0],
+            "cudnn from ckpt.safetensors cannot run here (the cuda backend has no cuDNN): chosen "
+            "again");
+
+  request.ops.attention = AttentionImpl::Flash;
+  request.precision = Precision::amp(DType::BF16);
+  plan = resolve_plan(request, t.caps(), with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
+  EXPECT_FALSE(plan.attention_auto.requested);
   EXPECT_EQ(t.calls, 0);
 }
 
