@@ -55,7 +55,14 @@ std::int64_t covered_ns(const std::vector<Interval>& cover, std::int64_t begin, 
 }  // namespace
 
 bool is_communication_kernel(const std::string& name) {
-  const std::string readable = demangle(name);
+  // nvcc names a kernel of internal linkage "__nv_static_<n>__<hash>_<file>__"
+  // followed by its mangled name (NCCL's one-rank reduction is one).
+  std::string mangled = name;
+  if (mangled.rfind("__nv_static_", 0) == 0) {
+    const std::size_t at = mangled.find("__Z");
+    if (at != std::string::npos) mangled = mangled.substr(at + 1);
+  }
+  const std::string readable = demangle(mangled);
   std::string_view s = readable;
   // A template kernel's demangled name begins with its return type.
   drop_prefix(s, "void ");

@@ -49,6 +49,12 @@ TEST(Communication, NcclKernelsByNameMangledOrNot) {
   // NCCL's reduction for a one-rank averaging collective (--gpus 1).
   EXPECT_TRUE(
       is_communication_kernel("_ZN12_GLOBAL__N_113oneRankReduceI13FuncPreMulSumIfEEEvPvS3_mmb"));
+  // As CUPTI reported it on the H100 (NCCL 2.28): nvcc's prefix for a
+  // kernel of internal linkage, then the mangled name.
+  EXPECT_TRUE(is_communication_kernel(
+      "__nv_static_32__b4148644_10_onerank_cu_fdf47990__ZN43_GLOBAL__N__b4148644_10_onerank_cu_"
+      "fdf4799013oneRankReduceI13FuncPreMulSumIfEEEvPvS3_mmb"));
+  EXPECT_FALSE(is_communication_kernel("__nv_static_32__b4148644_10_rope_cu_fdf47990__Z4ropePf"));
   EXPECT_FALSE(is_communication_kernel(kGemm));
   EXPECT_FALSE(is_communication_kernel("void tinyllama::cuda::adamw_kernel<float>(float*)"));
   EXPECT_FALSE(is_communication_kernel("fused_nccl_like_kernel"));  // "nccl" not at the start
