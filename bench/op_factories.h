@@ -33,6 +33,8 @@ enum class FlashPin {
   Overlap1x64,
   Overlap2x64,
   Overlap2x128,
+  Specialized64,
+  Specialized128,
   BackwardMma,
   BackwardWgmma
 };

@@ -135,6 +135,9 @@ std::vector<OpVariant> build_registry() {
   b.attention(fwd, "flash-ov1x64", v2, FlashPin::Overlap1x64);
   b.attention(fwd, "flash-ov2x64", v2, FlashPin::Overlap2x64);
   b.attention(fwd, "flash-ov2x128", v2, FlashPin::Overlap2x128);
+  // wsK: a TMA producer warpgroup and two wgmma consumers, K keys per tile.
+  b.attention(fwd, "flash-ws64", v2, FlashPin::Specialized64);
+  b.attention(fwd, "flash-ws128", v2, FlashPin::Specialized128);
   b.attention(fwd, "cudnn", cudnn);
   b.gemm(Linear::OutProj, GemmPass::Forward);
   b.add("residual_add", "", "forward/layer0/attn_residual", v2,

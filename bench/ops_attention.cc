@@ -55,6 +55,10 @@ cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
       return cuda::FlashForwardKernel::Overlap2x64;
     case FlashPin::Overlap2x128:
       return cuda::FlashForwardKernel::Overlap2x128;
+    case FlashPin::Specialized64:
+      return cuda::FlashForwardKernel::Specialized64;
+    case FlashPin::Specialized128:
+      return cuda::FlashForwardKernel::Specialized128;
     case FlashPin::None:
     case FlashPin::BackwardMma:
     case FlashPin::BackwardWgmma:

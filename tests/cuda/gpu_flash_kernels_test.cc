@@ -44,7 +44,9 @@ const Pin kPins[] = {{FlashForwardKernel::Mma, "mma"},
                      {FlashForwardKernel::Paired2x128, "pair2x128"},
                      {FlashForwardKernel::Overlap1x64, "ov1x64"},
                      {FlashForwardKernel::Overlap2x64, "ov2x64"},
-                     {FlashForwardKernel::Overlap2x128, "ov2x128"}};
+                     {FlashForwardKernel::Overlap2x128, "ov2x128"},
+                     {FlashForwardKernel::Specialized64, "ws64"},
+                     {FlashForwardKernel::Specialized128, "ws128"}};
 
 using KernelParam = std::tuple<DType, Pin, KernelCase>;
 

@@ -214,6 +214,12 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
           case FlashForwardKernel::Overlap2x128:
             flash::launch_forward_wgmma_overlap<T, HD, 128, 2>(args, d, stream);
             break;
+          case FlashForwardKernel::Specialized64:
+            flash::launch_forward_ws<T, HD, 64, 2>(args, q, k, v, d, stream);
+            break;
+          case FlashForwardKernel::Specialized128:
+            flash::launch_forward_ws<T, HD, 128, 2>(args, q, k, v, d, stream);
+            break;
           default:
             flash::launch_forward_tc<T, HD>(args, d, stream);
             break;

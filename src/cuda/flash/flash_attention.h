@@ -30,7 +30,8 @@ FlashScratch flash_attention_scratch(void* base, const AttentionShape& s);
 // WgmmaWxK: W warpgroups (64 query rows each) per block, K keys per tile;
 // PairedWxK: the W warpgroups take the same rows of W heads of one kv
 // group (others fall back to Wgmma2x64 when the group is odd); OverlapWxK:
-// the softmax overlapped with P V.
+// the softmax overlapped with P V; SpecializedK: a TMA producer warpgroup
+// and two wgmma consumers, K keys per tile.
 enum class FlashForwardKernel {
   Best,
   Mma,
@@ -42,7 +43,9 @@ enum class FlashForwardKernel {
   Paired2x128,
   Overlap1x64,
   Overlap2x64,
-  Overlap2x128
+  Overlap2x128,
+  Specialized64,
+  Specialized128
 };
 void set_flash_forward_kernel(FlashForwardKernel k);
 FlashForwardKernel flash_forward_kernel();

@@ -30,6 +30,11 @@ void launch_forward_wgmma(const FwdArgs& args, const FlashDims& d, cudaStream_t 
 // (BK, WGS) = (64, 1), (64, 2) or (128, 2).
 template <typename T, int HD, int BK, int WGS>
 void launch_forward_wgmma_overlap(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// forward_ws.cu: warp-specialised (a TMA producer, two wgmma consumers),
+// BK 64 or 128, STAGES 2; q, k, v: the operands (for their tensor maps).
+template <typename T, int HD, int BK, int STAGES>
+void launch_forward_ws(const FwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
+                       const FlashDims& d, cudaStream_t stream);
 // backward_tc.cu, T = __nv_bfloat16 or __half: dK/dV, then dQ.
 template <typename T, int HD>
 void launch_backward_tc(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);

@@ -1,0 +1,214 @@
+// The warp-specialised Hopper forward (bf16 / fp16, sm_90a): one producer
+// warpgroup streams the K and V tiles by TMA into a ring of STAGES
+// shared-memory stages, two consumer warpgroups (64 query rows each) run
+// Q K^T, the online softmax and P V on wgmma as the tiles land. Barriers
+// per stage say when a tile has landed (the producer's expected bytes) and
+// when both consumers are done with it; the consumers never wait for each
+// other. The producer gives registers back (setmaxnreg) so the consumers
+// hold their accumulators without spilling. Same contract as forward_tc.cu;
+// rows must allow 16-byte accesses.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/cuda_check.h"
+#include "cuda/flash/launch.cuh"
+#include "cuda/flash/online_softmax.cuh"
+#include "cuda/flash/params.h"
+#include "cuda/flash/prologue.cuh"
+#include "cuda/flash/tiles.cuh"
+#include "cuda/flash/tma.cuh"
+#include "cuda/flash/tma_maps.h"
+#include "cuda/flash/wgmma.cuh"
+#include "cuda/flash/wgmma_tiles.cuh"
+
+namespace tinyllama::cuda::flash {
+namespace {
+
+template <int HD, int BK, int STAGES>
+struct WsFwd {
+  static constexpr int kThreads = 3 * 128;  // producer + two consumers
+  static constexpr int BQ = 128;
+  static constexpr int kQWgBytes = 64 * HD * 2;
+  static constexpr int kKvBytes = BK * HD * 2;
+  static constexpr int kQBytes = 2 * kQWgBytes;
+  static constexpr int kBarOffset = kQBytes + 2 * STAGES * kKvBytes;
+  // Barriers: Q landed, K landed [STAGES], V landed [STAGES], stage free [STAGES].
+  static constexpr std::size_t smem =
+      kSwizzleAtomBytes + kBarOffset + (1 + 3 * STAGES) * sizeof(std::uint64_t);
+};
+
+template <typename T, int HD, int BK, int STAGES>
+__global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
+    flash_fwd_ws_kernel(const __grid_constant__ CUtensorMap tq,
+                        const __grid_constant__ CUtensorMap tk,
+                        const __grid_constant__ CUtensorMap tv, const FwdArgs a) {
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+  using Cfg = WsFwd<HD, BK, STAGES>;
+  constexpr int BQ = Cfg::BQ;
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned raw_addr = smem_u32(smem_raw);
+  unsigned char* smem =
+      smem_raw + (((raw_addr + kSwizzleAtomBytes - 1) & ~(kSwizzleAtomBytes - 1u)) - raw_addr);
+  auto s_qw = [&](int c) { return smem + c * Cfg::kQWgBytes; };
+  auto s_k = [&](int stage) { return smem + Cfg::kQBytes + stage * Cfg::kKvBytes; };
+  auto s_v = [&](int stage) { return smem + Cfg::kQBytes + (STAGES + stage) * Cfg::kKvBytes; };
+  auto* bars = reinterpret_cast<std::uint64_t*>(smem + Cfg::kBarOffset);
+  std::uint64_t* q_full = bars;
+  std::uint64_t* k_full = bars + 1;
+  std::uint64_t* v_full = bars + 1 + STAGES;
+  std::uint64_t* empty = bars + 1 + 2 * STAGES;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = tid >> 7;
+  const QueryTileBlock<BQ, BK> blk(a);
+  if (tid == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(k_full + s, 1);
+      mbar_init(v_full + s, 1);
+      mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // the producer: one thread issues every copy
+    regs_dec<40>();
+    if (tid == 0) {
+      const int q_row = static_cast<int>(blk.tok0) + blk.q0;
+      mbar_expect_tx(q_full, Cfg::kQBytes);
+      for (int c = 0; c < 2; ++c) {
+        for (int cb = 0; cb < HD / 64; ++cb) {
+          tma_load_2d(s_qw(c) + cb * 64 * kSwizzleRowBytes, &tq, blk.h * HD + cb * 64,
+                      q_row + 64 * c, q_full);
+        }
+      }
+      for (int kt = 0; kt < blk.n_kt; ++kt) {
+        const int stage = kt % STAGES;
+        if (kt >= STAGES) mbar_wait(empty + stage, ((kt / STAGES) - 1) & 1);
+        const int row = static_cast<int>(blk.tok0) + kt * BK;
+        mbar_expect_tx(k_full + stage, Cfg::kKvBytes);
+        for (int cb = 0; cb < HD / 64; ++cb) {
+          tma_load_2d(s_k(stage) + cb * BK * kSwizzleRowBytes, &tk, blk.kvh * HD + cb * 64, row,
+                      k_full + stage);
+        }
+        mbar_expect_tx(v_full + stage, Cfg::kKvBytes);
+        for (int cb = 0; cb < HD / 64; ++cb) {
+          tma_load_2d(s_v(stage) + cb * BK * kSwizzleRowBytes, &tv, blk.kvh * HD + cb * 64, row,
+                      v_full + stage);
+        }
+      }
+    }
+    return;
+  }
+
+  regs_inc<232>();
+  const int c = wg - 1;  // consumer index
+  const int wtid = tid & 127;
+  const int warp = wtid >> 5;
+  const int lane = tid & 31;
+  const int t = lane & 3;
+  const int wq0 = blk.q0 + c * 64;
+  const int row0 = wq0 + warp * 16 + (lane >> 2);
+  const int row1 = row0 + 8;
+  const unsigned q_addr = smem_u32(s_qw(c));
+
+  float o[HD / 8][4];
+  zero(o);
+  SoftmaxRows st;
+  mbar_wait(q_full, 0);
+  for (int kt = 0; kt < blk.n_kt; ++kt) {
+    const int stage = kt % STAGES;
+    const unsigned phase = (kt / STAGES) & 1;
+    // A key tile wholly after this warpgroup's last row adds nothing to it.
+    if (kt * BK <= wq0 + 63) {
+      mbar_wait(k_full + stage, phase);
+      float s[BK / 8][4];
+      const unsigned k_addr = smem_u32(s_k(stage));
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) {
+        const unsigned step = (kk & 3) * 32;
+        wgmma_ss<T, BK, 0, 0>(
+            s, sw128_desc(q_addr + (kk >> 2) * 64 * kSwizzleRowBytes + step, 16, kSwizzleAtomBytes),
+            sw128_desc(k_addr + (kk >> 2) * BK * kSwizzleRowBytes + step, 16, kSwizzleAtomBytes),
+            kk > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(s);
+      unsigned p[BK / 16][4];
+      const float2 alpha = softmax_tile<T, BK>(s, p, st, a.scale_log2, kt * BK + BK - 1 > wq0,
+                                               kt * BK, row0, row1, t);
+      scale_rows<HD>(o, alpha);
+      mbar_wait(v_full + stage, phase);
+      const unsigned v_addr = smem_u32(s_v(stage));
+      wgmma_fence();
+#pragma unroll
+      for (int kb = 0; kb < BK / 16; ++kb) {
+        wgmma_rs<T, HD, 1>(o, p[kb],
+                           sw128_desc(v_addr + kb * 16 * kSwizzleRowBytes, BK * kSwizzleRowBytes,
+                                      kSwizzleAtomBytes),
+                           1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(p);
+    }
+    // Every warp of this warpgroup is done with the stage: release it once.
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+    if (wtid == 0) mbar_arrive(empty + stage);
+  }
+
+  const float l0 = quad_sum(st.l0);
+  const float l1 = quad_sum(st.l1);
+  // Each consumer stages through its own Q tile, which only it read.
+  unsigned char* s_o = s_qw(c);
+  stage_acc_sw128<T, HD>(s_o, 64, o, 1.f / l0, 1.f / l1, warp, lane);
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+  T* go = static_cast<T*>(a.out) + (blk.tok0 + wq0) * a.ldo + static_cast<std::int64_t>(blk.h) * HD;
+  store_rows_sw128<T, HD>(go, a.ldo, s_o, 64, blk.q_end - wq0, wtid);
+  if (t == 0) {
+    float* lrow = a.lse + bh_row(blk.b, a.heads, blk.h) * a.ld_lse;
+    if (row0 < a.seq) lrow[row0] = lse_from_exp2(st.m0, l0);
+    if (row1 < a.seq) lrow[row1] = lse_from_exp2(st.m1, l1);
+  }
+#endif
+}
+
+}  // namespace
+
+template <typename T, int HD, int BK, int STAGES>
+void launch_forward_ws(const FwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
+                       const FlashDims& d, cudaStream_t stream) {
+  using Cfg = WsFwd<HD, BK, STAGES>;
+  constexpr auto kernel = flash_fwd_ws_kernel<T, HD, BK, STAGES>;
+  allow_smem<kernel>(Cfg::smem);
+  const CUtensorMap tq = tma_map_2d(q, 64);
+  const CUtensorMap tk = tma_map_2d(k, BK);
+  const CUtensorMap tv = tma_map_2d(v, BK);
+  kernel<<<dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::kThreads, Cfg::smem, stream>>>(
+      tq, tk, tv, args);
+  CUDA_CHECK_LAUNCH();
+}
+
+#define TINYLLAMA_FWD_WS(T, HD, BK)                                                     \
+  template void launch_forward_ws<T, HD, BK, 2>(const FwdArgs&, const Mat&, const Mat&, \
+                                                const Mat&, const FlashDims&, cudaStream_t);
+TINYLLAMA_FWD_WS(__nv_bfloat16, 64, 64)
+TINYLLAMA_FWD_WS(__nv_bfloat16, 64, 128)
+TINYLLAMA_FWD_WS(__nv_bfloat16, 128, 64)
+TINYLLAMA_FWD_WS(__nv_bfloat16, 128, 128)
+TINYLLAMA_FWD_WS(__half, 64, 64)
+TINYLLAMA_FWD_WS(__half, 64, 128)
+TINYLLAMA_FWD_WS(__half, 128, 64)
+TINYLLAMA_FWD_WS(__half, 128, 128)
+#undef TINYLLAMA_FWD_WS
+
+}  // namespace tinyllama::cuda::flash
