@@ -35,6 +35,8 @@ enum class FlashPin {
   Overlap2x128,
   Specialized64,
   Specialized128,
+  PingPong64,
+  PingPong128,
   BackwardMma,
   BackwardWgmma
 };

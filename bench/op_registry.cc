@@ -138,6 +138,9 @@ std::vector<OpVariant> build_registry() {
   // wsK: a TMA producer warpgroup and two wgmma consumers, K keys per tile.
   b.attention(fwd, "flash-ws64", v2, FlashPin::Specialized64);
   b.attention(fwd, "flash-ws128", v2, FlashPin::Specialized128);
+  // wsppK: the same with the consumers taking turns at the tensor cores.
+  b.attention(fwd, "flash-wspp64", v2, FlashPin::PingPong64);
+  b.attention(fwd, "flash-wspp128", v2, FlashPin::PingPong128);
   b.attention(fwd, "cudnn", cudnn);
   b.gemm(Linear::OutProj, GemmPass::Forward);
   b.add("residual_add", "", "forward/layer0/attn_residual", v2,

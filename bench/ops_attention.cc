@@ -59,6 +59,10 @@ cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
       return cuda::FlashForwardKernel::Specialized64;
     case FlashPin::Specialized128:
       return cuda::FlashForwardKernel::Specialized128;
+    case FlashPin::PingPong64:
+      return cuda::FlashForwardKernel::PingPong64;
+    case FlashPin::PingPong128:
+      return cuda::FlashForwardKernel::PingPong128;
     case FlashPin::None:
     case FlashPin::BackwardMma:
     case FlashPin::BackwardWgmma:

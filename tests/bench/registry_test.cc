@@ -134,6 +134,7 @@ TEST(BenchSelectOps, FamilyPassVariantAndGemm) {
                                 "attention.fwd flash-pair2x128", "attention.fwd flash-ov1x64",
                                 "attention.fwd flash-ov2x64",    "attention.fwd flash-ov2x128",
                                 "attention.fwd flash-ws64",      "attention.fwd flash-ws128",
+                                "attention.fwd flash-wspp64",    "attention.fwd flash-wspp128",
                                 "attention.fwd cudnn",           "attention.bwd materialized",
                                 "attention.bwd flash",           "attention.bwd flash-mma",
                                 "attention.bwd flash-wgmma",     "attention.bwd cudnn"}));

@@ -46,7 +46,9 @@ const Pin kPins[] = {{FlashForwardKernel::Mma, "mma"},
                      {FlashForwardKernel::Overlap2x64, "ov2x64"},
                      {FlashForwardKernel::Overlap2x128, "ov2x128"},
                      {FlashForwardKernel::Specialized64, "ws64"},
-                     {FlashForwardKernel::Specialized128, "ws128"}};
+                     {FlashForwardKernel::Specialized128, "ws128"},
+                     {FlashForwardKernel::PingPong64, "wspp64"},
+                     {FlashForwardKernel::PingPong128, "wspp128"}};
 
 using KernelParam = std::tuple<DType, Pin, KernelCase>;
 

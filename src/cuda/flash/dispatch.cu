@@ -94,10 +94,11 @@ FlashForwardKernel forward_kernel_for(const flash::FwdArgs& args) {
       return FlashForwardKernel::Wgmma2x64;  // no two heads share a kv head
     }
     if (pinned != FlashForwardKernel::Best) return pinned;
-    // The kernel bench's fastest (2026-11-24, H100): one warpgroup per block
-    // with 64-key tiles, or a pair of heads sharing their K/V tiles.
-    if (!pairs) return FlashForwardKernel::Wgmma1x64;
-    return HD == 64 ? FlashForwardKernel::Paired2x64 : FlashForwardKernel::Paired2x128;
+    // The kernel bench's fastest (2026-11-24, H100, docs/PERFORMANCE.md): at
+    // hd 128 the warp-specialised kernel with its consumers taking turns; at
+    // hd 64 a pair of heads sharing K/V tiles, or one warpgroup per block.
+    if (HD == 128) return FlashForwardKernel::PingPong128;
+    return pairs ? FlashForwardKernel::Paired2x64 : FlashForwardKernel::Wgmma1x64;
   }
 }
 
@@ -215,10 +216,16 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
             flash::launch_forward_wgmma_overlap<T, HD, 128, 2>(args, d, stream);
             break;
           case FlashForwardKernel::Specialized64:
-            flash::launch_forward_ws<T, HD, 64, 2>(args, q, k, v, d, stream);
+            flash::launch_forward_ws<T, HD, 64, 2, false>(args, q, k, v, d, stream);
             break;
           case FlashForwardKernel::Specialized128:
-            flash::launch_forward_ws<T, HD, 128, 2>(args, q, k, v, d, stream);
+            flash::launch_forward_ws<T, HD, 128, 2, false>(args, q, k, v, d, stream);
+            break;
+          case FlashForwardKernel::PingPong64:
+            flash::launch_forward_ws<T, HD, 64, 2, true>(args, q, k, v, d, stream);
+            break;
+          case FlashForwardKernel::PingPong128:
+            flash::launch_forward_ws<T, HD, 128, 2, true>(args, q, k, v, d, stream);
             break;
           default:
             flash::launch_forward_tc<T, HD>(args, d, stream);

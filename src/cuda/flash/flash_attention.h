@@ -31,7 +31,8 @@ FlashScratch flash_attention_scratch(void* base, const AttentionShape& s);
 // PairedWxK: the W warpgroups take the same rows of W heads of one kv
 // group (others fall back to Wgmma2x64 when the group is odd); OverlapWxK:
 // the softmax overlapped with P V; SpecializedK: a TMA producer warpgroup
-// and two wgmma consumers, K keys per tile.
+// and two wgmma consumers, K keys per tile; PingPongK: the consumers take
+// turns at the tensor cores.
 enum class FlashForwardKernel {
   Best,
   Mma,
@@ -45,7 +46,9 @@ enum class FlashForwardKernel {
   Overlap2x64,
   Overlap2x128,
   Specialized64,
-  Specialized128
+  Specialized128,
+  PingPong64,
+  PingPong128
 };
 void set_flash_forward_kernel(FlashForwardKernel k);
 FlashForwardKernel flash_forward_kernel();

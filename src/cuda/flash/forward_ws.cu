@@ -42,7 +42,10 @@ struct WsFwd {
       kSwizzleAtomBytes + kBarOffset + (1 + 3 * STAGES) * sizeof(std::uint64_t);
 };
 
-template <typename T, int HD, int BK, int STAGES>
+// PINGPONG: the two consumers take turns issuing their products (named
+// barriers 3 and 4), so one's softmax runs while the other's products keep
+// the tensor cores busy (FlashAttention-3's inter-warpgroup schedule).
+template <typename T, int HD, int BK, int STAGES, bool PINGPONG>
 __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
     flash_fwd_ws_kernel(const __grid_constant__ CUtensorMap tq,
                         const __grid_constant__ CUtensorMap tk,
@@ -118,6 +121,26 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
   const int row1 = row0 + 8;
   const unsigned q_addr = smem_u32(s_qw(c));
 
+  // Turns: consumer c waits on barrier 3 + c before issuing products and
+  // then lets the other go (barrier 4 - c). Consumer 0 goes first; every
+  // wait has its arrival (consumer 1 skips its last, which nobody awaits).
+  const int turns = 2 * blk.n_kt;
+  int turn = 0;
+  auto my_turn = [&] {
+    if constexpr (PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory");
+  };
+  auto your_turn = [&] {
+    if constexpr (PINGPONG) {
+      if (!(c == 1 && turn == turns - 1)) {
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory");
+      }
+    }
+    ++turn;
+  };
+  if constexpr (PINGPONG) {
+    if (c == 1) asm volatile("bar.arrive %0, 256;\n" ::"r"(3) : "memory");
+  }
+
   float o[HD / 8][4];
   zero(o);
   SoftmaxRows st;
@@ -125,11 +148,18 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
   for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int stage = kt % STAGES;
     const unsigned phase = (kt / STAGES) & 1;
-    // A key tile wholly after this warpgroup's last row adds nothing to it.
-    if (kt * BK <= wq0 + 63) {
+    // A key tile wholly after this warpgroup's last row adds nothing to it
+    // (it still takes its turns).
+    if (kt * BK > wq0 + 63) {
+      my_turn();
+      your_turn();
+      my_turn();
+      your_turn();
+    } else {
       mbar_wait(k_full + stage, phase);
       float s[BK / 8][4];
       const unsigned k_addr = smem_u32(s_k(stage));
+      my_turn();
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < HD / 16; ++kk) {
@@ -140,6 +170,7 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
             kk > 0 ? 1 : 0);
       }
       wgmma_commit();
+      your_turn();
       wgmma_wait<0>();
       fence_regs(s);
       unsigned p[BK / 16][4];
@@ -148,6 +179,7 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
       scale_rows<HD>(o, alpha);
       mbar_wait(v_full + stage, phase);
       const unsigned v_addr = smem_u32(s_v(stage));
+      my_turn();
       wgmma_fence();
 #pragma unroll
       for (int kb = 0; kb < BK / 16; ++kb) {
@@ -157,6 +189,7 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
                            1);
       }
       wgmma_commit();
+      your_turn();
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(p);
@@ -184,11 +217,11 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
 
 }  // namespace
 
-template <typename T, int HD, int BK, int STAGES>
+template <typename T, int HD, int BK, int STAGES, bool PINGPONG>
 void launch_forward_ws(const FwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
                        const FlashDims& d, cudaStream_t stream) {
   using Cfg = WsFwd<HD, BK, STAGES>;
-  constexpr auto kernel = flash_fwd_ws_kernel<T, HD, BK, STAGES>;
+  constexpr auto kernel = flash_fwd_ws_kernel<T, HD, BK, STAGES, PINGPONG>;
   allow_smem<kernel>(Cfg::smem);
   const CUtensorMap tq = tma_map_2d(q, 64);
   const CUtensorMap tk = tma_map_2d(k, BK);
@@ -198,17 +231,19 @@ void launch_forward_ws(const FwdArgs& args, const Mat& q, const Mat& k, const Ma
   CUDA_CHECK_LAUNCH();
 }
 
-#define TINYLLAMA_FWD_WS(T, HD, BK)                                                     \
-  template void launch_forward_ws<T, HD, BK, 2>(const FwdArgs&, const Mat&, const Mat&, \
-                                                const Mat&, const FlashDims&, cudaStream_t);
-TINYLLAMA_FWD_WS(__nv_bfloat16, 64, 64)
-TINYLLAMA_FWD_WS(__nv_bfloat16, 64, 128)
-TINYLLAMA_FWD_WS(__nv_bfloat16, 128, 64)
-TINYLLAMA_FWD_WS(__nv_bfloat16, 128, 128)
-TINYLLAMA_FWD_WS(__half, 64, 64)
-TINYLLAMA_FWD_WS(__half, 64, 128)
-TINYLLAMA_FWD_WS(__half, 128, 64)
-TINYLLAMA_FWD_WS(__half, 128, 128)
+#define TINYLLAMA_FWD_WS(T, HD)                                                                    \
+  template void launch_forward_ws<T, HD, 64, 2, false>(                                            \
+      const FwdArgs&, const Mat&, const Mat&, const Mat&, const FlashDims&, cudaStream_t);         \
+  template void launch_forward_ws<T, HD, 128, 2, false>(                                           \
+      const FwdArgs&, const Mat&, const Mat&, const Mat&, const FlashDims&, cudaStream_t);         \
+  template void launch_forward_ws<T, HD, 64, 2, true>(const FwdArgs&, const Mat&, const Mat&,      \
+                                                      const Mat&, const FlashDims&, cudaStream_t); \
+  template void launch_forward_ws<T, HD, 128, 2, true>(                                            \
+      const FwdArgs&, const Mat&, const Mat&, const Mat&, const FlashDims&, cudaStream_t);
+TINYLLAMA_FWD_WS(__nv_bfloat16, 64)
+TINYLLAMA_FWD_WS(__nv_bfloat16, 128)
+TINYLLAMA_FWD_WS(__half, 64)
+TINYLLAMA_FWD_WS(__half, 128)
 #undef TINYLLAMA_FWD_WS
 
 }  // namespace tinyllama::cuda::flash

@@ -31,8 +31,9 @@ void launch_forward_wgmma(const FwdArgs& args, const FlashDims& d, cudaStream_t 
 template <typename T, int HD, int BK, int WGS>
 void launch_forward_wgmma_overlap(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
 // forward_ws.cu: warp-specialised (a TMA producer, two wgmma consumers),
-// BK 64 or 128, STAGES 2; q, k, v: the operands (for their tensor maps).
-template <typename T, int HD, int BK, int STAGES>
+// BK 64 or 128, STAGES 2, PINGPONG (the consumers take turns); q, k, v: the
+// operands (for their tensor maps).
+template <typename T, int HD, int BK, int STAGES, bool PINGPONG>
 void launch_forward_ws(const FwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
                        const FlashDims& d, cudaStream_t stream);
 // backward_tc.cu, T = __nv_bfloat16 or __half: dK/dV, then dQ.
