@@ -38,7 +38,8 @@ enum class FlashPin {
   PingPong64,
   PingPong128,
   BackwardMma,
-  BackwardWgmma
+  BackwardWgmma,
+  BackwardSpecialized
 };
 std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl,
                                        FlashPin pin = FlashPin::None);

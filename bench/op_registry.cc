@@ -182,6 +182,7 @@ std::vector<OpVariant> build_registry() {
   b.attention(bwd, "flash", v2);
   b.attention(bwd, "flash-mma", v2, FlashPin::BackwardMma);
   b.attention(bwd, "flash-wgmma", v2, FlashPin::BackwardWgmma);
+  b.attention(bwd, "flash-ws", v2, FlashPin::BackwardSpecialized);
   b.attention(bwd, "cudnn", cudnn);
   b.add("rope.bwd", "", "backward/layer0/rope", v2,
         [=](BenchContext& c) { return make_rope(c, bwd); });

@@ -66,6 +66,7 @@ cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
     case FlashPin::None:
     case FlashPin::BackwardMma:
     case FlashPin::BackwardWgmma:
+    case FlashPin::BackwardSpecialized:
       break;
   }
   return cuda::FlashForwardKernel::Best;
@@ -77,6 +78,8 @@ cuda::FlashBackwardKernel pinned_backward(FlashPin pin) {
       return cuda::FlashBackwardKernel::Mma;
     case FlashPin::BackwardWgmma:
       return cuda::FlashBackwardKernel::Wgmma;
+    case FlashPin::BackwardSpecialized:
+      return cuda::FlashBackwardKernel::Specialized;
     default:
       return cuda::FlashBackwardKernel::Best;
   }
@@ -114,7 +117,8 @@ class ScopedFlashPin {
 // precision, or "" when it can.
 std::string pin_unavailable(const BenchContext& ctx, Pass pass, FlashPin pin) {
   if (pin == FlashPin::None) return "";
-  const bool backward_pin = pin == FlashPin::BackwardMma || pin == FlashPin::BackwardWgmma;
+  const bool backward_pin = pin == FlashPin::BackwardMma || pin == FlashPin::BackwardWgmma ||
+                            pin == FlashPin::BackwardSpecialized;
   if (backward_pin != (pass == Pass::Backward)) return "pins the other pass's kernels";
   if (ctx.gpu.name() != "cuda") return "a CUDA kernel family";
   if (ctx.act() == DType::F32) return "tensor-core kernels: bf16/fp16 only";

@@ -125,19 +125,30 @@ std::vector<std::string> labels_of(const std::vector<const OpVariant*>& ops) {
 }
 
 TEST(BenchSelectOps, FamilyPassVariantAndGemm) {
-  EXPECT_EQ(
-      labels_of(select_ops("attention")),
-      (std::vector<std::string>{"attention.fwd materialized",    "attention.fwd flash",
-                                "attention.fwd flash-mma",       "attention.fwd flash-wg1x64",
-                                "attention.fwd flash-wg1x128",   "attention.fwd flash-wg2x64",
-                                "attention.fwd flash-wg2x128",   "attention.fwd flash-pair2x64",
-                                "attention.fwd flash-pair2x128", "attention.fwd flash-ov1x64",
-                                "attention.fwd flash-ov2x64",    "attention.fwd flash-ov2x128",
-                                "attention.fwd flash-ws64",      "attention.fwd flash-ws128",
-                                "attention.fwd flash-wspp64",    "attention.fwd flash-wspp128",
-                                "attention.fwd cudnn",           "attention.bwd materialized",
-                                "attention.bwd flash",           "attention.bwd flash-mma",
-                                "attention.bwd flash-wgmma",     "attention.bwd cudnn"}));
+  EXPECT_EQ(labels_of(select_ops("attention")),
+            (std::vector<std::string>{"attention.fwd materialized",
+                                      "attention.fwd flash",
+                                      "attention.fwd flash-mma",
+                                      "attention.fwd flash-wg1x64",
+                                      "attention.fwd flash-wg1x128",
+                                      "attention.fwd flash-wg2x64",
+                                      "attention.fwd flash-wg2x128",
+                                      "attention.fwd flash-pair2x64",
+                                      "attention.fwd flash-pair2x128",
+                                      "attention.fwd flash-ov1x64",
+                                      "attention.fwd flash-ov2x64",
+                                      "attention.fwd flash-ov2x128",
+                                      "attention.fwd flash-ws64",
+                                      "attention.fwd flash-ws128",
+                                      "attention.fwd flash-wspp64",
+                                      "attention.fwd flash-wspp128",
+                                      "attention.fwd cudnn",
+                                      "attention.bwd materialized",
+                                      "attention.bwd flash",
+                                      "attention.bwd flash-mma",
+                                      "attention.bwd flash-wgmma",
+                                      "attention.bwd flash-ws",
+                                      "attention.bwd cudnn"}));
   EXPECT_EQ(labels_of(select_ops("attention.bwd:flash, rmsnorm.fwd")),
             (std::vector<std::string>{"rmsnorm.fwd", "attention.bwd flash"}));  // registry order
   EXPECT_EQ(labels_of(select_ops("adamw,adamw:fused")),

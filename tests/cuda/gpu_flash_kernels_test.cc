@@ -1,9 +1,14 @@
-// Each of flash attention's forward kernel families pinned in turn (the
-// Ampere-style mma.sync kernel, the Hopper wgmma kernels with one or two
-// warpgroups per block and 64- or 128-key tiles) against the float64 reference, in bf16 and fp16,
-// on shapes that stress the tiling: S = 1, S not a multiple of the 64/128-row tiles, a query tile
-// whose second warpgroup has no rows, GQA 1/2/3/4, head_dim 64 and 128, rows padded by 16 bytes
-// (aligned, but ld != width). The default family is covered by gpu_flash_attention_test.cc.
+// Each of flash attention's kernel families pinned in turn against the
+// float64 reference, in bf16 and fp16: the forward's (the Ampere-style
+// mma.sync kernel; the Hopper wgmma kernels with one or two warpgroups, 64-
+// or 128-key tiles, paired heads, the overlapped softmax; the
+// warp-specialised TMA kernels) and the backward's (mma.sync, wgmma,
+// warp-specialised dK/dV). Shapes that stress the tiling: S = 1, S not a
+// multiple of the 64/128-row tiles, a query tile whose second warpgroup has
+// no rows, GQA 1/2/3/4, head_dim 64 and 128, rows padded by 16 bytes
+// (aligned, but ld != width). The default families are covered by
+// gpu_flash_attention_test.cc.
+#include <cmath>
 #include <string>
 #include <tuple>
 
@@ -100,6 +105,81 @@ INSTANTIATE_TEST_SUITE_P(Families, GpuFlashForwardKernels,
                                             ::testing::ValuesIn(kPins),
                                             ::testing::ValuesIn(kCases)),
                          kernel_name);
+
+// The backward's kernel families pinned in turn (mma.sync; wgmma; the
+// warp-specialised dK/dV kernel), from the reference's forward results
+// rounded to the dtype the model saves.
+struct BackwardPin {
+  cuda::FlashBackwardKernel kernel;
+  const char* name;
+};
+const BackwardPin kBackwardPins[] = {{cuda::FlashBackwardKernel::Mma, "mma"},
+                                     {cuda::FlashBackwardKernel::Wgmma, "wgmma"},
+                                     {cuda::FlashBackwardKernel::Specialized, "ws"}};
+
+using BackwardParam = std::tuple<DType, BackwardPin, KernelCase>;
+
+class GpuFlashBackwardKernels : public GpuParamTest<BackwardParam> {
+ protected:
+  void TearDown() override { cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best); }
+};
+
+TEST_P(GpuFlashBackwardKernels, MatchTheReference) {
+  const auto [t, pin, c] = GetParam();
+  if (pin.kernel != cuda::FlashBackwardKernel::Mma && !cuda::flash_hopper_kernels_available()) {
+    GTEST_SKIP() << "the Hopper kernels need an sm_90 device and an sm_90a build";
+  }
+  const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim};
+  const std::int64_t tokens = static_cast<std::int64_t>(c.batch) * c.seq;
+  const std::int64_t qd = static_cast<std::int64_t>(c.heads) * c.head_dim;
+  const std::int64_t kvd = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
+  Harness h(t);
+  ModelConfig cfg;
+  cfg.num_heads = c.heads;
+  cfg.num_kv_heads = c.kv_heads;
+  cfg.hidden_dim = c.heads * c.head_dim;
+  h.prepare(cfg, BatchShape{c.batch, c.seq}, "v2");
+
+  const Twin qkv = h.input(tokens, qd + 2 * kvd, t, 1.5, c.pad);
+  const Twin q = col_block(qkv, 0, qd);
+  const Twin k = col_block(qkv, qd, kvd);
+  const Twin v = col_block(qkv, qd + kvd, kvd);
+  const Twin out = h.output(tokens, qd, t, c.pad);
+  const Twin lse = h.output(static_cast<std::int64_t>(c.batch) * c.heads, c.seq, DType::F32, 1);
+  cpu::attention_forward(out.cpu, lse.cpu, Mat{}, q.cpu, k.cpu, v.cpu, s);
+  const Twin out_saved = h.copy_of(out.cpu, t, c.pad);
+  const Twin lse_saved = h.copy_of(lse.cpu, DType::F32, 1);
+  const Twin dout = h.input(tokens, qd, t, 1.0, c.pad);
+  const Twin dqkv = h.output(tokens, qd + 2 * kvd, t, c.pad);
+  const Twin dq = col_block(dqkv, 0, qd);
+  const Twin dk = col_block(dqkv, qd, kvd);
+  const Twin dv = col_block(dqkv, qd + kvd, kvd);
+  cpu::attention_backward(dq.cpu, dk.cpu, dv.cpu, dout.cpu, q.cpu, k.cpu, v.cpu, lse_saved.cpu,
+                          Mat{}, s);
+  cuda::set_flash_backward_kernel(pin.kernel);
+  h.gpu().attention_backward(AttentionImpl::Flash, dq.gpu, dk.gpu, dv.gpu, dout.gpu, q.gpu, k.gpu,
+                             v.gpu, out_saved.gpu, lse_saved.gpu, Mat{}, s);
+  h.expect_close(dv, tolerance(t), std::string(pin.name) + " dv (summed over the group)");
+  if (c.seq > 1) {  // at S = 1, dq and dk are rounding noise around zero
+    h.expect_close(dq, tolerance(t), std::string(pin.name) + " dq");
+    h.expect_close(dk, tolerance(t), std::string(pin.name) + " dk (summed over the group)");
+  }
+  EXPECT_TRUE(std::isfinite(h.rel_err(dqkv))) << "part of d_qkv was not written, or its padding";
+}
+
+std::string backward_name(const ::testing::TestParamInfo<BackwardParam>& info) {
+  const auto& [t, pin, c] = info.param;
+  return dtype_label(t) + "_" + pin.name + "_B" + std::to_string(c.batch) + "_S" +
+         std::to_string(c.seq) + "_H" + std::to_string(c.heads) + "_K" +
+         std::to_string(c.kv_heads) + "_hd" + std::to_string(c.head_dim) +
+         (c.pad != 0 ? "_padded" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GpuFlashBackwardKernels,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kBackwardPins),
+                                            ::testing::ValuesIn(kCases)),
+                         backward_name);
 
 // Where a pinned Hopper kernel cannot run (rows not 16-byte aligned), the
 // Ampere-style kernel takes over and the result is still right.

@@ -327,24 +327,32 @@ __global__ void __launch_bounds__(kWgThreads) flash_bwd_dq_wgmma_kernel(const Bw
 }  // namespace
 
 template <typename T, int HD>
-void launch_backward_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream) {
+void launch_backward_dq_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream) {
   using Cfg = WgmmaBwd<HD>;
-  constexpr auto dkdv = flash_bwd_dkdv_wgmma_kernel<T, HD>;
   constexpr auto dq = flash_bwd_dq_wgmma_kernel<T, HD>;
-  allow_smem<dkdv>(Cfg::dkdv_smem);
   allow_smem<dq>(Cfg::dq_smem);
-  dkdv<<<dim3(tiles(d.seq, kTile), d.kv_heads, d.batch), kWgThreads, Cfg::dkdv_smem, stream>>>(
-      args);
-  CUDA_CHECK_LAUNCH();
   dq<<<dim3(tiles(d.seq, kTile), d.heads, d.batch), kWgThreads, Cfg::dq_smem, stream>>>(args);
   CUDA_CHECK_LAUNCH();
 }
 
-template void launch_backward_wgmma<__nv_bfloat16, 64>(const BwdArgs&, const FlashDims&,
-                                                       cudaStream_t);
-template void launch_backward_wgmma<__nv_bfloat16, 128>(const BwdArgs&, const FlashDims&,
-                                                        cudaStream_t);
-template void launch_backward_wgmma<__half, 64>(const BwdArgs&, const FlashDims&, cudaStream_t);
-template void launch_backward_wgmma<__half, 128>(const BwdArgs&, const FlashDims&, cudaStream_t);
+template <typename T, int HD>
+void launch_backward_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream) {
+  using Cfg = WgmmaBwd<HD>;
+  constexpr auto dkdv = flash_bwd_dkdv_wgmma_kernel<T, HD>;
+  allow_smem<dkdv>(Cfg::dkdv_smem);
+  dkdv<<<dim3(tiles(d.seq, kTile), d.kv_heads, d.batch), kWgThreads, Cfg::dkdv_smem, stream>>>(
+      args);
+  CUDA_CHECK_LAUNCH();
+  launch_backward_dq_wgmma<T, HD>(args, d, stream);
+}
+
+#define TINYLLAMA_BWD_WGMMA(T, HD)                                                            \
+  template void launch_backward_wgmma<T, HD>(const BwdArgs&, const FlashDims&, cudaStream_t); \
+  template void launch_backward_dq_wgmma<T, HD>(const BwdArgs&, const FlashDims&, cudaStream_t);
+TINYLLAMA_BWD_WGMMA(__nv_bfloat16, 64)
+TINYLLAMA_BWD_WGMMA(__nv_bfloat16, 128)
+TINYLLAMA_BWD_WGMMA(__half, 64)
+TINYLLAMA_BWD_WGMMA(__half, 128)
+#undef TINYLLAMA_BWD_WGMMA
 
 }  // namespace tinyllama::cuda::flash

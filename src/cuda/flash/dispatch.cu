@@ -104,13 +104,15 @@ FlashForwardKernel forward_kernel_for(const flash::FwdArgs& args) {
 
 std::atomic<FlashBackwardKernel> g_backward_kernel{FlashBackwardKernel::Best};
 
+// The backward's kernels for this call: Mma where the Hopper ones cannot run.
 template <typename T, int HD>
-bool backward_on_wgmma(const flash::BwdArgs& args) {
+FlashBackwardKernel backward_kernel_for(const flash::BwdArgs& args) {
   if constexpr (std::is_same_v<T, float> || HD == 32) {
-    return false;
+    return FlashBackwardKernel::Mma;
   } else {
-    return args.vec && flash_hopper_kernels_available() &&
-           g_backward_kernel.load(std::memory_order_relaxed) != FlashBackwardKernel::Mma;
+    if (!args.vec || !flash_hopper_kernels_available()) return FlashBackwardKernel::Mma;
+    const FlashBackwardKernel pinned = g_backward_kernel.load(std::memory_order_relaxed);
+    return pinned == FlashBackwardKernel::Best ? FlashBackwardKernel::Wgmma : pinned;
   }
 }
 
@@ -289,10 +291,16 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
       } else if constexpr (HD == 32) {
         flash::launch_backward_tc<T, HD>(args, d, stream);
       } else {
-        if (backward_on_wgmma<T, HD>(args)) {
-          flash::launch_backward_wgmma<T, HD>(args, d, stream);
-        } else {
-          flash::launch_backward_tc<T, HD>(args, d, stream);
+        switch (backward_kernel_for<T, HD>(args)) {
+          case FlashBackwardKernel::Wgmma:
+            flash::launch_backward_wgmma<T, HD>(args, d, stream);
+            break;
+          case FlashBackwardKernel::Specialized:
+            flash::launch_backward_ws<T, HD>(args, q, k, v, dout, d, stream);
+            break;
+          default:
+            flash::launch_backward_tc<T, HD>(args, d, stream);
+            break;
         }
       }
     });

@@ -54,7 +54,9 @@ void set_flash_forward_kernel(FlashForwardKernel k);
 FlashForwardKernel flash_forward_kernel();
 // The backward's: Best is the Hopper pair of kernels (backward_wgmma.cu)
 // where the forward's Hopper kernels could run, else mma.sync.
-enum class FlashBackwardKernel { Best, Mma, Wgmma };
+// Specialized: the dK/dV kernel warp-specialised (TMA producer, two wgmma
+// consumers), the dQ kernel as in Wgmma.
+enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized };
 void set_flash_backward_kernel(FlashBackwardKernel k);
 // Whether this build and the current device can run the Hopper kernels.
 bool flash_hopper_kernels_available();

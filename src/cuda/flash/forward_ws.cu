@@ -151,6 +151,11 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
     // A key tile wholly after this warpgroup's last row adds nothing to it
     // (it still takes its turns).
     if (kt * BK > wq0 + 63) {
+      // Nothing to add, but wait for the tile all the same: a consumer that
+      // released stages unwaited could run a lap ahead and complete a phase
+      // of `empty` with its own two arrivals.
+      mbar_wait(k_full + stage, phase);
+      mbar_wait(v_full + stage, phase);
       my_turn();
       your_turn();
       my_turn();

@@ -43,6 +43,15 @@ void launch_backward_tc(const BwdArgs& args, const FlashDims& d, cudaStream_t st
 // dK/dV, then dQ; rows must allow 16-byte accesses.
 template <typename T, int HD>
 void launch_backward_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// Its dQ kernel alone.
+template <typename T, int HD>
+void launch_backward_dq_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// backward_ws.cu: dK/dV warp-specialised (a TMA producer streams Q and dO,
+// two wgmma consumers own 64 keys each), then the dQ kernel above;
+// q, k, v, dout: the operands (for their tensor maps).
+template <typename T, int HD>
+void launch_backward_ws(const BwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
+                        const Mat& dout, const FlashDims& d, cudaStream_t stream);
 // fp32.cu.
 template <int HD>
 void launch_forward_fp32(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
