@@ -44,15 +44,6 @@ std::unique_ptr<TokenDecoder> make_decoder(const ModelConfig& config, const std:
   return make_cuda_decoder(config, params, positions, {setup.dtype, setup.own_gemv, setup.graph});
 }
 
-// "cpu" (as before the GPU path existed), or "cuda bfloat16, graph, own gemv".
-std::string describe(const DecodeSetup& s) {
-  if (s.device == DeviceKind::Cpu) {
-    return s.dtype == DType::F32 ? "cpu" : "cpu " + std::string(dtype_name(s.dtype));
-  }
-  return "cuda " + std::string(dtype_name(s.dtype)) + (s.graph ? ", graph" : ", eager") +
-         (s.own_gemv ? ", own gemv" : ", cublaslt gemv");
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -156,7 +147,7 @@ int GenerateCommand::run() const {
   std::snprintf(line, sizeof line,
                 "prefill %zu tokens: %.1f tokens/s | decode %d tokens: %.1f tokens/s | %s",
                 prompt.size(), static_cast<double>(prompt.size()) / prefill_s, max_new,
-                max_new > 1 ? (max_new - 1) / decode_s : 0.0, describe(setup).c_str());
+                max_new > 1 ? (max_new - 1) / decode_s : 0.0, decoder->describe().c_str());
   std::cerr << line << std::endl;
   return 0;
 }

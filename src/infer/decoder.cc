@@ -54,6 +54,11 @@ Decoder::Decoder(const ModelConfig& cfg, const std::vector<double>& params, int 
 
 Decoder::~Decoder() = default;
 
+// "cpu" alone for float32, as generate printed before there was a choice.
+std::string Decoder::describe() const {
+  return dtype_ == DType::F32 ? "cpu" : "cpu " + std::string(dtype_name(dtype_));
+}
+
 Mat Decoder::view(Buffer& b, std::int64_t rows, std::int64_t cols) const {
   return Mat(b.data, dtype_, rows, cols);
 }

@@ -32,6 +32,7 @@ class Decoder final : public TokenDecoder {
   int position() const override { return position_; }
   int max_positions() const override { return max_positions_; }
   void reset() override { position_ = 0; }
+  std::string describe() const override;
 
  private:
   struct Buffer;

@@ -4,6 +4,7 @@
 // one (cuda/decode, made through cuda/cuda_entry.h) implement it; the
 // interface lives here, below both, because cuda may not include infer.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
@@ -22,6 +23,9 @@ class TokenDecoder {
   virtual int position() const = 0;
   virtual int max_positions() const = 0;
   virtual void reset() = 0;  // forget the cache
+  // Where and how it decodes, for generate's speed line: "cpu",
+  // "cuda bfloat16, graph, own gemv".
+  virtual std::string describe() const = 0;
 };
 
 // The checks every decoder makes before a step (the UsageErrors above), so

@@ -129,6 +129,7 @@ CudaDecoder::CudaDecoder(const ModelConfig& cfg, const std::vector<double>& para
   CUDA_CHECK(
       cudaMemcpy(dev_->inv_freq, inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice));
   upload_weights(params);
+  if (options_.graph) capture_single();
 }
 
 CudaDecoder::~CudaDecoder() {
@@ -236,18 +237,27 @@ void CudaDecoder::enqueue_chunk(int n, int first_logit) {
   linear(buffer(dev_->logits, last.rows, c.vocab_size, DType::F32), last, embedding, false);
 }
 
-void CudaDecoder::run_single() {
-  if (options_.graph && !graph_ready_) {
-    try {
-      graph_->begin();
-      enqueue_chunk(1, 0);
-      graph_->end(true, 0);
-      graph_ready_ = true;
-    } catch (const RuntimeFailure&) {
-      graph_->abort();  // the device's error state is cleared: go on eagerly
-      options_.graph = false;
-    }
+std::string CudaDecoder::describe() const {
+  return "cuda " + std::string(dtype_name(options_.dtype)) +
+         (graph_ready_ ? ", graph" : ", eager") +
+         (options_.own_gemv ? ", own gemv" : ", cublaslt gemv");
+}
+
+// Captured once, at construction: recording runs nothing, and the kernels
+// read the token and its position from dev_->ids when the graph replays, so
+// the first token's time is not the capture's.
+void CudaDecoder::capture_single() {
+  try {
+    graph_->begin();
+    enqueue_chunk(1, 0);
+    graph_->end(true, 0);
+    graph_ready_ = true;
+  } catch (const RuntimeFailure&) {
+    graph_->abort();  // the device's error state is cleared: steps run eagerly
   }
+}
+
+void CudaDecoder::run_single() {
   if (graph_ready_) {
     graph_->launch(0);
   } else {

@@ -36,8 +36,9 @@ class CudaDecoder final : public TokenDecoder {
   int position() const override { return position_; }
   int max_positions() const override { return max_positions_; }
   void reset() override { position_ = 0; }
-  // Whether batch-1 steps replay a captured graph (false until the first
-  // one, or when capture failed and they run eagerly).
+  std::string describe() const override;
+  // Whether batch-1 steps replay a captured graph (false when not asked
+  // for, or when the capture failed and they run eagerly).
   bool graph_captured() const { return graph_ready_; }
 
  private:
@@ -50,7 +51,8 @@ class CudaDecoder final : public TokenDecoder {
   void enqueue_chunk(int n, int first_logit);
   // out = in * w^T (+ out when accumulate): GEMV at one row, else cuBLASLt.
   void linear(Mat out, Mat in, Mat w, bool accumulate);
-  void run_single();  // one batch-1 chunk: graph replay, captured at first use
+  void capture_single();  // the batch-1 step as a graph
+  void run_single();      // one batch-1 chunk: the graph's replay, or eagerly
 
   ModelConfig cfg_;
   ParamLayout layout_;
