@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <vector>
 
 #include "core/errors.h"
 #include "core/rng.h"
+#include "cuda/cuda_entry.h"
 #include "infer/decoder.h"
 #include "infer/sampler.h"
 #include "infer/text_codec.h"
@@ -33,6 +35,15 @@ std::string ids_text(const std::vector<std::int32_t>& ids) {
   return s;
 }
 
+std::unique_ptr<TokenDecoder> make_decoder(const ModelConfig& config, const std::string& weights,
+                                           const DecodeSetup& setup, int positions) {
+  const std::vector<double> params = load_hf_weights(weights, ParamLayout(config));
+  if (setup.device == DeviceKind::Cpu) {
+    return std::make_unique<Decoder>(config, params, positions, setup.dtype);
+  }
+  return make_cuda_decoder(config, params, positions, {setup.dtype, setup.own_gemv, setup.graph});
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -43,7 +54,7 @@ GenerateCommand::GenerateCommand(CLI::App& app)
     : cmd_(app.add_subcommand(
           "generate",
           "continue a prompt with a trained model: incremental decoding with a KV cache "
-          "(prefill, then one token per step) on the CPU")) {
+          "(prefill, then one token per step) on the CPU or a CUDA GPU")) {
   GenerateArgs& a = args_;
   cmd_->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   value(cmd_, "--weights", a.weights, "FILE|DIR",
@@ -61,7 +72,17 @@ GenerateCommand::GenerateCommand(CLI::App& app)
   value(cmd_, "--top-p", a.top_p, "FLOAT",
         "sample among the most likely tokens whose probability reaches P (1: all)");
   value(cmd_, "--seed", a.seed, "UINT", "seed of the sampling: the same seed, the same tokens");
-  value(cmd_, "--device", a.device, "{cpu}", "where to decode (the CPU for now)");
+  value(cmd_, "--device", a.decode.device, "{cpu,cuda,auto}",
+        "where to decode; auto: the GPU when there is one");
+  value(cmd_, "--dtype", a.decode.dtype, "{float32,bfloat16,float64}",
+        "weights, activations and KV cache: bfloat16 by default on cuda (cuda: bfloat16 or "
+        "float32), float32 on the cpu (cpu: float32 or float64)");
+  value(cmd_, "--gemv", a.decode.gemv, "{own,cublaslt}",
+        "cuda, for timing: the weight products of a one-token step through our GEMV kernel "
+        "(default) or cuBLASLt");
+  cmd_->add_flag("--no-graph", a.decode.no_graph,
+                 "cuda, for timing: launch each kernel of a one-token step instead of replaying "
+                 "one captured CUDA graph");
   cmd_->add_flag("--print-ids", a.print_ids, "also print the generated token ids");
   cmd_->footer(
       "Prints the prompt and its continuation on stdout; on stderr the prefill's tokens/s and the "
@@ -70,9 +91,7 @@ GenerateCommand::GenerateCommand(CLI::App& app)
 
 int GenerateCommand::run() const {
   const GenerateArgs& a = args_;
-  if (a.device != "cpu") {
-    throw UsageError("--device " + a.device + ": generate runs on the cpu only for now");
-  }
+  const DecodeSetup setup = resolve_decode_setup(a.decode, cuda_device_available());
   if (a.prompt.empty() == a.prompt_ids.empty()) {
     throw UsageError("--prompt/--prompt-ids: give exactly one of them");
   }
@@ -108,16 +127,16 @@ int GenerateCommand::run() const {
   }
   if (prompt.empty()) throw UsageError("--prompt-ids: no ids");
 
-  Decoder decoder(config, load_hf_weights(a.weights, ParamLayout(config)),
-                  static_cast<int>(prompt.size()) + max_new);
+  const std::unique_ptr<TokenDecoder> decoder =
+      make_decoder(config, a.weights, setup, static_cast<int>(prompt.size()) + max_new);
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<double> logits = decoder.step(prompt);
+  std::vector<double> logits = decoder->step(prompt);
   const double prefill_s = seconds_since(t0);
   std::vector<std::int32_t> generated;
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < max_new; ++i) {
     generated.push_back(sample_token(logits, sampling, rng));
-    if (i + 1 < max_new) logits = decoder.step({generated.back()});
+    if (i + 1 < max_new) logits = decoder->step({generated.back()});
   }
   const double decode_s = seconds_since(t0);
 
@@ -126,9 +145,9 @@ int GenerateCommand::run() const {
   if (a.print_ids) std::cout << "ids | " << ids_text(generated) << "\n";
   char line[200];
   std::snprintf(line, sizeof line,
-                "prefill %zu tokens: %.1f tokens/s | decode %d tokens: %.1f tokens/s | cpu",
+                "prefill %zu tokens: %.1f tokens/s | decode %d tokens: %.1f tokens/s | %s",
                 prompt.size(), static_cast<double>(prompt.size()) / prefill_s, max_new,
-                max_new > 1 ? (max_new - 1) / decode_s : 0.0);
+                max_new > 1 ? (max_new - 1) / decode_s : 0.0, decoder->describe().c_str());
   std::cerr << line << std::endl;
   return 0;
 }

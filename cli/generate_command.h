@@ -1,9 +1,11 @@
 #pragma once
 // `tinyllama generate`: text (or token ids) continued by a trained model,
-// decoded incrementally with a KV cache on the CPU (src/infer), with the
-// prefill and decode speeds.
+// decoded incrementally with a KV cache on the CPU (src/infer) or the GPU
+// (src/cuda/decode), with the prefill and decode speeds.
 #include <CLI/CLI.hpp>
 #include <string>
+
+#include "infer/decode_setup.h"
 
 namespace tinyllama::cli {
 
@@ -17,7 +19,7 @@ struct GenerateArgs {
   std::string top_k = "0";
   std::string top_p = "1.0";
   std::string seed = "1234";
-  std::string device = "cpu";
+  DecodeFlags decode;  // --device, --dtype, --gemv, --no-graph
   bool print_ids = false;
 };
 

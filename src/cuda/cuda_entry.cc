@@ -14,6 +14,7 @@
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_workspaces.h"
+#include "cuda/decode/cuda_decoder.h"
 #include "cuda/flash/flash_attention.h"
 
 #if __has_include(<cudnn.h>)
@@ -33,6 +34,16 @@ std::string version_string(int v) {
 
 std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
   return std::make_unique<cuda::CudaBackend>(precision);
+}
+
+std::unique_ptr<TokenDecoder> make_cuda_decoder(const ModelConfig& cfg,
+                                                const std::vector<double>& params,
+                                                int max_positions,
+                                                const CudaDecodeOptions& options) {
+  if (!cuda_device_available()) {
+    throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_device_description() + ")");
+  }
+  return std::make_unique<cuda::CudaDecoder>(cfg, params, max_positions, options);
 }
 
 DeviceCaps cuda_device_caps() {

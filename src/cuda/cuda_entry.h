@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/backend.h"
+#include "model/token_decoder.h"
 
 namespace tinyllama {
 
@@ -20,5 +22,21 @@ std::string cuda_build_versions();
 // kernels' head_dims) and how it sizes its workspaces for a plan; needs no
 // device. A build without CUDA says: nothing (eager, no kernels).
 DeviceCaps cuda_device_caps();
+
+// Incremental decoding on the GPU (cuda/decode/cuda_decoder.h).
+struct CudaDecodeOptions {
+  DType dtype = DType::BF16;  // weights, activations and cache: F32 or BF16
+  // Batch-1 steps: our GEMV kernel (else cuBLASLt with M = 1), and one
+  // captured CUDA graph replayed per token (else each kernel launched).
+  bool own_gemv = true;
+  bool graph = true;
+};
+// params: tinyllama's flat layout (ParamLayout of cfg); max_positions
+// bounds prompt + generated tokens. Throws RuntimeFailure without a device
+// or CUDA in the build, UsageError for a dtype it does not compute in.
+std::unique_ptr<TokenDecoder> make_cuda_decoder(const ModelConfig& cfg,
+                                                const std::vector<double>& params,
+                                                int max_positions,
+                                                const CudaDecodeOptions& options);
 
 }  // namespace tinyllama

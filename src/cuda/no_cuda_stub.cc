@@ -9,6 +9,12 @@ std::unique_ptr<Backend> make_cuda_backend(Precision) {
       "--device cuda: this build of tinyllama has no CUDA backend (built without the CUDA "
       "toolkit)");
 }
+std::unique_ptr<TokenDecoder> make_cuda_decoder(const ModelConfig&, const std::vector<double>&, int,
+                                                const CudaDecodeOptions&) {
+  throw RuntimeFailure(
+      "--device cuda: this build of tinyllama has no CUDA backend (built without the CUDA "
+      "toolkit)");
+}
 bool cuda_device_available() {
   return false;
 }

@@ -54,6 +54,11 @@ Decoder::Decoder(const ModelConfig& cfg, const std::vector<double>& params, int 
 
 Decoder::~Decoder() = default;
 
+// "cpu" alone for float32, as generate printed before there was a choice.
+std::string Decoder::describe() const {
+  return dtype_ == DType::F32 ? "cpu" : "cpu " + std::string(dtype_name(dtype_));
+}
+
 Mat Decoder::view(Buffer& b, std::int64_t rows, std::int64_t cols) const {
   return Mat(b.data, dtype_, rows, cols);
 }
@@ -65,18 +70,8 @@ Mat Decoder::weight(const ParamSlot& s) const {
 }
 
 std::vector<double> Decoder::step(const std::vector<std::int32_t>& tokens, bool all_logits) {
+  check_decode_step(cfg_, position_, max_positions_, tokens);
   const auto n = static_cast<std::int64_t>(tokens.size());
-  if (n == 0) throw UsageError("decoder: no tokens to run");
-  if (position_ + n > max_positions_) {
-    throw UsageError("decoder: " + std::to_string(position_ + n) + " positions exceed the " +
-                     std::to_string(max_positions_) + " it was sized for");
-  }
-  for (std::int32_t t : tokens) {
-    if (t < 0 || t >= cfg_.vocab_size) {
-      throw UsageError("token " + std::to_string(t) + " is outside [0, " +
-                       std::to_string(cfg_.vocab_size) + ")");
-    }
-  }
   const ModelConfig& c = cfg_;
   const std::int64_t p0 = position_;
   const int qd = c.q_dim(), kvd = c.kv_dim(), f = c.ffn_dim, hd = c.head_dim();

@@ -4,36 +4,35 @@
 // after the ones already cached, its keys and values are appended to the
 // cache, and the prefix is never recomputed. The math is the training
 // forward pass's (DESIGN §1), through the same CPU ops; a prefill of a row
-// computes the losses the training model computes (tests/infer).
+// computes the losses the training model computes (tests/infer). The CUDA
+// decoder (cuda/decode) runs the same steps on the GPU.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
 #include "model/param_layout.h"
+#include "model/token_decoder.h"
 
 namespace tinyllama {
 
-class Decoder {
+class Decoder final : public TokenDecoder {
  public:
   // params: tinyllama's flat layout (ParamLayout of cfg), as load_hf_weights
   // returns it. dtype F32 (BLAS GEMMs when the build has them) or F64.
   // max_positions bounds prompt + generated tokens (the cache's rows).
   Decoder(const ModelConfig& cfg, const std::vector<double>& params, int max_positions,
           DType dtype = DType::F32);
-  ~Decoder();
+  ~Decoder() override;
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
 
-  // Runs `tokens` at positions position() .. position() + n - 1 and caches
-  // them. Returns the logits of the last token ([vocab]), or of every token
-  // ([n * vocab], row-major) with all_logits. Throws UsageError past
-  // max_positions or for a token outside [0, vocab).
-  std::vector<double> step(const std::vector<std::int32_t>& tokens, bool all_logits = false);
-
-  int position() const { return position_; }
-  int max_positions() const { return max_positions_; }
-  void reset() { position_ = 0; }  // forget the cache
+  std::vector<double> step(const std::vector<std::int32_t>& tokens,
+                           bool all_logits = false) override;
+  int position() const override { return position_; }
+  int max_positions() const override { return max_positions_; }
+  void reset() override { position_ = 0; }
+  std::string describe() const override;
 
  private:
   struct Buffer;

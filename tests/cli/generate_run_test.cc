@@ -63,7 +63,9 @@ TEST_F(GenerateRun, BadFlagsAreUsageErrors) {
         {"--prompt-ids 1 --max-new-tokens 0", "--max-new-tokens 0: must be >= 1"},
         {"--prompt-ids 1,300", "--prompt-ids: 300 is outside [0, 300)"},
         {"--prompt-ids 1 --prompt hi", "give exactly one of them"},
-        {"--prompt-ids 1 --device cuda", "--device cuda: generate runs on the cpu only"}}) {
+        {"--prompt-ids 1 --device tpu", "--device tpu: allowed values are cpu, cuda, auto"},
+        {"--prompt-ids 1 --device cpu --dtype bfloat16", "--dtype bfloat16: the CPU decoder"},
+        {"--prompt-ids 1 --device cpu --no-graph", "--no-graph: only with --device cuda"}}) {
     const RunResult r = run_tinyllama(base + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;

@@ -37,6 +37,7 @@ the second run: --init-from DIR read the weights back to what was trained.
       --device cuda
   python3 tests/python/test_hf_export.py --binary build/tinyllama --check generate-reference
   python3 tests/python/test_hf_export.py --binary build/tinyllama --check generate
+  python3 tests/python/test_hf_export.py --binary build/tinyllama --check generate --device cuda
 
 Exit status: 0 pass, 1 a check failed, 2 the binary failed, 77 skipped.
 """
@@ -183,11 +184,14 @@ def transformers_loss(hf_dir, rows, device):
                            targets.reshape(-1)).item()
 
 
-def greedy_tokens(binary, hf_dir, prompt, max_new):
-    """tinyllama generate's greedy continuation (--print-ids)."""
+def greedy_tokens(binary, hf_dir, prompt, max_new, device):
+    """tinyllama generate's greedy continuation (--print-ids), in float32 on
+    `device` (on cuda, bfloat16 would be the default: too coarse for a
+    token-for-token comparison with float64)."""
     proc = subprocess.run([binary, "generate", "--weights", hf_dir, "--prompt-ids",
                            ",".join(str(t) for t in prompt), "--max-new-tokens", str(max_new),
-                           "--temperature", "0", "--print-ids"],
+                           "--temperature", "0", "--print-ids", "--device", device,
+                           "--dtype", "float32"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
     # The text line holds the ids as raw bytes (the byte codec): bytes, not str.
     if proc.returncode != 0:
@@ -255,7 +259,7 @@ def greedy_check(binary, hf_dir, rows, device, use_transformers, max_new=24):
     model above rerun on the whole sequence for every token."""
     hf_dir = sharpened_copy(hf_dir, hf_dir + "_sharp", seed=int(rows[0, 0]))
     prompt = rows[0, :8].tolist()
-    ours = greedy_tokens(binary, hf_dir, prompt, max_new)
+    ours = greedy_tokens(binary, hf_dir, prompt, max_new, device)
     if use_transformers:
         from transformers import LlamaForCausalLM
         try:
@@ -292,7 +296,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", required=True)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                        help="where tinyllama trains and transformers runs (default cpu)")
+                        help="where tinyllama trains and generates and transformers runs "
+                        "(default cpu)")
     parser.add_argument("--check", default="reference",
                         choices=("reference", "transformers", "generate-reference",
                                  "generate"),

@@ -1,0 +1,43 @@
+#pragma once
+// The kernels incremental decoding needs beyond the training step's, as
+// host-side launchers (checked arguments, one stream, no allocation, no
+// synchronisation). The position of the first new token is read from
+// device memory when the kernels run, so one captured decode step replays
+// at every position.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/mat.h"
+
+namespace tinyllama::cuda {
+
+// decode_rope.cu. qkv: [n, (H + 2K) * hd], the fused QKV GEMM's output.
+// Rotates the q and k columns of row r by position *first_position + r
+// (interleaved pairs, DESIGN §1; inv_freq[i] = theta^(-2i/hd) in device
+// memory, hd/2 doubles), leaves q in place and writes k and v to rows
+// *first_position + r of the caches ([max_positions, K * hd]).
+void rope_append(Mat qkv, Mat k_cache, Mat v_cache, const std::int32_t* first_position,
+                 const double* inv_freq, int heads, int kv_heads, int head_dim,
+                 cudaStream_t stream);
+
+// decode_attention.cu: causal GQA attention of n new queries (q: [n, H*hd],
+// rows at positions *first_position + t) over the cache rows
+// [0, *first_position + t], scale 1/sqrt(hd), query head h reading kv head
+// h / (H/K). The cache is split into `splits` chunks attended to by blocks of
+// their own (flash-decoding: at n = 1 one block per head would leave most
+// of the GPU idle); a second kernel merges the chunks' online-softmax
+// partial results. Scratch: decode_attention_scratch_floats(...).
+std::int64_t decode_attention_scratch_floats(std::int64_t queries_times_splits, int heads,
+                                             int head_dim);
+void decode_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, const std::int32_t* first_position,
+                      int heads, int kv_heads, int head_dim, int splits, float* scratch,
+                      std::int64_t scratch_floats, cudaStream_t stream);
+
+// gemv.cu: y[1, N] = x[1, K] * w[N, K]^T (+ residual[1, N] when non-empty;
+// y may alias residual), fp32 accumulation. w is a weight in tinyllama's
+// [out, in] layout, read once with 16-byte loads: a decode step at batch 1
+// is this op over every weight, so it is what sets tokens/s.
+void gemv(Mat y, Mat x, Mat w, Mat residual, cudaStream_t stream);
+
+}  // namespace tinyllama::cuda
