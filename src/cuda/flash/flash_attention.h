@@ -52,8 +52,9 @@ enum class FlashForwardKernel {
 };
 void set_flash_forward_kernel(FlashForwardKernel k);
 FlashForwardKernel flash_forward_kernel();
-// The backward's: Best is the Hopper pair of kernels (backward_wgmma.cu)
-// where the forward's Hopper kernels could run, else mma.sync.
+// The backward's: Best is the Hopper kernels where the forward's could run
+// (the warp-specialised dK/dV at hd 128, backward_wgmma.cu's at hd 64),
+// else mma.sync.
 // Specialized: the dK/dV kernel warp-specialised (TMA producer, two wgmma
 // consumers), the dQ kernel as in Wgmma.
 enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized };
