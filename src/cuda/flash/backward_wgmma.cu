@@ -43,11 +43,6 @@ struct WgmmaBwd {
   static constexpr std::size_t dq_smem = kSwizzleAtomBytes + 6 * kTileBytes;
 };
 
-__device__ __forceinline__ unsigned char* align_atom(unsigned char* raw) {
-  const unsigned addr = smem_u32(raw);
-  return raw + (((addr + kSwizzleAtomBytes - 1) & ~(kSwizzleAtomBytes - 1u)) - addr);
-}
-
 // acc (+)= A B^T over the head dim: A and B are 64 x HD swizzled tiles (both
 // K-major), acc is 64 x 64.
 template <typename T, int HD>

@@ -53,9 +53,7 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
   using Cfg = WsDkdv<HD, STAGES>;
   constexpr int BK = Cfg::BK, BQ = Cfg::BQ;
   extern __shared__ unsigned char smem_raw[];
-  const unsigned raw_addr = smem_u32(smem_raw);
-  unsigned char* smem =
-      smem_raw + (((raw_addr + kSwizzleAtomBytes - 1) & ~(kSwizzleAtomBytes - 1u)) - raw_addr);
+  unsigned char* smem = align_atom(smem_raw);
   unsigned char* s_k = smem;
   unsigned char* s_v = smem + Cfg::kKvBytes;
   auto s_q = [&](int stage) { return smem + 2 * Cfg::kKvBytes + stage * Cfg::kQBytes; };

@@ -15,6 +15,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
+#include "cuda/flash/online_softmax.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/tiles.cuh"
@@ -48,9 +49,7 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
   constexpr int BQ = Cfg::BQ;
   constexpr int kThreads = Cfg::kThreads;
   extern __shared__ unsigned char smem_raw[];
-  const unsigned raw_addr = smem_u32(smem_raw);
-  unsigned char* smem =
-      smem_raw + (((raw_addr + kSwizzleAtomBytes - 1) & ~(kSwizzleAtomBytes - 1u)) - raw_addr);
+  unsigned char* smem = align_atom(smem_raw);
   unsigned char* s_q = smem;
   auto s_k = [&](int stage) { return smem + Cfg::kQBytes + stage * Cfg::kKvBytes; };
   auto s_v = [&](int stage) {
@@ -87,7 +86,7 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
 
   float o[HD / 8][4];
   zero(o);
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+  SoftmaxRows st;
 
   for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int k0 = kt * BK;
@@ -124,54 +123,9 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
       wgmma_wait<0>();
       fence_regs(s);
 
-      // Online softmax (exp2 domain), as in forward_tc.cu.
-      const bool diag = k0 + BK - 1 > wq0;
-      float mx0 = m0, mx1 = m1;
-#pragma unroll
-      for (int nt = 0; nt < BK / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = k0 + nt * 8 + 2 * t + e;
-          float x0 = s[nt][e] * a.scale_log2;
-          float x1 = s[nt][2 + e] * a.scale_log2;
-          if (diag) {
-            if (col > row0) x0 = -INFINITY;
-            if (col > row1) x1 = -INFINITY;
-          }
-          s[nt][e] = x0;
-          s[nt][2 + e] = x1;
-          mx0 = fmaxf(mx0, x0);
-          mx1 = fmaxf(mx1, x1);
-        }
-      }
-      mx0 = quad_max(mx0);
-      mx1 = quad_max(mx1);
-      const float alpha0 = exp2f(m0 - mx0);
-      const float alpha1 = exp2f(m1 - mx1);
-      m0 = mx0;
-      m1 = mx1;
-      float rs0 = 0.f, rs1 = 0.f;
       unsigned p[BK / 16][4];
-#pragma unroll
-      for (int nt = 0; nt < BK / 8; ++nt) {
-        const float p00 = exp2f(s[nt][0] - mx0), p01 = exp2f(s[nt][1] - mx0);
-        const float p10 = exp2f(s[nt][2] - mx1), p11 = exp2f(s[nt][3] - mx1);
-        rs0 += p00 + p01;
-        rs1 += p10 + p11;
-        // The score accumulators' layout is the A fragment's: n-tile nt is
-        // half (nt & 1) of k-step nt / 2.
-        p[nt >> 1][(nt & 1) * 2] = pack2<T>(p00, p01);
-        p[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(p10, p11);
-      }
-      l0 = l0 * alpha0 + rs0;
-      l1 = l1 * alpha1 + rs1;
-#pragma unroll
-      for (int dt = 0; dt < HD / 8; ++dt) {
-        o[dt][0] *= alpha0;
-        o[dt][1] *= alpha0;
-        o[dt][2] *= alpha1;
-        o[dt][3] *= alpha1;
-      }
+      scale_rows<HD>(
+          o, softmax_tile<T, BK>(s, p, st, a.scale_log2, k0 + BK - 1 > wq0, k0, row0, row1, t));
 
       // O += P V: V's tile is [keys][HD], head-dim contiguous, so B is
       // MN-major: 8-key groups 1024 bytes apart, 64-column blocks BK rows.
@@ -192,8 +146,8 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
   }
   cp_async_wait<0>();
 
-  l0 = quad_sum(l0);
-  l1 = quad_sum(l1);
+  const float l0 = quad_sum(st.l0);
+  const float l1 = quad_sum(st.l1);
   // Each warpgroup stages through its own rows of s_q, which only it read.
   unsigned char* s_o = s_qw;
   stage_acc_sw128<T, HD>(s_o, 64, o, 1.f / l0, 1.f / l1, warp, lane);
@@ -202,8 +156,8 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
   store_rows_sw128<T, HD>(go, a.ldo, s_o, 64, blk.q_end - wq0, wtid);
   if (t == 0) {
     float* lrow = a.lse + bh_row(blk.b, a.heads, h) * a.ld_lse;
-    if (row0 < a.seq) lrow[row0] = lse_from_exp2(m0, l0);
-    if (row1 < a.seq) lrow[row1] = lse_from_exp2(m1, l1);
+    if (row0 < a.seq) lrow[row0] = lse_from_exp2(st.m0, l0);
+    if (row1 < a.seq) lrow[row1] = lse_from_exp2(st.m1, l1);
   }
 #endif
 }

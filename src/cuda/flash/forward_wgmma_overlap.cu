@@ -42,9 +42,7 @@ __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
   constexpr int BQ = Cfg::BQ;
   constexpr int kThreads = Cfg::kThreads;
   extern __shared__ unsigned char smem_raw[];
-  const unsigned raw_addr = smem_u32(smem_raw);
-  unsigned char* smem =
-      smem_raw + (((raw_addr + kSwizzleAtomBytes - 1) & ~(kSwizzleAtomBytes - 1u)) - raw_addr);
+  unsigned char* smem = align_atom(smem_raw);
   unsigned char* s_q = smem;
   auto s_k = [&](int tile) { return smem + Cfg::kQBytes + (tile & 1) * Cfg::kKvBytes; };
   auto s_v = [&](int tile) { return smem + Cfg::kQBytes + (2 + (tile & 1)) * Cfg::kKvBytes; };

@@ -54,9 +54,7 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
   using Cfg = WsFwd<HD, BK, STAGES>;
   constexpr int BQ = Cfg::BQ;
   extern __shared__ unsigned char smem_raw[];
-  const unsigned raw_addr = smem_u32(smem_raw);
-  unsigned char* smem =
-      smem_raw + (((raw_addr + kSwizzleAtomBytes - 1) & ~(kSwizzleAtomBytes - 1u)) - raw_addr);
+  unsigned char* smem = align_atom(smem_raw);
   auto s_qw = [&](int c) { return smem + c * Cfg::kQWgBytes; };
   auto s_k = [&](int stage) { return smem + Cfg::kQBytes + stage * Cfg::kKvBytes; };
   auto s_v = [&](int stage) { return smem + Cfg::kQBytes + (STAGES + stage) * Cfg::kKvBytes; };

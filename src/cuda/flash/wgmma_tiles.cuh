@@ -12,6 +12,13 @@
 
 namespace tinyllama::cuda::flash {
 
+// The first swizzle-atom boundary (1024 bytes) at or after the dynamic
+// shared memory's start: the kernels ask for one atom of slack.
+__device__ __forceinline__ unsigned char* align_atom(unsigned char* raw) {
+  const unsigned addr = smem_u32(raw);
+  return raw + (((addr + kSwizzleAtomBytes - 1) & ~(kSwizzleAtomBytes - 1u)) - addr);
+}
+
 template <typename T, int ROWS, int HD, int NTHREADS>
 __device__ __forceinline__ void load_tile_sw128(unsigned char* dst, const T* src, std::int64_t ld,
                                                 int valid, int tid) {
