@@ -1,124 +1,163 @@
-// The CUDA decoder (src/cuda/decode) against the CPU Decoder in float64 on
-// the same random weights: a prefill, then single-token steps, comparing
-// the logits of every step. Shapes are awkward on purpose: GQA groups 1, 2,
-// 3 and 4, head_dim 32, 34, 64 and 128 (34 and the odd widths take the
-// GEMV's scalar path), odd vocabularies, prompts longer than one prefill
-// chunk (CudaDecoder::kChunkRows), and steps crossing the attention's cache
-// chunks at positions that are multiples of nothing in particular. Then
-// greedy generation token for token against the CPU in float32, and the
-// batch-1 variants (cuBLASLt instead of the GEMV, eager instead of the
-// graph).
+// The CUDA decoder (src/cuda/decode) against the CPU references on the
+// same random weights: a prefill, then single-token steps, checking the
+// logits of every step (LogitsCheck: float32 against the CPU decoder,
+// bfloat16 against the rounded references of tests/infer). The models
+// (tests/infer/decode_test_models.h) are awkward on purpose; prompts longer
+// than one prefill chunk (CudaDecoder::kChunkRows), steps crossing the
+// attention's cache chunks at positions that are multiples of nothing in
+// particular. Then greedy generation token for token against the CPU in
+// float32, and the batch-1 variants (cuBLASLt instead of the GEMV, eager
+// instead of the graph).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <tuple>
+#include <utility>
 
 #include "cuda/decode/cuda_decoder.h"
 #include "gpu_test_util.h"
+#include "infer/decode_test_models.h"
 #include "infer/decoder.h"
+#include "infer/rounded_reference.h"
 #include "infer/sampler.h"
 #include "model/init.h"
 
 namespace tinyllama::gpu_test {
 namespace {
 
-// vocab, hidden, layers, heads, kv heads, ffn
-ModelConfig config(int index) {
-  ModelConfig c;
-  c.num_layers = 2;
-  switch (index) {
-    case 0:  // group 1, head_dim 32
-      c.vocab_size = 97, c.hidden_dim = 128, c.num_heads = 4, c.num_kv_heads = 4, c.ffn_dim = 100;
-      break;
-    case 1:  // group 2, head_dim 64
-      c.vocab_size = 301, c.hidden_dim = 256, c.num_heads = 4, c.num_kv_heads = 2, c.ffn_dim = 200;
-      break;
-    case 2:  // group 4, head_dim 128
-      c.vocab_size = 131, c.hidden_dim = 512, c.num_heads = 4, c.num_kv_heads = 1, c.ffn_dim = 264;
-      c.num_layers = 1;
-      break;
-    default:  // group 3, head_dim 34: widths that are not multiples of 8
-      c.vocab_size = 53, c.hidden_dim = 102, c.num_heads = 3, c.num_kv_heads = 1, c.ffn_dim = 70;
-      break;
-  }
-  return c;
-}
-
-// Larger than init's N(0, 0.02), so attention and RoPE visibly matter.
-std::vector<double> weights(const ParamLayout& layout, std::uint64_t seed) {
-  std::vector<double> w = initial_weights(layout, seed);
-  Rng rng(seed + 1);
-  for (const ParamSlot& s : layout.slots()) {
-    for (std::int64_t i = 0; i < s.numel(); ++i) {
-      w[s.offset + i] += s.is_norm ? 0.2 * rng.normal() : 0.15 * rng.normal();
-    }
-  }
-  return w;
-}
-
-std::vector<std::int32_t> random_tokens(int n, int vocab, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-  for (auto& x : t) x = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab)));
-  return t;
-}
+using decode_test::model_config;
+using decode_test::model_weights;
+using decode_test::random_tokens;
+using reference::autocast_limit;
+using reference::Rounding;
 
 // max |got - want| / max |want|; infinity for a non-finite value.
 double rel_error(const std::vector<double>& got, const std::vector<double>& want) {
   if (got.size() != want.size()) return INFINITY;
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    diff = std::max(diff, std::abs(got[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
+  return reference::max_rel_error(got.data(), want.data(), static_cast<std::int64_t>(got.size()));
+}
+
+// Where a decoder's logits must lie: in float32 within 1e-4 of the CPU
+// decoder in float64 on the weights rounded as the device stores them (a
+// few layers of fp32 rounding), row by row. In bfloat16 a fixed figure
+// cannot judge them (tests/infer/rounded_reference.h); the rounded
+// references give two limits measured on the run's own weights and tokens,
+// each over all of the run's logits (max |error| / max |reference|, as
+// tests/python/test_parity.py measures a tensor):
+//  * DESIGN §2's bar: the error against fp64 (unrounded weights) at most
+//    twice torch.autocast's, emulated, plus one bf16 ulp;
+//  * tight: against the same forward pass with the device's rounding points
+//    done exactly, at most twice what another correct summation at those
+//    points (float, in order) is off by, plus one ulp. The test models
+//    amplify a single value rounded the other way to about an ulp of the
+//    logits, hence not a bare ulp.
+// A query at the wrong position or a skipped residual fails the tight
+// limit by far (rounded_reference_test.cc).
+class LogitsCheck {
+ public:
+  LogitsCheck(const ModelConfig& cfg, const std::vector<double>& w,
+              const std::vector<std::int32_t>& tokens, DType t)
+      : vocab_(cfg.vocab_size), bf16_(t == DType::BF16) {
+    if (bf16_) {
+      exact_.logits = reference::forward_logits(cfg, w, tokens, {Rounding::None});
+      device_.logits = reference::forward_logits(cfg, w, tokens, {Rounding::Device});
+      autocast_error_ =
+          rel_error(reference::forward_logits(cfg, w, tokens, {Rounding::Autocast}), exact_.logits);
+      float_sums_error_ = rel_error(
+          reference::forward_logits(cfg, w, tokens, {Rounding::Device, true}), device_.logits);
+    } else {
+      std::vector<double> stored = w;
+      for (double& x : stored) x = round_to(x, t);
+      Decoder cpu(cfg, stored, static_cast<int>(tokens.size()), DType::F64);
+      exact_.logits = cpu.step(tokens, true);
+    }
   }
-  return diff / scale;
-}
 
-// Whole-model tolerances on the logits, as gpu_model_test's on the loss
-// and gradients: fp32 compounds a few layers of fp32 rounding; bf16 keeps
-// activations and the cache in bf16 through every op (the reference's
-// weights are rounded as the device's are).
-double model_tolerance(DType t) {
-  return t == DType::F32 ? 1e-4 : 5e-2;
-}
+  // got: the logits of positions [first, first + rows).
+  void add(const std::vector<double>& got, int first, const std::string& what) {
+    const auto v = static_cast<std::size_t>(vocab_);
+    ASSERT_EQ(got.size() % v, 0u) << what;
+    ASSERT_LE(first * v + got.size(), exact_.logits.size()) << what;
+    for (std::size_t r = 0; r < got.size() / v; ++r) {
+      const std::size_t at = (first + r) * v;
+      for (std::size_t i = 0; i < v; ++i) {
+        const double g = got[r * v + i];
+        if (!std::isfinite(g)) {
+          ADD_FAILURE() << what << ", position " << first + r << ": logit " << i << " is " << g;
+          return;
+        }
+        if (bf16_) {
+          exact_.diff = std::max(exact_.diff, std::abs(g - exact_.logits[at + i]));
+          device_.diff = std::max(device_.diff, std::abs(g - device_.logits[at + i]));
+        }
+      }
+      if (!bf16_) {
+        EXPECT_LE(reference::max_rel_error(got.data() + r * v, exact_.logits.data() + at, vocab_),
+                  1e-4)
+            << what << ", position " << first + r;
+      }
+    }
+  }
 
-// Runs a prefill of `prompt` tokens and then `steps` single tokens on both
-// decoders, expecting every step's logits within tol.
+  // The bf16 limits, over every logit add() saw.
+  void finish(const std::string& what) const {
+    if (!bf16_) return;
+    const double err = exact_.diff / exact_.scale(), tight = device_.diff / device_.scale();
+    const double bar = autocast_limit(autocast_error_);
+    const double tight_limit = autocast_limit(float_sums_error_);
+    EXPECT_LE(err, bar) << what << ": against fp64 (autocast's error " << autocast_error_ << ")";
+    EXPECT_LE(tight, tight_limit) << what << ": against the device's rounding points (float "
+                                  << "sums off by " << float_sums_error_ << ")";
+    std::printf(
+        "  %s: bf16 logits against fp64 %.4f (limit %.4f), against the device's rounding "
+        "points %.4f (limit %.4f)\n",
+        what.c_str(), err, bar, tight, tight_limit);
+  }
+
+ private:
+  // Logits of every position, and the largest |got - them| seen so far.
+  struct Reference {
+    std::vector<double> logits;
+    double diff = 0;
+    double scale() const {
+      double m = 0;
+      for (double x : logits) m = std::max(m, std::abs(x));
+      return m;
+    }
+  };
+
+  int vocab_;
+  bool bf16_;
+  Reference exact_, device_;
+  double autocast_error_ = 0, float_sums_error_ = 0;
+};
+
+// Runs a prefill of `prompt` tokens and then `steps` single tokens on the
+// CUDA decoder, checking every step's logits (LogitsCheck).
 void compare_steps(const ModelConfig& cfg, const std::vector<double>& w, int prompt, int steps,
                    const CudaDecodeOptions& options, std::uint64_t seed) {
   const int positions = prompt + steps;
   const std::vector<std::int32_t> tokens = random_tokens(positions, cfg.vocab_size, seed);
-  // The reference holds the weights as the device does (rounded to its
-  // dtype), so the comparison measures the decode's arithmetic, not the
-  // storage of the weights (which a bf16 checkpoint has anyway).
-  std::vector<double> stored = w;
-  for (double& x : stored) x = round_to(x, options.dtype);
-  Decoder cpu(cfg, stored, positions, DType::F64);
+  LogitsCheck check(cfg, w, tokens, options.dtype);
   cuda::CudaDecoder gpu(cfg, w, positions, options);
-  const double tol = model_tolerance(options.dtype);
   const std::vector<std::int32_t> head(tokens.begin(), tokens.begin() + prompt);
+  const std::string run = "prefill of " + std::to_string(prompt);
   // The prefill's logits at every position, then the last one's alone.
-  const std::vector<double> want_all = cpu.step(head, true);
-  const std::vector<double> got_all = gpu.step(head, true);
-  EXPECT_LE(rel_error(got_all, want_all), tol) << "prefill of " << prompt << " (all logits)";
+  check.add(gpu.step(head, true), 0, run + " (all logits)");
   for (int round = 0; round < 2; ++round) {
     for (int t = prompt; t < positions; ++t) {
-      const std::vector<double> want = cpu.step({tokens[t]});
-      const std::vector<double> got = gpu.step({tokens[t]});
-      EXPECT_LE(rel_error(got, want), tol) << "step at position " << t << " after a prefill of "
-                                           << prompt << (round ? ", after reset" : "");
+      check.add(gpu.step({tokens[t]}), t, "step after a " + run + (round ? ", after reset" : ""));
     }
     EXPECT_EQ(gpu.position(), positions);
     EXPECT_THROW(gpu.step({0}), UsageError);  // the cache is full
     if (round == 0) {
       // A reset cache replays the same positions again (the graph reads them).
-      cpu.reset();
       gpu.reset();
-      const std::vector<double> want = cpu.step(head);
-      const std::vector<double> got = gpu.step(head);
-      EXPECT_LE(rel_error(got, want), tol) << "prefill of " << prompt << " after reset";
+      check.add(gpu.step(head), prompt - 1, run + " after reset");
     }
   }
+  check.finish(run + " and " + std::to_string(steps) + " steps");
   EXPECT_EQ(gpu.graph_captured(), options.graph);
 }
 
@@ -128,8 +167,8 @@ class GpuDecoder : public GpuParamTest<DecoderParam> {};
 
 TEST_P(GpuDecoder, StepsMatchTheCpuDecoder) {
   const auto [t, index] = GetParam();
-  const ModelConfig cfg = config(index);
-  const std::vector<double> w = weights(ParamLayout(cfg), 11 + index);
+  const ModelConfig cfg = model_config(index);
+  const std::vector<double> w = model_weights(ParamLayout(cfg), 11 + index);
   CudaDecodeOptions options;
   options.dtype = t;
   // 1: a decode from the first position; 37: one prefill chunk; 150: two.
@@ -140,7 +179,7 @@ TEST_P(GpuDecoder, StepsMatchTheCpuDecoder) {
 
 std::string decoder_name(const ::testing::TestParamInfo<DecoderParam>& info) {
   const auto [t, index] = info.param;
-  const ModelConfig c = config(index);
+  const ModelConfig c = model_config(index);
   return dtype_label(t) + "_H" + std::to_string(c.num_heads) + "K" +
          std::to_string(c.num_kv_heads) + "_hd" + std::to_string(c.head_dim()) + "_V" +
          std::to_string(c.vocab_size);
@@ -148,13 +187,13 @@ std::string decoder_name(const ::testing::TestParamInfo<DecoderParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuDecoder,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16),
-                                            ::testing::Values(0, 1, 2, 3)),
+                                            ::testing::Range(0, decode_test::kModels)),
                          decoder_name);
 
 // The batch-1 paths the CLI can pick for timing compute the same thing.
 TEST_F(GpuTest, DecoderCublasltAndEagerStepsMatchTheCpuDecoder) {
-  const ModelConfig cfg = config(1);
-  const std::vector<double> w = weights(ParamLayout(cfg), 3);
+  const ModelConfig cfg = model_config(1);
+  const std::vector<double> w = model_weights(ParamLayout(cfg), 3);
   for (const CudaDecodeOptions& o :
        {CudaDecodeOptions{DType::F32, false, true}, CudaDecodeOptions{DType::F32, true, false},
         CudaDecodeOptions{DType::BF16, false, false}}) {
@@ -166,8 +205,8 @@ TEST_F(GpuTest, DecoderCublasltAndEagerStepsMatchTheCpuDecoder) {
 // Greedy decoding picks the same tokens on both devices in float32: the
 // logits agree to ~1e-6 and random weights leave gaps far above that.
 TEST_F(GpuTest, GreedyGenerationEqualsTheCpuInFloat32) {
-  const ModelConfig cfg = config(1);
-  const std::vector<double> w = weights(ParamLayout(cfg), 8);
+  const ModelConfig cfg = model_config(1);
+  const std::vector<double> w = model_weights(ParamLayout(cfg), 8);
   const std::vector<std::int32_t> prompt = random_tokens(6, cfg.vocab_size, 9);
   const int new_tokens = 60;
   const int positions = static_cast<int>(prompt.size()) + new_tokens;
@@ -192,8 +231,8 @@ TEST_F(GpuTest, GreedyGenerationEqualsTheCpuInFloat32) {
 }
 
 TEST_F(GpuTest, DecoderRefusesWhatItCannotRun) {
-  const ModelConfig cfg = config(0);
-  const std::vector<double> w = weights(ParamLayout(cfg), 1);
+  const ModelConfig cfg = model_config(0);
+  const std::vector<double> w = model_weights(ParamLayout(cfg), 1);
   EXPECT_THROW(cuda::CudaDecoder(cfg, w, 8, {DType::F16, true, true}), UsageError);
   EXPECT_THROW(cuda::CudaDecoder(cfg, w, 0, {DType::F32, true, true}), UsageError);
   EXPECT_THROW(cuda::CudaDecoder(cfg, std::vector<double>(3, 1.0), 8, {}), RuntimeFailure);

@@ -1,0 +1,227 @@
+#include "infer/rounded_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/narrow_float.h"
+#include "model/param_layout.h"
+
+namespace tinyllama::reference {
+namespace {
+
+double to_bf16(double v) {
+  return bf16_bits_to_double(round_to_bf16_bits(v));
+}
+
+// The upload's rounding: float64 -> float32 -> bfloat16, as the device
+// converts the weights (cuda_decoder.cc, upload_weights).
+double to_bf16_through_float(double v) {
+  return to_bf16(static_cast<float>(v));
+}
+
+// Where each mode rounds. Device (cuda/decode in bfloat16): every weight;
+// the residual stream after the embedding and after each residual add (one
+// rounding of x + the product: the GEMV's epilogue, cuBLASLt's beta = 1);
+// the RMSNorm outputs; q, k and v out of the QKV product, q and k again
+// after RoPE; the attention output (scores, softmax and sums fp32); gate
+// and up; silu(gate) * up. The logits are fp32.
+// Autocast (test_parity.py's model under torch.autocast(bfloat16), fp32
+// parameters): matmuls take bf16 operands (the weights cast, activations
+// rounded) and give bf16 outputs, the scores included, whose division by
+// sqrt(hd) is a bf16 op; softmax runs in fp32, its output rounded for the
+// product with v; silu of a bf16 gate is bf16, its product with up too; the
+// embedding rows, the residual stream, RMSNorm and RoPE stay fp32.
+struct Points {
+  explicit Points(Rounding r) : device(r == Rounding::Device), autocast(r == Rounding::Autocast) {}
+  double stored(double v) const { return device ? to_bf16(v) : v; }     // a device buffer
+  double operand(double v) const { return autocast ? to_bf16(v) : v; }  // an autocast matmul's
+  double product(double v) const {  // a matmul's output into a buffer of its own
+    return device || autocast ? to_bf16(v) : v;
+  }
+  bool device, autocast;
+};
+
+class Forward {
+ public:
+  Forward(const ModelConfig& cfg, const std::vector<double>& params, const ForwardOptions& o)
+      : cfg_(cfg), layout_(cfg), o_(o), at_(o.rounding), lookup_(params), matrix_(params) {
+    // Norm weights and embedding rows (lookup_), matmul weights (matrix_).
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (at_.device) {
+        lookup_[i] = matrix_[i] = to_bf16_through_float(params[i]);
+      } else if (at_.autocast) {
+        lookup_[i] = static_cast<float>(params[i]);
+        matrix_[i] = to_bf16(lookup_[i]);
+      }
+    }
+  }
+
+  std::vector<double> run(const std::vector<std::int32_t>& tokens) {
+    const auto n = static_cast<std::int64_t>(tokens.size());
+    const int d = cfg_.hidden_dim;
+    std::vector<double> x(static_cast<std::size_t>(n * d));
+    const ParamSlot& emb = layout_.embedding();
+    for (std::int64_t t = 0; t < n; ++t) {
+      const double* row = &lookup_[emb.offset + tokens[t] * std::int64_t{d}];
+      std::copy(row, row + d, x.begin() + t * d);
+    }
+    for (int l = 0; l < cfg_.num_layers; ++l) layer(l, x, n);
+    const std::vector<double> norm = rmsnorm(x, n, layout_.final_norm());
+    std::vector<double> logits = linear(norm, n, emb.offset, cfg_.vocab_size, d);
+    for (double& v : logits) {
+      if (at_.autocast) v = to_bf16(v);  // the device's logits are fp32: exact enough here
+    }
+    return logits;
+  }
+
+ private:
+  double dot(const double* a, const double* b, std::int64_t k) const {
+    if (o_.float_sums) {
+      float acc = 0.f;  // one rounding per step, as an FMA
+      for (std::int64_t i = 0; i < k; ++i) acc = static_cast<float>(acc + a[i] * b[i]);
+      return acc;
+    }
+    double acc = 0;
+    for (std::int64_t i = 0; i < k; ++i) acc += a[i] * b[i];
+    return acc;
+  }
+
+  // y[t][j] = x[t] . W[j] for the matmul weight at `offset` ([rows, k]);
+  // x's rows rounded first when autocast casts them.
+  std::vector<double> linear(const std::vector<double>& x, std::int64_t n, std::int64_t offset,
+                             std::int64_t rows, std::int64_t k) const {
+    std::vector<double> in(x.size()), y(static_cast<std::size_t>(n * rows));
+    std::transform(x.begin(), x.end(), in.begin(), [&](double v) { return at_.operand(v); });
+    for (std::int64_t t = 0; t < n; ++t) {
+      for (std::int64_t j = 0; j < rows; ++j) {
+        y[t * rows + j] = dot(&in[t * k], &matrix_[offset + j * k], k);
+      }
+    }
+    return y;
+  }
+
+  std::vector<double> rmsnorm(const std::vector<double>& x, std::int64_t n,
+                              const ParamSlot& w) const {
+    const int d = cfg_.hidden_dim;
+    std::vector<double> y(x.size());
+    for (std::int64_t t = 0; t < n; ++t) {
+      double ss = 0;
+      for (int i = 0; i < d; ++i) ss += x[t * d + i] * x[t * d + i];
+      const double rstd = 1.0 / std::sqrt(ss / d + cfg_.rms_eps);
+      for (int i = 0; i < d; ++i) {
+        y[t * d + i] = at_.stored(x[t * d + i] * rstd * lookup_[w.offset + i]);
+      }
+    }
+    return y;
+  }
+
+  // Interleaved pairs of columns [c0, c0 + width) of each row of qkv.
+  void rope(std::vector<double>& qkv, std::int64_t n, int c0, int width) const {
+    const int hd = cfg_.head_dim(), w = cfg_.qkv_dim();
+    for (std::int64_t t = 0; t < n; ++t) {
+      for (int c = c0; c < c0 + width; c += 2) {
+        const int i = (c % hd) / 2;
+        const bool query = c < cfg_.q_dim();
+        const std::int64_t shift = query && o_.fault == Fault::QueryPositionOffByOne ? 1 : 0;
+        const double angle =
+            static_cast<double>(t + shift) * std::pow(cfg_.rope_theta, -2.0 * i / hd);
+        const double a = qkv[t * w + c], b = qkv[t * w + c + 1];
+        qkv[t * w + c] = at_.stored(a * std::cos(angle) - b * std::sin(angle));
+        qkv[t * w + c + 1] = at_.stored(a * std::sin(angle) + b * std::cos(angle));
+      }
+    }
+  }
+
+  // Causal GQA attention out of qkv's q, k and v columns: [n, H * hd].
+  std::vector<double> attention(const std::vector<double>& qkv, std::int64_t n) const {
+    const int hd = cfg_.head_dim(), w = cfg_.qkv_dim(), qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
+    const int group = cfg_.num_heads / cfg_.num_kv_heads;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    std::vector<double> out(static_cast<std::size_t>(n * qd)), s(static_cast<std::size_t>(n));
+    std::vector<double> q(static_cast<std::size_t>(hd)), k(static_cast<std::size_t>(hd));
+    for (std::int64_t t = 0; t < n; ++t) {
+      for (int h = 0; h < cfg_.num_heads; ++h) {
+        const int kc = qd + (h / group) * hd, vc = kc + kvd;
+        for (int i = 0; i < hd; ++i) q[i] = at_.operand(qkv[t * w + h * hd + i]);
+        double m = -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j <= t; ++j) {
+          for (int i = 0; i < hd; ++i) k[i] = at_.operand(qkv[j * w + kc + i]);
+          const double score = dot(q.data(), k.data(), hd);
+          s[j] = at_.autocast ? to_bf16(to_bf16(score) / std::sqrt(static_cast<double>(hd)))
+                              : score * scale;
+          m = std::max(m, s[j]);
+        }
+        double sum = 0;
+        for (std::int64_t j = 0; j <= t; ++j) sum += std::exp(s[j] - m);
+        for (int i = 0; i < hd; ++i) {
+          double o = 0;
+          for (std::int64_t j = 0; j <= t; ++j) {
+            o += at_.operand(std::exp(s[j] - m) / sum) * qkv[j * w + vc + i];
+          }
+          out[t * qd + h * hd + i] = at_.product(o);
+        }
+      }
+    }
+    return out;
+  }
+
+  // x (+)= p, rounded where the mode keeps the residual stream.
+  void residual(std::vector<double>& x, const std::vector<double>& p, bool add) const {
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double product = at_.autocast ? to_bf16(p[i]) : p[i];
+      x[i] = at_.stored((add ? x[i] : 0.0) + product);
+    }
+  }
+
+  void layer(int l, std::vector<double>& x, std::int64_t n) const {
+    const int d = cfg_.hidden_dim, f = cfg_.ffn_dim, qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
+    const ParamSlot& wqkv = layout_.layer(l, &LayerSlots::wqkv);
+    const ParamSlot& wgu = layout_.layer(l, &LayerSlots::wgu);
+    std::vector<double> qkv = linear(rmsnorm(x, n, layout_.layer(l, &LayerSlots::attn_norm)), n,
+                                     wqkv.offset, wqkv.rows, d);
+    for (double& v : qkv) v = at_.product(v);
+    rope(qkv, n, 0, qd + kvd);
+    const std::vector<double> attn = attention(qkv, n);
+    residual(x, linear(attn, n, layout_.layer(l, &LayerSlots::wo).offset, d, qd),
+             o_.fault != Fault::NoAttentionResidual);
+
+    const std::vector<double> gu =
+        linear(rmsnorm(x, n, layout_.layer(l, &LayerSlots::ffn_norm)), n, wgu.offset, wgu.rows, d);
+    std::vector<double> act(static_cast<std::size_t>(n * f));
+    for (std::int64_t t = 0; t < n; ++t) {
+      for (int j = 0; j < f; ++j) {
+        const double g = at_.product(gu[t * 2 * f + j]), u = at_.product(gu[t * 2 * f + f + j]);
+        const double silu = g / (1.0 + std::exp(-g));
+        act[t * f + j] = at_.product((at_.autocast ? to_bf16(silu) : silu) * u);
+      }
+    }
+    residual(x, linear(act, n, layout_.layer(l, &LayerSlots::wdown).offset, d, f), true);
+  }
+
+  const ModelConfig& cfg_;
+  ParamLayout layout_;
+  ForwardOptions o_;
+  Points at_;
+  std::vector<double> lookup_, matrix_;
+};
+
+}  // namespace
+
+std::vector<double> forward_logits(const ModelConfig& cfg, const std::vector<double>& params,
+                                   const std::vector<std::int32_t>& tokens,
+                                   const ForwardOptions& options) {
+  return Forward(cfg, params, options).run(tokens);
+}
+
+double max_rel_error(const double* got, const double* want, std::int64_t count) {
+  double diff = 0, scale = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return diff / scale;
+}
+
+}  // namespace tinyllama::reference

@@ -1,0 +1,69 @@
+#pragma once
+// A float64 forward pass of the model (DESIGN §1) over a whole token row,
+// with values rounded to bfloat16 at chosen points: the references that the
+// CUDA decoder's bfloat16 logits are held to (tests/cuda/gpu_decoder_test.cc).
+// Step t of a decoder gives row t's logits here, since attention is causal.
+//
+// A low-precision result's error depends on the weights, the shapes and the
+// reduction lengths, so no fixed tolerance fits it (tests/python/README.md).
+// What is fixed is where a run rounds; emulating those points in float64
+// gives two measured figures on the very weights and tokens of a test:
+//  * Rounding::Autocast: PyTorch's own error, torch.autocast(bfloat16) on
+//    test_parity.py's model (the bar of DESIGN §2: tinyllama's error
+//    against fp64 at most twice autocast's, plus one bf16 ulp);
+//  * Rounding::Device: the CUDA decoder's rounding points, so the device's
+//    result can be compared with the same rounding done exactly: what is
+//    left is fp32 summation order, a tight check.
+// Written with plain loops on purpose, apart from the CPU ops, so the
+// reference shares no code with what it checks.
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace tinyllama::reference {
+
+enum class Rounding {
+  None,      // float64 throughout
+  Device,    // the CUDA decoder in bfloat16 (list in rounded_reference.cc)
+  Autocast,  // torch.autocast(bfloat16): matmul operands and outputs, the rest fp32
+};
+
+// Deliberate bugs, to show that the comparisons fail on them.
+enum class Fault {
+  None,
+  // Queries rotated one position too far, keys where they belong (RoPE is
+  // relative: both shifted alike would change nothing but rounding).
+  QueryPositionOffByOne,
+  NoAttentionResidual,  // x = Wo attn(n1(x)), the residual add skipped
+};
+
+struct ForwardOptions {
+  Rounding rounding = Rounding::None;
+  // Dot products summed in float (in order) instead of double: a correct
+  // implementation at the same rounding points that sums differently.
+  bool float_sums = false;
+  Fault fault = Fault::None;
+};
+
+// Logits [tokens.size(), vocab] row-major; params in tinyllama's flat
+// layout (ParamLayout of cfg).
+std::vector<double> forward_logits(const ModelConfig& cfg, const std::vector<double>& params,
+                                   const std::vector<std::int32_t>& tokens,
+                                   const ForwardOptions& options);
+
+// max |got - want| / max |want| over count elements (infinity for a
+// non-finite value): the metric of test_parity.py.
+double max_rel_error(const double* got, const double* want, std::int64_t count);
+
+// One bf16 ulp relative to a tensor's largest element, bounded above
+// (torch.finfo(torch.bfloat16).eps): test_parity.py's floor, the finest two
+// correct roundings of the same value can be held to.
+inline constexpr double kBf16Ulp = 1.0 / 128;
+
+// test_parity.py's limit: twice autocast's error plus one ulp.
+inline double autocast_limit(double autocast_error) {
+  return 2 * autocast_error + kBf16Ulp;
+}
+
+}  // namespace tinyllama::reference
