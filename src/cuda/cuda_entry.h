@@ -30,6 +30,10 @@ struct CudaDecodeOptions {
   // captured CUDA graph replayed per token (else each kernel launched).
   bool own_gemv = true;
   bool graph = true;
+  // With own_gemv: RMSNorm, RoPE with the cache append, SwiGLU and the
+  // residual adds folded into the GEMVs (six kernels a layer, not ten);
+  // false keeps the unfused kernels, for timing them side by side.
+  bool fused = true;
 };
 // params: tinyllama's flat layout (ParamLayout of cfg); max_positions
 // bounds prompt + generated tokens. Throws RuntimeFailure without a device

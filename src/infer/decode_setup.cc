@@ -44,12 +44,15 @@ DecodeSetup resolve_decode_setup(const DecodeFlags& flags, bool cuda_present) {
     throw UsageError(std::string(flags.no_graph ? "--no-graph" : "--gemv") +
                      ": only with --device cuda (it picks how CUDA batch-1 steps run)");
   }
-  if (flags.gemv.empty() || flags.gemv == "own") {
+  if (flags.gemv.empty() || flags.gemv == "fused") {
+    s.own_gemv = s.fused = true;
+  } else if (flags.gemv == "own") {
     s.own_gemv = true;
+    s.fused = false;
   } else if (flags.gemv == "cublaslt") {
-    s.own_gemv = false;
+    s.own_gemv = s.fused = false;
   } else {
-    throw UsageError("--gemv " + flags.gemv + ": allowed values are own, cublaslt");
+    throw UsageError("--gemv " + flags.gemv + ": allowed values are fused, own, cublaslt");
   }
   s.graph = !flags.no_graph;
   return s;

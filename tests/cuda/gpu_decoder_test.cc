@@ -6,7 +6,7 @@
 // than one prefill chunk (CudaDecoder::kChunkRows), steps crossing the
 // attention's cache chunks at positions that are multiples of nothing in
 // particular. Then greedy generation token for token against the CPU in
-// float32, and the batch-1 variants (cuBLASLt instead of the GEMV, eager
+// float32, and the batch-1 variants (the unfused GEMV, cuBLASLt, eager
 // instead of the graph).
 #include <algorithm>
 #include <cmath>
@@ -190,14 +190,21 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuDecoder,
                                             ::testing::Range(0, decode_test::kModels)),
                          decoder_name);
 
-// The batch-1 paths the CLI can pick for timing compute the same thing.
+// The batch-1 paths the CLI can pick for timing compute the same thing
+// (the fused and the unfused GEMVs round at the same points).
 TEST_F(GpuTest, DecoderCublasltAndEagerStepsMatchTheCpuDecoder) {
   const ModelConfig cfg = model_config(1);
   const std::vector<double> w = model_weights(ParamLayout(cfg), 3);
   for (const CudaDecodeOptions& o :
        {CudaDecodeOptions{DType::F32, false, true}, CudaDecodeOptions{DType::F32, true, false},
-        CudaDecodeOptions{DType::BF16, false, false}}) {
-    SCOPED_TRACE(std::string(o.own_gemv ? "own gemv" : "cublaslt") + (o.graph ? ", graph" : ""));
+        CudaDecodeOptions{DType::BF16, false, false},
+        CudaDecodeOptions{DType::F32, true, true, false},
+        CudaDecodeOptions{DType::BF16, true, true, false},
+        CudaDecodeOptions{DType::BF16, true, false, true}}) {
+    SCOPED_TRACE(std::string(!o.own_gemv ? "cublaslt"
+                             : o.fused   ? "fused gemv"
+                                         : "own gemv") +
+                 (o.graph ? ", graph" : ", eager") + ", " + dtype_label(o.dtype));
     compare_steps(cfg, w, 20, 70, o, 5);  // 90 positions: two cache chunks of 45
   }
 }

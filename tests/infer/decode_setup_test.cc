@@ -34,6 +34,7 @@ TEST(DecodeSetup, AutoTakesTheGpuWhenThereIsOneWithItsDefaultDtype) {
   EXPECT_EQ(gpu.device, DeviceKind::Cuda);
   EXPECT_EQ(gpu.dtype, DType::BF16);
   EXPECT_TRUE(gpu.own_gemv);
+  EXPECT_TRUE(gpu.fused);
   EXPECT_TRUE(gpu.graph);
   const DecodeSetup cpu = resolve_decode_setup(flags("auto"), false);
   EXPECT_EQ(cpu.device, DeviceKind::Cpu);
@@ -49,9 +50,14 @@ TEST(DecodeSetup, TimingFlagsPickTheBatchOnePath) {
   f.no_graph = true;
   const DecodeSetup s = resolve_decode_setup(f, true);
   EXPECT_FALSE(s.own_gemv);
+  EXPECT_FALSE(s.fused);
   EXPECT_FALSE(s.graph);
   f.gemv = "own";
   EXPECT_TRUE(resolve_decode_setup(f, true).own_gemv);
+  EXPECT_FALSE(resolve_decode_setup(f, true).fused);
+  f.gemv = "fused";
+  EXPECT_TRUE(resolve_decode_setup(f, true).own_gemv);
+  EXPECT_TRUE(resolve_decode_setup(f, true).fused);
 }
 
 TEST(DecodeSetup, RefusalsNameTheFlag) {
@@ -67,8 +73,9 @@ TEST(DecodeSetup, RefusalsNameTheFlag) {
             std::string::npos);
   DecodeFlags f = flags("cuda");
   f.gemv = "cutlass";
-  EXPECT_NE(error_of<UsageError>(f, true).find("--gemv cutlass: allowed values are own, cublaslt"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<UsageError>(f, true).find("--gemv cutlass: allowed values are fused, own, cublaslt"),
+      std::string::npos);
   f = flags("auto");
   f.no_graph = true;  // auto resolved to the CPU: the flag means nothing there
   EXPECT_NE(error_of<UsageError>(f, false).find("--no-graph: only with --device cuda"),

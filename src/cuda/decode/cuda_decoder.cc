@@ -129,6 +129,8 @@ CudaDecoder::CudaDecoder(const ModelConfig& cfg, const std::vector<double>& para
   CUDA_CHECK(
       cudaMemcpy(dev_->inv_freq, inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice));
   upload_weights(params);
+  fused_ = options_.own_gemv && options_.fused &&
+           gemv_fused_fits(std::max({d, f, std::int64_t{cfg.q_dim()}}), options.dtype);
   if (options_.graph) capture_single();
 }
 
@@ -187,7 +189,42 @@ void CudaDecoder::linear(Mat out, Mat in, Mat w, bool accumulate) {
   }
 }
 
+void CudaDecoder::enqueue_fused_single() {
+  const ModelConfig& c = cfg_;
+  const DType t = options_.dtype;
+  const std::int32_t* position = dev_->ids;
+  const Mat x = buffer(dev_->x, 1, c.hidden_dim, t);
+  const Mat q = buffer(dev_->qkv, 1, c.q_dim(), t), attn = buffer(dev_->attn, 1, c.q_dim(), t);
+  const Mat act = buffer(dev_->act, 1, c.ffn_dim, t);
+  const Mat embedding = weight(layout_.embedding()).row_block(0, c.vocab_size);
+  const std::int64_t cache_elems = std::int64_t{max_positions_} * c.kv_dim();
+  const std::int64_t es = static_cast<std::int64_t>(dtype_size(t));
+
+  embedding_forward(x, dev_->ids + 1, embedding, stream_);
+  for (int l = 0; l < c.num_layers; ++l) {
+    char* layer_cache = static_cast<char*>(dev_->cache) + 2 * l * cache_elems * es;
+    const Mat k_cache(layer_cache, t, max_positions_, c.kv_dim());
+    const Mat v_cache(layer_cache + cache_elems * es, t, max_positions_, c.kv_dim());
+    gemv_norm_qkv_rope(q, k_cache, v_cache, x, weight(layout_.layer(l, &LayerSlots::wqkv)),
+                       weight(layout_.layer(l, &LayerSlots::attn_norm)), c.rms_eps, position,
+                       dev_->inv_freq, c.num_heads, c.num_kv_heads, c.head_dim(), stream_);
+    decode_attention(attn, q, k_cache, v_cache, position, c.num_heads, c.num_kv_heads, c.head_dim(),
+                     splits_, dev_->attention_scratch, attention_scratch_floats_, stream_);
+    gemv_fused(x, attn, weight(layout_.layer(l, &LayerSlots::wo)), nullptr, 0.0, true, stream_);
+    gemv_norm_swiglu(act, x, weight(layout_.layer(l, &LayerSlots::wgu)),
+                     weight(layout_.layer(l, &LayerSlots::ffn_norm)), c.rms_eps, stream_);
+    gemv_fused(x, act, weight(layout_.layer(l, &LayerSlots::wdown)), nullptr, 0.0, true, stream_);
+  }
+  const Mat final_norm = weight(layout_.final_norm());
+  gemv_fused(buffer(dev_->logits, 1, c.vocab_size, DType::F32), x, embedding, &final_norm,
+             c.rms_eps, false, stream_);
+}
+
 void CudaDecoder::enqueue_chunk(int n, int first_logit) {
+  if (n == 1 && first_logit == 0 && fused_) {
+    enqueue_fused_single();
+    return;
+  }
   const ModelConfig& c = cfg_;
   const DType t = options_.dtype;
   const int qd = c.q_dim(), f = c.ffn_dim, hd = c.head_dim();
@@ -240,7 +277,9 @@ void CudaDecoder::enqueue_chunk(int n, int first_logit) {
 std::string CudaDecoder::describe() const {
   return "cuda " + std::string(dtype_name(options_.dtype)) +
          (graph_ready_ ? ", graph" : ", eager") +
-         (options_.own_gemv ? ", own gemv" : ", cublaslt gemv");
+         (fused_              ? ", fused gemv"
+          : options_.own_gemv ? ", own gemv"
+                              : ", cublaslt gemv");
 }
 
 // Captured once, at construction: recording runs nothing, and the kernels

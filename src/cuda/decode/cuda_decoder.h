@@ -51,6 +51,8 @@ class CudaDecoder final : public TokenDecoder {
   void enqueue_chunk(int n, int first_logit);
   // out = in * w^T (+ out when accumulate): GEMV at one row, else cuBLASLt.
   void linear(Mat out, Mat in, Mat w, bool accumulate);
+  // The batch-1 step through the fused GEMVs (gemv_fused.cu).
+  void enqueue_fused_single();
   void capture_single();  // the batch-1 step as a graph
   void run_single();      // one batch-1 chunk: the graph's replay, or eagerly
 
@@ -65,6 +67,7 @@ class CudaDecoder final : public TokenDecoder {
   std::unique_ptr<GemmRunner> gemm_;
   std::unique_ptr<GraphRecorder> graph_;
   bool graph_ready_ = false;
+  bool fused_ = false;  // batch-1 steps through enqueue_fused_single
   std::unique_ptr<Device> dev_;
 };
 

@@ -40,4 +40,25 @@ void decode_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, const std::int32
 // is this op over every weight, so it is what sets tokens/s.
 void gemv(Mat y, Mat x, Mat w, Mat residual, cudaStream_t stream);
 
+// gemv_fused.cu: the batch-1 products with their neighbours folded in, for
+// a step of six kernels per layer. The input x [1, K] is staged per block in
+// shared memory (K * sizeof(dtype) at most 48 KiB: gemv_fused_fits); with a
+// norm weight [1, K] it is first RMS-normalised (eps, fp32 statistics) and
+// rounded to the dtype as rmsnorm_forward stores it. Outputs are rounded
+// where the unfused step stores them, so both paths round alike.
+bool gemv_fused_fits(std::int64_t k, DType t);
+// y = norm(x) w^T (+ y when accumulate): y x's dtype or float32.
+void gemv_fused(Mat y, Mat x, Mat w, const Mat* norm_weight, double eps, bool accumulate,
+                cudaStream_t stream);
+// act [1, F] = silu(g) * u with [g | u] = norm(x) w_gate_up^T ([2F, K]:
+// gate rows, then up rows), g and u rounded first as swiglu_forward reads them.
+void gemv_norm_swiglu(Mat act, Mat x, Mat w_gate_up, Mat norm_weight, double eps,
+                      cudaStream_t stream);
+// [q | k | v] = norm(x) w_qkv^T, then rope_append's work: q and k rotated
+// at position *position (inv_freq as rope_append's), q into q [1, H * hd],
+// k and v into row *position of the caches.
+void gemv_norm_qkv_rope(Mat q, Mat k_cache, Mat v_cache, Mat x, Mat w_qkv, Mat norm_weight,
+                        double eps, const std::int32_t* position, const double* inv_freq, int heads,
+                        int kv_heads, int head_dim, cudaStream_t stream);
+
 }  // namespace tinyllama::cuda
