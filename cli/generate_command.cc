@@ -41,8 +41,9 @@ std::unique_ptr<TokenDecoder> make_decoder(const ModelConfig& config, const std:
   if (setup.device == DeviceKind::Cpu) {
     return std::make_unique<Decoder>(config, params, positions, setup.dtype);
   }
-  return make_cuda_decoder(config, params, positions,
-                           {setup.dtype, setup.own_gemv, setup.graph, setup.fused});
+  return make_cuda_decoder(
+      config, params, positions,
+      {setup.dtype, setup.own_gemv, setup.graph, setup.fused, setup.programmatic});
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -78,9 +79,10 @@ GenerateCommand::GenerateCommand(CLI::App& app)
   value(cmd_, "--dtype", a.decode.dtype, "{float32,bfloat16,float64}",
         "weights, activations and KV cache: bfloat16 by default on cuda (cuda: bfloat16 or "
         "float32), float32 on the cpu (cpu: float32 or float64)");
-  value(cmd_, "--gemv", a.decode.gemv, "{fused,own,cublaslt}",
+  value(cmd_, "--gemv", a.decode.gemv, "{fused,fused-nopdl,own,cublaslt}",
         "cuda, for timing: the weight products of a one-token step through our GEMV kernels "
-        "with the norms, RoPE, SwiGLU and residual adds folded in (fused, the default), our "
+        "with the norms, RoPE, SwiGLU and residual adds folded in, each launched to overlap the "
+        "one before it (fused, the default; fused-nopdl: launched one after another), our "
         "plain GEMV beside the separate kernels (own), or cuBLASLt");
   cmd_->add_flag("--no-graph", a.decode.no_graph,
                  "cuda, for timing: launch each kernel of a one-token step instead of replaying "

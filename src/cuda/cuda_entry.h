@@ -34,6 +34,9 @@ struct CudaDecodeOptions {
   // residual adds folded into the GEMVs (six kernels a layer, not ten);
   // false keeps the unfused kernels, for timing them side by side.
   bool fused = true;
+  // With fused: each fused kernel launched programmatically (PDL), its
+  // weights streaming while the kernel before it finishes.
+  bool programmatic = true;
 };
 // params: tinyllama's flat layout (ParamLayout of cfg); max_positions
 // bounds prompt + generated tokens. Throws RuntimeFailure without a device

@@ -45,14 +45,18 @@ DecodeSetup resolve_decode_setup(const DecodeFlags& flags, bool cuda_present) {
                      ": only with --device cuda (it picks how CUDA batch-1 steps run)");
   }
   if (flags.gemv.empty() || flags.gemv == "fused") {
+    s.own_gemv = s.fused = s.programmatic = true;
+  } else if (flags.gemv == "fused-nopdl") {
     s.own_gemv = s.fused = true;
+    s.programmatic = false;
   } else if (flags.gemv == "own") {
     s.own_gemv = true;
     s.fused = false;
   } else if (flags.gemv == "cublaslt") {
     s.own_gemv = s.fused = false;
   } else {
-    throw UsageError("--gemv " + flags.gemv + ": allowed values are fused, own, cublaslt");
+    throw UsageError("--gemv " + flags.gemv +
+                     ": allowed values are fused, fused-nopdl, own, cublaslt");
   }
   s.graph = !flags.no_graph;
   return s;

@@ -13,15 +13,16 @@ namespace tinyllama {
 struct DecodeSetup {
   DeviceKind device = DeviceKind::Cpu;
   DType dtype = DType::F32;
-  bool own_gemv = true;  // CUDA batch-1 steps: our GEMV (else cuBLASLt)
-  bool fused = true;     // with own_gemv: the norms, RoPE, SwiGLU folded into it
-  bool graph = true;     // CUDA batch-1 steps: one captured graph per token
+  bool own_gemv = true;      // CUDA batch-1 steps: our GEMV (else cuBLASLt)
+  bool fused = true;         // with own_gemv: the norms, RoPE, SwiGLU folded into it
+  bool programmatic = true;  // with fused: its kernels launched with PDL
+  bool graph = true;         // CUDA batch-1 steps: one captured graph per token
 };
 
 struct DecodeFlags {
   std::string device = "auto";  // cpu | cuda | auto
   std::string dtype;            // "" (the device's default) | float32 | bfloat16 | float64
-  std::string gemv;             // "" (fused) | fused | own | cublaslt; CUDA only
+  std::string gemv;             // "" (fused) | fused | fused-nopdl | own | cublaslt; CUDA only
   bool no_graph = false;        // CUDA only
 };
 

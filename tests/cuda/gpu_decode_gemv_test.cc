@@ -204,6 +204,35 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(1, 37, 1000)),
     qkv_name);
 
+// Launched programmatically, a kernel's blocks may start before the kernel
+// before it has finished (that one lets them be scheduled as soon as it
+// runs): the second product reads the first's output, which is NaN until
+// written, so a kernel that read its input before the wait would show.
+TEST_F(GpuTest, ProgrammaticLaunchesWaitForTheKernelBefore) {
+  Harness h(DType::BF16);
+  const DType t = DType::BF16;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const int n = 4096, k = 4096, m = 96;
+  const Twin x = h.input(1, k, t);
+  const Twin w1 = h.input(n, k, t, 0.05);
+  const Twin w2 = h.input(m, n, t, 0.1);
+  const Twin nw = h.input(1, n, t, 0.3, 0, 1.0);
+  for (int round = 0; round < 3; ++round) {
+    const Twin y1 = h.output(1, n, t), y2 = h.output(1, m, DType::F32);
+    cuda::gemv_fused(y1.gpu, x.gpu, w1.gpu, nullptr, kEps, false, stream, true);
+    cuda::gemv_fused(y2.gpu, y1.gpu, w2.gpu, &nw.gpu, kEps, false, stream, true);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const std::vector<double> in = staged_input(x, nullptr, t);
+    for (int r = 0; r < n; ++r) y1.cpu.ptr<double>()[r] = round_to(product(w1, in, r), t);
+    h.expect_close(y1, limit(t), "the first product");
+    const std::vector<double> in2 = staged_input(y1, &nw, t);
+    for (int r = 0; r < m; ++r) y2.cpu.ptr<double>()[r] = round_to(product(w2, in2, r), DType::F32);
+    h.expect_close(y2, limit(t), "the second product, reading the first's output");
+  }
+  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
 // What the kernels refuse: mismatched shapes, an input too wide to stage.
 TEST_F(GpuTest, FusedGemvsRefuseWhatTheyCannotRun) {
   Harness h(DType::BF16);

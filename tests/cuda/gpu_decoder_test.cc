@@ -200,12 +200,13 @@ TEST_F(GpuTest, DecoderCublasltAndEagerStepsMatchTheCpuDecoder) {
         CudaDecodeOptions{DType::BF16, false, false},
         CudaDecodeOptions{DType::F32, true, true, false},
         CudaDecodeOptions{DType::BF16, true, true, false},
-        CudaDecodeOptions{DType::BF16, true, false, true}}) {
+        CudaDecodeOptions{DType::BF16, true, false, true},
+        CudaDecodeOptions{DType::BF16, true, true, true, false}}) {
     SCOPED_TRACE(std::string(!o.own_gemv ? "cublaslt"
-                             : o.fused   ? "fused gemv"
+                             : o.fused   ? (o.programmatic ? "fused gemv, pdl" : "fused gemv")
                                          : "own gemv") +
                  (o.graph ? ", graph" : ", eager") + ", " + dtype_label(o.dtype));
-    compare_steps(cfg, w, 20, 70, o, 5);  // 90 positions: two cache chunks of 45
+    compare_steps(cfg, w, 20, 70, o, 5);  // 90 positions: six cache chunks of 15
   }
 }
 

@@ -58,6 +58,10 @@ TEST(DecodeSetup, TimingFlagsPickTheBatchOnePath) {
   f.gemv = "fused";
   EXPECT_TRUE(resolve_decode_setup(f, true).own_gemv);
   EXPECT_TRUE(resolve_decode_setup(f, true).fused);
+  EXPECT_TRUE(resolve_decode_setup(f, true).programmatic);
+  f.gemv = "fused-nopdl";
+  EXPECT_TRUE(resolve_decode_setup(f, true).fused);
+  EXPECT_FALSE(resolve_decode_setup(f, true).programmatic);
 }
 
 TEST(DecodeSetup, RefusalsNameTheFlag) {
@@ -73,9 +77,9 @@ TEST(DecodeSetup, RefusalsNameTheFlag) {
             std::string::npos);
   DecodeFlags f = flags("cuda");
   f.gemv = "cutlass";
-  EXPECT_NE(
-      error_of<UsageError>(f, true).find("--gemv cutlass: allowed values are fused, own, cublaslt"),
-      std::string::npos);
+  EXPECT_NE(error_of<UsageError>(f, true).find(
+                "--gemv cutlass: allowed values are fused, fused-nopdl, own, cublaslt"),
+            std::string::npos);
   f = flags("auto");
   f.no_graph = true;  // auto resolved to the CPU: the flag means nothing there
   EXPECT_NE(error_of<UsageError>(f, false).find("--no-graph: only with --device cuda"),

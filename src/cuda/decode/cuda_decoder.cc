@@ -13,8 +13,10 @@ namespace tinyllama::cuda {
 namespace {
 
 // Cache rows a batch-1 attention block covers at least: short enough that
-// the heads times the chunks fill the GPU at the lengths generation sees.
-constexpr int kAttentionChunk = 64;
+// the heads times the chunks fill the GPU at the lengths generation sees,
+// and that each of a block's 4 warps walks a chain of only a few dependent
+// rows (the latency of each is a load from HBM or L2).
+constexpr int kAttentionChunk = 16;
 constexpr int kMaxSplits = 128;
 constexpr std::size_t kGemmWorkspaceBytes = std::size_t{32} << 20;
 constexpr std::int64_t kUploadElements = std::int64_t{1} << 24;  // weights moved per copy
@@ -131,6 +133,7 @@ CudaDecoder::CudaDecoder(const ModelConfig& cfg, const std::vector<double>& para
   upload_weights(params);
   fused_ = options_.own_gemv && options_.fused &&
            gemv_fused_fits(std::max({d, f, std::int64_t{cfg.q_dim()}}), options.dtype);
+  programmatic_ = fused_ && options_.programmatic;
   if (options_.graph) capture_single();
 }
 
@@ -207,17 +210,21 @@ void CudaDecoder::enqueue_fused_single() {
     const Mat v_cache(layer_cache + cache_elems * es, t, max_positions_, c.kv_dim());
     gemv_norm_qkv_rope(q, k_cache, v_cache, x, weight(layout_.layer(l, &LayerSlots::wqkv)),
                        weight(layout_.layer(l, &LayerSlots::attn_norm)), c.rms_eps, position,
-                       dev_->inv_freq, c.num_heads, c.num_kv_heads, c.head_dim(), stream_);
+                       dev_->inv_freq, c.num_heads, c.num_kv_heads, c.head_dim(), stream_,
+                       programmatic_);
     decode_attention(attn, q, k_cache, v_cache, position, c.num_heads, c.num_kv_heads, c.head_dim(),
                      splits_, dev_->attention_scratch, attention_scratch_floats_, stream_);
-    gemv_fused(x, attn, weight(layout_.layer(l, &LayerSlots::wo)), nullptr, 0.0, true, stream_);
+    gemv_fused(x, attn, weight(layout_.layer(l, &LayerSlots::wo)), nullptr, 0.0, true, stream_,
+               programmatic_);
     gemv_norm_swiglu(act, x, weight(layout_.layer(l, &LayerSlots::wgu)),
-                     weight(layout_.layer(l, &LayerSlots::ffn_norm)), c.rms_eps, stream_);
-    gemv_fused(x, act, weight(layout_.layer(l, &LayerSlots::wdown)), nullptr, 0.0, true, stream_);
+                     weight(layout_.layer(l, &LayerSlots::ffn_norm)), c.rms_eps, stream_,
+                     programmatic_);
+    gemv_fused(x, act, weight(layout_.layer(l, &LayerSlots::wdown)), nullptr, 0.0, true, stream_,
+               programmatic_);
   }
   const Mat final_norm = weight(layout_.final_norm());
   gemv_fused(buffer(dev_->logits, 1, c.vocab_size, DType::F32), x, embedding, &final_norm,
-             c.rms_eps, false, stream_);
+             c.rms_eps, false, stream_, programmatic_);
 }
 
 void CudaDecoder::enqueue_chunk(int n, int first_logit) {
@@ -277,7 +284,7 @@ void CudaDecoder::enqueue_chunk(int n, int first_logit) {
 std::string CudaDecoder::describe() const {
   return "cuda " + std::string(dtype_name(options_.dtype)) +
          (graph_ready_ ? ", graph" : ", eager") +
-         (fused_              ? ", fused gemv"
+         (fused_              ? (programmatic_ ? ", fused gemv, pdl" : ", fused gemv")
           : options_.own_gemv ? ", own gemv"
                               : ", cublaslt gemv");
 }
@@ -292,7 +299,14 @@ void CudaDecoder::capture_single() {
     graph_->end(true, 0);
     graph_ready_ = true;
   } catch (const RuntimeFailure&) {
-    graph_->abort();  // the device's error state is cleared: steps run eagerly
+    graph_->abort();  // the device's error state is cleared
+    if (programmatic_) {
+      // A driver that cannot capture programmatic launches: capture the
+      // serial ones (describe() says which ran).
+      programmatic_ = false;
+      capture_single();
+    }
+    // else batch-1 steps run eagerly
   }
 }
 

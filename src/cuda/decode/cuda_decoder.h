@@ -67,7 +67,8 @@ class CudaDecoder final : public TokenDecoder {
   std::unique_ptr<GemmRunner> gemm_;
   std::unique_ptr<GraphRecorder> graph_;
   bool graph_ready_ = false;
-  bool fused_ = false;  // batch-1 steps through enqueue_fused_single
+  bool fused_ = false;         // batch-1 steps through enqueue_fused_single
+  bool programmatic_ = false;  // the fused kernels launched with PDL
   std::unique_ptr<Device> dev_;
 };
 

@@ -40,26 +40,40 @@ __global__ void __launch_bounds__(kWarps * 32)
     qr[i] = d < head_dim ? to_f32(qh[d]) * scale : 0.f;
     o[i] = 0.f;
   }
-  float m = -INFINITY, l = 0.f;
-  for (int j = start + warp; j < end; j += kWarps) {
+  // Row j's key and value, read one row ahead of the arithmetic: a warp's
+  // rows are a chain of dependent steps, and the next row's loads need not
+  // wait for this one's softmax.
+  float k_next[kDimsPerLane], v_next[kDimsPerLane];
+  auto load_row = [&](int j) {
     const T* kj = k_cache + j * ld_kv + kv_col;
-    float s = 0.f;
+    const T* vj = v_cache + j * ld_kv + kv_col;
 #pragma unroll
     for (int i = 0; i < kDimsPerLane; ++i) {
       const int d = lane + 32 * i;
-      if (d < head_dim) s += qr[i] * to_f32(kj[d]);
+      k_next[i] = d < head_dim ? to_f32(kj[d]) : 0.f;
+      v_next[i] = d < head_dim ? to_f32(vj[d]) : 0.f;
     }
+  };
+  if (start + warp < end) load_row(start + warp);
+  float m = -INFINITY, l = 0.f;
+  for (int j = start + warp; j < end; j += kWarps) {
+    float kr[kDimsPerLane], vr[kDimsPerLane];
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) {
+      kr[i] = k_next[i];
+      vr[i] = v_next[i];
+    }
+    if (j + kWarps < end) load_row(j + kWarps);
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) s += qr[i] * kr[i];  // 0 past head_dim
     s = warp_sum(s);
     const float m_new = fmaxf(m, s);
     const float correction = expf(m - m_new);  // 0 at the first row (m = -inf)
     const float p = expf(s - m_new);
     l = l * correction + p;
-    const T* vj = v_cache + j * ld_kv + kv_col;
 #pragma unroll
-    for (int i = 0; i < kDimsPerLane; ++i) {
-      const int d = lane + 32 * i;
-      if (d < head_dim) o[i] = o[i] * correction + p * to_f32(vj[d]);
-    }
+    for (int i = 0; i < kDimsPerLane; ++i) o[i] = o[i] * correction + p * vr[i];
     m = m_new;
   }
 

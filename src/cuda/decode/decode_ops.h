@@ -46,19 +46,23 @@ void gemv(Mat y, Mat x, Mat w, Mat residual, cudaStream_t stream);
 // norm weight [1, K] it is first RMS-normalised (eps, fp32 statistics) and
 // rounded to the dtype as rmsnorm_forward stores it. Outputs are rounded
 // where the unfused step stores them, so both paths round alike.
+// programmatic: launched with programmatic stream serialization (PDL), so
+// the kernel's blocks start streaming weights while the kernel before it
+// in the stream finishes; they wait for it to complete before reading
+// anything else. Each kernel lets the next start as soon as it runs.
 bool gemv_fused_fits(std::int64_t k, DType t);
 // y = norm(x) w^T (+ y when accumulate): y x's dtype or float32.
 void gemv_fused(Mat y, Mat x, Mat w, const Mat* norm_weight, double eps, bool accumulate,
-                cudaStream_t stream);
+                cudaStream_t stream, bool programmatic = false);
 // act [1, F] = silu(g) * u with [g | u] = norm(x) w_gate_up^T ([2F, K]:
 // gate rows, then up rows), g and u rounded first as swiglu_forward reads them.
 void gemv_norm_swiglu(Mat act, Mat x, Mat w_gate_up, Mat norm_weight, double eps,
-                      cudaStream_t stream);
+                      cudaStream_t stream, bool programmatic = false);
 // [q | k | v] = norm(x) w_qkv^T, then rope_append's work: q and k rotated
 // at position *position (inv_freq as rope_append's), q into q [1, H * hd],
 // k and v into row *position of the caches.
 void gemv_norm_qkv_rope(Mat q, Mat k_cache, Mat v_cache, Mat x, Mat w_qkv, Mat norm_weight,
                         double eps, const std::int32_t* position, const double* inv_freq, int heads,
-                        int kv_heads, int head_dim, cudaStream_t stream);
+                        int kv_heads, int head_dim, cudaStream_t stream, bool programmatic = false);
 
 }  // namespace tinyllama::cuda

@@ -5,7 +5,11 @@
 // and Wdown (their epilogues). Each block stages the (normalised) input in
 // shared memory once; each warp streams two weight rows with 16-byte
 // cache-streaming loads, the first batch issued before the staging so that
-// the prologue hides under the weights' latency.
+// the prologue hides under the weights' latency. Launched programmatically
+// (PDL), a kernel's blocks may start while the kernel before it finishes:
+// they read only weights until griddepcontrol.wait, which returns once that
+// kernel has completed and its writes are visible, so the weights stream
+// through the previous kernel's tail and launch.
 //
 // The kernels round where the unfused step stores (the normalised input,
 // q/k/v before and after RoPE, gate and up, the SwiGLU product, the
@@ -189,10 +193,18 @@ __global__ void __launch_bounds__(kWarps * 32) fused_gemv_kernel(FusedArgs<T, O>
       }
     }
   };
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The next kernel may be scheduled now (it waits for this one to complete
+  // before it reads anything this one writes).
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
   if (unit < a.units) {
     rows_of(unit);
     load_batch(lane * Vec);
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();  // a no-op when not launched programmatically
+#endif
   stage_input<T, O, Vec>(a, xs);
 
   for (; unit < a.units; unit += stride) {
@@ -244,14 +256,23 @@ int wave_blocks(Kernel kernel, std::size_t shared, int units) {
 // allow it, else one element at a time.
 template <Epilogue E, typename T, typename O>
 void launch(FusedArgs<T, O> a, std::initializer_list<const Mat*> inputs, const char* op,
-            cudaStream_t stream) {
+            cudaStream_t stream, bool programmatic) {
   if (a.units == 0) return;
   const std::size_t shared = static_cast<std::size_t>(a.k) * sizeof(T);
   require(shared <= kMaxSharedBytes, op,
           "an input of " + std::to_string(a.k) + " elements does not fit in shared memory");
   auto run = [&](auto kernel) {
-    kernel<<<wave_blocks(kernel, shared, a.units), kWarps * 32, shared, stream>>>(a);
-    CUDA_CHECK_LAUNCH();
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(wave_blocks(kernel, shared, a.units)));
+    config.blockDim = dim3(kWarps * 32);
+    config.dynamicSmemBytes = shared;
+    config.stream = stream;
+    cudaLaunchAttribute overlap{};
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &overlap;
+    config.numAttrs = programmatic ? 1 : 0;
+    CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
   };
   if (vec_width<T>(inputs) == kMaxVec<T>) {
     constexpr int kVec = kMaxVec<T>;
@@ -296,7 +317,7 @@ bool gemv_fused_fits(std::int64_t k, DType t) {
 }
 
 void gemv_fused(Mat y, Mat x, Mat w, const Mat* norm_weight, double eps, bool accumulate,
-                cudaStream_t stream) {
+                cudaStream_t stream, bool programmatic) {
   const char* op = "gemv_fused";
   check_common(op, x, w, norm_weight);
   require(y.rows == 1 && y.cols == w.rows, op,
@@ -313,9 +334,9 @@ void gemv_fused(Mat y, Mat x, Mat w, const Mat* norm_weight, double eps, bool ac
       a.units = static_cast<int>((w.rows + 1) / 2);
       a.accumulate = accumulate;
       if (norm_weight != nullptr) {
-        launch<Epilogue::Store>(a, {&x, &w, norm_weight}, op, stream);
+        launch<Epilogue::Store>(a, {&x, &w, norm_weight}, op, stream, programmatic);
       } else {
-        launch<Epilogue::Store>(a, {&x, &w}, op, stream);
+        launch<Epilogue::Store>(a, {&x, &w}, op, stream, programmatic);
       }
     };
     if (y.dtype == DType::F32) {
@@ -327,7 +348,7 @@ void gemv_fused(Mat y, Mat x, Mat w, const Mat* norm_weight, double eps, bool ac
 }
 
 void gemv_norm_swiglu(Mat act, Mat x, Mat w_gate_up, Mat norm_weight, double eps,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, bool programmatic) {
   const char* op = "gemv_norm_swiglu";
   check_common(op, x, w_gate_up, &norm_weight);
   require(w_gate_up.rows % 2 == 0 && act.rows == 1 && act.cols == w_gate_up.rows / 2, op,
@@ -339,13 +360,13 @@ void gemv_norm_swiglu(Mat act, Mat x, Mat w_gate_up, Mat norm_weight, double eps
     a.act = act.ptr<T>();
     a.ffn = static_cast<int>(act.cols);
     a.units = a.ffn;
-    launch<Epilogue::Swiglu>(a, {&x, &w_gate_up, &norm_weight}, op, stream);
+    launch<Epilogue::Swiglu>(a, {&x, &w_gate_up, &norm_weight}, op, stream, programmatic);
   });
 }
 
 void gemv_norm_qkv_rope(Mat q, Mat k_cache, Mat v_cache, Mat x, Mat w_qkv, Mat norm_weight,
                         double eps, const std::int32_t* position, const double* inv_freq, int heads,
-                        int kv_heads, int head_dim, cudaStream_t stream) {
+                        int kv_heads, int head_dim, cudaStream_t stream, bool programmatic) {
   const char* op = "gemv_norm_qkv_rope";
   check_common(op, x, w_qkv, &norm_weight);
   require(head_dim > 0 && head_dim % 2 == 0, op, "head_dim must be positive and even");
@@ -371,7 +392,7 @@ void gemv_norm_qkv_rope(Mat q, Mat k_cache, Mat v_cache, Mat x, Mat w_qkv, Mat n
     a.kv_dim = kv_dim;
     a.half_hd = head_dim / 2;
     a.units = (q_dim + 2 * kv_dim) / 2;
-    launch<Epilogue::QkvRope>(a, {&x, &w_qkv, &norm_weight}, op, stream);
+    launch<Epilogue::QkvRope>(a, {&x, &w_qkv, &norm_weight}, op, stream, programmatic);
   });
 }
 
