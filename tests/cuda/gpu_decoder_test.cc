@@ -48,10 +48,10 @@ double rel_error(const std::vector<double>& got, const std::vector<double>& want
 //  * DESIGN §2's bar: the error against fp64 (unrounded weights) at most
 //    twice torch.autocast's, emulated, plus one bf16 ulp;
 //  * tight: against the same forward pass with the device's rounding points
-//    done exactly, at most twice what another correct summation at those
-//    points (float, in order) is off by, plus one ulp. The test models
-//    amplify a single value rounded the other way to about an ulp of the
-//    logits, hence not a bare ulp.
+//    done exactly, at most twice what another correct implementation at
+//    those points (fp32 arithmetic where the device's is fp32) is off by,
+//    plus one ulp. The test models amplify a single value rounded the other
+//    way to about an ulp of the logits, hence not a bare ulp.
 // A query at the wrong position or a skipped residual fails the tight
 // limit by far (rounded_reference_test.cc).
 class LogitsCheck {
@@ -64,8 +64,8 @@ class LogitsCheck {
       device_.logits = reference::forward_logits(cfg, w, tokens, {Rounding::Device});
       autocast_error_ =
           rel_error(reference::forward_logits(cfg, w, tokens, {Rounding::Autocast}), exact_.logits);
-      float_sums_error_ = rel_error(
-          reference::forward_logits(cfg, w, tokens, {Rounding::Device, true}), device_.logits);
+      fp32_error_ = rel_error(reference::forward_logits(cfg, w, tokens, {Rounding::Device, true}),
+                              device_.logits);
     } else {
       std::vector<double> stored = w;
       for (double& x : stored) x = round_to(x, t);
@@ -105,10 +105,10 @@ class LogitsCheck {
     if (!bf16_) return;
     const double err = exact_.diff / exact_.scale(), tight = device_.diff / device_.scale();
     const double bar = autocast_limit(autocast_error_);
-    const double tight_limit = autocast_limit(float_sums_error_);
+    const double tight_limit = autocast_limit(fp32_error_);
     EXPECT_LE(err, bar) << what << ": against fp64 (autocast's error " << autocast_error_ << ")";
-    EXPECT_LE(tight, tight_limit) << what << ": against the device's rounding points (float "
-                                  << "sums off by " << float_sums_error_ << ")";
+    EXPECT_LE(tight, tight_limit) << what << ": against the device's rounding points (fp32 "
+                                  << "arithmetic off by " << fp32_error_ << ")";
     std::printf(
         "  %s: bf16 logits against fp64 %.4f (limit %.4f), against the device's rounding "
         "points %.4f (limit %.4f)\n",
@@ -130,7 +130,7 @@ class LogitsCheck {
   int vocab_;
   bool bf16_;
   Reference exact_, device_;
-  double autocast_error_ = 0, float_sums_error_ = 0;
+  double autocast_error_ = 0, fp32_error_ = 0;
 };
 
 // Runs a prefill of `prompt` tokens and then `steps` single tokens on the

@@ -76,14 +76,13 @@ class Forward {
   }
 
  private:
+  // v rounded to float32 under fp32_arithmetic: after each step the device
+  // computes in float32.
+  double fp(double v) const { return o_.fp32_arithmetic ? static_cast<float>(v) : v; }
+
   double dot(const double* a, const double* b, std::int64_t k) const {
-    if (o_.float_sums) {
-      float acc = 0.f;  // one rounding per step, as an FMA
-      for (std::int64_t i = 0; i < k; ++i) acc = static_cast<float>(acc + a[i] * b[i]);
-      return acc;
-    }
     double acc = 0;
-    for (std::int64_t i = 0; i < k; ++i) acc += a[i] * b[i];
+    for (std::int64_t i = 0; i < k; ++i) acc = fp(acc + a[i] * b[i]);  // one rounding: an FMA
     return acc;
   }
 
@@ -106,11 +105,10 @@ class Forward {
     const int d = cfg_.hidden_dim;
     std::vector<double> y(x.size());
     for (std::int64_t t = 0; t < n; ++t) {
-      double ss = 0;
-      for (int i = 0; i < d; ++i) ss += x[t * d + i] * x[t * d + i];
-      const double rstd = 1.0 / std::sqrt(ss / d + cfg_.rms_eps);
+      const double ss = dot(&x[t * d], &x[t * d], d);
+      const double rstd = fp(1.0 / std::sqrt(fp(fp(ss / d) + cfg_.rms_eps)));
       for (int i = 0; i < d; ++i) {
-        y[t * d + i] = at_.stored(x[t * d + i] * rstd * lookup_[w.offset + i]);
+        y[t * d + i] = at_.stored(fp(fp(x[t * d + i] * rstd) * lookup_[w.offset + i]));
       }
     }
     return y;
@@ -127,8 +125,9 @@ class Forward {
         const double angle =
             static_cast<double>(t + shift) * std::pow(cfg_.rope_theta, -2.0 * i / hd);
         const double a = qkv[t * w + c], b = qkv[t * w + c + 1];
-        qkv[t * w + c] = at_.stored(a * std::cos(angle) - b * std::sin(angle));
-        qkv[t * w + c + 1] = at_.stored(a * std::sin(angle) + b * std::cos(angle));
+        const double cs = fp(std::cos(angle)), sn = fp(std::sin(angle));
+        qkv[t * w + c] = at_.stored(fp(fp(a * cs) - fp(b * sn)));
+        qkv[t * w + c + 1] = at_.stored(fp(fp(a * sn) + fp(b * cs)));
       }
     }
   }
@@ -149,17 +148,19 @@ class Forward {
           for (int i = 0; i < hd; ++i) k[i] = at_.operand(qkv[j * w + kc + i]);
           const double score = dot(q.data(), k.data(), hd);
           s[j] = at_.autocast ? to_bf16(to_bf16(score) / std::sqrt(static_cast<double>(hd)))
-                              : score * scale;
+                              : fp(score * scale);
           m = std::max(m, s[j]);
         }
         double sum = 0;
-        for (std::int64_t j = 0; j <= t; ++j) sum += std::exp(s[j] - m);
+        for (std::int64_t j = 0; j <= t; ++j) sum = fp(sum + fp(std::exp(fp(s[j] - m))));
         for (int i = 0; i < hd; ++i) {
           double o = 0;
           for (std::int64_t j = 0; j <= t; ++j) {
-            o += at_.operand(std::exp(s[j] - m) / sum) * qkv[j * w + vc + i];
+            const double p =
+                at_.autocast ? at_.operand(std::exp(s[j] - m) / sum) : fp(std::exp(fp(s[j] - m)));
+            o = fp(o + p * qkv[j * w + vc + i]);
           }
-          out[t * qd + h * hd + i] = at_.product(o);
+          out[t * qd + h * hd + i] = at_.product(at_.autocast ? o : fp(o / sum));
         }
       }
     }
@@ -170,7 +171,7 @@ class Forward {
   void residual(std::vector<double>& x, const std::vector<double>& p, bool add) const {
     for (std::size_t i = 0; i < x.size(); ++i) {
       const double product = at_.autocast ? to_bf16(p[i]) : p[i];
-      x[i] = at_.stored((add ? x[i] : 0.0) + product);
+      x[i] = at_.stored(fp((add ? x[i] : 0.0) + product));
     }
   }
 
@@ -192,8 +193,8 @@ class Forward {
     for (std::int64_t t = 0; t < n; ++t) {
       for (int j = 0; j < f; ++j) {
         const double g = at_.product(gu[t * 2 * f + j]), u = at_.product(gu[t * 2 * f + f + j]);
-        const double silu = g / (1.0 + std::exp(-g));
-        act[t * f + j] = at_.product((at_.autocast ? to_bf16(silu) : silu) * u);
+        const double silu = fp(g * fp(1.0 / fp(1.0 + fp(std::exp(-g)))));
+        act[t * f + j] = at_.product(fp((at_.autocast ? to_bf16(silu) : silu) * u));
       }
     }
     residual(x, linear(act, n, layout_.layer(l, &LayerSlots::wdown).offset, d, f), true);

@@ -40,9 +40,12 @@ enum class Fault {
 
 struct ForwardOptions {
   Rounding rounding = Rounding::None;
-  // Dot products summed in float (in order) instead of double: a correct
-  // implementation at the same rounding points that sums differently.
-  bool float_sums = false;
+  // float32 arithmetic where the device computes in float32 (the sums of
+  // the products, in order; RMSNorm's statistics and scaling; RoPE's
+  // rotation; the softmax; SwiGLU; the residual adds) instead of float64:
+  // another correct implementation at the same rounding points, whose
+  // values now and then round to the neighbouring bf16 number.
+  bool fp32_arithmetic = false;
   Fault fault = Fault::None;
 };
 

@@ -30,9 +30,9 @@ struct Case {
   std::vector<double> w;
   std::vector<std::int32_t> tokens;
 
-  std::vector<double> logits(Rounding rounding, bool float_sums = false,
+  std::vector<double> logits(Rounding rounding, bool fp32_arithmetic = false,
                              Fault fault = Fault::None) const {
-    return forward_logits(cfg, w, tokens, {rounding, float_sums, fault});
+    return forward_logits(cfg, w, tokens, {rounding, fp32_arithmetic, fault});
   }
 };
 
@@ -78,23 +78,23 @@ TEST(RoundedReference, TheDeviceRoundingPointsMeetTheAutocastBar) {
   }
 }
 
-// The GPU test's tight limit, 2x what float sums at the device's points are
-// off by plus one ulp, is far below what a query rotated at the wrong
+// The GPU test's tight limit, 2x what fp32 arithmetic at the device's
+// points is off by plus one ulp, is far below what a query rotated at the wrong
 // position or a skipped attention residual does to the logits (at least
-// twice the limit; the narrowest case, 3.4x, is the one-layer model whose
+// twice the limit; the narrowest case, 2.4x, is the one-layer model whose
 // attention output outweighs the residual it is added to).
 TEST(RoundedReference, AWrongQueryPositionOrASkippedResidualFailsTheTightLimit) {
   for (int index = 0; index < kModels; ++index) {
     const Case c = case_of(index, kPositions);
     const std::vector<double> device = c.logits(Rounding::Device);
-    const double float_sums = error(c.logits(Rounding::Device, true), device);
-    EXPECT_GT(float_sums, 0.0) << "model " << index << ": the sums never moved a rounding";
-    const double limit = autocast_limit(float_sums);
+    const double fp32 = error(c.logits(Rounding::Device, true), device);
+    EXPECT_GT(fp32, 0.0) << "model " << index << ": fp32 arithmetic never moved a rounding";
+    const double limit = autocast_limit(fp32);
     for (Fault fault : {Fault::QueryPositionOffByOne, Fault::NoAttentionResidual}) {
       const double broken = error(c.logits(Rounding::Device, false, fault), device);
       EXPECT_GT(broken, 2 * limit) << "model " << index << ", fault " << static_cast<int>(fault);
-      std::printf("model %d, fault %d: %.4f against the tight limit %.4f (float sums %.5f)\n",
-                  index, static_cast<int>(fault), broken, limit, float_sums);
+      std::printf("model %d, fault %d: %.4f against the tight limit %.4f (fp32 arithmetic %.5f)\n",
+                  index, static_cast<int>(fault), broken, limit, fp32);
     }
   }
 }

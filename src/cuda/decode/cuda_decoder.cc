@@ -213,7 +213,8 @@ void CudaDecoder::enqueue_fused_single() {
                        dev_->inv_freq, c.num_heads, c.num_kv_heads, c.head_dim(), stream_,
                        programmatic_);
     decode_attention(attn, q, k_cache, v_cache, position, c.num_heads, c.num_kv_heads, c.head_dim(),
-                     splits_, dev_->attention_scratch, attention_scratch_floats_, stream_);
+                     splits_, dev_->attention_scratch, attention_scratch_floats_, stream_,
+                     programmatic_);
     gemv_fused(x, attn, weight(layout_.layer(l, &LayerSlots::wo)), nullptr, 0.0, true, stream_,
                programmatic_);
     gemv_norm_swiglu(act, x, weight(layout_.layer(l, &LayerSlots::wgu)),

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/decode/decode_launch.cuh"
 #include "cuda/decode/decode_ops.h"
 
 namespace tinyllama::cuda {
@@ -24,6 +25,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                              std::int64_t ld_kv, const std::int32_t* first_position, int group,
                              int head_dim, int chunk, int splits, float scale, float* part_o,
                              float* part_ml) {
+  pdl_allow_next();
+  pdl_wait_previous();  // q and the cache row come from the kernel before
   const int split = blockIdx.x, h = blockIdx.y, t = blockIdx.z, heads = gridDim.y;
   const int len = *first_position + t + 1;  // causal: positions 0 .. first + t
   const int start = split * chunk;
@@ -111,6 +114,8 @@ template <typename T>
 __global__ void attention_merge_kernel(T* out, std::int64_t ld_out,
                                        const std::int32_t* first_position, int head_dim, int chunk,
                                        int splits, const float* part_o, const float* part_ml) {
+  pdl_allow_next();
+  pdl_wait_previous();
   const int h = blockIdx.x, t = blockIdx.y, heads = gridDim.x;
   const int len = *first_position + t + 1;
   const int used = min(splits, (len + chunk - 1) / chunk);
@@ -140,7 +145,7 @@ std::int64_t decode_attention_scratch_floats(std::int64_t queries_times_splits, 
 
 void decode_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, const std::int32_t* first_position,
                       int heads, int kv_heads, int head_dim, int splits, float* scratch,
-                      std::int64_t scratch_floats, cudaStream_t stream) {
+                      std::int64_t scratch_floats, cudaStream_t stream, bool programmatic) {
   const char* op = "decode_attention";
   require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0, op,
           "heads must be a positive multiple of kv_heads");
@@ -168,10 +173,10 @@ void decode_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, const std::int32
       constexpr int kDims = decltype(dims)::value;
       const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(heads),
                       static_cast<unsigned>(q.rows));
-      attention_partial_kernel<T, kDims><<<grid, kWarps * 32, 0, stream>>>(
-          q.ptr<T>(), q.ld, k_cache.ptr<T>(), v_cache.ptr<T>(), k_cache.ld, first_position,
-          heads / kv_heads, head_dim, chunk, splits, scale, part_o, part_ml);
-      CUDA_CHECK_LAUNCH();
+      launch_decode_kernel(attention_partial_kernel<T, kDims>, grid, dim3(kWarps * 32), 0, stream,
+                           programmatic, q.ptr<T>(), q.ld, k_cache.ptr<T>(), v_cache.ptr<T>(),
+                           k_cache.ld, first_position, heads / kv_heads, head_dim, chunk, splits,
+                           scale, part_o, part_ml);
     };
     if (head_dim <= 32) {
       partial(std::integral_constant<int, 1>{});
@@ -183,9 +188,9 @@ void decode_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, const std::int32
       partial(std::integral_constant<int, 8>{});
     }
     const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(q.rows));
-    attention_merge_kernel<T><<<grid, 128, 0, stream>>>(out.ptr<T>(), out.ld, first_position,
-                                                        head_dim, chunk, splits, part_o, part_ml);
-    CUDA_CHECK_LAUNCH();
+    launch_decode_kernel(attention_merge_kernel<T>, grid, dim3(128), 0, stream, programmatic,
+                         out.ptr<T>(), out.ld, first_position, head_dim, chunk, splits, part_o,
+                         static_cast<const float*>(part_ml));
   });
 }
 

@@ -28,11 +28,12 @@ void rope_append(Mat qkv, Mat k_cache, Mat v_cache, const std::int32_t* first_po
 // their own (flash-decoding: at n = 1 one block per head would leave most
 // of the GPU idle); a second kernel merges the chunks' online-softmax
 // partial results. Scratch: decode_attention_scratch_floats(...).
+// programmatic: both kernels launched with PDL, as gemv_fused's.
 std::int64_t decode_attention_scratch_floats(std::int64_t queries_times_splits, int heads,
                                              int head_dim);
 void decode_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, const std::int32_t* first_position,
                       int heads, int kv_heads, int head_dim, int splits, float* scratch,
-                      std::int64_t scratch_floats, cudaStream_t stream);
+                      std::int64_t scratch_floats, cudaStream_t stream, bool programmatic = false);
 
 // gemv.cu: y[1, N] = x[1, K] * w[N, K]^T (+ residual[1, N] when non-empty;
 // y may alias residual), fp32 accumulation. w is a weight in tinyllama's

@@ -19,6 +19,7 @@
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/decode/decode_launch.cuh"
 #include "cuda/decode/decode_ops.h"
 
 namespace tinyllama::cuda {
@@ -193,18 +194,14 @@ __global__ void __launch_bounds__(kWarps * 32) fused_gemv_kernel(FusedArgs<T, O>
       }
     }
   };
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The next kernel may be scheduled now (it waits for this one to complete
   // before it reads anything this one writes).
-  cudaTriggerProgrammaticLaunchCompletion();
-#endif
+  pdl_allow_next();
   if (unit < a.units) {
     rows_of(unit);
     load_batch(lane * Vec);
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaGridDependencySynchronize();  // a no-op when not launched programmatically
-#endif
+  pdl_wait_previous();
   stage_input<T, O, Vec>(a, xs);
 
   for (; unit < a.units; unit += stride) {
@@ -262,17 +259,8 @@ void launch(FusedArgs<T, O> a, std::initializer_list<const Mat*> inputs, const c
   require(shared <= kMaxSharedBytes, op,
           "an input of " + std::to_string(a.k) + " elements does not fit in shared memory");
   auto run = [&](auto kernel) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(wave_blocks(kernel, shared, a.units)));
-    config.blockDim = dim3(kWarps * 32);
-    config.dynamicSmemBytes = shared;
-    config.stream = stream;
-    cudaLaunchAttribute overlap{};
-    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    overlap.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &overlap;
-    config.numAttrs = programmatic ? 1 : 0;
-    CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+    launch_decode_kernel(kernel, dim3(static_cast<unsigned>(wave_blocks(kernel, shared, a.units))),
+                         dim3(kWarps * 32), shared, stream, programmatic, a);
   };
   if (vec_width<T>(inputs) == kMaxVec<T>) {
     constexpr int kVec = kMaxVec<T>;
