@@ -15,7 +15,10 @@
 // q/k/v before and after RoPE, gate and up, the SwiGLU product, the
 // residual stream), so every path of the decoder has the same rounding
 // points and one reference (tests/infer/rounded_reference.h).
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_vec.cuh"
@@ -242,10 +245,24 @@ int sm_count() {
 // One wave of the blocks that fit on the GPU at once (a warp takes further
 // units in turn, its block's staged input reused), or fewer when there are
 // fewer units.
+// The occupancy is asked once per kernel and input width: an eager step
+// (--no-graph) launches these kernels dozens of times per token.
 template <typename Kernel>
 int wave_blocks(Kernel kernel, std::size_t shared, int units) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, std::size_t>, int> per_sm_of;
   int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, shared));
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), shared);
+    auto it = per_sm_of.find(key);
+    if (it == per_sm_of.end()) {
+      CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, shared));
+      it = per_sm_of.emplace(key, per_sm).first;
+    }
+    per_sm = it->second;
+  }
   return std::min((units + kWarps - 1) / kWarps, std::max(1, per_sm) * sm_count());
 }
 
