@@ -1,7 +1,7 @@
 // The fused batch-1 GEMVs of the CUDA decoder (src/cuda/decode/gemv_fused.cu)
 // against float64 references written out here, in float32 and bfloat16, at
-// awkward shapes: one output row and odd counts of them, widths that are
-// not multiples of 8 (the one-element path) and long ones (2048 and more:
+// awkward shapes: one output row and odd counts of them, odd widths and
+// others that are not multiples of 8 (the one-element path) and long ones (2048 and more:
 // the kernels unrolled 8 deep; 8192: several batches per lane), head_dim 8 to 128 and 34, GQA
 // groups 1 to 4, RoPE at positions 1, 37 and 1000 (angles of many turns: their reduction). The
 // references round where the kernels do (the normalised input, q/k/v before RoPE, gate and up,
@@ -88,6 +88,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuGemvFused,
                                            GemvParam{DType::BF16, 1, 128, true, false, false},
                                            GemvParam{DType::F32, 7, 102, true, true, false},
                                            GemvParam{DType::BF16, 7, 102, true, true, false},
+                                           GemvParam{DType::F32, 33, 101, true, true, false},
+                                           GemvParam{DType::BF16, 33, 101, true, false, true},
                                            GemvParam{DType::F32, 97, 264, false, true, false},
                                            GemvParam{DType::BF16, 97, 264, false, true, false},
                                            GemvParam{DType::BF16, 301, 256, true, false, true},
@@ -128,7 +130,7 @@ std::string swiglu_name(const ::testing::TestParamInfo<SwigluParam>& info) {
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuGemvNormSwiglu,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16),
                                             ::testing::Values(1, 70, 264, 1000),
-                                            ::testing::Values(102, 128, 512, 2048)),
+                                            ::testing::Values(101, 102, 128, 512, 2048)),
                          swiglu_name);
 
 // (dtype, (heads, kv heads, head_dim), position)
@@ -140,7 +142,8 @@ TEST_P(GpuGemvNormQkvRope, MatchesTheReference) {
   const auto [t, shape, pos] = GetParam();
   const auto [heads, kv_heads, hd] = shape;
   Harness h(t);
-  const int d = heads * hd + 8;  // any width: the input need not be H * hd
+  // Any width: the input need not be H * hd; an odd one beside head_dim 34.
+  const int d = heads * hd + (hd == 34 ? 7 : 8);
   const int qd = heads * hd, kvd = kv_heads * hd, rows = pos + 2;
   const double theta = 10000.0;
   const Twin x = h.input(1, d, t, 1.0, 0, 0.1);
