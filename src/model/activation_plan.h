@@ -5,6 +5,7 @@
 // estimate used to refuse runs that cannot fit is the same number the run
 // allocates.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/mat.h"
@@ -36,6 +37,21 @@ struct LayerActivations {
   Slot ffn_hidden;  // silu(g) * u [N, F]
 };
 
+// One buffer of the arena, named for reports: "layer3.qkv", "final_norm",
+// "d_qkv". kind groups buffers for the memory breakdown (kActivationKinds).
+struct ActivationBuffer {
+  std::string name;
+  const char* kind = "";
+  Slot slot;
+  std::int64_t bytes = 0;  // reserved in the arena, alignment included
+};
+
+// The kinds of ActivationBuffer, in the order reports list them.
+inline constexpr const char* kActivationKinds[] = {
+    "residual_stream", "norm_outputs",    "norm_stats",        "qkv",    "attention_outputs",
+    "attention_stats", "attention_probs", "ffn_intermediates", "logits", "losses",
+    "backward_scratch"};
+
 struct ActivationPlan {
   ActivationPlan(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan);
 
@@ -58,6 +74,8 @@ struct ActivationPlan {
   std::int64_t bytes = 0;
 
   Mat view(void* arena, const Slot& s) const;
+  // Every used slot, by offset: their bytes tile the arena (sum to bytes).
+  std::vector<ActivationBuffer> buffers() const;
 
  private:
   // ld: the row stride in elements (0: cols, rows packed).
