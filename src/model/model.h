@@ -130,6 +130,10 @@ class Model {
   void forward_pass();
   void optimizer_pass();
 
+  // The activation arena's base (ActivationPlan offsets count from it), for
+  // the memory timeline's access trace (prof/memory_timeline.h).
+  const void* activation_arena() const { return arena_; }
+
   // Views into the flat blocks, for tests and I/O.
   Mat param(const ParamSlot& s) const;
   Mat grad(const ParamSlot& s) const;
