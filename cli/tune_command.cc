@@ -210,13 +210,12 @@ int TuneCommand::run() const {
       ++done;
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      char line[256];
-      std::snprintf(
-          line, sizeof line, "tune %d/%d | batch %d | %s | ETA %s", done, to_run, p.batch,
-          p.measured
-              ? (std::to_string(static_cast<long long>(p.tokens_per_s)) + " tokens/s").c_str()
-              : p.status.c_str(),
-          format_duration(elapsed / done * (to_run - done)).c_str());
+      char rate[64];
+      std::snprintf(rate, sizeof rate, "%.0f tokens/s", p.tokens_per_s);
+      char line[512];
+      std::snprintf(line, sizeof line, "tune %d/%d | batch %d | %s | ETA %s", done, to_run, p.batch,
+                    p.measured ? rate : p.status.c_str(),
+                    format_duration(elapsed / done * (to_run - done)).c_str());
       std::cout << line << std::endl;
     }
   } catch (...) {

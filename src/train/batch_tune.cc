@@ -87,16 +87,18 @@ std::string format_tune_table(const TuneResult& r) {
                 "tokens/s", "ms/step", "driver MB", "status");
   out += line;
   for (const TunePoint& p : r.points) {
-    const std::string tps =
-        p.measured ? std::to_string(static_cast<long long>(p.tokens_per_s)) : "-";
+    char tps[32] = "-";
     char ms[32] = "-";
     char used[32] = "-";
-    if (p.measured) std::snprintf(ms, sizeof ms, "%.2f", p.ms_per_step);
+    if (p.measured) {
+      std::snprintf(tps, sizeof tps, "%.0f", p.tokens_per_s);
+      std::snprintf(ms, sizeof ms, "%.2f", p.ms_per_step);
+    }
     if (p.measured && p.device_used_peak_mb > 0) {
       std::snprintf(used, sizeof used, "%.1f", p.device_used_peak_mb);
     }
     std::snprintf(line, sizeof line, "%7d  %12s  %12s  %10s  %10s  %s\n", p.batch,
-                  format_bytes(p.predicted_bytes).c_str(), tps.c_str(), ms, used, p.status.c_str());
+                  format_bytes(p.predicted_bytes).c_str(), tps, ms, used, p.status.c_str());
     out += line;
   }
   out += "largest batch under " + format_bytes(r.max_bytes) + ": ";
