@@ -39,7 +39,7 @@ struct TracedOp {
 class AccessTraceBackend final : public Backend, private OpObserver {
  public:
   // Reports the device (and its caps) the traced plan was resolved for.
-  explicit AccessTraceBackend(DeviceCaps caps) : caps_(caps) {}
+  explicit AccessTraceBackend(const DeviceCaps& caps) : caps_(caps) {}
   ~AccessTraceBackend() override;
   AccessTraceBackend(const AccessTraceBackend&) = delete;
   AccessTraceBackend& operator=(const AccessTraceBackend&) = delete;

@@ -107,6 +107,7 @@ std::string memory_timeline_svg(const MemoryTimeline& tl, const std::string& tit
   // The stacked areas, bottom kind first.
   std::vector<double> below(static_cast<std::size_t>(n_ops), 0.0);
   std::vector<std::vector<std::int64_t>> by_op;
+  by_op.reserve(tl.ops.size());
   for (int i = 0; i < static_cast<int>(tl.ops.size()); ++i) by_op.push_back(tl.live_by_kind(i));
   for (std::size_t k = 0; k < kinds.size(); ++k) {
     std::ostringstream upper;
