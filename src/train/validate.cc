@@ -81,9 +81,11 @@ void validate_options(const TrainOptions& opts) {
   if (!opts.memory_profile.empty()) {
     check_output_path("--enable-memory-profiling", opts.memory_profile);
     check_output_path("--enable-memory-profiling", memory_plot_path(opts.memory_profile));
-    if (same_output_file(opts.json_path, opts.memory_profile)) {
-      throw UsageError("--enable-memory-profiling " + opts.memory_profile +
-                       ": the same file as --json; one would overwrite the other");
+    for (const std::string& path : {opts.memory_profile, memory_plot_path(opts.memory_profile)}) {
+      if (same_output_file(opts.json_path, path)) {
+        throw UsageError("--enable-memory-profiling " + opts.memory_profile + ": writes " + path +
+                         ", the same file as --json; one would overwrite the other");
+      }
     }
   }
   if (same_output_file(opts.json_path, opts.save_weights)) {

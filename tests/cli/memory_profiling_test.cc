@@ -62,5 +62,17 @@ TEST(MemoryProfiling, AnUnwritablePathIsRefusedBeforeTraining) {
   EXPECT_FALSE(contains(r.out, "step 1/")) << r.out;
 }
 
+TEST(MemoryProfiling, APlotOverTheJsonReportIsRefused) {
+  const auto dir = scratch_dir("memory_profile_clash");
+  const std::string report = (dir / "t.svg").string();
+  const RunResult r =
+      run_tinyllama("train " + kModel + "--batch-size 2 --num-steps 2 --enable-memory-profiling " +
+                    (dir / "t.json").string() + " --json " + report);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "the same file as --json")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(report));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tinyllama::testing
