@@ -172,6 +172,13 @@ int TuneCommand::run() const {
   check_output_path("--json", a.json_path);
   for (const std::string& note : resolve_run(base)) std::cout << "note: " << note << "\n";
 
+  const std::int64_t available = available_memory_bytes(base.plan.device);
+  if (available >= 0 && result.max_bytes > available) {
+    std::cout << "note: --max-memory " << a.max_memory << " is above what the "
+              << device_name(base.plan.device) << " has "
+              << (base.plan.device == DeviceKind::Cuda ? "free" : "available") << " ("
+              << format_bytes(available) << "): a batch between the two fails when it runs\n";
+  }
   // Batches are drawn distinct from the synthetic pool: at most its rows.
   result.largest_batch = largest_fitting_batch(base, result.max_bytes, base.data_pool_rows);
   if (result.largest_batch > 0) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -63,6 +64,35 @@ TEST(Tune, FindsTheLargestBatchUnderTheTargetAndMeasuresTheCandidates) {
     }
   }
   EXPECT_EQ(j["best_batch"].get<int>(), best_batch);
+  fs::remove_all(dir);
+}
+
+// A run that fails (here: the child's own memory check refuses batch 900 of
+// a 200k vocabulary, about 186 GB of activations) fails only its point.
+TEST(Tune, AFailedRunFailsOnlyItsPoint) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  long long kb = 0;
+  while (meminfo >> key >> kb && key != "MemAvailable:") meminfo.ignore(256, '\n');
+  if (key == "MemAvailable:" && kb > 150LL * 1000 * 1000) {
+    GTEST_SKIP() << "this host could hold the run meant to fail";
+  }
+  const auto dir = scratch_dir("tune_fail");
+  const std::string json_path = (dir / "tune.json").string();
+  const RunResult r = run_tinyllama(
+      "tune --device cpu --vocab-size 200000 --hidden-dim 32 --num-layers 1 --num-heads 4 "
+      "--seq-len 256 --max-memory 100000 --batches 1,900 --warmup-steps 0 --num-steps 1 --json " +
+      json_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_text(json_path));
+  ASSERT_EQ(j["points"].size(), 2u);
+  EXPECT_TRUE(j["points"][0]["measured"].get<bool>());
+  EXPECT_FALSE(j["points"][1]["measured"].get<bool>());
+  EXPECT_TRUE(
+      contains(j["points"][1]["status"].get<std::string>(), "failed: exit 1 (error: run needs"))
+      << j["points"][1]["status"];
+  EXPECT_EQ(j["best_batch"].get<int>(), 1);
+  EXPECT_TRUE(contains(r.out, "above what the cpu has")) << r.out;
   fs::remove_all(dir);
 }
 
