@@ -119,7 +119,8 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 
 TEST(MemoryTimeline, TracedStepsKeepSavedTensorsFromForwardToBackward) {
   for (const char* level : {"v1", "v2", "v3"}) {
-    for (const Precision p : {Precision::fp32(), Precision::amp(DType::BF16)}) {
+    for (const Precision p :
+         {Precision::fp32(), Precision::amp(DType::BF16), Precision::amp(DType::F16)}) {
       const Traced t = trace(level, p);
       const MemoryTimeline& tl = t.tl;
       SCOPED_TRACE(std::string(level) + " " + precision_name(p));
@@ -131,6 +132,8 @@ TEST(MemoryTimeline, TracedStepsKeepSavedTensorsFromForwardToBackward) {
       }
       EXPECT_EQ(phases,
                 (std::vector<std::string>{"forward", "backward", "optimizer", "loss_readback"}));
+      // Every access happened inside a marked op.
+      for (const TimelineOp& op : tl.ops) EXPECT_NE(op.name, "(unmarked)");
       const std::int64_t arena = ActivationPlan(t.cfg, t.shape, t.plan).bytes;
       EXPECT_EQ(tl.arena_bytes, arena);
       std::int64_t sum = 0;
