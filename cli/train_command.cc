@@ -103,6 +103,12 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "gradients; the full logits never exist: v3)")
       ->default_str("the preset's")
       ->group("Level toggles");
+  value(cmd, "--activations", a.toggles.activations, "{stored,recompute_norms}",
+        "what the backward pass reads: stored (every layer keeps its normalised inputs) or "
+        "recompute_norms (one shared buffer each; the backward pass remakes a layer's from its "
+        "saved input and rstd, bit-identical: 2 x [tokens, D] per layer less memory)")
+      ->default_str("the preset's")
+      ->group("Level toggles");
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
         "rows per chunk of the chunked loss (needs the chunked loss)")
       ->default_str("the fewest chunks of at most 256 MiB of logits each")

@@ -25,9 +25,9 @@ struct Slot {
 };
 
 struct LayerActivations {
-  Slot residual_in;  // x entering the block [N, D]
-  Slot norm1, rstd1;
-  Slot qkv;  // after RoPE on the q and k columns [N, (H+2K)hd]
+  Slot residual_in;   // x entering the block [N, D]
+  Slot norm1, rstd1;  // norm1 (and norm2): one slot for all layers under RecomputeNorms
+  Slot qkv;           // after RoPE on the q and k columns [N, (H+2K)hd]
   Slot attn_out, lse;
   Slot probs;         // AttentionImpl::Materialized only [B*H*S, S]
   Slot residual_mid;  // h = x + Wo(attn) [N, D]
@@ -71,6 +71,9 @@ struct ActivationPlan {
   // gradients add up here, as autograd sums a tensor's gradients in fp32
   // when each use cast it separately, before one rounding to d_norm_out.
   Slot d_norm_sum;
+  // ActivationsImpl::RecomputeNorms: every layer's norm1 (norm2) is one
+  // shared slot, remade by the backward pass.
+  bool norms_shared = false;
   std::int64_t bytes = 0;
 
   Mat view(void* arena, const Slot& s) const;

@@ -162,6 +162,11 @@ void AccessTraceBackend::rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat
   writes({dx, dweight});
 }
 
+void AccessTraceBackend::rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
+  reads({x, weight, rstd});
+  writes({out});
+}
+
 void AccessTraceBackend::rope_forward(Mat x, int, int, double) {
   reads({x});
   writes({x});

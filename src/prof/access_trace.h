@@ -88,6 +88,7 @@ class AccessTraceBackend final : public Backend, private OpObserver {
                            double eps) override;
   void rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
                             Mat dresidual) override;
+  void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) override;
   void rope_forward(Mat x, int seq, int head_dim, double theta) override;
   void rope_backward(Mat dx, int seq, int head_dim, double theta) override;
   void attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
