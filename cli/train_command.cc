@@ -103,6 +103,12 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "gradients; the full logits never exist: v3)")
       ->default_str("the preset's")
       ->group("Level toggles");
+  value(cmd, "--activations", a.toggles.activations, "{stored,recompute_norms}",
+        "what the backward pass reads: stored (every layer keeps its normalised inputs) or "
+        "recompute_norms (one shared buffer each; the backward pass remakes a layer's from its "
+        "saved input and rstd, bit-identical: 2 x [tokens, D] per layer less memory)")
+      ->default_str("the preset's")
+      ->group("Level toggles");
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
         "rows per chunk of the chunked loss (needs the chunked loss)")
       ->default_str("the fewest chunks of at most 256 MiB of logits each")
@@ -164,6 +170,15 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
                 "CUDA API track and launch arrows from each call); costs a host-bound eager step "
                 "much more than the default, which learns the launch order in the warm-up")
       ->group("Profiling");
+  cmd->add_option("--enable-memory-profiling", a.memory_profile,
+                  "write one step's memory timeline: the bytes live in each activation buffer at "
+                  "every op (exact, from the arena plan and the step's accesses), the memory held "
+                  "all run (parameters, gradients, AdamW state, workspaces) and the driver's "
+                  "sampled usage (CUDA), as JSON to FILE and a plot (SVG) beside it")
+      ->type_name("[FILE]")
+      ->expected(0, 1)
+      ->default_str("memory_timeline.json")
+      ->group("Profiling");
 }
 
 }  // namespace
@@ -216,6 +231,7 @@ TrainOptions to_train_options(const TrainArgs& a) {
   if (!a.profile && !a.profile_steps.empty()) throw UsageError("--profile-steps: needs --profile");
   if (!a.profile && a.profile_api_calls) throw UsageError("--profile-api-calls: needs --profile");
   o.profile_api_calls = a.profile_api_calls;
+  o.memory_profile = a.memory_profile;
   o.profile = a.profile;
   if (!a.profile_dir.empty()) o.profile_dir = a.profile_dir;
   if (!a.profile_steps.empty())
@@ -299,6 +315,7 @@ int TrainCommand::run() const {
   }
   std::cout << format_summary(summary, opts);
   std::cout << summary.profile_report;
+  std::cout << summary.memory_profile_report;
   // Everything finished is reported before any failure: the summary above,
   // then the JSON report, then the failures, one line each.
   std::vector<std::string> failures;

@@ -44,7 +44,8 @@ struct TrainArgs {
   std::string profile_dir;    // empty: not given ("profile")
   std::string profile_steps;  // empty: not given (5)
   bool profile_api_calls = false;
-  RunFlags run;  // data, evaluation, checkpoints, resume
+  std::string memory_profile;    // --enable-memory-profiling [FILE]
+  RunFlags run;                  // data, evaluation, checkpoints, resume
   std::string gpus;              // empty: not given
   std::string zero_stage = "1";  // ZeRO-1 (AdamW state sharded) or 0
 };

@@ -98,6 +98,10 @@ void CpuBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weig
 // norm; the backward is the reference norm backward with the residual
 // gradient added before its one rounding, as the CUDA kernel does (and no
 // scratch buffer inside a step).
+void CpuBackend::rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
+  cpu::rmsnorm_apply(out, x, weight, rstd);
+}
+
 void CpuBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
                                      double eps) {
   cpu::add(sum, a, b);

@@ -46,6 +46,7 @@ class CpuBackend : public Backend {
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;
   void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) override;
   void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) override;
+  void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) override;
   void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) override;
   void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
                            double eps) override;

@@ -31,6 +31,8 @@ void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout);
 
 // cpu_rmsnorm.cc
 void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps);
+// out = x * rstd * weight with a saved rstd: what rmsnorm_forward wrote.
+void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd);
 // With dresidual (NormImpl::Fused): dx = dresidual + the norm's input
 // gradient, summed in double before the one rounding; dx may alias it.
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,

@@ -15,6 +15,15 @@
 namespace tinyllama::cpu {
 namespace {
 
+// One row normalised with its rstd r: the forward pass and the recompute
+// share it, so the two agree to the bit.
+template <typename T>
+void normalise_row(T* yr, const T* xr, T r, const T* w, std::int64_t d) {
+  for (std::int64_t j = 0; j < d; ++j) {
+    yr[j] = static_cast<T>(static_cast<double>(xr[j]) * r * static_cast<double>(w[j]));
+  }
+}
+
 template <typename T>
 void forward_impl(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
   const std::int64_t d = x.cols;
@@ -26,10 +35,18 @@ void forward_impl(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
       for (std::int64_t j = 0; j < d; ++j) sum_sq += static_cast<double>(xr[j]) * xr[j];
       const T r = static_cast<T>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
       row<T>(rstd, i)[0] = r;
-      T* yr = row<T>(out, i);
-      for (std::int64_t j = 0; j < d; ++j) {
-        yr[j] = static_cast<T>(static_cast<double>(xr[j]) * r * static_cast<double>(w[j]));
-      }
+      normalise_row<T>(row<T>(out, i), xr, r, w, d);
+    }
+  });
+}
+
+template <typename T>
+void apply_impl(Mat out, Mat x, Mat weight, Mat rstd) {
+  const std::int64_t d = x.cols;
+  const T* w = row<T>(weight, 0);
+  parallel_for(x.rows, 2.0 * static_cast<double>(d), [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      normalise_row<T>(row<T>(out, i), row<T>(x, i), row<T>(rstd, i)[0], w, d);
     }
   });
 }
@@ -85,6 +102,16 @@ void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
   require_shape(weight, 1, x.cols, op, "weight");
   dispatch(common_dtype(op, {out, rstd, x, weight}), op,
            [&](auto t) { forward_impl<decltype(t)>(out, rstd, x, weight, eps); });
+}
+
+void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
+  const std::string op = "rmsnorm_apply";
+  require_shape(x, x.rows, x.cols, op, "x");
+  require_shape(out, x.rows, x.cols, op, "out");
+  require_shape(rstd, x.rows, 1, op, "rstd");
+  require_shape(weight, 1, x.cols, op, "weight");
+  dispatch(common_dtype(op, {out, rstd, x, weight}), op,
+           [&](auto t) { apply_impl<decltype(t)>(out, x, weight, rstd); });
 }
 
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual) {

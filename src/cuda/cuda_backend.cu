@@ -333,6 +333,10 @@ void CudaBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat wei
                          rms_partial_capacity_, stream_);
 }
 
+void CudaBackend::rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
+  cuda::rmsnorm_apply(out, x, weight, rstd, stream_);
+}
+
 void CudaBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
                                       double eps) {
   cuda::add_rmsnorm_forward(sum, out, rstd, a, b, weight, eps, stream_);

@@ -76,6 +76,7 @@ class CudaBackend final : public Backend {
   std::string tuning_state() const override;
   std::string restore_tuning_state(const std::string& text) override;
   void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) override;
+  void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) override;
   void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) override;
   void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
                            double eps) override;

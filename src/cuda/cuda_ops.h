@@ -56,6 +56,9 @@ void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
 // kernel, so dweight is deterministic without atomics.
 // With a non-empty dresidual, backward also adds it into dx (NormImpl::Fused).
 void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStream_t stream);
+// out = x * rstd * weight with a saved rstd: what rmsnorm_forward (and
+// add_rmsnorm_forward) wrote, to the bit.
+void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream);
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
                       float* partials, std::int64_t capacity, cudaStream_t stream);
 // cuda_residual_norm.cu: sum = a + b, out = RMSNorm(sum), in one pass.

@@ -54,6 +54,31 @@ __global__ void rmsnorm_forward_kernel(T* out, std::int64_t ld_out, float* __res
   }
 }
 
+// rmsnorm_forward_kernel's output loop with the stored rstd: the same
+// products in the same order, so the same bits.
+template <typename T, typename W, int Vec>
+__global__ void rmsnorm_apply_kernel(T* out, std::int64_t ld_out, const float* __restrict__ rstd,
+                                     std::int64_t ld_rstd, const T* x, std::int64_t ld_x,
+                                     const W* __restrict__ w, std::int64_t rows, std::int64_t dim) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
+  const std::int64_t chunks = dim / Vec;
+  for (std::int64_t r = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+       r < rows; r += warps) {
+    const T* xr = x + r * ld_x;
+    const float inv = rstd[r * ld_rstd];
+    T* yr = out + r * ld_out;
+    for (std::int64_t ch = lane; ch < chunks; ch += 32) {
+      float v[Vec], wv[Vec];
+      load_f32<Vec>(xr + ch * Vec, v);
+      load_f32<Vec>(w + ch * Vec, wv);
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) v[k] = v[k] * inv * wv[k];
+      store_f32<Vec>(yr + ch * Vec, v);
+    }
+  }
+}
+
 // After every warp has left its column sums in warp_dw ([warps][dim] in
 // shared memory): the block's sum of them, in warp order, as its row of
 // partials.
@@ -233,6 +258,31 @@ void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStrea
           <<<static_cast<unsigned>(blocks), kNormWarpsPerBlock * 32, 0, stream>>>(
               out.ptr<T>(), out.ld, rstd.ptr<float>(), rstd.ld, x.ptr<const T>(), x.ld,
               weight.ptr<const W>(), x.rows, x.cols, static_cast<float>(eps));
+      CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream) {
+  const char* name = "rmsnorm_apply";
+  require_same_shape(name, out, x);
+  require(out.dtype == x.dtype, name, "out and x must share one dtype");
+  require(weight.numel() == x.cols && (weight.rows == 1 || weight.contiguous()), name,
+          "weight " + shape_str(weight) + " for rows of " + std::to_string(x.cols));
+  require(rstd.rows == x.rows && rstd.cols == 1, name, "rstd must be [rows, 1]");
+  require_dtype(name, rstd, DType::F32);
+  if (x.numel() == 0) return;
+  dispatch_pair(x.dtype, weight.dtype, name, [&](auto t, auto w) {
+    using T = typename decltype(t)::type;
+    using W = typename decltype(w)::type;
+    dispatch_vec<T>(row_vec<T, W>({&out, &x}, weight), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const std::int64_t blocks =
+          std::min<std::int64_t>((x.rows + kNormWarpsPerBlock - 1) / kNormWarpsPerBlock, 65535);
+      rmsnorm_apply_kernel<T, W, kVec>
+          <<<static_cast<unsigned>(blocks), kNormWarpsPerBlock * 32, 0, stream>>>(
+              out.ptr<T>(), out.ld, rstd.ptr<const float>(), rstd.ld, x.ptr<const T>(), x.ld,
+              weight.ptr<const W>(), x.rows, x.cols);
       CUDA_CHECK_LAUNCH();
     });
   });

@@ -5,6 +5,7 @@
 // estimate used to refuse runs that cannot fit is the same number the run
 // allocates.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/mat.h"
@@ -24,9 +25,9 @@ struct Slot {
 };
 
 struct LayerActivations {
-  Slot residual_in;  // x entering the block [N, D]
-  Slot norm1, rstd1;
-  Slot qkv;  // after RoPE on the q and k columns [N, (H+2K)hd]
+  Slot residual_in;   // x entering the block [N, D]
+  Slot norm1, rstd1;  // norm1 (and norm2): one slot for all layers under RecomputeNorms
+  Slot qkv;           // after RoPE on the q and k columns [N, (H+2K)hd]
   Slot attn_out, lse;
   Slot probs;         // AttentionImpl::Materialized only [B*H*S, S]
   Slot residual_mid;  // h = x + Wo(attn) [N, D]
@@ -35,6 +36,21 @@ struct LayerActivations {
   Slot silu_gate;   // SwigluImpl::Separate only [N, F]
   Slot ffn_hidden;  // silu(g) * u [N, F]
 };
+
+// One buffer of the arena, named for reports: "layer3.qkv", "final_norm",
+// "d_qkv". kind groups buffers for the memory breakdown (kActivationKinds).
+struct ActivationBuffer {
+  std::string name;
+  const char* kind = "";
+  Slot slot;
+  std::int64_t bytes = 0;  // reserved in the arena, alignment included
+};
+
+// The kinds of ActivationBuffer, in the order reports list them.
+inline constexpr const char* kActivationKinds[] = {
+    "residual_stream", "norm_outputs",    "norm_stats",        "qkv",    "attention_outputs",
+    "attention_stats", "attention_probs", "ffn_intermediates", "logits", "losses",
+    "backward_scratch"};
 
 struct ActivationPlan {
   ActivationPlan(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan);
@@ -55,9 +71,14 @@ struct ActivationPlan {
   // gradients add up here, as autograd sums a tensor's gradients in fp32
   // when each use cast it separately, before one rounding to d_norm_out.
   Slot d_norm_sum;
+  // ActivationsImpl::RecomputeNorms: every layer's norm1 (norm2) is one
+  // shared slot, remade by the backward pass.
+  bool norms_shared = false;
   std::int64_t bytes = 0;
 
   Mat view(void* arena, const Slot& s) const;
+  // Every used slot, by offset: their bytes tile the arena (sum to bytes).
+  std::vector<ActivationBuffer> buffers() const;
 
  private:
   // ld: the row stride in elements (0: cols, rows packed).

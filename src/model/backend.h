@@ -211,6 +211,11 @@ class Backend {
   // dresidual or dout.
   virtual void rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
                                     Mat dresidual) = 0;
+  // out = x * rstd * weight with the rstd that rmsnorm_forward (or
+  // add_rmsnorm_forward) saved for this x: bit-identical to the out it
+  // wrote. ActivationsImpl::RecomputeNorms's backward pass remakes the
+  // normalised inputs with it instead of keeping them per layer.
+  virtual void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) = 0;
 
   // --- RoPE, interleaved pairs, in place -----------------------------------
   // x: [batch*seq, n_heads*head_dim]; row r is position r % seq.

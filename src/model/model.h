@@ -130,6 +130,10 @@ class Model {
   void forward_pass();
   void optimizer_pass();
 
+  // The activation arena's base (ActivationPlan offsets count from it), for
+  // the memory timeline's access trace (prof/memory_timeline.h).
+  const void* activation_arena() const { return arena_; }
+
   // Views into the flat blocks, for tests and I/O.
   Mat param(const ParamSlot& s) const;
   Mat grad(const ParamSlot& s) const;
@@ -197,6 +201,7 @@ class Model {
   // (unfused levels); summed in fp32 under AMP (ActivationPlan::d_norm_sum).
   void separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts, const int* widths);
   bool fused_norm() const { return plan_.ops.norm == NormImpl::Fused; }
+  bool recompute_norms() const { return plan_.ops.activations == ActivationsImpl::RecomputeNorms; }
   // d_sum = d_above + the RMSNorm's input gradient (and its weight
   // gradient), after joining the side GEMM `reader` of d_sum; marked as
   // attn_/ffn_residual_norm (fused) or attn_/ffn_norm then _residual.

@@ -232,6 +232,14 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
     backend_.mul(d_s, d_hidden, up);
     backend_.silu_backward(d_gate, d_s, gate);
   }
+  if (recompute_norms()) {
+    // The shared norm2's last reader, the layer above's gate/up weight
+    // gradient, was joined before the SwiGLU backward.
+    ops.next("ffn_norm_recompute");
+    backend_.rmsnorm_apply(acts_.view(arena_, a.norm2), acts_.view(arena_, a.residual_mid),
+                           compute_weight(layout_.layer(l, &LayerSlots::ffn_norm)),
+                           acts_.view(arena_, a.rstd2));
+  }
   ops.close();  // ffn_up_backward marks its two GEMMs
   tickets.gate_up = ffn_up_backward(l, d_norm_out);
   const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
@@ -261,6 +269,14 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   ops.next("rope");
   backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
                          cfg_.rope_theta);
+  if (recompute_norms()) {
+    // The shared norm1's last reader, the layer above's QKV weight
+    // gradient, was joined before the attention backward.
+    ops.next("attn_norm_recompute");
+    backend_.rmsnorm_apply(acts_.view(arena_, a.norm1), acts_.view(arena_, a.residual_in),
+                           compute_weight(layout_.layer(l, &LayerSlots::attn_norm)),
+                           acts_.view(arena_, a.rstd1));
+  }
   ops.close();  // qkv_backward marks its two GEMMs
   tickets.qkv = qkv_backward(l, d_norm_out);
   const ParamSlot& attn_norm = layout_.layer(l, &LayerSlots::attn_norm);

@@ -22,6 +22,8 @@ constexpr LossImpl kLosses[] = {LossImpl::FullLogits, LossImpl::Chunked};
 constexpr OptimizerImpl kOptimizers[] = {OptimizerImpl::PerTensor, OptimizerImpl::Fused,
                                          OptimizerImpl::FusedPerLayer};
 constexpr Execution kExecutions[] = {Execution::Eager, Execution::Graph};
+constexpr ActivationsImpl kActivations[] = {ActivationsImpl::Stored,
+                                            ActivationsImpl::RecomputeNorms};
 
 std::string join_ints(const std::vector<int>& values) {
   std::string out;
@@ -195,6 +197,9 @@ const char* impl_name(OptimizerImpl v) {
 const char* impl_name(Execution v) {
   return v == Execution::Graph ? "graph" : "eager";
 }
+const char* impl_name(ActivationsImpl v) {
+  return v == ActivationsImpl::RecomputeNorms ? "recompute_norms" : "stored";
+}
 const char* impl_name(LossScaling v) {
   return v == LossScaling::Dynamic ? "dynamic" : "none";
 }
@@ -203,7 +208,8 @@ bool operator==(const OpChoices& a, const OpChoices& b) {
   return a.qkv_gemm == b.qkv_gemm && a.gate_up_gemm == b.gate_up_gemm &&
          a.attention == b.attention && a.swiglu == b.swiglu && a.norm == b.norm &&
          a.rope == b.rope && a.embedding_grad == b.embedding_grad && a.loss == b.loss &&
-         a.epilogue == b.epilogue && a.optimizer == b.optimizer && a.execution == b.execution;
+         a.epilogue == b.epilogue && a.optimizer == b.optimizer && a.execution == b.execution &&
+         a.activations == b.activations;
 }
 
 std::vector<NamedChoice> named_choices(const OpChoices& ops) {
@@ -217,7 +223,8 @@ std::vector<NamedChoice> named_choices(const OpChoices& ops) {
           {"loss", impl_name(ops.loss)},
           {"gemm_epilogue", impl_name(ops.epilogue)},
           {"optimizer", impl_name(ops.optimizer)},
-          {"execution", impl_name(ops.execution)}};
+          {"execution", impl_name(ops.execution)},
+          {"activations", impl_name(ops.activations)}};
 }
 
 std::vector<std::string> implemented_levels() {
@@ -274,6 +281,7 @@ std::vector<OpChoices> single_changes(const OpChoices& preset) {
   each(&OpChoices::loss, kLosses);
   each(&OpChoices::optimizer, kOptimizers);
   each(&OpChoices::execution, kExecutions);
+  each(&OpChoices::activations, kActivations);
   return out;
 }
 

@@ -66,6 +66,12 @@ enum class OptimizerImpl {
   FusedPerLayer,  // Fused, with each layer's sweep beside the backward pass
 };
 enum class Execution { Eager, Graph };  // Graph: one captured step replayed
+// Stored: every layer keeps its two normalised inputs (the QKV and gate/up
+// GEMMs' inputs) for the weight gradients. RecomputeNorms: one buffer each,
+// shared by the layers; the backward pass remakes a layer's from its saved
+// input and rstd (Backend::rmsnorm_apply), bit-identical, before the GEMMs
+// that read it: 2 x [tokens, D] per layer less to keep, one cheap pass more.
+enum class ActivationsImpl { Stored, RecomputeNorms };
 enum class LossScaling { None, Dynamic };
 
 struct OpChoices {
@@ -80,6 +86,7 @@ struct OpChoices {
   GemmEpilogue epilogue = GemmEpilogue::None;
   OptimizerImpl optimizer = OptimizerImpl::FusedPerLayer;
   Execution execution = Execution::Graph;
+  ActivationsImpl activations = ActivationsImpl::Stored;
 };
 // Written out: the CUDA sources that include this header compile as C++17.
 bool operator==(const OpChoices& a, const OpChoices& b);
@@ -98,6 +105,7 @@ const char* impl_name(LossImpl v);
 const char* impl_name(GemmEpilogue v);
 const char* impl_name(OptimizerImpl v);
 const char* impl_name(Execution v);
+const char* impl_name(ActivationsImpl v);
 const char* impl_name(LossScaling v);
 
 // The choices of a level preset, in order: {"qkv_gemm", "fused"}, ...

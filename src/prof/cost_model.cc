@@ -85,6 +85,11 @@ Cost linear_wgrad(const Sizes& s, i64 t, i64 in, std::initializer_list<i64> part
 Cost rmsnorm_forward(const Sizes& s, i64 t, i64 d) {
   return {kRmsNormForwardFlops * t * d, (2 * t * d + d) * s.c + t * s.st};
 }
+// ActivationsImpl::RecomputeNorms: reads x, w, rstd; writes the norm (two
+// multiplies an element).
+Cost rmsnorm_apply(const Sizes& s, i64 t, i64 d) {
+  return {2 * t * d, (2 * t * d + d) * s.c + t * s.st};
+}
 Cost rmsnorm_backward(const Sizes& s, i64 t, i64 d) {
   // reads dout, x, w, rstd; writes dx and the weight gradient.
   return {kRmsNormBackwardFlops * t * d, (3 * t * d + d) * s.c + t * s.st + d * s.m};
@@ -292,6 +297,7 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
             7 * span.size() * s.m + (precision.mixed() ? span.size() * s.c : 0), 0};
   };
   const bool layer_updates = plan.updates_layers_in_backward();
+  const bool recompute_norms = plan.ops.activations == ActivationsImpl::RecomputeNorms;
 
   b.phase("backward");
   if (!chunked_loss) {  // else the forward pass ran the head's backward
@@ -309,6 +315,7 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
     // tensors each (du = dh·s, ds = dh·u, dg = silu'(g)·ds).
     b.add("swiglu", OpKind::Elementwise,
           {kSwigluBackwardFlops * t * f, (fused_swiglu ? 5 : 9) * t * f * s.c});
+    if (recompute_norms) b.add("ffn_norm_recompute", OpKind::Elementwise, rmsnorm_apply(s, t, d));
     b.add("gate_up_gemm_dgrad", OpKind::Gemm,
           fused_gate_up ? linear_dgrad(s, t, d, {2 * f}) : linear_dgrad(s, t, d, {f, f}));
     b.add("gate_up_gemm_wgrad", OpKind::Gemm,
@@ -329,6 +336,7 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
           {2 * attn_fwd_flops,
            attn_bwd_reads + lse_bytes + probs_bytes + (t * qd + 2 * t * kvd) * s.c});
     b.add("rope", OpKind::Elementwise, {kRopeFlops * t * rope_cols, 2 * t * rope_cols * s.c});
+    if (recompute_norms) b.add("attn_norm_recompute", OpKind::Elementwise, rmsnorm_apply(s, t, d));
     b.add(
         "qkv_gemm_dgrad", OpKind::Gemm,
         fused_qkv ? linear_dgrad(s, t, d, {qd + 2 * kvd}) : linear_dgrad(s, t, d, {qd, kvd, kvd}));

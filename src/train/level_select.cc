@@ -71,6 +71,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   }
   if (!flags.norm.empty()) ops.norm = parse_norm(flags.norm);
   if (!flags.loss.empty()) ops.loss = parse_loss(flags.loss);
+  if (!flags.activations.empty()) ops.activations = parse_activations(flags.activations);
   return ops;
 }
 
@@ -86,6 +87,11 @@ NormImpl parse_norm(const std::string& value) {
 
 LossImpl parse_loss(const std::string& value) {
   return parse_choice("--loss", value, {LossImpl::FullLogits, LossImpl::Chunked});
+}
+
+ActivationsImpl parse_activations(const std::string& value) {
+  return parse_choice("--activations", value,
+                      {ActivationsImpl::Stored, ActivationsImpl::RecomputeNorms});
 }
 
 }  // namespace tinyllama

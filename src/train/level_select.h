@@ -32,6 +32,8 @@ struct ToggleFlags {
   // --norm plain|fused, --loss full_logits|chunked; empty: not given.
   std::string norm;
   std::string loss;
+  // --activations stored|recompute_norms; empty: not given.
+  std::string activations;
 };
 
 // "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
@@ -40,6 +42,8 @@ AttentionImpl parse_attention(const std::string& value);
 NormImpl parse_norm(const std::string& value);
 // "full_logits" or "chunked"; UsageError naming them otherwise.
 LossImpl parse_loss(const std::string& value);
+// "stored" or "recompute_norms"; UsageError naming them otherwise.
+ActivationsImpl parse_activations(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);

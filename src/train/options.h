@@ -21,7 +21,7 @@ struct TrainOptions {
   // Data parallel (--gpus, or a launcher's environment): asked for here,
   // resolve_run puts what runs into plan.parallel. shape.batch is per rank.
   DataParallel parallel;
-  StepPlan plan;                             // resolve_run(): what the run does
+  StepPlan plan;  // resolve_run(): what the run does
 
   int num_steps = 50;
   int warmup_steps = 5;  // trained but untimed, before the measured steps
@@ -53,6 +53,9 @@ struct TrainOptions {
   std::string profile_dir = "profile";  // --profile-dir: where the profile files go
   int profile_steps = 5;                // --profile-steps
   bool profile_api_calls = false;       // --profile-api-calls: API records in eager profiled steps
+  // --enable-memory-profiling: one step's memory timeline as JSON here, and
+  // its plot beside it (train/memory_profile.h); empty: off.
+  std::string memory_profile;
 };
 
 }  // namespace tinyllama

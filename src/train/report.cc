@@ -12,6 +12,7 @@
 #include "cuda/cuda_entry.h"
 #include "io/atomic_file.h"
 #include "model/step_plan_json.h"
+#include "prof/memory_timeline_json.h"
 #include "train/memory_check.h"
 
 namespace tinyllama {
@@ -294,6 +295,12 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
       {"peak_mb", s.peak_mb},
       {"device_used_peak_mb", s.device_used_peak_mb},
       {"memory", memory_json(s.memory)},
+      // The activations by kind and each arena buffer's lifetime in one
+      // step's ops (prof/memory_timeline.h); null before a plan is resolved.
+      {"activations", opts.plan.level.empty()
+                          ? nlohmann::json(nullptr)
+                          : prof::activation_breakdown_json(
+                                prof::trace_memory_timeline(opts.model, opts.shape, opts.plan))},
       {"parameter_count", s.parameter_count},
       {"config", config_json(opts)},
       {"run", run_json(s, opts)},

@@ -23,6 +23,7 @@
 #include "train/checkpoint.h"
 #include "train/interrupt.h"
 #include "train/loss_scaler.h"
+#include "train/memory_profile.h"
 #include "train/run_data.h"
 #include "train/step_runner.h"
 
@@ -108,6 +109,8 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   const int world = comm != nullptr ? comm->world() : 1;
   const bool writer = rank == 0;  // the one rank that writes files
   Model model(opts.model, opts.shape, plan, *backend, comm);
+  MemoryProfile memory_profile(opts, writer);
+  memory_profile.sample("after setup");
   // The memory check refused by the plan's figure: the backend must have
   // allocated exactly that, or the reported peak would be wrong.
   if (backend->workspace_bytes() != plan.workspace_bytes()) {
@@ -229,6 +232,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     const double device_peak = static_cast<double>(backend->device_peak_used_bytes());
     summary.peak_mb = std::max(summary.peak_mb, planned_bytes / 1e6);
     summary.device_used_peak_mb = std::max(summary.device_used_peak_mb, device_peak / 1e6);
+    memory_profile.sample("after " + step_name(l.step));
     if (!l.timed) {
       r.step = l.step + opts.warmup_steps;
       if (on_warmup) on_warmup(r, opts);
@@ -354,6 +358,13 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   fill_averages(summary, opts);
   if (profiler) {
     summary.profile_report = profiler->finish({summary.ms_per_step, summary.device_used_peak_mb});
+  }
+  if (memory_profile.enabled()) {
+    try {
+      summary.memory_profile_report = memory_profile.write();
+    } catch (const RuntimeFailure& e) {
+      summary.save_error = e.what();
+    }
   }
   // An eager run's launches are counted on a capture made only for that.
   if (!runner.replaying()) runner.count_launches();

@@ -72,6 +72,9 @@ struct TrainSummary {
   bool phases_timed = true;
   // --profile: the printed profile summary (the files are already written).
   std::string profile_report;
+  // --enable-memory-profiling: the line saying what the timeline found and
+  // where it went.
+  std::string memory_profile_report;
 
   // Why the run stopped before its last step; the summary then covers the
   // steps done. Diverged: a non-finite loss (not an fp16 skipped step).

@@ -8,6 +8,7 @@
 
 #include "core/errors.h"
 #include "io/atomic_file.h"
+#include "train/memory_profile.h"
 
 namespace tinyllama {
 namespace {
@@ -77,6 +78,16 @@ void validate_options(const TrainOptions& opts) {
   check_output_path("--json", opts.json_path);
   check_output_path("--save-weights", opts.save_weights);
   if (!opts.export_hf.empty()) check_output_directory("--export-hf", opts.export_hf);
+  if (!opts.memory_profile.empty()) {
+    check_output_path("--enable-memory-profiling", opts.memory_profile);
+    check_output_path("--enable-memory-profiling", memory_plot_path(opts.memory_profile));
+    for (const std::string& path : {opts.memory_profile, memory_plot_path(opts.memory_profile)}) {
+      if (same_output_file(opts.json_path, path)) {
+        throw UsageError("--enable-memory-profiling " + opts.memory_profile + ": writes " + path +
+                         ", the same file as --json; one would overwrite the other");
+      }
+    }
+  }
   if (same_output_file(opts.json_path, opts.save_weights)) {
     throw UsageError("--json " + opts.json_path + ": the same file as --save-weights " +
                      opts.save_weights + "; one would overwrite the other");

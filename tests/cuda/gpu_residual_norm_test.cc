@@ -54,6 +54,11 @@ TEST_P(GpuResidualNorm, AddNormForwardMatchesAddThenNorm) {
   h.expect_close(sum, tolerance(t), "add_rmsnorm_forward sum");
   h.expect_close(y, tolerance(t), "add_rmsnorm_forward out");
   h.expect_close(rstd, tolerance(DType::F32), "add_rmsnorm_forward rstd (float32)");
+  // ActivationsImpl::RecomputeNorms: the norm remade from the stored sum and
+  // rstd is the fused kernel's output, to the bit.
+  const Twin again = h.output(rows, d, t, 2 * u);
+  h.gpu().rmsnorm_apply(again.gpu, sum.gpu, w.gpu, rstd.gpu);
+  EXPECT_EQ(h.device_values(again.gpu), h.device_values(y.gpu)) << "rmsnorm_apply after add";
 
   // In place, as the model runs it: the sum over the sublayer's output.
   const Twin stream = h.copy_of(b.cpu, t, 2 * u);

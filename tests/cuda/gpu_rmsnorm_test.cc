@@ -37,6 +37,11 @@ TEST_P(GpuRmsnorm, ForwardAndBackward) {
   h.gpu().rmsnorm_forward(y.gpu, rstd.gpu, x.gpu, w.gpu, kEps);
   h.expect_close(rstd, tolerance(DType::F32), "rmsnorm rstd (float32)");
   h.expect_close(y, tolerance(t), "rmsnorm_forward");
+  // ActivationsImpl::RecomputeNorms: the output remade from the saved rstd
+  // is the forward's, to the bit.
+  const Twin again = h.output(rows, d, t, 2 * u);
+  h.gpu().rmsnorm_apply(again.gpu, x.gpu, w.gpu, rstd.gpu);
+  EXPECT_EQ(h.device_values(again.gpu), h.device_values(y.gpu)) << "rmsnorm_apply";
 
   // Backward from the reference's rstd on both sides, so only the backward
   // kernel is measured.

@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
+#include <set>
+#include <string>
+
 #include "model/test_plans.h"
 
 namespace tinyllama {
@@ -91,6 +96,32 @@ TEST(ActivationPlan, SlotsAreDisjointAndInsideTheArena) {
     for (std::size_t j = i + 1; j < slots.size(); ++j) {
       const bool apart = end(slots[i]) <= slots[j].offset || end(slots[j]) <= slots[i].offset;
       EXPECT_TRUE(apart) << "slots " << i << " and " << j << " overlap";
+    }
+  }
+}
+
+// The named buffers the reports break the activations down by: every used
+// slot once, back to back from offset 0, so their bytes add up to the arena,
+// each with a kind the reports know.
+TEST(ActivationPlan, NamedBuffersTileTheArena) {
+  for (const char* level : {"v1", "v2", "v3"}) {
+    for (const Precision p : {Precision::fp32(), Precision::amp(DType::BF16)}) {
+      const ActivationPlan plan = plan_for(level_preset(level), p);
+      const std::vector<ActivationBuffer> buffers = plan.buffers();
+      std::int64_t next = 0;
+      std::set<std::string> names;
+      for (const ActivationBuffer& b : buffers) {
+        EXPECT_EQ(b.slot.offset, next) << level << " " << b.name;
+        EXPECT_GT(b.bytes, 0) << b.name;
+        next += b.bytes;
+        EXPECT_TRUE(names.insert(b.name).second) << "repeated " << b.name;
+        const bool known = std::any_of(std::begin(kActivationKinds), std::end(kActivationKinds),
+                                       [&](const char* k) { return std::string(k) == b.kind; });
+        EXPECT_TRUE(known) << b.name << " has kind " << b.kind;
+      }
+      EXPECT_EQ(next, plan.bytes) << level;
+      EXPECT_EQ(names.count("layer1.qkv"), 1u);
+      EXPECT_EQ(names.count("layer0.probs"), std::string(level) == "v1" ? 1u : 0u) << level;
     }
   }
 }

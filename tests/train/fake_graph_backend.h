@@ -127,6 +127,9 @@ class FakeGraphBackend final : public Backend {
   void rmsnorm_backward(Mat dx, Mat dw, Mat dout, Mat x, Mat w, Mat rstd) override {
     enqueue(Kind::Kernel, [=, this] { inner_.rmsnorm_backward(dx, dw, dout, x, w, rstd); });
   }
+  void rmsnorm_apply(Mat out, Mat x, Mat w, Mat rstd) override {
+    enqueue(Kind::Kernel, [=, this] { inner_.rmsnorm_apply(out, x, w, rstd); });
+  }
   void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat w, double eps) override {
     enqueue(Kind::Kernel, [=, this] { inner_.add_rmsnorm_forward(sum, out, rstd, a, b, w, eps); });
   }

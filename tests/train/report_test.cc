@@ -116,6 +116,35 @@ TEST(Report, TheRunHeaderShowsThePlanAndEachFallback) {
   EXPECT_EQ(json_report(TrainSummary{}, o)["plan"]["fallbacks"].size(), 0u);
 }
 
+// --json breaks the activations down by kind, summing to the activation
+// memory the run reports, and gives each arena buffer's lifetime.
+TEST(Report, JsonBreaksTheActivationsDownByKind) {
+  TrainOptions o;
+  o.model.hidden_dim = 32;
+  o.model.num_layers = 2;
+  o.model.num_heads = 4;
+  o.model.num_kv_heads = 2;
+  o.model.ffn_dim = 64;
+  o.shape = {3, 16};
+  for (const char* level : {"v1", "v2", "v3"}) {
+    o.plan = plan_for_level(level, Precision::fp32(), DeviceCaps::cpu(), o.model, o.shape);
+    const nlohmann::json a = json_report(TrainSummary{}, o)["activations"];
+    std::int64_t sum = 0;
+    for (const auto& [kind, bytes] : a["by_kind"].items()) sum += bytes.get<std::int64_t>();
+    const std::int64_t planned = Model::estimate_memory(o.model, o.shape, o.plan).activations;
+    EXPECT_EQ(sum, planned) << level;
+    EXPECT_EQ(a["activations_bytes"].get<std::int64_t>(), planned) << level;
+    const int ops = static_cast<int>(a["ops"].size());
+    for (const nlohmann::json& b : a["buffers"]) {
+      EXPECT_LE(0, b["first_op"].get<int>()) << b["name"];
+      EXPECT_LE(b["first_op"].get<int>(), b["last_op"].get<int>()) << b["name"];
+      EXPECT_LT(b["last_op"].get<int>(), ops) << b["name"];
+    }
+  }
+  o.plan = StepPlan{};  // not resolved: nothing to trace
+  EXPECT_TRUE(json_report(TrainSummary{}, o)["activations"].is_null());
+}
+
 TEST(Report, AttentionAutoShowsItsChoiceAndBothTimes) {
   TrainOptions o;
   DeviceCaps caps = DeviceCaps::cpu();

@@ -1,0 +1,253 @@
+#include "prof/access_trace.h"
+
+#include <sys/mman.h>
+
+#include <new>
+
+namespace tinyllama::prof {
+namespace {
+
+class NoTimer final : public EventTimer {
+ public:
+  void record(int) override {}
+  double elapsed_ms(int, int) override { return 0.0; }
+};
+
+class TracedReadback final : public HostReadback {
+ public:
+  explicit TracedReadback(AccessTraceBackend& backend) : backend_(backend) {}
+  void copy_from(const void* src, std::size_t bytes) override { backend_.record_read(src, bytes); }
+  const void* wait() override { return nullptr; }
+
+ private:
+  AccessTraceBackend& backend_;
+};
+
+}  // namespace
+
+AccessTraceBackend::Recording::Recording(AccessTraceBackend& backend) : previous_(op_observer()) {
+  set_op_observer(&backend);
+}
+
+AccessTraceBackend::Recording::~Recording() {
+  set_op_observer(previous_);
+}
+
+AccessTraceBackend::~AccessTraceBackend() {
+  for (const Reservation& r : reservations_) munmap(r.base, r.bytes);
+}
+
+void AccessTraceBackend::prepare(const ModelConfig&, BatchShape, const StepPlan& plan) {
+  workspace_bytes_ = plan.workspace_bytes();
+}
+
+std::unique_ptr<EventTimer> AccessTraceBackend::make_timer(int) {
+  return std::make_unique<NoTimer>();
+}
+
+std::unique_ptr<HostReadback> AccessTraceBackend::make_readback(std::size_t) {
+  return std::make_unique<TracedReadback>(*this);
+}
+
+void* AccessTraceBackend::allocate(std::size_t bytes) {
+  const std::size_t size = bytes == 0 ? 1 : bytes;
+  void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  reservations_.push_back({p, size});
+  return p;
+}
+
+void AccessTraceBackend::release(void* p) {
+  for (auto it = reservations_.begin(); it != reservations_.end(); ++it) {
+    if (it->base == p) {
+      munmap(it->base, it->bytes);
+      reservations_.erase(it);
+      return;
+    }
+  }
+}
+
+int AccessTraceBackend::open(const char* name) {
+  std::string path = open_.empty() ? std::string(name) : open_.back().path + "/" + name;
+  open_.push_back({std::move(path), -1});
+  return static_cast<int>(open_.size()) - 1;
+}
+
+void AccessTraceBackend::close(int handle) noexcept {
+  if (handle >= 0 && static_cast<std::size_t>(handle) < open_.size()) open_.resize(handle);
+}
+
+TracedOp& AccessTraceBackend::current_op() {
+  if (open_.empty()) {
+    // A call outside every marker: its own op, so nothing is hidden.
+    ops_.push_back({"(unmarked)", {}});
+    return ops_.back();
+  }
+  OpenMarker& m = open_.back();
+  if (m.op < 0) {
+    m.op = static_cast<int>(ops_.size());
+    ops_.push_back({m.path, {}});
+  }
+  return ops_[static_cast<std::size_t>(m.op)];
+}
+
+void AccessTraceBackend::record(std::initializer_list<Mat> mats, bool write) {
+  TracedOp& op = current_op();
+  for (const Mat& m : mats) {
+    if (m.empty()) continue;
+    const auto es = static_cast<std::int64_t>(dtype_size(m.dtype));
+    op.accesses.push_back(
+        {static_cast<const char*>(m.data), m.rows, m.cols * es, m.ld * es, write});
+  }
+}
+
+void AccessTraceBackend::record_read(const void* src, std::size_t bytes) {
+  const auto n = static_cast<std::int64_t>(bytes);
+  current_op().accesses.push_back({static_cast<const char*>(src), 1, n, n, false});
+}
+
+// Each op: its inputs read, then its outputs written (an op that reads its
+// output, beta != 0 or in place, lists it among the reads too).
+void AccessTraceBackend::convert(Mat dst, Mat src) {
+  reads({src});
+  writes({dst});
+}
+
+void AccessTraceBackend::gemm(Mat c, Mat a, bool, Mat b, bool, float, float beta) {
+  reads({a, b});
+  if (beta != 0.0f) reads({c});
+  writes({c});
+}
+
+void AccessTraceBackend::add(Mat out, Mat a, Mat b) {
+  reads({a, b});
+  writes({out});
+}
+
+void AccessTraceBackend::mul(Mat out, Mat a, Mat b) {
+  reads({a, b});
+  writes({out});
+}
+
+void AccessTraceBackend::embedding_forward(Mat out, const std::int32_t*, Mat table) {
+  reads({table});
+  writes({out});
+}
+
+void AccessTraceBackend::embedding_backward(Mat dtable, const std::int32_t*, Mat dout) {
+  reads({dout, dtable});
+  writes({dtable});
+}
+
+void AccessTraceBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double) {
+  reads({x, weight});
+  writes({out, rstd});
+}
+
+void AccessTraceBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight,
+                                          Mat rstd) {
+  reads({dout, x, weight, rstd});
+  writes({dx, dweight});
+}
+
+void AccessTraceBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
+                                             double) {
+  reads({a, b, weight});
+  writes({sum, out, rstd});
+}
+
+void AccessTraceBackend::rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight,
+                                              Mat rstd, Mat dresidual) {
+  reads({dout, x, weight, rstd, dresidual});
+  writes({dx, dweight});
+}
+
+void AccessTraceBackend::rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
+  reads({x, weight, rstd});
+  writes({out});
+}
+
+void AccessTraceBackend::rope_forward(Mat x, int, int, double) {
+  reads({x});
+  writes({x});
+}
+
+void AccessTraceBackend::rope_backward(Mat dx, int, int, double) {
+  reads({dx});
+  writes({dx});
+}
+
+void AccessTraceBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q,
+                                           Mat k, Mat v, const AttentionShape&) {
+  require_probs_match(impl, probs, "trace attention_forward");
+  reads({q, k, v});
+  writes({out, lse, probs});
+}
+
+void AccessTraceBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout,
+                                            Mat q, Mat k, Mat v, Mat out, Mat lse, Mat probs,
+                                            const AttentionShape&) {
+  require_probs_match(impl, probs, "trace attention_backward");
+  reads({dout, q, k, v, out, lse, probs});
+  writes({dq, dk, dv});
+}
+
+void AccessTraceBackend::silu_forward(Mat out, Mat x) {
+  reads({x});
+  writes({out});
+}
+
+void AccessTraceBackend::silu_backward(Mat dx, Mat dout, Mat x) {
+  reads({dout, x});
+  writes({dx});
+}
+
+void AccessTraceBackend::swiglu_forward(Mat out, Mat gate, Mat up) {
+  reads({gate, up});
+  writes({out});
+}
+
+void AccessTraceBackend::swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) {
+  reads({dout, gate, up});
+  writes({dgate, dup});
+}
+
+void AccessTraceBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32_t*) {
+  reads({logits});
+  writes({losses});
+}
+
+void AccessTraceBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t*,
+                                                float) {
+  reads({logits});
+  writes({dlogits});
+}
+
+void AccessTraceBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t*,
+                                                const StepScalars*) {
+  reads({logits});
+  writes({dlogits});
+}
+
+void AccessTraceBackend::cross_entropy_fused(Mat losses, Mat logits, const std::int32_t*,
+                                             const StepScalars*) {
+  reads({logits});
+  writes({losses, logits});
+}
+
+void AccessTraceBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper&) {
+  reads({param, grad, m, v});
+  writes({param, m, v});
+}
+
+void AccessTraceBackend::adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                                     const AdamWHyper&) {
+  reads({param, grad, m, v});
+  writes({param, m, v, compute_copy});
+}
+
+void AccessTraceBackend::flag_nonfinite(Mat x, std::int32_t*) {
+  reads({x});
+}
+
+}  // namespace tinyllama::prof

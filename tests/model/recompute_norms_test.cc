@@ -1,0 +1,134 @@
+// ActivationsImpl::RecomputeNorms: the backward pass remakes each layer's
+// normalised inputs from the saved input and rstd instead of keeping them,
+// and that must change nothing but the memory: the same losses, gradients,
+// moments and weights to the bit, at every level, step after step; the op
+// itself gives rmsnorm_forward's output to the bit; the arena is smaller by
+// the per-layer copies.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/rng.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_ops.h"
+#include "model/init.h"
+#include "model/model.h"
+#include "model/test_plans.h"
+#include "whole_step.h"
+
+namespace tinyllama {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.vocab_size = 29;
+  c.hidden_dim = 16;
+  c.num_layers = 3;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.ffn_dim = 24;
+  return c;
+}
+
+std::vector<std::int32_t> random_rows(int batch, int seq, int vocab, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(batch) * (seq + 1));
+  for (auto& t : rows) {
+    t = static_cast<std::int32_t>(1 + rng.below(static_cast<std::uint64_t>(vocab - 1)));
+  }
+  return rows;
+}
+
+struct StepResults {
+  std::vector<double> losses, grads, params, adam_v;
+};
+
+StepResults train_steps(const OpChoices& ops, Precision precision) {
+  const ModelConfig cfg = small_config();
+  const BatchShape shape{2, 6};
+  CpuBackend backend;
+  Model model(cfg, shape, graph_plan(ops, precision, cfg, shape), backend);
+  model.set_params(initial_weights(model.layout(), 21));
+  StepResults r;
+  AdamWHyper hp;
+  hp.lr = 1e-2f;
+  for (int step = 1; step <= 3; ++step) {
+    hp.step = step;
+    model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 100 + step));
+    // Gradients read before the update, then the step as StepRunner runs it.
+    model.forward();
+    model.backward();
+    const std::vector<double> g = model.grads();
+    r.grads.insert(r.grads.end(), g.begin(), g.end());
+    r.losses.push_back(model.loss());
+    run_whole_step(model, hp);
+  }
+  r.params = model.params();
+  r.adam_v = model.adam_v();
+  return r;
+}
+
+TEST(RecomputeNorms, TrainsToTheSameBitsAsStoredNorms) {
+  for (const char* level : {"v1", "v2", "v3"}) {
+    for (const Precision p : {Precision::fp32(), Precision::fp64()}) {
+      OpChoices stored = level_preset(level);
+      stored.activations = ActivationsImpl::Stored;
+      OpChoices recompute = stored;
+      recompute.activations = ActivationsImpl::RecomputeNorms;
+      const StepResults a = train_steps(stored, p);
+      const StepResults b = train_steps(recompute, p);
+      const std::string what = std::string(level) + " " + precision_name(p);
+      EXPECT_EQ(a.losses, b.losses) << what;
+      EXPECT_EQ(a.grads, b.grads) << what;
+      EXPECT_EQ(a.params, b.params) << what;
+      EXPECT_EQ(a.adam_v, b.adam_v) << what;
+    }
+  }
+}
+
+TEST(RecomputeNorms, ApplyGivesTheForwardOutputToTheBit) {
+  Rng rng(3);
+  for (const DType t : {DType::F32, DType::F64}) {
+    const std::int64_t rows = 5, d = 37;
+    const std::size_t es = dtype_size(t);
+    std::vector<unsigned char> x(rows * d * es), w(d * es), y(rows * d * es), again(rows * d * es),
+        rstd(rows * es);
+    auto fill = [&](std::vector<unsigned char>& buf, double scale, double offset) {
+      for (std::size_t i = 0; i < buf.size() / es; ++i) {
+        const double v = offset + scale * (rng.uniform() * 2 - 1);
+        if (t == DType::F32) {
+          reinterpret_cast<float*>(buf.data())[i] = static_cast<float>(v);
+        } else {
+          reinterpret_cast<double*>(buf.data())[i] = v;
+        }
+      }
+    };
+    fill(x, 3.0, 0.7);
+    fill(w, 0.5, 1.0);
+    const Mat xm(x.data(), t, rows, d), wm(w.data(), t, 1, d), ym(y.data(), t, rows, d),
+        am(again.data(), t, rows, d), rm(rstd.data(), t, rows, 1);
+    cpu::rmsnorm_forward(ym, rm, xm, wm, 1e-6);
+    cpu::rmsnorm_apply(am, xm, wm, rm);
+    EXPECT_EQ(y, again) << dtype_name(t);
+  }
+}
+
+TEST(RecomputeNorms, TheArenaKeepsOneNormOfEachKind) {
+  const ModelConfig cfg = small_config();
+  const BatchShape shape{2, 6};
+  OpChoices ops = level_preset("v2");
+  const ActivationPlan stored(cfg, shape, graph_plan(ops, Precision::fp32(), cfg, shape));
+  ops.activations = ActivationsImpl::RecomputeNorms;
+  const ActivationPlan shared(cfg, shape, graph_plan(ops, Precision::fp32(), cfg, shape));
+  // [tokens, D] fp32 rows, 256-byte aligned: 12 x 16 x 4 = 768 bytes each.
+  const std::int64_t norm_bytes = 768;
+  EXPECT_EQ(stored.bytes - shared.bytes, 2 * (cfg.num_layers - 1) * norm_bytes);
+  EXPECT_EQ(shared.layers[0].norm1.offset, shared.layers[2].norm1.offset);
+  EXPECT_NE(shared.layers[0].norm1.offset, shared.layers[0].norm2.offset);
+  std::int64_t tiled = 0;
+  for (const ActivationBuffer& b : shared.buffers()) tiled += b.bytes;
+  EXPECT_EQ(tiled, shared.bytes);
+}
+
+}  // namespace
+}  // namespace tinyllama
