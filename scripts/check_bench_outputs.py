@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Checks the files `tinyllama bench` or `tinyllama compare` wrote into DIR.
+
+    scripts/check_bench_outputs.py DIR
+
+bench.json (or compare.json) has its keys and every point its figures,
+bench.csv one row per point, and every SVG parses as XML with an <svg> root
+of a positive size (what an image viewer needs). Exit 1 naming each problem.
+"""
+import csv
+import json
+import pathlib
+import sys
+import xml.etree.ElementTree as ET
+
+SVG = "{http://www.w3.org/2000/svg}svg"
+POINT_KEYS = ("key", "model", "level", "precision", "batch_size", "seq_len", "status",
+              "ms_per_step", "tokens_per_s", "peak_mb", "peers")
+
+
+def check(directory):
+    problems = []
+    d = pathlib.Path(directory)
+    report = d / "bench.json" if (d / "bench.json").exists() else d / "compare.json"
+    if not report.exists():
+        return ["no bench.json or compare.json in %s" % d]
+    j = json.loads(report.read_text())
+    for key in ("tool", "environment", "device", "model", "num_steps", "warmup_steps", "points"):
+        if key not in j:
+            problems.append("%s: no key %r" % (report.name, key))
+    for p in j.get("points", []):
+        for key in POINT_KEYS:
+            if key not in p:
+                problems.append("%s: point %s has no %r" % (report.name, p.get("key"), key))
+        if p.get("status") == "ok" and not p.get("ms_per_step", 0) > 0:
+            problems.append("%s: point %s has no ms_per_step" % (report.name, p.get("key")))
+    if report.name == "bench.json":
+        rows = list(csv.DictReader((d / "bench.csv").open()))
+        if len(rows) != len(j.get("points", [])):
+            problems.append("bench.csv: %d rows for %d points" % (len(rows), len(j["points"])))
+    svgs = sorted(d.glob("*.svg"))
+    if not svgs:
+        problems.append("no SVG plots in %s" % d)
+    for svg in svgs:
+        try:
+            root = ET.parse(svg).getroot()
+        except ET.ParseError as e:
+            problems.append("%s: not well-formed XML: %s" % (svg.name, e))
+            continue
+        if root.tag != SVG or not float(root.get("width", 0)) > 0:
+            problems.append("%s: root is %s, not a sized <svg>" % (svg.name, root.tag))
+    print("%s: %d points, %d plots, %s" % (report.name, len(j.get("points", [])), len(svgs),
+                                          "%d problems" % len(problems) if problems else "ok"))
+    return problems
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: check_bench_outputs.py DIR", file=sys.stderr)
+        return 2
+    problems = check(sys.argv[1])
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
