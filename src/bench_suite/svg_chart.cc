@@ -54,32 +54,49 @@ std::string text(double x, double y, const std::string& s, const char* anchor, i
          "\" text-anchor=\"" + anchor + "\"" + extra + ">" + escaped(s) + "</text>\n";
 }
 
-double max_value(const Chart& chart) {
-  double m = 0;
+// The value range, from 0 to the data (either side of 0), in whole ticks of
+// a nice step; y() maps a value into the plot.
+struct YAxis {
+  double lo = 0, hi = 1, step = 0.2;
+  double y(double v) const { return kTop + kPlotH * (1 - (v - lo) / (hi - lo)); }
+};
+
+YAxis y_axis(const Chart& chart) {
+  double lo = 0, hi = 0;
   for (const Series& s : chart.series) {
     for (double v : s.values) {
-      if (std::isfinite(v)) m = std::max(m, v);
+      if (std::isfinite(v)) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
     }
   }
-  return m;
+  if (lo == 0) return {0, nice_axis_max(hi), nice_axis_max(hi) / kTicks};
+  YAxis axis;
+  axis.step = nice_axis_max((hi - lo) / kTicks);
+  axis.lo = std::floor(lo / axis.step) * axis.step;
+  axis.hi = std::max(std::ceil(hi / axis.step), 1.0) * axis.step;
+  return axis;
 }
 
 // The frame, title, axis labels, y ticks with grid lines, category labels
 // and legend: everything but the data. x_of gives a category's centre.
 template <typename XOf>
-std::string frame(const Chart& chart, double y_max, XOf x_of) {
+std::string frame(const Chart& chart, const YAxis& axis, XOf x_of) {
   std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) +
                     "\" height=\"" + num(kHeight) + "\" viewBox=\"0 0 " + num(kWidth) + " " +
                     num(kHeight) + "\" font-family=\"sans-serif\">\n";
   out += "<rect x=\"0\" y=\"0\" width=\"" + num(kWidth) + "\" height=\"" + num(kHeight) +
          "\" fill=\"white\"/>\n";
   out += text(kWidth / 2, 24, chart.title, "middle", 15, " font-weight=\"bold\"");
-  for (int i = 0; i <= kTicks; ++i) {
-    const double v = y_max * i / kTicks;
-    const double y = kTop + kPlotH * (1 - static_cast<double>(i) / kTicks);
+  const int ticks = static_cast<int>(std::lround((axis.hi - axis.lo) / axis.step));
+  for (int i = 0; i <= ticks; ++i) {
+    const double v = axis.lo + axis.step * i;
+    const double y = axis.y(v);
     out += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(kLeft + kPlotW) +
-           "\" y2=\"" + num(y) + "\" stroke=\"#dddddd\"/>\n";
-    out += text(kLeft - 6, y + 4, short_number(v), "end", 11);
+           "\" y2=\"" + num(y) + "\" stroke=\"" +
+           (std::fabs(v) < 1e-12 && axis.lo < 0 ? "#888888" : "#dddddd") + "\"/>\n";
+    out += text(kLeft - 6, y + 4, short_number(std::fabs(v) < 1e-12 ? 0.0 : v), "end", 11);
   }
   out += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(kLeft) +
          "\" y2=\"" + num(kTop + kPlotH) + "\" stroke=\"black\"/>\n";
@@ -111,10 +128,6 @@ std::string frame(const Chart& chart, double y_max, XOf x_of) {
   return out;
 }
 
-double y_of(double v, double y_max) {
-  return kTop + kPlotH * (1 - v / y_max);
-}
-
 }  // namespace
 
 std::string short_number(double v) {
@@ -140,14 +153,14 @@ double nice_axis_max(double max_value) {
 }
 
 std::string line_chart_svg(const Chart& chart) {
-  const double y_max = nice_axis_max(max_value(chart));
+  const YAxis axis = y_axis(chart);
   const std::size_t n = chart.categories.size();
   const auto x_of = [n](std::size_t c) {
     return n <= 1
                ? kLeft + kPlotW / 2
                : kLeft + 30 + (kPlotW - 60) * static_cast<double>(c) / static_cast<double>(n - 1);
   };
-  std::string out = frame(chart, y_max, x_of);
+  std::string out = frame(chart, axis, x_of);
   for (std::size_t s = 0; s < chart.series.size(); ++s) {
     const std::vector<double>& values = chart.series[s].values;
     std::string points;
@@ -165,7 +178,7 @@ std::string line_chart_svg(const Chart& chart) {
         flush();
         continue;
       }
-      const double x = x_of(c), y = y_of(values[c], y_max);
+      const double x = x_of(c), y = axis.y(values[c]);
       points += (points.empty() ? "" : " ") + num(x) + "," + num(y);
       ++run_length;
       out += "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.5\" fill=\"" + colour(s) +
@@ -177,13 +190,13 @@ std::string line_chart_svg(const Chart& chart) {
 }
 
 std::string bar_chart_svg(const Chart& chart) {
-  const double y_max = nice_axis_max(max_value(chart));
+  const YAxis axis = y_axis(chart);
   const std::size_t n = std::max<std::size_t>(chart.categories.size(), 1);
   const double group_w = kPlotW / static_cast<double>(n);
   const auto x_of = [group_w](std::size_t c) {
     return kLeft + group_w * (static_cast<double>(c) + 0.5);
   };
-  std::string out = frame(chart, y_max, x_of);
+  std::string out = frame(chart, axis, x_of);
   const std::size_t k = std::max<std::size_t>(chart.series.size(), 1);
   const double bar_w = group_w * 0.8 / static_cast<double>(k);
   for (std::size_t s = 0; s < chart.series.size(); ++s) {
@@ -192,10 +205,13 @@ std::string bar_chart_svg(const Chart& chart) {
       if (!std::isfinite(values[c])) continue;
       const double x =
           kLeft + group_w * (static_cast<double>(c) + 0.1) + bar_w * static_cast<double>(s);
-      const double y = y_of(std::max(values[c], 0.0), y_max);
-      out += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(bar_w * 0.92) +
-             "\" height=\"" + num(kTop + kPlotH - y) + "\" fill=\"" + colour(s) + "\"/>\n";
-      out += text(x + bar_w * 0.46, y - 4, short_number(values[c]), "middle", 10);
+      // From the zero line up, or down for a negative value.
+      const double zero = axis.y(0), y = axis.y(values[c]);
+      const double top = std::min(zero, y);
+      out += "<rect x=\"" + num(x) + "\" y=\"" + num(top) + "\" width=\"" + num(bar_w * 0.92) +
+             "\" height=\"" + num(std::fabs(zero - y)) + "\" fill=\"" + colour(s) + "\"/>\n";
+      out += text(x + bar_w * 0.46, values[c] < 0 ? y + 12 : y - 4, short_number(values[c]),
+                  "middle", 10);
     }
   }
   return out + "</svg>\n";

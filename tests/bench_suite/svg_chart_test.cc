@@ -69,6 +69,25 @@ TEST(SvgChart, BarHeightsAreProportionalToValues) {
   EXPECT_NEAR(heights[2] / heights[1], 2.0, 1e-3);
 }
 
+TEST(SvgChart, NegativeBarsHangBelowTheZeroLine) {
+  const Chart bars{"t", "x", "y", {"saves", "costs"}, {{"s", {3.0, -1.0}}}};
+  const std::string svg = bar_chart_svg(bars);
+  EXPECT_TRUE(tags_balanced(svg));
+  const std::regex bar(
+      "<rect x=\"[0-9.]+\" y=\"([0-9.]+)\" width=\"[0-9.]+\" height=\"([0-9.]+)\" "
+      "fill=\"#0072B2\"");
+  std::vector<std::pair<double, double>> rects;  // top, height
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), bar); it != std::sregex_iterator();
+       ++it) {
+    rects.emplace_back(std::stod((*it)[1]), std::stod((*it)[2]));
+  }
+  ASSERT_EQ(rects.size(), 3u);                           // the legend swatch, then the two bars
+  const double zero = rects[1].first + rects[1].second;  // the positive bar ends on it
+  EXPECT_NEAR(rects[2].first, zero, 1e-6) << "the negative bar starts on the zero line";
+  EXPECT_NEAR(rects[1].second / rects[2].second, 3.0, 1e-3);
+  EXPECT_NE(svg.find(">-1</text>"), std::string::npos) << "a tick below zero";
+}
+
 TEST(SvgChart, AxisMaximumIsTheNextNiceNumber) {
   EXPECT_DOUBLE_EQ(nice_axis_max(14.0), 20.0);
   EXPECT_DOUBLE_EQ(nice_axis_max(2.2), 2.5);
