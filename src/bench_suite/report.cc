@@ -194,7 +194,8 @@ std::string to_markdown(const BenchReport& report) {
       "level's point of the same precision and shape";
   out += peers.empty() ? ".\n\n"
                        : "; the peer columns are PyTorch's median ms/step and its peak "
-                         "memory over the whole run, and tinyllama's speed-up over it.\n\n";
+                         "memory over the whole run, and tinyllama's speed-up over it (median "
+                         "against median).\n\n";
   out += "| point | ms/step | median ms | tokens/s | peak MB | launches/step | speed-up";
   for (const std::string& v : peers) out += " | torch " + v + " ms | torch " + v + " MB | vs " + v;
   out += " |\n|---|---:|---:|---:|---:|---:|---:";
@@ -221,7 +222,7 @@ std::string to_markdown(const BenchReport& report) {
       if (p && p->ok) {
         out += " | " + fixed(p->ms_per_step, 3) + " | " +
                (std::isfinite(p->peak_mb) ? fixed(p->peak_mb, 1) : "-") + " | " +
-               fixed(p->ms_per_step / r.ms_per_step, 2) + "x";
+               fixed(p->ms_per_step / r.median_ms_per_step, 2) + "x";
       } else {
         out += " | " + std::string(p ? "failed" : "-") + " | | ";
       }
