@@ -63,6 +63,7 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
   copy.push_back(program);
   copy.insert(copy.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(copy.size() + 1);
   for (std::string& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;

@@ -10,7 +10,7 @@ namespace tinyllama::suite {
 namespace {
 
 std::string write_text(const std::string& dir, const std::string& name, const std::string& text) {
-  const std::string path = (std::filesystem::path(dir) / name).string();
+  std::string path = (std::filesystem::path(dir) / name).string();
   write_atomically("--out", path, [&](FileSink& out) { out.write(text); });
   return path;
 }
@@ -28,6 +28,7 @@ std::vector<std::string> write_all(const std::string& dir,
                                    const std::vector<NamedSvg>& plots) {
   std::filesystem::create_directories(dir);
   std::vector<std::string> written;
+  written.reserve(files.size() + plots.size());
   for (const auto& [name, text] : files) written.push_back(write_text(dir, name, text));
   for (const NamedSvg& plot : plots) written.push_back(write_text(dir, plot.file, plot.svg));
   return written;

@@ -49,6 +49,7 @@ const PointResult* find(const BenchReport& report, const std::string& level,
 
 std::vector<std::string> labels(const std::vector<int>& values, const char* prefix) {
   std::vector<std::string> out;
+  out.reserve(values.size());
   for (int v : values) out.push_back(prefix + std::to_string(v));
   return out;
 }

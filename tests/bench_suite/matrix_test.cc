@@ -69,6 +69,7 @@ TEST(BenchMatrix, SwitchesBetweenLevelsUndoOnlyWhatChanged) {
   const std::vector<ChoiceSwitch> v2_over_v1 =
       switches_between(level_preset("v1"), level_preset("v2"));
   std::vector<std::string> names;
+  names.reserve(v2_over_v1.size());
   for (const ChoiceSwitch& s : v2_over_v1) names.push_back(s.name);
   EXPECT_EQ(names, (std::vector<std::string>{"qkv_fusion off", "swiglu_fusion off",
                                              "attention materialized", "cuda_graphs off",
