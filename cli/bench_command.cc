@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "bench_suite/environment.h"
 #include "bench_suite/outputs.h"
@@ -71,24 +72,40 @@ std::string device_of(const nlohmann::json& train_json) {
 struct PeerPlan {
   bool enabled = false;
   std::string why_not;  // for --peer auto without torch
+  std::vector<std::string> variants;
 };
 
+std::vector<std::string> parse_peer_variants(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string v; std::getline(in, v, ',');) {
+    if (v != "eager" && v != "compile") {
+      throw UsageError("--peer-variants " + text + ": unknown variant '" + v +
+                       "'; allowed: eager, compile");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) throw UsageError("--peer-variants: expected at least one variant");
+  return out;
+}
+
 PeerPlan plan_peer(const BenchArgs& a, const suite::RunSettings& settings) {
+  const std::vector<std::string> variants = parse_peer_variants(a.peer_variants);
   if (a.peer == "off") return {};
   if (a.peer != "on" && a.peer != "auto") {
     throw UsageError("--peer " + a.peer + ": allowed values are auto, on, off");
   }
   if (!std::ifstream(settings.peer_script)) {
     if (a.peer == "on") throw UsageError("--peer-script " + settings.peer_script + ": not found");
-    return {false, "peer script " + settings.peer_script + " not found"};
+    return {false, "peer script " + settings.peer_script + " not found", {}};
   }
   if (!suite::torch_importable(settings.peer_python)) {
     if (a.peer == "on") {
       throw UsageError("--peer on: " + settings.peer_python + " cannot import torch");
     }
-    return {false, settings.peer_python + " cannot import torch"};
+    return {false, settings.peer_python + " cannot import torch", {}};
   }
-  return {true, ""};
+  return {true, "", variants};
 }
 
 void register_flags(CLI::App* cmd, BenchArgs& a) {
@@ -117,6 +134,10 @@ void register_flags(CLI::App* cmd, BenchArgs& a) {
       ->default_str("scripts/peer/torch_peer.py of the source tree")
       ->group("Peer");
   value(cmd, "--peer-python", a.peer_python, "PATH", "the Python that runs the peer")
+      ->group("Peer");
+  value(cmd, "--peer-variants", a.peer_variants, "LIST",
+        "peer variants, comma-separated: eager, compile (torch.compile mode reduce-overhead: "
+        "CUDA graphs; skipped on the CPU)")
       ->group("Peer");
   value(cmd, "--baseline", a.baseline, "FILE",
         "an earlier bench.json: each point matched by model and key; exit 1 naming each point "
@@ -213,8 +234,8 @@ int BenchCommand::run() const {
         if (fresh) {
           const std::string device = device_of(train_json);
           // On the CPU only eager: torch.compile's CUDA graphs need a GPU.
-          for (const char* variant : {"eager", "compile"}) {
-            if (device == "cpu" && std::string(variant) == "compile") continue;
+          for (const std::string& variant : peer.variants) {
+            if (device == "cpu" && variant == "compile") continue;
             nlohmann::json peer_json;
             it->second.push_back(suite::run_peer(settings, r.point, variant, device, &peer_json));
             if (first_peer.is_null() && it->second.back().ok) first_peer = peer_json;

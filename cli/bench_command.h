@@ -20,6 +20,7 @@ struct BenchArgs {
   std::string peer = "auto";
   std::string peer_script;  // empty: the source tree's scripts/peer/torch_peer.py
   std::string peer_python = "python3";
+  std::string peer_variants = "eager,compile";
   std::string baseline;
   std::string max_slowdown;
   std::string min_speedup;

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Checks the files `tinyllama bench` or `tinyllama compare` wrote into DIR.
 
-    scripts/check_bench_outputs.py DIR
+    scripts/check_bench_outputs.py DIR [--expect-peer VARIANT]
 
 bench.json (or compare.json) has its keys and every point its figures,
 bench.csv one row per point, and every SVG parses as XML with an <svg> root
-of a positive size (what an image viewer needs). Exit 1 naming each problem.
+of a positive size (what an image viewer needs); with --expect-peer, every
+point has that peer variant measured. Exit 1 naming each problem.
 """
 import csv
 import json
@@ -18,7 +19,7 @@ POINT_KEYS = ("key", "model", "level", "precision", "batch_size", "seq_len", "st
               "ms_per_step", "tokens_per_s", "peak_mb", "peers")
 
 
-def check(directory):
+def check(directory, expect_peer=None):
     problems = []
     d = pathlib.Path(directory)
     report = d / "bench.json" if (d / "bench.json").exists() else d / "compare.json"
@@ -34,6 +35,11 @@ def check(directory):
                 problems.append("%s: point %s has no %r" % (report.name, p.get("key"), key))
         if p.get("status") == "ok" and not p.get("ms_per_step", 0) > 0:
             problems.append("%s: point %s has no ms_per_step" % (report.name, p.get("key")))
+        if expect_peer:
+            peer = [x for x in p.get("peers", []) if x.get("variant") == expect_peer]
+            if not peer or peer[0].get("status") != "ok" or not peer[0].get("ms_per_step", 0) > 0:
+                problems.append("%s: point %s has no measured %s peer: %s"
+                                % (report.name, p.get("key"), expect_peer, peer))
     if report.name == "bench.json":
         rows = list(csv.DictReader((d / "bench.csv").open()))
         if len(rows) != len(j.get("points", [])):
@@ -55,10 +61,11 @@ def check(directory):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print("usage: check_bench_outputs.py DIR", file=sys.stderr)
+    args = sys.argv[1:]
+    if len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--expect-peer"):
+        print("usage: check_bench_outputs.py DIR [--expect-peer VARIANT]", file=sys.stderr)
         return 2
-    problems = check(sys.argv[1])
+    problems = check(args[0], args[2] if len(args) == 3 else None)
     for p in problems:
         print(p)
     return 1 if problems else 0
