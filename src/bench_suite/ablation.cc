@@ -56,7 +56,7 @@ std::string ablation_markdown(const std::vector<AblationRow>& rows) {
       "|---|---|---:|---:|---:|---:|\n";
   for (const AblationRow& r : rows) {
     if (!r.ok) {
-      out += "| " + r.base_key + " | " + r.switched + " | " + r.error + " | | | |\n";
+      out += "| " + r.base_key + " | " + r.switched + " | " + markdown_cell(r.error) + " | | | |\n";
       continue;
     }
     out += "| " + r.base_key + " | " + r.switched + " | " + fixed(r.switched_ms, 3) + " | " +

@@ -107,7 +107,9 @@ std::string to_markdown(const CompareReport& report) {
                     std::to_string(runs.warmup_steps) + " warm-up + " +
                     std::to_string(runs.num_steps) + " timed steps per run, device " + runs.device +
                     ".\n\n| environment | |\n|---|---|\n";
-  for (const auto& [name, value] : runs.environment) out += "| " + name + " | " + value + " |\n";
+  for (const auto& [name, value] : runs.environment) {
+    out += "| " + name + " | " + markdown_cell(value) + " |\n";
+  }
   out +=
       "\nThroughput, ms/step and peak memory come from a plain run of each level; the kernel "
       "figures from a second run with --profile (kernel dispatches and unique kernels per "
@@ -130,12 +132,12 @@ std::string to_markdown(const CompareReport& report) {
   const auto plain = [](auto figure) {
     return [figure](const PointResult* r, const ProfileFigures&) -> std::string {
       if (!r) return "-";
-      return r->ok ? figure(*r) : "failed: " + r->error;
+      return r->ok ? figure(*r) : "failed: " + markdown_cell(r->error);
     };
   };
   const auto kernels = [](auto figure) {
     return [figure](const PointResult*, const ProfileFigures& p) -> std::string {
-      if (!p.ok) return "failed: " + p.error;
+      if (!p.ok) return "failed: " + markdown_cell(p.error);
       return p.has_kernels ? figure(p) : std::string("n/a (no kernel records, see below)");
     };
   };
@@ -156,12 +158,12 @@ std::string to_markdown(const CompareReport& report) {
     row("top kernel " + std::to_string(k + 1), kernels([k](const ProfileFigures& p) {
           if (static_cast<int>(p.top.size()) <= k) return std::string("-");
           const TopKernel& t = p.top[k];
-          return "`" + t.name + "` " + fixed(t.share_pct, 1) + " % (" + fixed(t.ms_per_step, 3) +
-                 " ms)";
+          return "`" + markdown_cell(t.name, 80) + "` " + fixed(t.share_pct, 1) + " % (" +
+                 fixed(t.ms_per_step, 3) + " ms)";
         }));
   }
   row("trace size", [](const PointResult*, const ProfileFigures& p) {
-    return p.ok ? megabytes(p.trace_bytes) : "failed: " + p.error;
+    return p.ok ? megabytes(p.trace_bytes) : "failed: " + markdown_cell(p.error);
   });
   // Why a level has no kernel figures, said once per distinct reason.
   std::vector<std::string> notes;

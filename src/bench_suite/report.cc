@@ -188,7 +188,9 @@ std::string to_markdown(const BenchReport& report) {
   out += "Model " + report.model + ", " + std::to_string(report.warmup_steps) + " warm-up + " +
          std::to_string(report.num_steps) + " timed steps per point, device " + report.device +
          ".\n\n| environment | |\n|---|---|\n";
-  for (const auto& [name, value] : report.environment) out += "| " + name + " | " + value + " |\n";
+  for (const auto& [name, value] : report.environment) {
+    out += "| " + name + " | " + markdown_cell(value) + " |\n";
+  }
   out +=
       "\nms/step is train's own figure (mean of the timed steps); speed-up is against the first "
       "level's point of the same precision and shape";
@@ -203,7 +205,7 @@ std::string to_markdown(const BenchReport& report) {
   out += "|\n";
   for (const PointResult& r : report.points) {
     if (!r.ok) {
-      out += "| " + r.point.key() + " | failed: " + r.error + " |";
+      out += "| " + r.point.key() + " | failed: " + markdown_cell(r.error) + " |";
       for (std::size_t i = 0; i < 5 + 3 * peers.size(); ++i) out += " |";
       out += "\n";
       continue;

@@ -37,6 +37,21 @@ const PeerResult* PointResult::peer(const std::string& variant) const {
   return nullptr;
 }
 
+std::string markdown_cell(const std::string& text, std::size_t max_chars) {
+  const bool cut = text.size() > max_chars;
+  std::string out;
+  for (char c : cut ? text.substr(0, max_chars) : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return cut ? out + "..." : out;
+}
+
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());

@@ -65,6 +65,11 @@ void read_train_json(const nlohmann::json& report, PointResult& result);
 // RuntimeFailure naming a missing key.
 PeerResult read_peer_json(const nlohmann::json& report);
 
+// Text made safe for one cell of a Markdown table: '|' escaped, line breaks
+// as spaces, cut to max_chars (with "...") so a long kernel name or error
+// cannot swamp the table.
+std::string markdown_cell(const std::string& text, std::size_t max_chars = 160);
+
 // The median of a list (empty: 0).
 double median(std::vector<double> values);
 

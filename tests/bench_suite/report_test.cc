@@ -81,6 +81,15 @@ TEST(BenchReport, CsvHasAHeaderAndOneRowPerPoint) {
       << "a field with a comma is quoted: " << lines[3];
 }
 
+TEST(BenchReport, MarkdownCellsEscapePipesAndCutLongText) {
+  EXPECT_EQ(markdown_cell("a|b\nc"), "a\\|b c");
+  EXPECT_EQ(markdown_cell("abcdefgh", 5), "abcde...");
+  EXPECT_EQ(markdown_cell("abcde", 5), "abcde");
+  BenchReport report = sample_report();
+  report.points[2].error = "bad | value";
+  EXPECT_NE(to_markdown(report).find("failed: bad \\| value |"), std::string::npos);
+}
+
 TEST(BenchReport, MarkdownShowsSpeedupsOverFirstLevelAndPeer) {
   const std::string md = to_markdown(sample_report());
   EXPECT_NE(md.find("| gpu | Test GPU |"), std::string::npos);
