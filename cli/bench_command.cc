@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "bench_suite/environment.h"
@@ -152,10 +153,115 @@ void register_flags(CLI::App* cmd, BenchArgs& a) {
   cmd->add_flag("--strict", a.strict,
                 "with --baseline: points found on one side only fail too (else listed only)")
       ->group("Regression check");
+  cmd->add_flag("--resume", a.resume,
+                "take the points an earlier bench into the same --out finished (its bench.json: "
+                "same model and step counts) and run only the others")
+      ->group("Output");
   value(cmd, "--from-json", a.from_json, "FILE",
         "run nothing: rewrite the reports and plots of an earlier bench.json into --out (and "
         "check it against --baseline)")
       ->group("Output");
+}
+
+// --resume: the points of an earlier, interrupted bench into the same --out
+// with the same model and step counts (null when there is none to take).
+std::optional<BenchReport> earlier_bench(const BenchArgs& a, const suite::RunSettings& settings) {
+  const std::string path = settings.out_dir + "/bench.json";
+  if (!a.resume || !std::ifstream(path)) return std::nullopt;
+  BenchReport earlier = read_bench_json("--resume", path);
+  if (earlier.model != settings.model.describe() || earlier.num_steps != settings.num_steps ||
+      earlier.warmup_steps != settings.warmup_steps) {
+    throw UsageError("--resume: " + path + " was made with another model or step counts (" +
+                     earlier.model + ", " + std::to_string(earlier.warmup_steps) + " + " +
+                     std::to_string(earlier.num_steps) + " steps); use another --out");
+  }
+  return earlier;
+}
+
+const PointResult* find_point(const std::optional<BenchReport>& report, const std::string& key) {
+  if (!report) return nullptr;
+  for (const PointResult& r : report->points) {
+    if (r.ok && r.match_key() == key) return &r;
+  }
+  return nullptr;
+}
+
+// Every point of the matrix (taken from an earlier run with --resume), the
+// peer beside each precision and shape, the outputs rewritten after each.
+BenchReport run_matrix(const BenchArgs& a, const suite::RunSettings& settings) {
+  const suite::BenchAxes axes{suite::parse_level_list(a.levels),
+                              suite::parse_precision_list(a.precisions),
+                              suite::parse_int_list("--batch-sizes", a.batch_sizes),
+                              suite::parse_int_list("--seq-lens", a.seq_lens)};
+  std::vector<BenchPoint> points = suite::expand(axes);
+  if (a.ablation) points = suite::with_ablation(points);
+  const PeerPlan peer = plan_peer(a, settings);
+  if (!peer.why_not.empty()) std::cout << "peer: off (" << peer.why_not << ")\n";
+  const std::optional<BenchReport> earlier = earlier_bench(a, settings);
+
+  BenchReport report;
+  report.model = settings.model.describe();
+  report.num_steps = settings.num_steps;
+  report.warmup_steps = settings.warmup_steps;
+  report.device = settings.device.empty() ? "default" : settings.device;
+  std::cout << "bench | model " << report.model << " | " << points.size() << " points"
+            << (peer.enabled ? " + the PyTorch peer per precision and shape" : "") << " | "
+            << settings.warmup_steps << " warm-up + " << settings.num_steps
+            << " timed steps each | out " << settings.out_dir << std::endl;
+
+  nlohmann::json first_train, first_peer;
+  // The peer depends on precision and shape only: run once, shown on every level's row.
+  std::map<std::string, std::vector<PeerResult>> peers_by_shape;
+  const auto start = std::chrono::steady_clock::now();
+  int ran = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    PointResult r;
+    r.point = points[i];
+    r.model = report.model;
+    const PointResult* taken = find_point(earlier, r.match_key());
+    if (taken) {
+      r = *taken;
+    } else {
+      r = suite::run_point(settings, points[i]);
+      ++ran;
+    }
+    const nlohmann::json train_json = r.ok ? read_point_json(settings, r) : nlohmann::json();
+    if (first_train.is_null() && train_json.is_object()) {
+      first_train = train_json;
+      report.device = device_of(train_json);
+    }
+    if (peer.enabled && r.ok && points[i].variant.name.empty()) {
+      const std::string shape = r.point.precision + " B" + std::to_string(r.point.batch) + " S" +
+                                std::to_string(r.point.seq);
+      auto [it, fresh] = peers_by_shape.try_emplace(shape);
+      if (fresh && taken && !taken->peers.empty()) {
+        it->second = taken->peers;
+      } else if (fresh) {
+        const std::string device = device_of(train_json);
+        // On the CPU only eager: torch.compile's CUDA graphs need a GPU.
+        for (const std::string& variant : peer.variants) {
+          if (device == "cpu" && variant == "compile") continue;
+          nlohmann::json peer_json;
+          it->second.push_back(suite::run_peer(settings, r.point, variant, device, &peer_json));
+          if (first_peer.is_null() && it->second.back().ok) first_peer = peer_json;
+        }
+      }
+      r.peers = it->second;
+    }
+    report.points.push_back(r);
+    report.environment = suite::collect_environment(first_train, first_peer);
+    if (earlier && first_peer.is_null() && earlier->environment.count("torch")) {
+      report.environment["torch"] = earlier->environment.at("torch");
+    }
+    suite::write_bench_outputs(report, settings.out_dir);
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double eta = ran > 0 ? elapsed / ran * static_cast<double>(points.size() - i - 1) : 0;
+    std::cout << point_line(static_cast<int>(i + 1), static_cast<int>(points.size()), r)
+              << (taken ? " (from the earlier run)" : "") << " | elapsed "
+              << format_duration(elapsed) << ", ETA " << format_duration(eta) << std::endl;
+  }
+  return report;
 }
 
 }  // namespace
@@ -194,67 +300,8 @@ int BenchCommand::run() const {
     baseline = read_bench_json("--baseline", a.baseline);
   }
 
-  BenchReport report;
-  if (!a.from_json.empty()) {
-    report = read_bench_json("--from-json", a.from_json);
-  } else {
-    const suite::BenchAxes axes{suite::parse_level_list(a.levels),
-                                suite::parse_precision_list(a.precisions),
-                                suite::parse_int_list("--batch-sizes", a.batch_sizes),
-                                suite::parse_int_list("--seq-lens", a.seq_lens)};
-    std::vector<BenchPoint> points = suite::expand(axes);
-    if (a.ablation) points = suite::with_ablation(points);
-    const PeerPlan peer = plan_peer(a, settings);
-    if (!peer.why_not.empty()) std::cout << "peer: off (" << peer.why_not << ")\n";
-
-    report.model = settings.model.describe();
-    report.num_steps = settings.num_steps;
-    report.warmup_steps = settings.warmup_steps;
-    report.device = settings.device.empty() ? "default" : settings.device;
-    std::cout << "bench | model " << report.model << " | " << points.size() << " points"
-              << (peer.enabled ? " + the PyTorch peer per precision and shape" : "") << " | "
-              << settings.warmup_steps << " warm-up + " << settings.num_steps
-              << " timed steps each | out " << settings.out_dir << std::endl;
-
-    nlohmann::json first_train, first_peer;
-    // The peer depends on precision and shape only: run once, shown on every level's row.
-    std::map<std::string, std::vector<PeerResult>> peers_by_shape;
-    const auto start = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      PointResult r = suite::run_point(settings, points[i]);
-      const nlohmann::json train_json = r.ok ? read_point_json(settings, r) : nlohmann::json();
-      if (first_train.is_null() && train_json.is_object()) {
-        first_train = train_json;
-        report.device = device_of(train_json);
-      }
-      if (peer.enabled && r.ok && points[i].variant.name.empty()) {
-        const std::string shape = r.point.precision + " B" + std::to_string(r.point.batch) + " S" +
-                                  std::to_string(r.point.seq);
-        auto [it, fresh] = peers_by_shape.try_emplace(shape);
-        if (fresh) {
-          const std::string device = device_of(train_json);
-          // On the CPU only eager: torch.compile's CUDA graphs need a GPU.
-          for (const std::string& variant : peer.variants) {
-            if (device == "cpu" && variant == "compile") continue;
-            nlohmann::json peer_json;
-            it->second.push_back(suite::run_peer(settings, r.point, variant, device, &peer_json));
-            if (first_peer.is_null() && it->second.back().ok) first_peer = peer_json;
-          }
-        }
-        r.peers = it->second;
-      }
-      report.points.push_back(r);
-      report.environment = suite::collect_environment(first_train, first_peer);
-      suite::write_bench_outputs(report, settings.out_dir);
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double eta =
-          elapsed / static_cast<double>(i + 1) * static_cast<double>(points.size() - i - 1);
-      std::cout << point_line(static_cast<int>(i + 1), static_cast<int>(points.size()), r)
-                << " | elapsed " << format_duration(elapsed) << ", ETA " << format_duration(eta)
-                << std::endl;
-    }
-  }
+  const BenchReport report =
+      a.from_json.empty() ? run_matrix(a, settings) : read_bench_json("--from-json", a.from_json);
 
   const std::vector<std::string> written = suite::write_bench_outputs(report, settings.out_dir);
   std::cout << "wrote " << written.size() << " files into " << settings.out_dir

@@ -26,6 +26,7 @@ struct BenchArgs {
   std::string min_speedup;
   bool strict = false;
   std::string from_json;
+  bool resume = false;
   SuiteFlags suite;
 };
 

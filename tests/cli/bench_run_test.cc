@@ -151,6 +151,30 @@ TEST(BenchRunFailure, AFailedPointIsRecordedAndTheBenchGoesOn) {
   fs::remove_all(dir);
 }
 
+TEST(BenchResume, TakesTheFinishedPointsAndRunsOnlyTheOthers) {
+  const fs::path dir = scratch_dir("bench_resume");
+  const std::string matrix =
+      "bench --levels v1 --precisions fp32 --batch-sizes 2 --peer off --out " + dir.string() +
+      kTinyModel;
+  ASSERT_EQ(run_tinyllama(matrix + " --seq-lens 8").exit_code, 0);
+  const nlohmann::json first = read_json(dir / "bench.json");
+  const RunResult more = run_tinyllama(matrix + " --seq-lens 8,16 --resume");
+  ASSERT_EQ(more.exit_code, 0) << more.out << more.err;
+  EXPECT_NE(more.out.find("[1/2] v1 fp32 B2 S8: "), std::string::npos);
+  EXPECT_NE(more.out.find("(from the earlier run)"), std::string::npos) << more.out;
+  EXPECT_EQ(more.out.find("[2/2] v1 fp32 B2 S16: FAILED"), std::string::npos) << more.out;
+  const nlohmann::json second = read_json(dir / "bench.json");
+  ASSERT_EQ(second["points"].size(), 2u);
+  EXPECT_EQ(second["points"][0]["ms_per_step"], first["points"][0]["ms_per_step"])
+      << "the finished point is taken, not run again";
+  const RunResult other = run_tinyllama(
+      "bench --levels v1 --precisions fp32 --batch-sizes 2 --seq-lens 8 --peer off --resume "
+      "--out " +
+      dir.string() + kTinyModel + " --num-steps 3");
+  EXPECT_EQ(other.exit_code, 2) << "another step count cannot resume: " << other.err;
+  fs::remove_all(dir);
+}
+
 TEST(BenchAblation, EachChoiceSwitchedAloneGetsARow) {
   const fs::path dir = scratch_dir("bench_ablation");
   const RunResult r = run_tinyllama(
