@@ -2,6 +2,7 @@
 
 #include "bench_suite/environment.h"
 #include "core/errors.h"
+#include "io/atomic_file.h"
 #include "model/config.h"
 #include "option_value.h"
 #include "train/flag_values.h"
@@ -64,6 +65,7 @@ suite::RunSettings to_run_settings(const SuiteFlags& f) {
   s.timeout_s = parse_real_flag("--timeout", f.timeout);
   if (s.timeout_s < 0) throw UsageError("--timeout " + f.timeout + ": expected seconds >= 0");
   if (f.out.empty()) throw UsageError("--out: expected a directory");
+  check_output_directory("--out", f.out);  // refused before the first run, not after it
   s.out_dir = f.out;
   s.peer_script = suite::source_tree() + "/scripts/peer/torch_peer.py";
   return s;

@@ -129,6 +129,9 @@ TEST(BenchUsage, BadValuesAreOneLineUsageErrors) {
   const RunResult rule = run_tinyllama("bench --max-slowdown 0.1 --peer off");
   EXPECT_EQ(rule.exit_code, 2);
   EXPECT_NE(rule.err.find("--max-slowdown: needs --baseline"), std::string::npos) << rule.err;
+  const RunResult out = run_tinyllama("bench --peer off --out /proc/version/x");
+  EXPECT_EQ(out.exit_code, 2) << out.err;
+  EXPECT_NE(out.err.find("error: --out /proc/version/x: "), std::string::npos) << out.err;
   const RunResult missing = run_tinyllama("bench --from-json /nonexistent/bench.json");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(count_lines(missing.err), 1) << missing.err;
