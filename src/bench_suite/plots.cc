@@ -80,7 +80,7 @@ std::vector<Series> series_over(const BenchReport& report, const Axes& a, bool o
                                         : find(report, a.levels.front(), precision, x, fixed_seq);
         const PeerResult* p = r ? r->peer(peer) : nullptr;
         s.values.push_back(p && p->ok ? peer_figure(*p, *r) : kNone);
-        any = any || (p && p->ok);
+        any = any || std::isfinite(s.values.back());  // a CPU peer has no memory figure
       }
       if (any) out.push_back(s);
     }
