@@ -8,6 +8,8 @@
 #include <new>
 #include <string>
 
+#include "bench_command.h"
+#include "compare_command.h"
 #include "core/errors.h"
 #include "generate_command.h"
 #include "kernels_command.h"
@@ -47,6 +49,8 @@ int run_cli(int argc, char** argv) {
   cli::PrepareCommand prepare(app);
   cli::GenerateCommand generate(app);
   cli::TuneCommand tune(app);
+  cli::BenchCommand bench(app);
+  cli::CompareCommand compare(app);
   try {
     app.parse(argc, argv);
     if (train.selected()) return train.run();
@@ -54,9 +58,11 @@ int run_cli(int argc, char** argv) {
     if (prepare.selected()) return prepare.run();
     if (generate.selected()) return generate.run();
     if (tune.selected()) return tune.run();
+    if (bench.selected()) return bench.run();
+    if (compare.selected()) return compare.run();
     throw UsageError(
-        "missing command; available: train, kernels, prepare, generate, tune (see 'tinyllama "
-        "--help')");
+        "missing command; available: train, kernels, prepare, generate, tune, bench, compare "
+        "(see 'tinyllama --help')");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(kExitUsage, cli::one_line_parse_error(e, app));

@@ -2,10 +2,14 @@
 
 #include <csignal>
 #include <cstdint>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "bench_suite/run_comparison.h"
 #include "core/errors.h"
 #include "io/atomic_file.h"
 #include "option_value.h"
@@ -179,6 +183,15 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
       ->expected(0, 1)
       ->default_str("memory_timeline.json")
       ->group("Profiling");
+  cmd->add_flag("--enable-all-profiling", a.enable_all_profiling,
+                "the workshop's flag: every profiling output train has, i.e. --profile with "
+                "--profile-api-calls (kernel statistics, trace with the CUDA API track, summary) "
+                "and --enable-memory-profiling (memory_timeline.json in the profile folder unless named)")
+      ->group("Profiling");
+  value(cmd, "--compare-with-v1", a.compare_with_v1, "FILE",
+        "an earlier run's --json (any level, the workshop's name): the summary and --json add "
+        "this run's speed-up in ms/step and its peak memory ratio against it")
+      ->group("Output");
 }
 
 }  // namespace
@@ -227,13 +240,23 @@ TrainOptions to_train_options(const TrainArgs& a) {
   o.dump_dir = a.dump_dir;
   // The profile settings mean nothing without --profile: refused rather
   // than silently ignored.
-  if (!a.profile && !a.profile_dir.empty()) throw UsageError("--profile-dir: needs --profile");
-  if (!a.profile && !a.profile_steps.empty()) throw UsageError("--profile-steps: needs --profile");
-  if (!a.profile && a.profile_api_calls) throw UsageError("--profile-api-calls: needs --profile");
-  o.profile_api_calls = a.profile_api_calls;
+  const bool profile = a.profile || a.enable_all_profiling;
+  if (!profile && !a.profile_dir.empty()) throw UsageError("--profile-dir: needs --profile");
+  if (!profile && !a.profile_steps.empty()) throw UsageError("--profile-steps: needs --profile");
+  if (!profile && a.profile_api_calls) throw UsageError("--profile-api-calls: needs --profile");
+  o.profile_api_calls = a.profile_api_calls || a.enable_all_profiling;
+  o.profile = profile;
   o.memory_profile = a.memory_profile;
-  o.profile = a.profile;
   if (!a.profile_dir.empty()) o.profile_dir = a.profile_dir;
+  // The workshop's catch-all also writes the memory timeline, beside the
+  // profile's files unless --enable-memory-profiling names a file. The folder
+  // is made now so the output checks before training can see it (the
+  // profiler would make it anyway); if it cannot be made, they say why.
+  if (a.enable_all_profiling && o.memory_profile.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.profile_dir, ec);
+    o.memory_profile = (std::filesystem::path(o.profile_dir) / "memory_timeline.json").string();
+  }
   if (!a.profile_steps.empty())
     o.profile_steps = parse_int_flag("--profile-steps", a.profile_steps);
   return o;
@@ -265,10 +288,22 @@ ParallelRequest parallel_request(const TrainArgs& a) {
   return r;
 }
 
+// --compare-with-v1: the earlier report, read before the run so that a bad
+// file is refused at once.
+std::optional<suite::EarlierRun> earlier_run(const std::string& file) {
+  if (file.empty()) return std::nullopt;
+  std::ifstream in(file);
+  if (!in) throw UsageError("--compare-with-v1 " + file + ": cannot be read");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw UsageError("--compare-with-v1 " + file + ": not valid JSON");
+  return suite::read_earlier_run(file, j);
+}
+
 }  // namespace
 
 int TrainCommand::run() const {
   TrainOptions opts = to_train_options(args_);
+  const std::optional<suite::EarlierRun> earlier = earlier_run(args_.compare_with_v1);
   const ParallelRequest parallel = parallel_request(args_);
   if (const std::optional<int> code = launch_ranks_if_asked(parallel)) return *code;
   const std::optional<dist::RankEnv> rank = this_rank(parallel);
@@ -314,6 +349,11 @@ int TrainCommand::run() const {
               << "\n";
   }
   std::cout << format_summary(summary, opts);
+  std::optional<suite::RunComparison> versus;
+  if (earlier) {
+    versus = suite::RunComparison{*earlier, summary.ms_per_step, summary.peak_mb};
+    std::cout << versus->summary_line();
+  }
   std::cout << summary.profile_report;
   std::cout << summary.memory_profile_report;
   // Everything finished is reported before any failure: the summary above,
@@ -322,7 +362,15 @@ int TrainCommand::run() const {
   if (!opts.json_path.empty() && (!rank || rank->rank == 0)) {
     try {
       std::cout.flush();  // --json /dev/stdout comes after the summary
-      write_json_report(opts.json_path, summary, opts);
+      if (versus) {
+        // The report with the comparison added under its own key.
+        nlohmann::json report = json_report(summary, opts);
+        report["compare_with_v1"] = versus->to_json();
+        const std::string text = report.dump(2) + "\n";
+        write_atomically("--json", opts.json_path, [&](FileSink& out) { out.write(text); });
+      } else {
+        write_json_report(opts.json_path, summary, opts);
+      }
       // Nothing more on a stdout the report went to: a redirected stdout
       // would write over it (the report appends, stdout keeps its offset).
       if (!written_in_place(opts.json_path)) std::cout << "wrote " << opts.json_path << "\n";

@@ -48,6 +48,9 @@ struct TrainArgs {
   RunFlags run;                  // data, evaluation, checkpoints, resume
   std::string gpus;              // empty: not given
   std::string zero_stage = "1";  // ZeRO-1 (AdamW state sharded) or 0
+
+  bool enable_all_profiling = false;  // --enable-all-profiling: every profiling output
+  std::string compare_with_v1;        // --compare-with-v1 FILE: an earlier train --json
 };
 
 class TrainCommand {

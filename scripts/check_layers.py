@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when an include points up the layers (docs/ARCHITECTURE.md, Layers).
 
-    core <- model <- cpu, cuda, io <- data, prof <- train, infer <- bench <- cli
+    core <- model <- cpu, cuda, io <- data, prof <- train, infer <- bench, bench_suite <- cli
 
 A file may include its own folder and any folder of a lower layer; folders
 of one layer (cpu, cuda and io; data and prof; train and infer) do not
@@ -12,7 +12,7 @@ import re
 import sys
 
 RANK = {"core": 0, "dist": 1, "model": 1, "cpu": 2, "cuda": 2, "io": 2, "data": 3, "prof": 3, "train": 4,
-        "infer": 4, "bench": 5, "cli": 6}
+        "infer": 4, "bench": 5, "bench_suite": 5, "cli": 6}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 
 

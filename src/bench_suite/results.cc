@@ -1,0 +1,97 @@
+#include "bench_suite/results.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "model/config.h"
+
+namespace tinyllama::suite {
+
+int ModelFlags::kv_heads() const {
+  return num_kv_heads > 0 ? num_kv_heads : ModelConfig::default_kv_heads(num_heads);
+}
+
+int ModelFlags::ffn() const {
+  return ffn_dim > 0 ? ffn_dim : ModelConfig::default_ffn_dim(hidden_dim);
+}
+
+std::vector<std::string> ModelFlags::train_args() const {
+  return {"--vocab-size",   std::to_string(vocab_size), "--hidden-dim", std::to_string(hidden_dim),
+          "--num-layers",   std::to_string(num_layers), "--num-heads",  std::to_string(num_heads),
+          "--num-kv-heads", std::to_string(kv_heads()), "--ffn-dim",    std::to_string(ffn())};
+}
+
+std::string ModelFlags::describe() const {
+  return "D" + std::to_string(hidden_dim) + " L" + std::to_string(num_layers) + " H" +
+         std::to_string(num_heads) + " K" + std::to_string(kv_heads()) + " F" +
+         std::to_string(ffn()) + " vocab " + std::to_string(vocab_size);
+}
+
+const PeerResult* PointResult::peer(const std::string& variant) const {
+  for (const PeerResult& p : peers) {
+    if (p.variant == variant) return &p;
+  }
+  return nullptr;
+}
+
+std::string markdown_cell(const std::string& text, std::size_t max_chars) {
+  const bool cut = text.size() > max_chars;
+  std::string out;
+  for (char c : cut ? text.substr(0, max_chars) : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return cut ? out + "..." : out;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+PeerResult read_peer_json(const nlohmann::json& report) {
+  PeerResult p;
+  try {
+    p.variant = report.at("variant").get<std::string>();
+    p.ms_per_step = report.at("ms_per_step").get<double>();
+    const nlohmann::json& peak = report.at("peak_mb");
+    p.peak_mb = peak.is_number() ? peak.get<double>() : std::numeric_limits<double>::quiet_NaN();
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeFailure(std::string("peer report: ") + e.what());
+  }
+  p.ok = true;
+  return p;
+}
+
+void read_train_json(const nlohmann::json& report, PointResult& result) {
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    if (!report.contains(key) || report.at(key).is_null()) {
+      throw RuntimeFailure(std::string("train report has no \"") + key + "\"");
+    }
+    return report.at(key);
+  };
+  result.ms_per_step = need("ms_per_step").get<double>();
+  result.tokens_per_s = need("tokens_per_s").get<double>();
+  result.samples_per_s = need("samples_per_s").get<double>();
+  result.peak_mb = need("peak_mb").get<double>();
+  result.final_loss = need("final_loss").get<double>();
+  std::vector<double> step_ms;
+  for (const nlohmann::json& s : need("steps")) step_ms.push_back(s.at("ms").get<double>());
+  result.median_ms_per_step = median(step_ms);
+  const nlohmann::json launches = report.value("kernel_launches_per_step", nlohmann::json());
+  result.kernel_launches_per_step =
+      launches.is_number() ? std::optional<int>(launches.get<int>()) : std::nullopt;
+  result.ok = true;
+}
+
+}  // namespace tinyllama::suite
