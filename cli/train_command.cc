@@ -2,10 +2,10 @@
 
 #include <csignal>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -183,10 +183,11 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
       ->expected(0, 1)
       ->default_str("memory_timeline.json")
       ->group("Profiling");
-  cmd->add_flag("--enable-all-profiling", a.enable_all_profiling,
-                "the workshop's flag: every profiling output train has, i.e. --profile with "
-                "--profile-api-calls (kernel statistics, trace with the CUDA API track, summary) "
-                "and --enable-memory-profiling (memory_timeline.json in the profile folder unless named)")
+  cmd->add_flag(
+         "--enable-all-profiling", a.enable_all_profiling,
+         "the workshop's flag: every profiling output train has, i.e. --profile with "
+         "--profile-api-calls (kernel statistics, trace with the CUDA API track, summary) "
+         "and --enable-memory-profiling (memory_timeline.json in the profile folder unless named)")
       ->group("Profiling");
   value(cmd, "--compare-with-v1", a.compare_with_v1, "FILE",
         "an earlier run's --json (any level, the workshop's name): the summary and --json add "
