@@ -129,6 +129,14 @@ void measure(TunePoint& p, const TuneArgs& a, const TrainOptions& base,
     p.status = "failed: no summary from the run";
     return;
   }
+  // The run must be the configuration the prediction was made for: a point
+  // measured at another precision (or level) would rank batches wrongly.
+  const std::string want = precision_name(base.plan.precision);
+  const std::string got = j.contains("config") ? j["config"].value("precision", "") : "";
+  if (got != want) {
+    p.status = "failed: the run trained in " + got + ", not " + want;
+    return;
+  }
   p.measured = true;
   p.status = "ok";
   p.tokens_per_s = j["tokens_per_s"].get<double>();
@@ -213,7 +221,7 @@ int TuneCommand::run() const {
   try {
     for (TunePoint& p : result.points) {
       if (!p.fits) continue;
-      measure(p, a, base, dir);
+      measure(p, with_steps, base, dir);
       ++done;
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
