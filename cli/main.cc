@@ -15,6 +15,7 @@
 #include "parse_error.h"
 #include "prepare_command.h"
 #include "train_command.h"
+#include "validate_command.h"
 #include "version.h"
 
 namespace {
@@ -45,14 +46,17 @@ int run_cli(int argc, char** argv) {
   cli::KernelsCommand kernels(app);
   cli::PrepareCommand prepare(app);
   cli::GenerateCommand generate(app);
+  cli::ValidateCommand validate(app);
   try {
     app.parse(argc, argv);
     if (train.selected()) return train.run();
     if (kernels.selected()) return kernels.run();
     if (prepare.selected()) return prepare.run();
     if (generate.selected()) return generate.run();
+    if (validate.selected()) return validate.run();
     throw UsageError(
-        "missing command; available: train, kernels, prepare, generate (see 'tinyllama --help')");
+        "missing command; available: train, kernels, prepare, generate, validate (see 'tinyllama "
+        "--help')");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(kExitUsage, cli::one_line_parse_error(e, app));
