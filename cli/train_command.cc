@@ -16,6 +16,7 @@
 #include "train/report.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
+#include "validate_setup.h"
 
 namespace tinyllama::cli {
 namespace {
@@ -159,6 +160,23 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "timed steps --profile records (the first ones after the warm-up)")
       ->default_str("5")
       ->group("Profiling");
+  cmd->add_option("--inject", a.inject,
+                  "exercise fault (docs/EXERCISES.md), repeatable or comma-separated: "
+                  "broken-init (weights N(0, 1), not N(0, 0.02)), noncontiguous-kv (attention "
+                  "reads K/V strided; cuda), unsynced-timing (host-clock phase times printed "
+                  "beside the event times), naive-swiglu (gate/up by one thread per output; cuda)")
+      ->type_name("NAME")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group("Debugging exercise");
+  cmd->add_flag("--log-logit-stats", a.log_logit_stats,
+                "after every step, a line with the mean, std and max of the step's logits "
+                "(keeps one step in flight and reads the logits back: slower)")
+      ->group("Debugging exercise");
+  cmd->add_flag("--validate-setup", a.validate_setup,
+                "the quick check: 5 steps of this model, level, precision and device at batch "
+                "<= 2, judged (first loss near ln(vocab), finite gradients, step 1 against the "
+                "float64 reference when small enough); prints PASS or FAIL, exit 0 or 1")
+      ->group("Debugging exercise");
   cmd->add_flag("--profile-api-calls", a.profile_api_calls,
                 "eager runs: keep CUPTI's CUDA API records in the profiled steps too (the trace's "
                 "CUDA API track and launch arrows from each call); costs a host-bound eager step "
@@ -216,6 +234,9 @@ TrainOptions to_train_options(const TrainArgs& a) {
   if (!a.profile && !a.profile_steps.empty()) throw UsageError("--profile-steps: needs --profile");
   if (!a.profile && a.profile_api_calls) throw UsageError("--profile-api-calls: needs --profile");
   o.profile_api_calls = a.profile_api_calls;
+  for (const std::string& name : a.inject) add_fault(o.faults, name);
+  o.log_logit_stats = a.log_logit_stats;
+  o.validate_setup = a.validate_setup;
   o.profile = a.profile;
   if (!a.profile_dir.empty()) o.profile_dir = a.profile_dir;
   if (!a.profile_steps.empty())
@@ -253,6 +274,11 @@ ParallelRequest parallel_request(const TrainArgs& a) {
 
 int TrainCommand::run() const {
   TrainOptions opts = to_train_options(args_);
+  if (opts.validate_setup) {
+    if (!args_.gpus.empty())
+      throw UsageError("--validate-setup: checks one device; leave out --gpus");
+    return run_validate_setup(opts);
+  }
   const ParallelRequest parallel = parallel_request(args_);
   if (const std::optional<int> code = launch_ranks_if_asked(parallel)) return *code;
   const std::optional<dist::RankEnv> rank = this_rank(parallel);
@@ -276,6 +302,7 @@ int TrainCommand::run() const {
           progress.clear();
           std::cout << format_step_line(rec, o, so_far.peak_mb) << std::endl;
         }
+        print_exercise_lines(rec, o, /*warmup=*/false, progress);
         progress.step_done(o.warmup_steps + rec.step, rec.ms);
       },
       [&progress](const std::string& line) {
@@ -287,6 +314,7 @@ int TrainCommand::run() const {
           progress.clear();
           std::cout << format_warmup_line(rec, o) << std::endl;
         }
+        print_exercise_lines(rec, o, /*warmup=*/true, progress);
         progress.step_done(rec.step, rec.ms);
       },
       collectives.get());

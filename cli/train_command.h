@@ -4,6 +4,7 @@
 // JSON report.
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "run_flags.h"
 
@@ -44,9 +45,13 @@ struct TrainArgs {
   std::string profile_dir;    // empty: not given ("profile")
   std::string profile_steps;  // empty: not given (5)
   bool profile_api_calls = false;
-  RunFlags run;  // data, evaluation, checkpoints, resume
+  RunFlags run;                  // data, evaluation, checkpoints, resume
   std::string gpus;              // empty: not given
   std::string zero_stage = "1";  // ZeRO-1 (AdamW state sharded) or 0
+  // The debugging exercise (docs/EXERCISES.md).
+  std::vector<std::string> inject;
+  bool log_logit_stats = false;
+  bool validate_setup = false;
 };
 
 class TrainCommand {

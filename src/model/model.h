@@ -27,6 +27,14 @@ struct MemoryBreakdown {
   }
 };
 
+// --log-logit-stats (model_logit_stats.cc): over every position and
+// vocabulary entry of a batch.
+struct LogitStats {
+  double mean = 0;
+  double std = 0;
+  double max = 0;
+};
+
 class Model {
  public:
   // The plan must have been resolved for cfg and shape (resolve_plan); the
@@ -129,6 +137,12 @@ class Model {
   // backward_pass starts below the head and the full logits never exist.
   void forward_pass();
   void optimizer_pass();
+
+  // The logits of the last step's batch -- its final hidden states through
+  // the tied head as it is now, after the step's update -- summarised. Runs
+  // the head GEMM again, one logits buffer of rows at a time, and reads each
+  // back: it synchronises, so call it between steps (nothing in flight).
+  LogitStats logit_stats();
 
   // Views into the flat blocks, for tests and I/O.
   Mat param(const ParamSlot& s) const;

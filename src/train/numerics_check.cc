@@ -99,44 +99,9 @@ double loss_error(double actual, double ref) {
 
 void judge_step(const NumericsCase& c, const ParamLayout& layout, int step, const StepTaken& s,
                 std::vector<ErrorCheck>& checks) {
-  CpuBackend exact;
-  const LossAndGrads ref = float64_step(c, exact, s.before, s.rows, 1.0f);
-  const bool mixed = c.precision.mixed();
-  LossAndGrads base;
-  if (mixed) {
-    // The baseline: the same step with every stored value rounded to the
-    // compute dtype, fp16 at the loss scale the trainer starts from.
-    RoundingBackend rounding(c.precision.compute);
-    std::vector<double> rounded = s.before;
-    round_to_dtype(rounded, c.precision.compute);
-    const float scale = c.precision.compute == DType::F16 ? 65536.0f : 1.0f;
-    base = float64_step(c, rounding, rounded, s.rows, scale);
-  }
-  auto check = [&](std::string quantity, double error, double baseline_error) {
-    ErrorCheck e{std::move(quantity), step, error, kFp32Tolerance, -1};
-    if (mixed) {
-      e.baseline = baseline_error;
-      e.limit = amp_limit(baseline_error, c.precision.compute);
-    }
-    return e;
-  };
-  checks.push_back(
-      check("loss", loss_error(s.loss, ref.loss), mixed ? loss_error(base.loss, ref.loss) : 0.0));
-  // Gradients per tensor, reported per kind of tensor: the layer whose
-  // error is nearest its limit.
-  std::vector<ErrorCheck> grads;
-  for (const ParamSlot& slot : layout.slots()) {
-    ErrorCheck e = check("grad " + param_group(slot.name), slot_error(slot, s.grads, ref.grads),
-                         mixed ? slot_error(slot, base.grads, ref.grads) : 0.0);
-    auto same = std::find_if(grads.begin(), grads.end(),
-                             [&](const ErrorCheck& g) { return g.quantity == e.quantity; });
-    if (same == grads.end()) {
-      grads.push_back(e);
-    } else if (!(same->error / same->limit >= e.error / e.limit)) {
-      *same = e;
-    }
-  }
-  checks.insert(checks.end(), grads.begin(), grads.end());
+  const std::vector<ErrorCheck> loss_grads =
+      compare_with_reference(c, layout, step, s.before, s.rows, s.loss, s.grads);
+  checks.insert(checks.end(), loss_grads.begin(), loss_grads.end());
   if (s.skipped) {
     checks.push_back({"adamw (fp16 overflow skipped the update)", step, INFINITY, kAdamwTolerance});
     return;
@@ -153,6 +118,50 @@ void judge_step(const NumericsCase& c, const ParamLayout& layout, int step, cons
 }
 
 }  // namespace
+
+std::vector<ErrorCheck> compare_with_reference(const NumericsCase& c, const ParamLayout& layout,
+                                               int step, const std::vector<double>& before,
+                                               const std::vector<std::int32_t>& rows, double loss,
+                                               const std::vector<double>& grads) {
+  CpuBackend exact;
+  const LossAndGrads ref = float64_step(c, exact, before, rows, 1.0f);
+  const bool mixed = c.precision.mixed();
+  LossAndGrads base;
+  if (mixed) {
+    // The baseline: the same step with every stored value rounded to the
+    // compute dtype, fp16 at the loss scale the trainer starts from.
+    RoundingBackend rounding(c.precision.compute);
+    std::vector<double> rounded = before;
+    round_to_dtype(rounded, c.precision.compute);
+    const float scale = c.precision.compute == DType::F16 ? 65536.0f : 1.0f;
+    base = float64_step(c, rounding, rounded, rows, scale);
+  }
+  auto check = [&](std::string quantity, double error, double baseline_error) {
+    ErrorCheck e{std::move(quantity), step, error, kFp32Tolerance, -1};
+    if (mixed) {
+      e.baseline = baseline_error;
+      e.limit = amp_limit(baseline_error, c.precision.compute);
+    }
+    return e;
+  };
+  std::vector<ErrorCheck> checks;
+  checks.push_back(
+      check("loss", loss_error(loss, ref.loss), mixed ? loss_error(base.loss, ref.loss) : 0.0));
+  // Gradients per tensor, reported per kind of tensor: the layer whose
+  // error is nearest its limit.
+  for (const ParamSlot& slot : layout.slots()) {
+    ErrorCheck e = check("grad " + param_group(slot.name), slot_error(slot, grads, ref.grads),
+                         mixed ? slot_error(slot, base.grads, ref.grads) : 0.0);
+    auto same = std::find_if(checks.begin(), checks.end(),
+                             [&](const ErrorCheck& g) { return g.quantity == e.quantity; });
+    if (same == checks.end()) {
+      checks.push_back(e);
+    } else if (!(same->error / same->limit >= e.error / e.limit)) {
+      *same = e;
+    }
+  }
+  return checks;
+}
 
 std::vector<NumericsConfig> validation_configs() {
   auto make = [](std::string name, int kv_heads, std::uint64_t seed) {

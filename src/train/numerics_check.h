@@ -11,6 +11,7 @@
 
 #include "model/backend.h"
 #include "model/config.h"
+#include "model/param_layout.h"
 #include "model/step_plan.h"
 
 namespace tinyllama {
@@ -63,6 +64,16 @@ struct NumericsResult {
 NumericsResult check_numerics(const NumericsCase& c);
 // The same on a backend of the caller's (tests hand it a broken one).
 NumericsResult check_numerics(const NumericsCase& c, Backend& backend);
+
+// The loss and gradients of one step of a run (the mean loss's gradients,
+// any loss scale divided out) from weights `before` on `rows`, against the
+// float64 reference of the case's level on the same weights and batch: one
+// check for the loss, one per kind of parameter (the layer nearest its
+// limit). The case's config, level and precision say what ran.
+std::vector<ErrorCheck> compare_with_reference(const NumericsCase& c, const ParamLayout& layout,
+                                               int step, const std::vector<double>& before,
+                                               const std::vector<std::int32_t>& rows, double loss,
+                                               const std::vector<double>& grads);
 
 // "float32", "bfloat16", "float16": the name a precision is reported by.
 std::string precision_label(Precision p);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/faults.h"
 #include "model/step_plan.h"
 
 namespace tinyllama {
@@ -21,7 +22,7 @@ struct TrainOptions {
   // Data parallel (--gpus, or a launcher's environment): asked for here,
   // resolve_run puts what runs into plan.parallel. shape.batch is per rank.
   DataParallel parallel;
-  StepPlan plan;                             // resolve_run(): what the run does
+  StepPlan plan;  // resolve_run(): what the run does
 
   int num_steps = 50;
   int warmup_steps = 5;  // trained but untimed, before the measured steps
@@ -53,6 +54,11 @@ struct TrainOptions {
   std::string profile_dir = "profile";  // --profile-dir: where the profile files go
   int profile_steps = 5;                // --profile-steps
   bool profile_api_calls = false;       // --profile-api-calls: API records in eager profiled steps
+
+  // The debugging exercise (model/faults.h, docs/EXERCISES.md).
+  InjectedFaults faults;         // --inject NAME
+  bool log_logit_stats = false;  // --log-logit-stats: a logits line after every step
+  bool validate_setup = false;   // --validate-setup: a few checked steps, PASS or FAIL
 };
 
 }  // namespace tinyllama

@@ -26,6 +26,15 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   if (opts.request.precision.mixed() && device == DeviceKind::Cpu) {
     throw UsageError("--use-amp: mixed precision needs --device cuda");
   }
+  // The exercise faults that live in CUDA kernels (model/faults.h).
+  for (const auto& [set, name] : {std::pair{opts.faults.noncontiguous_kv, "noncontiguous-kv"},
+                                  std::pair{opts.faults.naive_swiglu, "naive-swiglu"}}) {
+    if (set && device == DeviceKind::Cpu) {
+      throw UsageError(std::string("--inject ") + name +
+                       ": a CUDA kernel fault, needs --device cuda (the cpu backend has no "
+                       "such kernel)");
+    }
+  }
   if (device == DeviceKind::Cuda && !cuda_device_available()) {
     throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_build_versions() +
                          "); use --device cpu");
