@@ -12,13 +12,15 @@ struct InjectedFaults {
   // Weights drawn N(0, 1) instead of N(0, 0.02) (model/init.h): the logits
   // explode and the first loss sits far above ln(vocab).
   bool broken_init = false;
-  // Attention reads K and V through a strided, uncoalesced layout (CUDA).
+  // Attention reads K and V through a strided, uncoalesced layout (a CUDA
+  // kernel not written yet: resolve_run refuses it).
   bool noncontiguous_kv = false;
   // Phase times read from host clocks around the enqueueing calls, without
   // synchronising, printed beside the event-timed phases.
   bool unsynced_timing = false;
   // The SwiGLU FFN's gate and up projections computed with one thread per
-  // output reducing over D instead of GEMMs (CUDA).
+  // output reducing over D instead of GEMMs (a CUDA kernel not written
+  // yet: resolve_run refuses it).
   bool naive_swiglu = false;
 
   bool any() const { return broken_init || noncontiguous_kv || unsynced_timing || naive_swiglu; }

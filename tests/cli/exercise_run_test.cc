@@ -95,7 +95,9 @@ TEST(Exercise, BadInjectionsAreUsageErrors) {
   for (const std::string kernel_fault : {"noncontiguous-kv", "naive-swiglu"}) {
     r = run_tinyllama(kSmall + "--inject " + kernel_fault);
     EXPECT_EQ(r.exit_code, 2) << kernel_fault;
-    EXPECT_NE(r.err.find("needs --device cuda"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not available yet, its slow CUDA kernel is not written"),
+              std::string::npos)
+        << r.err;
   }
 }
 
