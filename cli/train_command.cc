@@ -163,9 +163,10 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("--inject", a.inject,
                   "exercise fault (docs/EXERCISES.md), repeatable or comma-separated: "
                   "broken-init (weights N(0, 1), not N(0, 0.02)), unsynced-timing (host-clock "
-                  "phase times printed beside the event times); noncontiguous-kv and "
-                  "naive-swiglu are named but not available yet (their CUDA kernels are not "
-                  "written)")
+                  "phase times printed beside the event times), naive-swiglu (gate/up "
+                  "projections by one thread per output instead of a GEMM; cpu: the reference "
+                  "loops instead of BLAS); noncontiguous-kv is named but not available yet (its "
+                  "CUDA kernel is not written)")
       ->type_name("NAME")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->group("Debugging exercise");

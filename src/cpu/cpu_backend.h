@@ -41,6 +41,8 @@ class CpuBackend : public Backend {
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
+  // The reference loops, never BLAS (naive-swiglu on the CPU).
+  void naive_linear(Mat out, Mat x, Mat w) override;
   void add(Mat out, Mat a, Mat b) override;
   void mul(Mat out, Mat a, Mat b) override;
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;

@@ -410,6 +410,10 @@ void CudaBackend::silu_backward(Mat dx, Mat dout, Mat x) {
   cuda::silu_backward(dx, dout, x, stream_);
 }
 
+void CudaBackend::naive_linear(Mat out, Mat x, Mat w) {
+  cuda::naive_linear(out, x, w, stream_);
+}
+
 void CudaBackend::swiglu_forward(Mat out, Mat gate, Mat up) {
   cuda::swiglu_forward(out, gate, up, stream_);
 }

@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
+  void naive_linear(Mat out, Mat x, Mat w) override;
   // On the side stream when the plan has parallel branches, else gemm().
   std::int64_t side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                          float beta) override;

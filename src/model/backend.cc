@@ -74,4 +74,8 @@ std::unique_ptr<HostReadback> Backend::make_readback(std::size_t bytes) {
   return std::make_unique<SyncReadback>(*this, bytes);
 }
 
+void Backend::naive_linear(Mat, Mat, Mat) {
+  throw RuntimeFailure("--inject naive-swiglu: the " + name() + " backend has no naive kernel");
+}
+
 }  // namespace tinyllama

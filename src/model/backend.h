@@ -196,6 +196,13 @@ class Backend {
   // dtable[tokens[i]] += dout[i] (accumulates: the tied LM head wrote first).
   virtual void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) = 0;
 
+  // The exercise fault naive-swiglu (model/faults.h): out = x · wᵀ like
+  // gemm(out, x, false, w, true, 1, 0), but slow on purpose -- on CUDA one
+  // thread per output element reducing over x's columns, no tiles, no
+  // tensor cores; on the CPU the reference loops instead of BLAS. The
+  // default throws RuntimeFailure (a backend without it).
+  virtual void naive_linear(Mat out, Mat x, Mat w);
+
   // --- RMSNorm: y = x / sqrt(mean(x^2) + eps) * w --------------------------
   // rstd: [rows, 1] in stats dtype, saved for backward.
   virtual void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) = 0;

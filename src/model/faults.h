@@ -19,8 +19,8 @@ struct InjectedFaults {
   // synchronising, printed beside the event-timed phases.
   bool unsynced_timing = false;
   // The SwiGLU FFN's gate and up projections computed with one thread per
-  // output reducing over D instead of GEMMs (a CUDA kernel not written
-  // yet: resolve_run refuses it).
+  // output reducing over D instead of GEMMs (Backend::naive_linear; on the
+  // CPU the reference loops instead of BLAS). The backward pass is the same.
   bool naive_swiglu = false;
 
   bool any() const { return broken_init || noncontiguous_kv || unsynced_timing || naive_swiglu; }

@@ -143,6 +143,10 @@ void Model::ffn_up_forward(int l) {
   const Mat n2 = acts_.view(arena_, a.norm2);
   const Mat gu = acts_.view(arena_, a.gate_up);
   const Mat w = compute_weight(layout_.layer(l, &LayerSlots::wgu));
+  if (plan_.faults.naive_swiglu) {  // exercise fault: slow on purpose (model/faults.h)
+    backend_.naive_linear(gu, n2, w);
+    return;
+  }
   if (plan_.ops.gate_up_gemm == GemmGrouping::Fused) {
     backend_.gemm(gu, n2, false, w, true, 1.0f, 0.0f);
     return;

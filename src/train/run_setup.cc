@@ -26,15 +26,12 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   if (opts.request.precision.mixed() && device == DeviceKind::Cpu) {
     throw UsageError("--use-amp: mixed precision needs --device cuda");
   }
-  // The exercise faults that live in CUDA kernels (model/faults.h): their
-  // slow kernels are not written yet, so no run may pretend to carry them.
-  for (const auto& [set, name] : {std::pair{opts.faults.noncontiguous_kv, "noncontiguous-kv"},
-                                  std::pair{opts.faults.naive_swiglu, "naive-swiglu"}}) {
-    if (set) {
-      throw UsageError(std::string("--inject ") + name +
-                       ": not available yet, its slow CUDA kernel is not written (the cpu "
-                       "backend has none either); see docs/EXERCISES.md");
-    }
+  // noncontiguous-kv's slow attention kernel is not written yet
+  // (model/faults.h): no run may pretend to carry it.
+  if (opts.faults.noncontiguous_kv) {
+    throw UsageError(
+        "--inject noncontiguous-kv: not available yet, its slow CUDA kernel is not written (the "
+        "cpu backend has none either); see docs/EXERCISES.md");
   }
   if (device == DeviceKind::Cuda && !cuda_device_available()) {
     throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_build_versions() +
@@ -47,6 +44,7 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
     request.saved_attention = saved_attention_choice(latest_checkpoint(opts.resume));
   }
   opts.plan = resolve_plan(request, device_caps(device), opts.model, opts.shape);
+  opts.plan.faults = opts.faults;
   if (opts.parallel.enabled) {
     if (device != DeviceKind::Cuda) {
       throw UsageError("--gpus: data parallel runs on CUDA devices (not --device cpu)");
