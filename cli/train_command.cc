@@ -164,9 +164,9 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
                   "exercise fault (docs/EXERCISES.md), repeatable or comma-separated: "
                   "broken-init (weights N(0, 1), not N(0, 0.02)), unsynced-timing (host-clock "
                   "phase times printed beside the event times), naive-swiglu (gate/up "
-                  "projections by one thread per output instead of a GEMM; cpu: the reference "
-                  "loops instead of BLAS); noncontiguous-kv is named but not available yet (its "
-                  "CUDA kernel is not written)")
+                  "projections by one thread per output instead of a GEMM), noncontiguous-kv "
+                  "(attention forward reading K/V row by row per lane, uncoalesced; needs flash "
+                  "attention); on the cpu the last two run the reference loops instead of BLAS")
       ->type_name("NAME")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->group("Debugging exercise");

@@ -61,6 +61,9 @@ class CpuBackend : public Backend {
                          const AttentionShape& shape) override;
   void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
                           Mat out, Mat lse, Mat probs, const AttentionShape& shape) override;
+  // The reference loops, never BLAS (noncontiguous-kv on the CPU).
+  void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
+                                    const AttentionShape& shape) override;
   void silu_forward(Mat out, Mat x) override;
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;

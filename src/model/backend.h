@@ -232,6 +232,13 @@ class Backend {
   // lse. A backend refuses a probs that does not match impl.
   virtual void attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
                                  Mat v, const AttentionShape& shape) = 0;
+  // The exercise fault noncontiguous-kv (model/faults.h): out and lse as
+  // attention_forward(Flash, ...) leaves them, so the flash backward follows
+  // unchanged, but slow on purpose -- on CUDA each lane of a warp reads its
+  // own K/V rows (uncoalesced), nothing tiled; on the CPU the reference
+  // loops instead of BLAS. The default throws RuntimeFailure.
+  virtual void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
+                                            const AttentionShape& shape);
   // dq, dk, dv overwritten; dk/dv sum over the query heads of each group.
   virtual void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
                                   Mat k, Mat v, Mat out, Mat lse, Mat probs,

@@ -12,8 +12,10 @@ struct InjectedFaults {
   // Weights drawn N(0, 1) instead of N(0, 0.02) (model/init.h): the logits
   // explode and the first loss sits far above ln(vocab).
   bool broken_init = false;
-  // Attention reads K and V through a strided, uncoalesced layout (a CUDA
-  // kernel not written yet: resolve_run refuses it).
+  // The attention forward reads K and V row by row per lane, uncoalesced,
+  // instead of the flash kernel's tiles (Backend::strided_kv_attention_
+  // forward; on the CPU the reference loops instead of BLAS). Needs the
+  // flash plan, whose backward reads the lse it leaves.
   bool noncontiguous_kv = false;
   // Phase times read from host clocks around the enqueueing calls, without
   // synchronising, printed beside the event-timed phases.

@@ -26,13 +26,6 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   if (opts.request.precision.mixed() && device == DeviceKind::Cpu) {
     throw UsageError("--use-amp: mixed precision needs --device cuda");
   }
-  // noncontiguous-kv's slow attention kernel is not written yet
-  // (model/faults.h): no run may pretend to carry it.
-  if (opts.faults.noncontiguous_kv) {
-    throw UsageError(
-        "--inject noncontiguous-kv: not available yet, its slow CUDA kernel is not written (the "
-        "cpu backend has none either); see docs/EXERCISES.md");
-  }
   if (device == DeviceKind::Cuda && !cuda_device_available()) {
     throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_build_versions() +
                          "); use --device cpu");
@@ -45,6 +38,12 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   }
   opts.plan = resolve_plan(request, device_caps(device), opts.model, opts.shape);
   opts.plan.faults = opts.faults;
+  // noncontiguous-kv replaces the flash forward: its backward reads the lse.
+  if (opts.faults.noncontiguous_kv && opts.plan.ops.attention != AttentionImpl::Flash) {
+    throw UsageError(std::string("--inject noncontiguous-kv: replaces the flash attention "
+                                 "forward, and this run's attention is ") +
+                     impl_name(opts.plan.ops.attention) + " (add --attention flash)");
+  }
   if (opts.parallel.enabled) {
     if (device != DeviceKind::Cuda) {
       throw UsageError("--gpus: data parallel runs on CUDA devices (not --device cpu)");

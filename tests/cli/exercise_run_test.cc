@@ -86,23 +86,24 @@ TEST(Exercise, ValidateSetupPassesASoundSetupAndFailsABrokenInit) {
       << broken.err;
 }
 
-// Slow, not wrong: the same losses as the GEMM path (fp32, another
+// Slow, not wrong: the same losses as the healthy run (fp32, another
 // summation order: within the fp32 tolerance).
-TEST(Exercise, NaiveSwigluTrainsLikeTheGemms) {
-  const auto dir = scratch_dir("naive");
-  const RunResult gemm = run_tinyllama(kSmall + "--json " + (dir / "gemm.json").string());
-  const RunResult naive =
-      run_tinyllama(kSmall + "--inject naive-swiglu --json " + (dir / "naive.json").string());
-  ASSERT_EQ(gemm.exit_code, 0) << gemm.err;
-  ASSERT_EQ(naive.exit_code, 0) << naive.err;
-  const auto g = nlohmann::json::parse(read_text(dir / "gemm.json"));
-  const auto n = nlohmann::json::parse(read_text(dir / "naive.json"));
-  EXPECT_EQ(n["injected_faults"], nlohmann::json({"naive-swiglu"}));
-  ASSERT_EQ(g["losses"].size(), 3u);
-  for (std::size_t i = 0; i < 3; ++i) {
-    const double a = n["losses"][i].get<double>(), b = g["losses"][i].get<double>();
-    EXPECT_NE(a, 0.0);
-    EXPECT_NEAR(a, b, kFp32Tolerance * b) << "step " << i + 1;
+TEST(Exercise, KernelFaultsTrainLikeTheHealthyOps) {
+  const auto dir = scratch_dir("kernel_faults");
+  const RunResult healthy = run_tinyllama(kSmall + "--json " + (dir / "healthy.json").string());
+  ASSERT_EQ(healthy.exit_code, 0) << healthy.err;
+  const auto h = nlohmann::json::parse(read_text(dir / "healthy.json"));
+  ASSERT_EQ(h["losses"].size(), 3u);
+  for (const std::string fault : {"naive-swiglu", "noncontiguous-kv"}) {
+    const std::string json = (dir / (fault + ".json")).string();
+    const RunResult r = run_tinyllama(kSmall + "--inject " + fault + " --json " + json);
+    ASSERT_EQ(r.exit_code, 0) << fault << ": " << r.err;
+    const auto j = nlohmann::json::parse(read_text(json));
+    EXPECT_EQ(j["injected_faults"], nlohmann::json({fault}));
+    for (std::size_t i = 0; i < 3; ++i) {
+      const double a = j["losses"][i].get<double>(), b = h["losses"][i].get<double>();
+      EXPECT_NEAR(a, b, kFp32Tolerance * b) << fault << " step " << i + 1;
+    }
   }
   std::filesystem::remove_all(dir);
 }
@@ -114,9 +115,11 @@ TEST(Exercise, BadInjectionsAreUsageErrors) {
                        "naive-swiglu"),
             std::string::npos)
       << r.err;
-  r = run_tinyllama(kSmall + "--inject noncontiguous-kv");
+  r = run_tinyllama(kSmall + "--inject noncontiguous-kv --version v1");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("not available yet, its slow CUDA kernel is not written"), std::string::npos)
+  EXPECT_NE(r.err.find("--inject noncontiguous-kv: replaces the flash attention forward, and "
+                       "this run's attention is materialized (add --attention flash)"),
+            std::string::npos)
       << r.err;
 }
 
