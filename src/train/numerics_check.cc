@@ -58,8 +58,9 @@ struct LossAndGrads {
   double loss = 0;
   std::vector<double> grads;
 };
-LossAndGrads float64_step(const NumericsCase& c, Backend& backend, std::vector<double> weights,
-                          const std::vector<std::int32_t>& rows, float loss_scale) {
+LossAndGrads float64_step(const NumericsCase& c, Backend& backend,
+                          const std::vector<double>& weights, const std::vector<std::int32_t>& rows,
+                          float loss_scale) {
   const NumericsConfig& cfg = c.config;
   const StepPlan plan =
       plan_for_level(c.level, Precision::fp64(), DeviceCaps::cpu(), cfg.model, cfg.shape);
