@@ -18,6 +18,7 @@
 #include "prepare_command.h"
 #include "train_command.h"
 #include "tune_command.h"
+#include "validate_command.h"
 #include "version.h"
 
 namespace {
@@ -51,6 +52,7 @@ int run_cli(int argc, char** argv) {
   cli::TuneCommand tune(app);
   cli::BenchCommand bench(app);
   cli::CompareCommand compare(app);
+  cli::ValidateCommand validate(app);
   try {
     app.parse(argc, argv);
     if (train.selected()) return train.run();
@@ -60,9 +62,10 @@ int run_cli(int argc, char** argv) {
     if (tune.selected()) return tune.run();
     if (bench.selected()) return bench.run();
     if (compare.selected()) return compare.run();
+    if (validate.selected()) return validate.run();
     throw UsageError(
-        "missing command; available: train, kernels, prepare, generate, tune, bench, compare "
-        "(see 'tinyllama --help')");
+        "missing command; available: train, kernels, prepare, generate, tune, bench, compare, "
+        "validate (see 'tinyllama --help')");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(kExitUsage, cli::one_line_parse_error(e, app));

@@ -20,6 +20,7 @@
 #include "train/report.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
+#include "validate_setup.h"
 
 namespace tinyllama::cli {
 namespace {
@@ -169,6 +170,25 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "timed steps --profile records (the first ones after the warm-up)")
       ->default_str("5")
       ->group("Profiling");
+  cmd->add_option("--inject", a.inject,
+                  "exercise fault (docs/EXERCISES.md), repeatable or comma-separated: "
+                  "broken-init (weights N(0, 1), not N(0, 0.02)), unsynced-timing (host-clock "
+                  "phase times printed beside the event times), naive-swiglu (gate/up "
+                  "projections by one thread per output instead of a GEMM), noncontiguous-kv "
+                  "(attention forward reading K/V row by row per lane, uncoalesced; needs flash "
+                  "attention); on the cpu the last two run the reference loops instead of BLAS")
+      ->type_name("NAME")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group("Debugging exercise");
+  cmd->add_flag("--log-logit-stats", a.log_logit_stats,
+                "after every step, a line with the mean, std and max of the step's logits "
+                "(keeps one step in flight and reads the logits back: slower)")
+      ->group("Debugging exercise");
+  cmd->add_flag("--validate-setup", a.validate_setup,
+                "the quick check: 5 steps of this model, level, precision and device at batch "
+                "<= 2, judged (first loss near ln(vocab), finite gradients, step 1 against the "
+                "float64 reference when small enough); prints PASS or FAIL, exit 0 or 1")
+      ->group("Debugging exercise");
   cmd->add_flag("--profile-api-calls", a.profile_api_calls,
                 "eager runs: keep CUPTI's CUDA API records in the profiled steps too (the trace's "
                 "CUDA API track and launch arrows from each call); costs a host-bound eager step "
@@ -248,6 +268,9 @@ TrainOptions to_train_options(const TrainArgs& a) {
   o.profile_api_calls = a.profile_api_calls || a.enable_all_profiling;
   o.profile = profile;
   o.memory_profile = a.memory_profile;
+  for (const std::string& name : a.inject) add_fault(o.faults, name);
+  o.log_logit_stats = a.log_logit_stats;
+  o.validate_setup = a.validate_setup;
   if (!a.profile_dir.empty()) o.profile_dir = a.profile_dir;
   // The workshop's catch-all also writes the memory timeline, beside the
   // profile's files unless --enable-memory-profiling names a file. The folder
@@ -304,6 +327,11 @@ std::optional<suite::EarlierRun> earlier_run(const std::string& file) {
 
 int TrainCommand::run() const {
   TrainOptions opts = to_train_options(args_);
+  if (opts.validate_setup) {
+    if (!args_.gpus.empty())
+      throw UsageError("--validate-setup: checks one device; leave out --gpus");
+    return run_validate_setup(opts);
+  }
   const std::optional<suite::EarlierRun> earlier = earlier_run(args_.compare_with_v1);
   const ParallelRequest parallel = parallel_request(args_);
   if (const std::optional<int> code = launch_ranks_if_asked(parallel)) return *code;
@@ -328,6 +356,7 @@ int TrainCommand::run() const {
           progress.clear();
           std::cout << format_step_line(rec, o, so_far.peak_mb) << std::endl;
         }
+        print_exercise_lines(rec, o, /*warmup=*/false, progress);
         progress.step_done(o.warmup_steps + rec.step, rec.ms);
       },
       [&progress](const std::string& line) {
@@ -339,6 +368,7 @@ int TrainCommand::run() const {
           progress.clear();
           std::cout << format_warmup_line(rec, o) << std::endl;
         }
+        print_exercise_lines(rec, o, /*warmup=*/true, progress);
         progress.step_done(rec.step, rec.ms);
       },
       collectives.get());

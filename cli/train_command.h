@@ -4,6 +4,7 @@
 // JSON report.
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "run_flags.h"
 
@@ -51,6 +52,10 @@ struct TrainArgs {
 
   bool enable_all_profiling = false;  // --enable-all-profiling: every profiling output
   std::string compare_with_v1;        // --compare-with-v1 FILE: an earlier train --json
+  // The debugging exercise (docs/EXERCISES.md).
+  std::vector<std::string> inject;
+  bool log_logit_stats = false;
+  bool validate_setup = false;
 };
 
 class TrainCommand {

@@ -76,6 +76,13 @@ void CpuBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alp
   }
   cpu::gemm(c, a, trans_a, b, trans_b, alpha, beta);
 }
+void CpuBackend::strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
+                                              const AttentionShape& shape) {
+  cpu::attention_forward(out, lse, Mat(), q, k, v, shape);
+}
+void CpuBackend::naive_linear(Mat out, Mat x, Mat w) {
+  cpu::gemm(out, x, false, w, true, 1.0, 0.0);
+}
 void CpuBackend::add(Mat out, Mat a, Mat b) {
   cpu::add(out, a, b);
 }

@@ -41,6 +41,8 @@ class CpuBackend : public Backend {
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
+  // The reference loops, never BLAS (naive-swiglu on the CPU).
+  void naive_linear(Mat out, Mat x, Mat w) override;
   void add(Mat out, Mat a, Mat b) override;
   void mul(Mat out, Mat a, Mat b) override;
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;
@@ -60,6 +62,9 @@ class CpuBackend : public Backend {
                          const AttentionShape& shape) override;
   void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
                           Mat out, Mat lse, Mat probs, const AttentionShape& shape) override;
+  // The reference loops, never BLAS (noncontiguous-kv on the CPU).
+  void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
+                                    const AttentionShape& shape) override;
   void silu_forward(Mat out, Mat x) override;
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;

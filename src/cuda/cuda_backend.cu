@@ -414,6 +414,15 @@ void CudaBackend::silu_backward(Mat dx, Mat dout, Mat x) {
   cuda::silu_backward(dx, dout, x, stream_);
 }
 
+void CudaBackend::strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
+                                               const AttentionShape& shape) {
+  cuda::strided_kv_attention_forward(out, lse, q, k, v, shape, stream_);
+}
+
+void CudaBackend::naive_linear(Mat out, Mat x, Mat w) {
+  cuda::naive_linear(out, x, w, stream_);
+}
+
 void CudaBackend::swiglu_forward(Mat out, Mat gate, Mat up) {
   cuda::swiglu_forward(out, gate, up, stream_);
 }

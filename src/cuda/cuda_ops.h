@@ -21,6 +21,12 @@ void mul(Mat out, Mat a, Mat b, cudaStream_t stream);
 void silu_forward(Mat out, Mat x, cudaStream_t stream);
 void silu_backward(Mat dx, Mat dout, Mat x, cudaStream_t stream);
 void swiglu_forward(Mat out, Mat gate, Mat up, cudaStream_t stream);
+// cuda_strided_kv_attention.cu: the exercise fault noncontiguous-kv's slow
+// attention forward (out and lse as the flash forward writes them).
+void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& s,
+                                  cudaStream_t stream);
+// cuda_naive_linear.cu: the exercise fault naive-swiglu's slow projection.
+void naive_linear(Mat out, Mat x, Mat w, cudaStream_t stream);
 void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up, cudaStream_t stream);
 
 // cuda_embedding.cu. Both gradients ADD into dtable (float32), where the

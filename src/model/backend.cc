@@ -74,4 +74,13 @@ std::unique_ptr<HostReadback> Backend::make_readback(std::size_t bytes) {
   return std::make_unique<SyncReadback>(*this, bytes);
 }
 
+void Backend::naive_linear(Mat, Mat, Mat) {
+  throw RuntimeFailure("--inject naive-swiglu: the " + name() + " backend has no naive kernel");
+}
+
+void Backend::strided_kv_attention_forward(Mat, Mat, Mat, Mat, Mat, const AttentionShape&) {
+  throw RuntimeFailure("--inject noncontiguous-kv: the " + name() +
+                       " backend has no strided attention kernel");
+}
+
 }  // namespace tinyllama

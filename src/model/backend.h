@@ -196,6 +196,13 @@ class Backend {
   // dtable[tokens[i]] += dout[i] (accumulates: the tied LM head wrote first).
   virtual void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) = 0;
 
+  // The exercise fault naive-swiglu (model/faults.h): out = x · wᵀ like
+  // gemm(out, x, false, w, true, 1, 0), but slow on purpose -- on CUDA one
+  // thread per output element reducing over x's columns, no tiles, no
+  // tensor cores; on the CPU the reference loops instead of BLAS. The
+  // default throws RuntimeFailure (a backend without it).
+  virtual void naive_linear(Mat out, Mat x, Mat w);
+
   // --- RMSNorm: y = x / sqrt(mean(x^2) + eps) * w --------------------------
   // rstd: [rows, 1] in stats dtype, saved for backward.
   virtual void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) = 0;
@@ -230,6 +237,13 @@ class Backend {
   // lse. A backend refuses a probs that does not match impl.
   virtual void attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
                                  Mat v, const AttentionShape& shape) = 0;
+  // The exercise fault noncontiguous-kv (model/faults.h): out and lse as
+  // attention_forward(Flash, ...) leaves them, so the flash backward follows
+  // unchanged, but slow on purpose -- on CUDA each lane of a warp reads its
+  // own K/V rows (uncoalesced), nothing tiled; on the CPU the reference
+  // loops instead of BLAS. The default throws RuntimeFailure.
+  virtual void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
+                                            const AttentionShape& shape);
   // dq, dk, dv overwritten; dk/dv sum over the query heads of each group.
   virtual void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
                                   Mat k, Mat v, Mat out, Mat lse, Mat probs,

@@ -27,6 +27,14 @@ struct MemoryBreakdown {
   }
 };
 
+// --log-logit-stats (model_logit_stats.cc): over every position and
+// vocabulary entry of a batch.
+struct LogitStats {
+  double mean = 0;
+  double std = 0;
+  double max = 0;
+};
+
 class Model {
  public:
   // The plan must have been resolved for cfg and shape (resolve_plan); the
@@ -133,6 +141,11 @@ class Model {
   // The activation arena's base (ActivationPlan offsets count from it), for
   // the memory timeline's access trace (prof/memory_timeline.h).
   const void* activation_arena() const { return arena_; }
+  // The logits of the last step's batch -- its final hidden states through
+  // the tied head as it is now, after the step's update -- summarised. Runs
+  // the head GEMM again, one logits buffer of rows at a time, and reads each
+  // back: it synchronises, so call it between steps (nothing in flight).
+  LogitStats logit_stats();
 
   // Views into the flat blocks, for tests and I/O.
   Mat param(const ParamSlot& s) const;

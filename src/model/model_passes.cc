@@ -67,9 +67,14 @@ void Model::forward_layer(int l) {
   backend_.rope_forward(qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(), cfg_.rope_theta);
   const AttentionShape as = attention_shape(cfg_, shape_);
   ops.next("attention");
-  backend_.attention_forward(plan_.ops.attention, attn, acts_.view(arena_, a.lse),
-                             acts_.view(arena_, a.probs), qkv.col_block(0, qd),
-                             qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), as);
+  if (plan_.faults.noncontiguous_kv) {  // exercise fault: slow on purpose (model/faults.h)
+    backend_.strided_kv_attention_forward(attn, acts_.view(arena_, a.lse), qkv.col_block(0, qd),
+                                          qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), as);
+  } else {
+    backend_.attention_forward(plan_.ops.attention, attn, acts_.view(arena_, a.lse),
+                               acts_.view(arena_, a.probs), qkv.col_block(0, qd),
+                               qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), as);
+  }
   ops.next("out_proj_gemm");
   backend_.gemm(h, attn, false, compute_weight(layout_.layer(l, &LayerSlots::wo)), true, 1.0f,
                 0.0f);
@@ -143,6 +148,10 @@ void Model::ffn_up_forward(int l) {
   const Mat n2 = acts_.view(arena_, a.norm2);
   const Mat gu = acts_.view(arena_, a.gate_up);
   const Mat w = compute_weight(layout_.layer(l, &LayerSlots::wgu));
+  if (plan_.faults.naive_swiglu) {  // exercise fault: slow on purpose (model/faults.h)
+    backend_.naive_linear(gu, n2, w);
+    return;
+  }
   if (plan_.ops.gate_up_gemm == GemmGrouping::Fused) {
     backend_.gemm(gu, n2, false, w, true, 1.0f, 0.0f);
     return;

@@ -19,6 +19,7 @@
 
 #include "model/config.h"
 #include "model/data_parallel.h"
+#include "model/faults.h"
 
 namespace tinyllama {
 
@@ -224,6 +225,9 @@ struct StepPlan {
   std::vector<Fallback> fallbacks;
   std::vector<Workspace> workspaces;
   AttentionAuto attention_auto;  // requested = false unless attention=auto
+  // The debugging exercise's faults (model/faults.h), set by resolve_run from
+  // --inject; the passes read naive_swiglu.
+  InjectedFaults faults;
   // LossImpl::Chunked: rows per chunk of the loss (the last may be shorter).
   std::int64_t loss_chunk_rows = 0;
   // Data parallel over ranks (--gpus, or a launcher's environment): set by

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/faults.h"
 #include "model/step_plan.h"
 
 namespace tinyllama {
@@ -56,6 +57,11 @@ struct TrainOptions {
   // --enable-memory-profiling: one step's memory timeline as JSON here, and
   // its plot beside it (train/memory_profile.h); empty: off.
   std::string memory_profile;
+
+  // The debugging exercise (model/faults.h, docs/EXERCISES.md).
+  InjectedFaults faults;         // --inject NAME
+  bool log_logit_stats = false;  // --log-logit-stats: a logits line after every step
+  bool validate_setup = false;   // --validate-setup: a few checked steps, PASS or FAIL
 };
 
 }  // namespace tinyllama

@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "model/step_plan_json.h"
 #include "prof/memory_timeline_json.h"
+#include "train/exercise_report.h"
 #include "train/memory_check.h"
 
 namespace tinyllama {
@@ -130,6 +131,7 @@ std::string format_run_header(const TrainOptions& opts) {
   if (plan.attention_auto.requested) {
     out += "\nattention | " + plan.attention_auto.describe(plan.ops.attention);
   }
+  if (opts.faults.any()) out += "\n" + injected_faults_line(opts.faults);
   return out;
 }
 
@@ -226,6 +228,7 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
       "  device       " + std::string(device_name(opts.plan.device)) + ": " + s.device_name + "\n";
   out += "  level        " + level_line(opts.plan) + "\n";
   out += "  precision    " + precision_line(opts.plan.precision) + "\n";
+  if (opts.faults.any()) out += "  " + injected_faults_line(opts.faults) + "\n";
   return out;
 }
 
@@ -305,6 +308,8 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
       {"config", config_json(opts)},
       {"run", run_json(s, opts)},
       {"plan", plan_json(opts.plan)},
+      // Exercise faults (docs/EXERCISES.md): a run with any is not a measurement.
+      {"injected_faults", opts.faults.names()},
       {"device",
        {{"kind", device_name(opts.plan.device)},
         {"name", s.device_name},

@@ -37,6 +37,13 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
     request.saved_attention = saved_attention_choice(latest_checkpoint(opts.resume));
   }
   opts.plan = resolve_plan(request, device_caps(device), opts.model, opts.shape);
+  opts.plan.faults = opts.faults;
+  // noncontiguous-kv replaces the flash forward: its backward reads the lse.
+  if (opts.faults.noncontiguous_kv && opts.plan.ops.attention != AttentionImpl::Flash) {
+    throw UsageError(std::string("--inject noncontiguous-kv: replaces the flash attention "
+                                 "forward, and this run's attention is ") +
+                     impl_name(opts.plan.ops.attention) + " (add --attention flash)");
+  }
   if (opts.parallel.enabled) {
     if (device != DeviceKind::Cuda) {
       throw UsageError("--gpus: data parallel runs on CUDA devices (not --device cpu)");

@@ -1,5 +1,6 @@
 #include "train/step_runner.h"
 
+#include <chrono>
 #include <exception>
 #include <limits>
 #include <stdexcept>
@@ -21,6 +22,12 @@ enum Mark { kStart, kForwardDone, kBackwardDone, kEnd, kMarks };
 // Each graph slot has its own marks, so two steps in flight keep their times.
 int mark(int slot, Mark m) {
   return slot * kMarks + m;
+}
+
+double host_now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -79,8 +86,10 @@ void StepRunner::require_idle(const char* what) const {
 void StepRunner::enqueue_work(int slot) {
   model_.forward_pass();
   timer_->record(mark(slot, kForwardDone));
+  host_marks_[slot][kForwardDone] = host_now_ms();
   model_.backward_pass(/*update_layers=*/true);
   timer_->record(mark(slot, kBackwardDone));
+  host_marks_[slot][kBackwardDone] = host_now_ms();
   model_.optimizer_pass();
 }
 
@@ -141,6 +150,7 @@ void StepRunner::launch(const std::vector<std::int32_t>& rows, bool stop_vote) {
   // mark -- the input copies, the work, the loss readback -- so steps timed
   // back to back add up to the run's device time.
   timer_->record(mark(slot, kStart));
+  host_marks_[slot][kStart] = host_now_ms();
   // Inputs of this step, copied before its work in stream order (and outside
   // any graph, which reads them from the same fixed buffers at each replay).
   model_.set_batch(rows);
@@ -163,9 +173,14 @@ void StepRunner::launch(const std::vector<std::int32_t>& rows, bool stop_vote) {
       enqueue_work(slot);
       break;
   }
+  // A replay issues the whole step at once: its host time is the forward's.
+  if (state_ == State::Replay) {
+    host_marks_[slot][kForwardDone] = host_marks_[slot][kBackwardDone] = host_now_ms();
+  }
   model_.enqueue_loss_readback(*readbacks_[static_cast<std::size_t>(slot)]);
   if (!votes_.empty()) model_.enqueue_stop_readback(*votes_[static_cast<std::size_t>(slot)]);
   timer_->record(mark(slot, kEnd));
+  host_marks_[slot][kEnd] = host_now_ms();
   in_flight_.push_back(step);
   ++steps_run_;
   if (graphs_wanted_ && !capture_failed_ && state_ == State::Eager &&
@@ -202,6 +217,10 @@ StepRecord StepRunner::finish() {
   if (!phases_timed_) {
     r.forward_ms = r.backward_ms = r.optimizer_ms = std::numeric_limits<double>::quiet_NaN();
   }
+  const double* host = host_marks_[slot];
+  r.host_forward_ms = host[kForwardDone] - host[kStart];
+  r.host_backward_ms = host[kBackwardDone] - host[kForwardDone];
+  r.host_optimizer_ms = host[kEnd] - host[kBackwardDone];
   return r;
 }
 

@@ -123,6 +123,9 @@ class StepRunner {
   std::string timing_error_;
   std::string count_error_;
   std::optional<GraphStats> launches_;
+  // Host clock (ms) at the timer's four marks of each slot, taken as the
+  // host issues them, never synchronised: StepRecord::host_*_ms.
+  double host_marks_[kGraphSlots][4] = {};
 };
 
 }  // namespace tinyllama

@@ -128,7 +128,9 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   for (const ParamSlot& s : model.layout().slots()) summary.parameter_count += s.numel();
   const double planned_bytes = static_cast<double>(summary.memory.total());
 
-  model.set_params(opts.init_from.empty() ? initial_weights(model.layout(), opts.seed)
+  // Exercise fault broken-init (model/faults.h): the init's draws unscaled.
+  const double init_stddev = opts.faults.broken_init ? 1.0 : kInitStddev;
+  model.set_params(opts.init_from.empty() ? initial_weights(model.layout(), opts.seed, init_stddev)
                                           : load_hf_weights(opts.init_from, model.layout()));
   RunDump dump(writer ? opts.dump_dir : std::string());
   dump.initial_weights(model);
@@ -193,7 +195,8 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     std::vector<std::int32_t> rows;  // kept for --dump-dir
   };
   std::deque<Launched> launched;
-  const int depth = dump.enabled() ? 1 : runner.max_in_flight();
+  // --log-logit-stats reads the step's activations after it: one in flight.
+  const int depth = dump.enabled() || opts.log_logit_stats ? 1 : runner.max_in_flight();
   bool capture_failure_told = false;
   // The divergence guard: the last finite loss, for the message.
   double last_finite = std::numeric_limits<double>::quiet_NaN();
@@ -211,6 +214,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   auto stop_now = [&] { return comm != nullptr ? stop_agreed : interrupt_signal() != 0; };
   auto complete_oldest = [&] {
     StepRecord r = runner.finish();
+    if (opts.log_logit_stats) r.logits = model.logit_stats();
     stop_agreed = stop_agreed || r.stop_agreed;
     Launched l = std::move(launched.front());
     launched.pop_front();

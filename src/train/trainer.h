@@ -24,6 +24,15 @@ struct StepRecord {
   // Data parallel: a rank had a stop request (a signal) when this step was
   // launched; every rank sees the same value, so all stop together.
   bool stop_agreed = false;
+  // The host clock between the calls that issue the phases, without
+  // synchronising: the time the host spent enqueueing each phase, not the
+  // device's (the exercise fault unsynced-timing prints them; a graph
+  // replay issues the whole step in its "forward").
+  double host_forward_ms = 0;
+  double host_backward_ms = 0;
+  double host_optimizer_ms = 0;
+  // --log-logit-stats: the step's logits summarised (Model::logit_stats).
+  std::optional<LogitStats> logits;
 };
 
 struct TrainSummary {
