@@ -66,6 +66,12 @@ void RoundingBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, doub
   exact_.rmsnorm_forward(out, rstd, x, weight, eps);
   round(out);
 }
+// The recomputed norm output (--activations recompute_norms), rounded as
+// the stored one is.
+void RoundingBackend::rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
+  exact_.rmsnorm_apply(out, x, weight, rstd);
+  round(out);
+}
 void RoundingBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
   exact_.rmsnorm_backward(dx, dweight, dout, x, weight, rstd);
   round(dx);

@@ -59,6 +59,7 @@ class RoundingBackend final : public Backend {
   void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) override;
   void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) override;
   void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) override;
+  void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) override;
   void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
                            double eps) override;
   void rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
