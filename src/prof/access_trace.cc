@@ -119,6 +119,17 @@ void AccessTraceBackend::gemm(Mat c, Mat a, bool, Mat b, bool, float, float beta
   writes({c});
 }
 
+void AccessTraceBackend::naive_linear(Mat out, Mat x, Mat w) {
+  reads({x, w});
+  writes({out});
+}
+
+void AccessTraceBackend::strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
+                                                      const AttentionShape&) {
+  reads({q, k, v});
+  writes({out, lse});
+}
+
 void AccessTraceBackend::add(Mat out, Mat a, Mat b) {
   reads({a, b});
   writes({out});
