@@ -29,7 +29,8 @@ double limit(DType t) {
 }
 
 // The staged input: x, or RMSNorm(x) * weight rounded to t as the kernel
-// stores it in shared memory.
+// stores it in shared memory (x and the weight then fp32: the residual
+// stream and a norm weight as the decoder keeps them).
 std::vector<double> staged_input(const Twin& x, const Twin* norm_weight, DType t) {
   std::vector<double> v = Harness::host_values(x.cpu);
   if (norm_weight == nullptr) return v;
@@ -61,8 +62,8 @@ TEST_P(GpuGemvFused, MatchesTheReference) {
   const auto [t, n, k, norm, accumulate, f32_out] = GetParam();
   Harness h(t);
   const DType out_t = f32_out ? DType::F32 : t;
-  const Twin x = h.input(1, k, t, 1.0, 0, 0.3);
-  const Twin nw = h.input(1, k, t, 0.3, 0, 1.0);
+  const Twin x = h.input(1, k, norm ? DType::F32 : t, 1.0, 0, 0.3);
+  const Twin nw = h.input(1, k, DType::F32, 0.3, 0, 1.0);
   const Twin w = h.input(n, k, t, 0.1);
   // y starts as the residual when accumulating, else as NaN (it must be
   // overwritten, never read).
@@ -108,8 +109,8 @@ class GpuGemvNormSwiglu : public GpuParamTest<SwigluParam> {};
 TEST_P(GpuGemvNormSwiglu, MatchesTheReference) {
   const auto [t, f, d] = GetParam();
   Harness h(t);
-  const Twin x = h.input(1, d, t, 1.0, 0, -0.2);
-  const Twin nw = h.input(1, d, t, 0.3, 0, 1.0);
+  const Twin x = h.input(1, d, DType::F32, 1.0, 0, -0.2);
+  const Twin nw = h.input(1, d, DType::F32, 0.3, 0, 1.0);
   const Twin w = h.input(2 * f, d, t, 0.2);
   const Twin act = h.output(1, f, t);
   const std::vector<double> in = staged_input(x, &nw, t);
@@ -146,8 +147,8 @@ TEST_P(GpuGemvNormQkvRope, MatchesTheReference) {
   const int d = heads * hd + (hd == 34 ? 7 : 8);
   const int qd = heads * hd, kvd = kv_heads * hd, rows = pos + 2;
   const double theta = 10000.0;
-  const Twin x = h.input(1, d, t, 1.0, 0, 0.1);
-  const Twin nw = h.input(1, d, t, 0.3, 0, 1.0);
+  const Twin x = h.input(1, d, DType::F32, 1.0, 0, 0.1);
+  const Twin nw = h.input(1, d, DType::F32, 0.3, 0, 1.0);
   const Twin w = h.input(qd + 2 * kvd, d, t, 0.2);
   const Twin q = h.output(1, qd, t);
   const Twin k_cache = h.output(rows, kvd, t), v_cache = h.output(rows, kvd, t);
@@ -220,14 +221,17 @@ TEST_F(GpuTest, ProgrammaticLaunchesWaitForTheKernelBefore) {
   const Twin x = h.input(1, k, t);
   const Twin w1 = h.input(n, k, t, 0.05);
   const Twin w2 = h.input(m, n, t, 0.1);
-  const Twin nw = h.input(1, n, t, 0.3, 0, 1.0);
+  const Twin nw = h.input(1, n, DType::F32, 0.3, 0, 1.0);
   for (int round = 0; round < 3; ++round) {
-    const Twin y1 = h.output(1, n, t), y2 = h.output(1, m, DType::F32);
+    // y1 as the residual stream, fp32, read by the second product's norm.
+    const Twin y1 = h.output(1, n, DType::F32), y2 = h.output(1, m, DType::F32);
     cuda::gemv_fused(y1.gpu, x.gpu, w1.gpu, nullptr, kEps, false, stream, true);
     cuda::gemv_fused(y2.gpu, y1.gpu, w2.gpu, &nw.gpu, kEps, false, stream, true);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     const std::vector<double> in = staged_input(x, nullptr, t);
-    for (int r = 0; r < n; ++r) y1.cpu.ptr<double>()[r] = round_to(product(w1, in, r), t);
+    for (int r = 0; r < n; ++r) {
+      y1.cpu.ptr<double>()[r] = round_to(product(w1, in, r), DType::F32);
+    }
     h.expect_close(y1, limit(t), "the first product");
     const std::vector<double> in2 = staged_input(y1, &nw, t);
     for (int r = 0; r < m; ++r) y2.cpu.ptr<double>()[r] = round_to(product(w2, in2, r), DType::F32);
@@ -245,8 +249,16 @@ TEST_F(GpuTest, FusedGemvsRefuseWhatTheyCannotRun) {
   EXPECT_THROW(cuda::gemv_fused(y.gpu, x.gpu, w.gpu, nullptr, kEps, false, nullptr),
                RuntimeFailure);
   const Twin act = h.output(1, 4, DType::BF16);
-  const Twin nw = h.input(1, 64, DType::BF16);
+  const Twin nw = h.input(1, 64, DType::F32);
   EXPECT_THROW(cuda::gemv_norm_swiglu(act.gpu, x.gpu, w.gpu, nw.gpu, kEps, nullptr),
+               RuntimeFailure);
+  // A normalised input is the fp32 residual stream, its weight fp32.
+  const Twin x32 = h.input(1, 64, DType::F32);
+  const Twin y10 = h.output(1, 10, DType::F32);
+  const Twin nw16 = h.input(1, 64, DType::BF16);
+  EXPECT_THROW(cuda::gemv_fused(y10.gpu, x.gpu, w.gpu, &nw.gpu, kEps, false, nullptr),
+               RuntimeFailure);
+  EXPECT_THROW(cuda::gemv_fused(y10.gpu, x32.gpu, w.gpu, &nw16.gpu, kEps, false, nullptr),
                RuntimeFailure);
   EXPECT_FALSE(cuda::gemv_fused_fits(32768, DType::F32));
   EXPECT_TRUE(cuda::gemv_fused_fits(8192, DType::F32));

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,11 @@ class CudaDecoder final : public TokenDecoder {
   Mat buffer(void* base, std::int64_t rows, std::int64_t cols, DType t) const;
   Mat weight(const ParamSlot& s) const;
   void upload_weights(const std::vector<double>& params);
+  void upload_lookup(const std::vector<double>& params);
+  // An embedding or norm slot's fp32 values (upload_lookup).
+  Mat lookup(const ParamSlot& s) const;
+  // out = RMSNorm(x) with the fp32 norm weight of w, rounded to out's dtype.
+  void rmsnorm(Mat out, Mat rstd, Mat x, const ParamSlot& w);
   // Enqueues one chunk of n rows whose tokens and first position are in
   // device memory already; LM-head rows [first_logit, n) into logits_.
   void enqueue_chunk(int n, int first_logit);
@@ -70,6 +76,8 @@ class CudaDecoder final : public TokenDecoder {
   bool fused_ = false;         // batch-1 steps through enqueue_fused_single
   bool programmatic_ = false;  // the fused kernels launched with PDL
   std::unique_ptr<Device> dev_;
+  // Where each slot of upload_lookup's fp32 copy starts, by layout offset.
+  std::map<std::int64_t, std::int64_t> lookup_at_;
 };
 
 }  // namespace tinyllama::cuda

@@ -44,15 +44,17 @@ void gemv(Mat y, Mat x, Mat w, Mat residual, cudaStream_t stream);
 // gemv_fused.cu: the batch-1 products with their neighbours folded in, for
 // a step of six kernels per layer. The input x [1, K] is staged per block in
 // shared memory (K * sizeof(dtype) at most 48 KiB: gemv_fused_fits); with a
-// norm weight [1, K] it is first RMS-normalised (eps, fp32 statistics) and
-// rounded to the dtype as rmsnorm_forward stores it. Outputs are rounded
-// where the unfused step stores them, so both paths round alike.
+// norm weight [1, K] x is the float32 residual stream and the weight
+// float32 (as autocast keeps both), RMS-normalised (eps, fp32 statistics)
+// and rounded to w's dtype as the unfused step stores it; without one x has
+// w's dtype. Outputs are rounded where the unfused step stores them, so
+// both paths round alike.
 // programmatic: launched with programmatic stream serialization (PDL), so
 // the kernel's blocks start streaming weights while the kernel before it
 // in the stream finishes; they wait for it to complete before reading
 // anything else. Each kernel lets the next start as soon as it runs.
 bool gemv_fused_fits(std::int64_t k, DType t);
-// y = norm(x) w^T (+ y when accumulate): y x's dtype or float32.
+// y = norm(x) w^T (+ y when accumulate): y w's dtype or float32.
 void gemv_fused(Mat y, Mat x, Mat w, const Mat* norm_weight, double eps, bool accumulate,
                 cudaStream_t stream, bool programmatic = false);
 // act [1, F] = silu(g) * u with [g | u] = norm(x) w_gate_up^T ([2F, K]:

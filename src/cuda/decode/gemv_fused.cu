@@ -12,9 +12,11 @@
 // through the previous kernel's tail and launch.
 //
 // The kernels round where the unfused step stores (the normalised input,
-// q/k/v before and after RoPE, gate and up, the SwiGLU product, the
-// residual stream), so every path of the decoder has the same rounding
-// points and one reference (tests/infer/rounded_reference.h).
+// q/k/v before and after RoPE, gate and up, the SwiGLU product), so every
+// path of the decoder has the same rounding points and one reference
+// (tests/infer/rounded_reference.h). The residual stream and the norm
+// weights are fp32 whatever the dtype, as under torch.autocast: the norm
+// prologue reads an fp32 input, the residual epilogue writes one.
 #include <map>
 #include <mutex>
 #include <string>
@@ -39,8 +41,9 @@ enum class Epilogue {
 
 template <typename T, typename O>
 struct FusedArgs {
-  const T* x = nullptr;
-  const T* norm_weight = nullptr;  // null: no RMSNorm prologue
+  const T* x = nullptr;             // the input without a norm prologue
+  const float* residual = nullptr;  // the input with one: the fp32 residual stream
+  const float* norm_weight = nullptr;  // null: no RMSNorm prologue
   float eps = 0.f;
   const T* w = nullptr;
   std::int64_t ld_w = 0;
@@ -88,30 +91,34 @@ __device__ __forceinline__ float rounded(float v) {
   return to_f32(from_f32<T>(v));
 }
 
-// The input (normalised and rounded to T with a norm weight, as
-// rmsnorm_forward stores it) into shared memory.
+// The input into shared memory: x as it is, or with a norm weight the fp32
+// residual stream normalised and rounded to T, as rmsnorm_forward's fp32
+// output converted to T.
 template <typename T, typename O, int Vec>
 __device__ void stage_input(const FusedArgs<T, O>& a, T* xs) {
-  float inv = 1.f;
-  if (a.norm_weight != nullptr) {
-    float ss = 0.f;
+  if (a.norm_weight == nullptr) {
     for (int c = threadIdx.x * Vec; c < a.k; c += blockDim.x * Vec) {
       float v[Vec];
       load_f32<Vec>(a.x + c, v);
-#pragma unroll
-      for (int e = 0; e < Vec; ++e) ss += v[e] * v[e];
+      store_f32<Vec>(xs + c, v);
     }
-    inv = rsqrtf(block_sum(ss) / static_cast<float>(a.k) + a.eps);
+    __syncthreads();
+    return;
   }
+  float ss = 0.f;
   for (int c = threadIdx.x * Vec; c < a.k; c += blockDim.x * Vec) {
     float v[Vec];
-    load_f32<Vec>(a.x + c, v);
-    if (a.norm_weight != nullptr) {
-      float wv[Vec];
-      load_f32<Vec>(a.norm_weight + c, wv);
+    load_f32<Vec>(a.residual + c, v);
 #pragma unroll
-      for (int e = 0; e < Vec; ++e) v[e] = v[e] * inv * wv[e];
-    }
+    for (int e = 0; e < Vec; ++e) ss += v[e] * v[e];
+  }
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(a.k) + a.eps);
+  for (int c = threadIdx.x * Vec; c < a.k; c += blockDim.x * Vec) {
+    float v[Vec], wv[Vec];
+    load_f32<Vec>(a.residual + c, v);
+    load_f32<Vec>(a.norm_weight + c, wv);
+#pragma unroll
+    for (int e = 0; e < Vec; ++e) v[e] = v[e] * inv * wv[e];
     store_f32<Vec>(xs + c, v);
   }
   __syncthreads();
@@ -294,8 +301,12 @@ void launch(FusedArgs<T, O> a, std::initializer_list<const Mat*> inputs, const c
 template <typename T, typename O>
 FusedArgs<T, O> common_args(Mat x, Mat w, const Mat* norm_weight, double eps) {
   FusedArgs<T, O> a;
-  a.x = x.ptr<T>();
-  a.norm_weight = norm_weight != nullptr ? norm_weight->ptr<T>() : nullptr;
+  if (norm_weight != nullptr) {
+    a.residual = x.ptr<float>();
+    a.norm_weight = norm_weight->ptr<float>();
+  } else {
+    a.x = x.ptr<T>();
+  }
   a.eps = static_cast<float>(eps);
   a.w = w.ptr<T>();
   a.ld_w = w.ld;
@@ -303,15 +314,19 @@ FusedArgs<T, O> common_args(Mat x, Mat w, const Mat* norm_weight, double eps) {
   return a;
 }
 
+// With a norm weight, x is the fp32 residual stream and the weight fp32;
+// without, x has w's dtype.
 void check_common(const char* op, Mat x, Mat w, const Mat* norm_weight) {
   require(x.rows == 1 && x.cols == w.cols, op,
           "x " + shape_str(x) + " is not one row of w's width " + shape_str(w));
-  require(w.dtype == x.dtype, op, "x and w must share a dtype");
   require(w.rows <= (std::int64_t{1} << 30) && w.cols <= (std::int64_t{1} << 30), op, "too large");
   if (norm_weight != nullptr) {
     require(norm_weight->rows == 1 && norm_weight->cols == x.cols, op,
             "the norm weight " + shape_str(*norm_weight) + " is not one row of x's width");
-    require_dtype(op, *norm_weight, x.dtype);
+    require(x.dtype == DType::F32 && norm_weight->dtype == DType::F32, op,
+            "a normalised input and its norm weight must be float32 (the residual stream)");
+  } else {
+    require(w.dtype == x.dtype, op, "x and w must share a dtype");
   }
 }
 
@@ -327,9 +342,9 @@ void gemv_fused(Mat y, Mat x, Mat w, const Mat* norm_weight, double eps, bool ac
   check_common(op, x, w, norm_weight);
   require(y.rows == 1 && y.cols == w.rows, op,
           "y " + shape_str(y) + " is not one row of w's height " + shape_str(w));
-  require(y.dtype == x.dtype || y.dtype == DType::F32, op,
-          "y must be x's dtype or float32, not " + std::string(dtype_name(y.dtype)));
-  dispatch_float(x.dtype, op, [&](auto tag) {
+  require(y.dtype == w.dtype || y.dtype == DType::F32, op,
+          "y must be w's dtype or float32, not " + std::string(dtype_name(y.dtype)));
+  dispatch_float(w.dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto go = [&](auto out_tag) {
       using O = typename decltype(out_tag)::type;
@@ -358,8 +373,8 @@ void gemv_norm_swiglu(Mat act, Mat x, Mat w_gate_up, Mat norm_weight, double eps
   check_common(op, x, w_gate_up, &norm_weight);
   require(w_gate_up.rows % 2 == 0 && act.rows == 1 && act.cols == w_gate_up.rows / 2, op,
           "act " + shape_str(act) + " is not one row of half w's height " + shape_str(w_gate_up));
-  require_dtype(op, act, x.dtype);
-  dispatch_float(x.dtype, op, [&](auto tag) {
+  require_dtype(op, act, w_gate_up.dtype);
+  dispatch_float(w_gate_up.dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     FusedArgs<T, T> a = common_args<T, T>(x, w_gate_up, &norm_weight, eps);
     a.act = act.ptr<T>();
@@ -382,9 +397,9 @@ void gemv_norm_qkv_rope(Mat q, Mat k_cache, Mat v_cache, Mat x, Mat w_qkv, Mat n
   require(k_cache.cols == kv_dim && v_cache.cols == kv_dim && k_cache.ld == v_cache.ld &&
               k_cache.rows == v_cache.rows,
           op, "the caches " + shape_str(k_cache) + ", " + shape_str(v_cache) + " differ");
-  require(q.dtype == x.dtype && k_cache.dtype == x.dtype && v_cache.dtype == x.dtype, op,
-          "dtypes differ");
-  dispatch_float(x.dtype, op, [&](auto tag) {
+  require(q.dtype == w_qkv.dtype && k_cache.dtype == w_qkv.dtype && v_cache.dtype == w_qkv.dtype,
+          op, "dtypes differ");
+  dispatch_float(w_qkv.dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     FusedArgs<T, T> a = common_args<T, T>(x, w_qkv, &norm_weight, eps);
     a.q = q.ptr<T>();
