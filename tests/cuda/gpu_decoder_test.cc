@@ -48,12 +48,19 @@ double rel_error(const std::vector<double>& got, const std::vector<double>& want
 //  * DESIGN §2's bar: the error against fp64 (unrounded weights) at most
 //    twice torch.autocast's, emulated, plus one bf16 ulp;
 //  * tight: against the same forward pass with the device's rounding points
-//    done exactly, at most twice what another correct implementation at
-//    those points (fp32 arithmetic where the device's is fp32) is off by,
-//    plus one ulp. The test models amplify a single value rounded the other
-//    way to about an ulp of the logits, hence not a bare ulp.
+//    done exactly, at most twice what other correct implementations at
+//    those points (fp32 arithmetic where the device's is fp32, summed in
+//    five ways, tensor cores' truncating sums among them:
+//    reference::fp32_drift, the largest) are off by, plus one ulp. The test
+//    models amplify a single value rounded the other way to about an ulp of
+//    the logits, hence not a bare ulp; and which values round the other way
+//    depends on how the sums are made, so one way's figure alone (up to 10x
+//    below another's on these runs) was no measure of the device's own: a
+//    prefill of 37 on model 1, whose prefill runs on tensor cores
+//    (cuBLASLt), was 0.0203 from its points against a limit of 0.0182 from
+//    sequential sums' 0.0052, where truncating sums drift 0.0075.
 // A query at the wrong position or a skipped residual fails the tight
-// limit by far (rounded_reference_test.cc).
+// limit (by 1.7x at the least, 20x mostly: rounded_reference_test.cc).
 class LogitsCheck {
  public:
   LogitsCheck(const ModelConfig& cfg, const std::vector<double>& w,
@@ -64,8 +71,7 @@ class LogitsCheck {
       device_.logits = reference::forward_logits(cfg, w, tokens, {Rounding::Device});
       autocast_error_ =
           rel_error(reference::forward_logits(cfg, w, tokens, {Rounding::Autocast}), exact_.logits);
-      fp32_error_ = rel_error(reference::forward_logits(cfg, w, tokens, {Rounding::Device, true}),
-                              device_.logits);
+      fp32_error_ = reference::fp32_drift(cfg, w, tokens, device_.logits);
     } else {
       std::vector<double> stored = w;
       for (double& x : stored) x = round_to(x, t);
@@ -108,7 +114,7 @@ class LogitsCheck {
     const double tight_limit = autocast_limit(fp32_error_);
     EXPECT_LE(err, bar) << what << ": against fp64 (autocast's error " << autocast_error_ << ")";
     EXPECT_LE(tight, tight_limit) << what << ": against the device's rounding points (fp32 "
-                                  << "arithmetic off by " << fp32_error_ << ")";
+                                  << "arithmetic off by up to " << fp32_error_ << ")";
     std::printf(
         "  %s: bf16 logits against fp64 %.4f (limit %.4f), against the device's rounding "
         "points %.4f (limit %.4f)\n",

@@ -77,10 +77,40 @@ class Forward {
   // computes in float32.
   double fp(double v) const { return o_.fp32_arithmetic ? static_cast<float>(v) : v; }
 
+  // Under fp32_arithmetic each step rounds once, as an FMA does (toward zero
+  // for Summation::TowardZero, to nearest otherwise).
   double dot(const double* a, const double* b, std::int64_t k) const {
     double acc = 0;
-    for (std::int64_t i = 0; i < k; ++i) acc = fp(acc + a[i] * b[i]);  // one rounding: an FMA
-    return acc;
+    if (!o_.fp32_arithmetic || o_.order == Summation::Sequential) {
+      for (std::int64_t i = 0; i < k; ++i) acc = fp(acc + a[i] * b[i]);
+      return acc;
+    }
+    if (o_.order == Summation::TowardZero) {
+      for (std::int64_t i = 0; i < k; ++i) {
+        const double sum = acc + a[i] * b[i];
+        float f = static_cast<float>(sum);
+        if (std::abs(static_cast<double>(f)) > std::abs(sum)) f = std::nextafter(f, 0.0f);
+        acc = f;
+      }
+      return acc;
+    }
+    if (o_.order == Summation::Reversed) {
+      for (std::int64_t i = k - 1; i >= 0; --i) acc = fp(acc + a[i] * b[i]);
+      return acc;
+    }
+    const int run = o_.order == Summation::Lanes8 ? 8 : 4;
+    double lane[32] = {};
+    for (std::int64_t c = 0; c < k; c += 32 * run) {
+      for (int l = 0; l < 32; ++l) {
+        for (std::int64_t i = c + l * run; i < std::min(k, c + (l + 1) * run); ++i) {
+          lane[l] = fp(lane[l] + a[i] * b[i]);
+        }
+      }
+    }
+    for (int half = 16; half >= 1; half /= 2) {
+      for (int l = 0; l < half; ++l) lane[l] = fp(lane[l] + lane[l + half]);
+    }
+    return lane[0];
   }
 
   // y[t][j] = x[t] . W[j] for the matmul weight at `offset` ([rows, k]);
@@ -211,6 +241,19 @@ std::vector<double> forward_logits(const ModelConfig& cfg, const std::vector<dou
                                    const std::vector<std::int32_t>& tokens,
                                    const ForwardOptions& options) {
   return Forward(cfg, params, options).run(tokens);
+}
+
+double fp32_drift(const ModelConfig& cfg, const std::vector<double>& params,
+                  const std::vector<std::int32_t>& tokens, const std::vector<double>& device_logits) {
+  double drift = 0;
+  for (Summation order : kSummations) {
+    const std::vector<double> got =
+        forward_logits(cfg, params, tokens, {Rounding::Device, true, Fault::None, order});
+    if (got.size() != device_logits.size()) return std::numeric_limits<double>::infinity();
+    drift = std::max(drift, max_rel_error(got.data(), device_logits.data(),
+                                          static_cast<std::int64_t>(got.size())));
+  }
+  return drift;
 }
 
 double max_rel_error(const double* got, const double* want, std::int64_t count) {

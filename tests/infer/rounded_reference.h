@@ -38,15 +38,32 @@ enum class Fault {
   NoAttentionResidual,  // x = Wo attn(n1(x)), the residual add skipped
 };
 
+// How a float32 run sums products (ForwardOptions::order).
+enum class Summation {
+  Sequential,  // first to last, each sum rounded to nearest (an FMA)
+  Reversed,    // last to first
+  Lanes8,      // 32 lanes each summing runs of 8 (a 16-byte bf16 load), then a butterfly
+  Lanes4,      // the same with runs of 4 (a 16-byte fp32 load)
+  // First to last, each sum rounded toward zero: how tensor cores add
+  // products into an fp32 accumulator (Fasi, Higham, Mikaitis, Pranesh,
+  // "Numerical behavior of NVIDIA tensor cores", 2021), as the prefill's
+  // cuBLASLt GEMMs do; biased, so its values drift further.
+  TowardZero,
+};
+inline constexpr Summation kSummations[] = {Summation::Sequential, Summation::Reversed,
+                                            Summation::Lanes8, Summation::Lanes4,
+                                            Summation::TowardZero};
+
 struct ForwardOptions {
   Rounding rounding = Rounding::None;
   // float32 arithmetic where the device computes in float32 (the sums of
-  // the products, in order; RMSNorm's statistics and scaling; RoPE's
+  // the products, in `order`; RMSNorm's statistics and scaling; RoPE's
   // rotation; the softmax; SwiGLU; the residual adds) instead of float64:
   // another correct implementation at the same rounding points, whose
   // values now and then round to the neighbouring bf16 number.
   bool fp32_arithmetic = false;
   Fault fault = Fault::None;
+  Summation order = Summation::Sequential;
 };
 
 // Logits [tokens.size(), vocab] row-major; params in tinyllama's flat
@@ -68,5 +85,15 @@ inline constexpr double kBf16Ulp = 1.0 / 128;
 inline double autocast_limit(double autocast_error) {
   return 2 * autocast_error + kBf16Ulp;
 }
+
+// How far float32 arithmetic at the device's rounding points is from the
+// same points done exactly, over a run's logits: the largest over the
+// summations of kSummations. One alone is a poor measure: the models
+// amplify the few values that round the other way, and which ones do
+// depends on the order (on the GPU test's runs one order's figure is up to
+// 10x another's), so the device's own (a GEMV's lanes, cuBLASLt's tiles on
+// tensor cores) can land anywhere in that spread.
+double fp32_drift(const ModelConfig& cfg, const std::vector<double>& params,
+                  const std::vector<std::int32_t>& tokens, const std::vector<double>& device_logits);
 
 }  // namespace tinyllama::reference

@@ -123,23 +123,45 @@ TEST(RoundedReference, TheDeviceRoundingPointsMeetTheAutocastBarOnFurtherDraws) 
   }
 }
 
-// The GPU test's tight limit, 2x what fp32 arithmetic at the device's
-// points is off by plus one ulp, is far below what a query rotated at the
-// wrong position or a skipped attention residual does to the logits (at
-// least twice the limit; the narrowest case is the one-layer model whose
-// attention output outweighs the residual it is added to).
+// The GPU test's tight limit, 2x fp32_drift (the largest over the float32
+// summations) plus one ulp, is below what a query rotated at the wrong
+// position or a skipped attention residual does to the logits, by 1.5x at
+// least: the narrowest case, 1.7x, is the one-layer model's skipped
+// residual (its attention output outweighs the residual it is added to);
+// the others exceed the limit 20x and more.
 TEST(RoundedReference, AWrongQueryPositionOrASkippedResidualFailsTheTightLimit) {
   for (int index = 0; index < kModels; ++index) {
     const Case c = gpu_run(index, 150);
     const std::vector<double> device = c.logits(Rounding::Device);
-    const double drift = error(c.logits(Rounding::Device, true), device);
+    const double drift = fp32_drift(c.cfg, c.w, c.tokens, device);
     EXPECT_GT(drift, 0.0) << "model " << index << ": fp32 arithmetic never moved a rounding";
     const double limit = autocast_limit(drift);
     for (Fault fault : {Fault::QueryPositionOffByOne, Fault::NoAttentionResidual}) {
       const double broken = error(c.logits(Rounding::Device, false, fault), device);
-      EXPECT_GT(broken, 2 * limit) << "model " << index << ", fault " << static_cast<int>(fault);
+      EXPECT_GT(broken, 1.5 * limit) << "model " << index << ", fault " << static_cast<int>(fault);
       std::printf("model %d, fault %d: %.4f against the tight limit %.4f (fp32 drift %.5f)\n",
                   index, static_cast<int>(fault), broken, limit, drift);
+    }
+  }
+}
+
+// Each summation is float32 arithmetic at the device's points, so each
+// stays within a few ulps of those points done exactly; the figures
+// printed show how far apart they land on the same run.
+TEST(RoundedReference, TheFloat32SummationOrdersSpreadAroundTheExactPoints) {
+  for (int index = 0; index < kModels; ++index) {
+    for (int prompt : kPrompts) {
+      const Case c = gpu_run(index, prompt);
+      const std::vector<double> device = c.logits(Rounding::Device);
+      std::printf("model %d, prefill of %3d: fp32 drift by order:", index, prompt);
+      for (Summation order : kSummations) {
+        const std::vector<double> got =
+            forward_logits(c.cfg, c.w, c.tokens, {Rounding::Device, true, Fault::None, order});
+        const double e = error(got, device);
+        EXPECT_LE(e, 4 * kBf16Ulp) << "model " << index << ", prompt " << prompt;
+        std::printf(" %.4f", e);
+      }
+      std::printf("\n");
     }
   }
 }
