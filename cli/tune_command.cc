@@ -10,7 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "child_run.h"
+#include "bench_suite/child_run.h"
 #include "core/errors.h"
 #include "io/atomic_file.h"
 #include "option_value.h"
@@ -117,10 +117,16 @@ std::vector<std::string> point_args(const TuneArgs& a, const TrainOptions& base,
 void measure(TunePoint& p, const TuneArgs& a, const TrainOptions& base,
              const std::filesystem::path& dir) {
   const std::string json_path = (dir / ("batch" + std::to_string(p.batch) + ".json")).string();
-  const ChildResult r = run_self(point_args(a, base, p.batch, json_path));
+  // The child's stdout is dropped; its stderr is kept for the failure line.
+  const std::string err_path = (dir / ("batch" + std::to_string(p.batch) + ".err")).string();
+  const suite::ChildResult r = suite::run_child(
+      "/proc/self/exe", point_args(a, base, p.batch, json_path), "/dev/null", err_path, 0);
   if (r.exit_code != 0) {
+    const std::string last_error = r.exit_code == 127 && r.last_line.empty()
+                                       ? std::string("could not run /proc/self/exe")
+                                       : r.last_line;
     p.status = "failed: exit " + std::to_string(r.exit_code) +
-               (r.last_error.empty() ? "" : " (" + r.last_error + ")");
+               (last_error.empty() ? "" : " (" + last_error + ")");
     return;
   }
   std::ifstream in(json_path);
