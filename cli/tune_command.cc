@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "bench_suite/child_run.h"
 #include "core/errors.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "option_value.h"
 #include "train/batch_tune.h"
 #include "train/flag_values.h"
@@ -129,9 +129,8 @@ void measure(TunePoint& p, const TuneArgs& a, const TrainOptions& base,
                (last_error.empty() ? "" : " (" + last_error + ")");
     return;
   }
-  std::ifstream in(json_path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.contains("tokens_per_s")) {
+  const nlohmann::json j = read_json_object(json_path);
+  if (!j.contains("tokens_per_s")) {
     p.status = "failed: no summary from the run";
     return;
   }
