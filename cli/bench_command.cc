@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -24,14 +23,9 @@ namespace {
 
 using suite::BenchPoint;
 using suite::BenchReport;
+using suite::fixed;
 using suite::PeerResult;
 using suite::PointResult;
-
-std::string fixed(double v, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, v);
-  return text;
-}
 
 BenchReport read_bench_json(const std::string& flag, const std::string& path) {
   const nlohmann::json j = read_json_file(flag, path);
