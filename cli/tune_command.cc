@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_suite/child_run.h"
+#include "bench_suite/results.h"
 #include "core/errors.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
@@ -74,42 +75,21 @@ std::int64_t parse_max_memory(const std::string& text) {
   return static_cast<std::int64_t>(gb * 1e9);
 }
 
-// The train command line that measures `batch`, its summary to json_path.
+// The train command line that measures `batch`, its summary to json_path:
+// the model and point flags as the bench writes them (suite::ModelFlags,
+// suite::BenchPoint), then the seed, the step counts and the output.
 std::vector<std::string> point_args(const TuneArgs& a, const TrainOptions& base, int batch,
                                     const std::string& json_path) {
   const ModelConfig& m = base.model;
-  std::vector<std::string> args{"train",
-                                "--device",
-                                device_name(base.plan.device),
-                                "--version",
-                                base.request.level,
-                                "--vocab-size",
-                                std::to_string(m.vocab_size),
-                                "--hidden-dim",
-                                std::to_string(m.hidden_dim),
-                                "--num-layers",
-                                std::to_string(m.num_layers),
-                                "--num-heads",
-                                std::to_string(m.num_heads),
-                                "--num-kv-heads",
-                                std::to_string(m.num_kv_heads),
-                                "--ffn-dim",
-                                std::to_string(m.ffn_dim),
-                                "--seq-len",
-                                std::to_string(base.shape.seq),
-                                "--seed",
-                                std::to_string(base.seed),
-                                "--batch-size",
-                                std::to_string(batch),
-                                "--warmup-steps",
-                                a.warmup_steps,
-                                "--num-steps",
-                                a.num_steps,
-                                "--json",
-                                json_path};
-  if (a.train.use_amp) {
-    args.insert(args.end(), {"--use-amp", "--amp-dtype", a.train.amp_dtype});
+  const suite::ModelFlags model{m.vocab_size, m.hidden_dim,   m.num_layers,
+                                m.num_heads,  m.num_kv_heads, m.ffn_dim};
+  const suite::BenchPoint point{base.request.level, a.precision, batch, base.shape.seq, {}};
+  std::vector<std::string> args{"train", "--device", device_name(base.plan.device)};
+  for (const std::vector<std::string>& part : {model.train_args(), point.train_args()}) {
+    args.insert(args.end(), part.begin(), part.end());
   }
+  args.insert(args.end(), {"--seed", std::to_string(base.seed), "--warmup-steps", a.warmup_steps,
+                           "--num-steps", a.num_steps, "--json", json_path});
   return args;
 }
 
