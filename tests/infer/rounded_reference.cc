@@ -215,14 +215,4 @@ std::vector<double> forward_logits(const ModelConfig& cfg, const std::vector<dou
   return Forward(cfg, params, options).run(tokens);
 }
 
-double max_rel_error(const double* got, const double* want, std::int64_t count) {
-  double diff = 0, scale = 0;
-  for (std::int64_t i = 0; i < count; ++i) {
-    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
-    diff = std::max(diff, std::abs(got[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
-  }
-  return diff / scale;
-}
-
 }  // namespace tinyllama::reference
