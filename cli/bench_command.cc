@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -14,6 +13,7 @@
 #include "bench_suite/outputs.h"
 #include "bench_suite/regression.h"
 #include "core/errors.h"
+#include "io/json_file.h"
 #include "option_value.h"
 #include "train/flag_values.h"
 #include "train/report.h"
@@ -23,20 +23,12 @@ namespace {
 
 using suite::BenchPoint;
 using suite::BenchReport;
+using suite::fixed;
 using suite::PeerResult;
 using suite::PointResult;
 
-std::string fixed(double v, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, v);
-  return text;
-}
-
 BenchReport read_bench_json(const std::string& flag, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(flag + " " + path + ": cannot be read");
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw UsageError(flag + " " + path + ": not valid JSON");
+  const nlohmann::json j = read_json_file(flag, path);
   try {
     return suite::report_from_json(j);
   } catch (const RuntimeFailure& e) {
@@ -59,9 +51,8 @@ std::string point_line(int done, int total, const PointResult& r) {
 
 // The train --json a point's run left in its directory (null if unreadable).
 nlohmann::json read_point_json(const suite::RunSettings& settings, const PointResult& r) {
-  std::ifstream in(settings.out_dir + "/points/" + suite::slug(r.point.key()) + "/train.json");
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() ? j : nlohmann::json();
+  return read_json_object(settings.out_dir + "/points/" + suite::slug(r.point.key()) +
+                          "/train.json");
 }
 
 // "cpu" or "cuda", as a train report says it ran.

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -10,6 +9,7 @@
 #include "bench_suite/environment.h"
 #include "bench_suite/outputs.h"
 #include "core/errors.h"
+#include "io/json_file.h"
 #include "option_value.h"
 #include "train/flag_values.h"
 
@@ -20,12 +20,6 @@ namespace fs = std::filesystem;
 using suite::BenchPoint;
 using suite::PointResult;
 using suite::ProfileFigures;
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() ? j : nlohmann::json();
-}
 
 // A --profile run of the level's point, read back from its profile directory.
 ProfileFigures profile_level(const suite::RunSettings& settings, const BenchPoint& point,
@@ -42,7 +36,7 @@ ProfileFigures profile_level(const suite::RunSettings& settings, const BenchPoin
     figures.error = run.error;
     return figures;
   }
-  const nlohmann::json summary = read_json(profile_dir / "summary.json");
+  const nlohmann::json summary = read_json_object((profile_dir / "summary.json").string());
   if (summary.is_null()) {
     figures.error = "no readable " + (profile_dir / "summary.json").string();
     return figures;
@@ -135,8 +129,9 @@ int CompareCommand::run() const {
     const BenchPoint point{level, precisions[0], batch, seq, {}};
     const PointResult plain = suite::run_point(settings, point);
     if (plain.ok && first_train.is_null()) {
-      first_train = read_json(fs::path(settings.out_dir) / "points" / suite::slug(point.key()) /
-                              "train.json");
+      first_train = read_json_object(
+          (fs::path(settings.out_dir) / "points" / suite::slug(point.key()) / "train.json")
+              .string());
       if (first_train.is_object() && first_train.contains("config")) {
         report.runs.device = first_train.at("config").value("device", report.runs.device);
       }

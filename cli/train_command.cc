@@ -3,7 +3,6 @@
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,6 +11,7 @@
 #include "bench_suite/run_comparison.h"
 #include "core/errors.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "option_value.h"
 #include "parallel_run.h"
 #include "progress_line.h"
@@ -316,11 +316,7 @@ ParallelRequest parallel_request(const TrainArgs& a) {
 // file is refused at once.
 std::optional<suite::EarlierRun> earlier_run(const std::string& file) {
   if (file.empty()) return std::nullopt;
-  std::ifstream in(file);
-  if (!in) throw UsageError("--compare-with-v1 " + file + ": cannot be read");
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw UsageError("--compare-with-v1 " + file + ": not valid JSON");
-  return suite::read_earlier_run(file, j);
+  return suite::read_earlier_run(file, read_json_file("--compare-with-v1", file));
 }
 
 }  // namespace

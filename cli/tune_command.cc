@@ -6,13 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "child_run.h"
+#include "bench_suite/child_run.h"
+#include "bench_suite/results.h"
 #include "core/errors.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "option_value.h"
 #include "train/batch_tune.h"
 #include "train/flag_values.h"
@@ -74,42 +75,21 @@ std::int64_t parse_max_memory(const std::string& text) {
   return static_cast<std::int64_t>(gb * 1e9);
 }
 
-// The train command line that measures `batch`, its summary to json_path.
+// The train command line that measures `batch`, its summary to json_path:
+// the model and point flags as the bench writes them (suite::ModelFlags,
+// suite::BenchPoint), then the seed, the step counts and the output.
 std::vector<std::string> point_args(const TuneArgs& a, const TrainOptions& base, int batch,
                                     const std::string& json_path) {
   const ModelConfig& m = base.model;
-  std::vector<std::string> args{"train",
-                                "--device",
-                                device_name(base.plan.device),
-                                "--version",
-                                base.request.level,
-                                "--vocab-size",
-                                std::to_string(m.vocab_size),
-                                "--hidden-dim",
-                                std::to_string(m.hidden_dim),
-                                "--num-layers",
-                                std::to_string(m.num_layers),
-                                "--num-heads",
-                                std::to_string(m.num_heads),
-                                "--num-kv-heads",
-                                std::to_string(m.num_kv_heads),
-                                "--ffn-dim",
-                                std::to_string(m.ffn_dim),
-                                "--seq-len",
-                                std::to_string(base.shape.seq),
-                                "--seed",
-                                std::to_string(base.seed),
-                                "--batch-size",
-                                std::to_string(batch),
-                                "--warmup-steps",
-                                a.warmup_steps,
-                                "--num-steps",
-                                a.num_steps,
-                                "--json",
-                                json_path};
-  if (a.train.use_amp) {
-    args.insert(args.end(), {"--use-amp", "--amp-dtype", a.train.amp_dtype});
+  const suite::ModelFlags model{m.vocab_size, m.hidden_dim,   m.num_layers,
+                                m.num_heads,  m.num_kv_heads, m.ffn_dim};
+  const suite::BenchPoint point{base.request.level, a.precision, batch, base.shape.seq, {}};
+  std::vector<std::string> args{"train", "--device", device_name(base.plan.device)};
+  for (const std::vector<std::string>& part : {model.train_args(), point.train_args()}) {
+    args.insert(args.end(), part.begin(), part.end());
   }
+  args.insert(args.end(), {"--seed", std::to_string(base.seed), "--warmup-steps", a.warmup_steps,
+                           "--num-steps", a.num_steps, "--json", json_path});
   return args;
 }
 
@@ -117,15 +97,20 @@ std::vector<std::string> point_args(const TuneArgs& a, const TrainOptions& base,
 void measure(TunePoint& p, const TuneArgs& a, const TrainOptions& base,
              const std::filesystem::path& dir) {
   const std::string json_path = (dir / ("batch" + std::to_string(p.batch) + ".json")).string();
-  const ChildResult r = run_self(point_args(a, base, p.batch, json_path));
+  // The child's stdout is dropped; its stderr is kept for the failure line.
+  const std::string err_path = (dir / ("batch" + std::to_string(p.batch) + ".err")).string();
+  const suite::ChildResult r = suite::run_child(
+      "/proc/self/exe", point_args(a, base, p.batch, json_path), "/dev/null", err_path, 0);
   if (r.exit_code != 0) {
+    const std::string last_error = r.exit_code == 127 && r.last_line.empty()
+                                       ? std::string("could not run /proc/self/exe")
+                                       : r.last_line;
     p.status = "failed: exit " + std::to_string(r.exit_code) +
-               (r.last_error.empty() ? "" : " (" + r.last_error + ")");
+               (last_error.empty() ? "" : " (" + last_error + ")");
     return;
   }
-  std::ifstream in(json_path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.contains("tokens_per_s")) {
+  const nlohmann::json j = read_json_object(json_path);
+  if (!j.contains("tokens_per_s")) {
     p.status = "failed: no summary from the run";
     return;
   }

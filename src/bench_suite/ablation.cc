@@ -1,15 +1,7 @@
 #include "bench_suite/ablation.h"
 
-#include <cstdio>
-
 namespace tinyllama::suite {
 namespace {
-
-std::string fixed(double v, int digits, bool sign = false) {
-  char text[64];
-  std::snprintf(text, sizeof text, sign ? "%+.*f" : "%.*f", digits, v);
-  return text;
-}
 
 const PointResult* base_of(const std::vector<PointResult>& points, const PointResult& r) {
   for (const PointResult& o : points) {

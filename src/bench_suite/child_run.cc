@@ -50,6 +50,14 @@ std::string last_error_line(const std::string& text) {
   return last_error.empty() ? last_line : last_error;
 }
 
+std::string last_nonblank_line(const std::string& text) {
+  const std::size_t end = text.find_last_not_of("\n ");
+  if (end == std::string::npos) return "";
+  const std::size_t begin = text.rfind('\n', end);
+  const std::size_t from = begin == std::string::npos ? 0 : begin + 1;
+  return text.substr(from, end + 1 - from);
+}
+
 ChildResult run_child(const std::string& program, const std::vector<std::string>& args,
                       const std::string& out_path, const std::string& err_path, double timeout_s) {
   posix_spawn_file_actions_t actions;
@@ -92,7 +100,9 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
     result.exit_code = 128 + WTERMSIG(status);
   }
   // posix_spawnp reports a program missing from PATH as exit code 127.
-  result.error_line = last_error_line(read_all(err_path));
+  const std::string err_text = read_all(err_path);
+  result.error_line = last_error_line(err_text);
+  result.last_line = last_nonblank_line(err_text);
   if (result.timed_out) {
     result.error_line = "timed out after " + std::to_string(static_cast<int>(timeout_s)) + " s";
   } else if (result.exit_code == 127 && result.error_line.empty()) {

@@ -1,7 +1,6 @@
 #include "bench_suite/compare.h"
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -11,12 +10,6 @@ namespace tinyllama::suite {
 namespace {
 
 constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-
-std::string fixed(double v, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, v);
-  return text;
-}
 
 std::string megabytes(std::int64_t bytes) {
   return fixed(static_cast<double>(bytes) / (1 << 20), 2) + " MB";

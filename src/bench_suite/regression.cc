@@ -1,20 +1,10 @@
 #include "bench_suite/regression.h"
 
-#include <cstdio>
 #include <map>
 
 #include "core/errors.h"
 
 namespace tinyllama::suite {
-namespace {
-
-std::string fixed(double v, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, v);
-  return text;
-}
-
-}  // namespace
 
 void check_rule(const RegressionRule& rule) {
   if (!rule.max_slowdown && !rule.min_speedup) {

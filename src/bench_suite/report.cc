@@ -1,7 +1,6 @@
 #include "bench_suite/report.h"
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -12,12 +11,6 @@ namespace tinyllama::suite {
 namespace {
 
 constexpr const char* kTool = "tinyllama bench";
-
-std::string fixed(double v, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, v);
-  return text;
-}
 
 nlohmann::json peer_json(const PeerResult& p) {
   return {{"variant", p.variant},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -50,6 +51,12 @@ std::string markdown_cell(const std::string& text, std::size_t max_chars) {
     }
   }
   return cut ? out + "..." : out;
+}
+
+std::string fixed(double v, int digits, bool sign) {
+  char text[64];
+  std::snprintf(text, sizeof text, sign ? "%+.*f" : "%.*f", digits, v);
+  return text;
 }
 
 double median(std::vector<double> values) {

@@ -70,6 +70,10 @@ PeerResult read_peer_json(const nlohmann::json& report);
 // cannot swamp the table.
 std::string markdown_cell(const std::string& text, std::size_t max_chars = 160);
 
+// v with `digits` decimals ("%.*f"), with its sign always shown when sign
+// is set ("%+.*f"): the figures of the bench and compare tables and lines.
+std::string fixed(double v, int digits, bool sign = false);
+
 // The median of a list (empty: 0).
 double median(std::vector<double> values);
 

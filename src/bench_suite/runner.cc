@@ -3,23 +3,16 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "bench_suite/child_run.h"
 #include "core/errors.h"
+#include "io/json_file.h"
 
 namespace tinyllama::suite {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The parsed JSON at path, or null when it is missing or broken.
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return nullptr;
-  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-}
 
 std::string failure_line(const ChildResult& child) {
   if (!child.error_line.empty()) return child.error_line;
@@ -73,8 +66,8 @@ PointResult run_point(const RunSettings& settings, const BenchPoint& point,
     result.error = failure_line(child);
     return result;
   }
-  const nlohmann::json report = read_json(json);
-  if (report.is_discarded() || report.is_null()) {
+  const nlohmann::json report = read_json_object(json.string());
+  if (report.is_null()) {
     result.error = "train exited 0 but wrote no readable " + json.string();
     return result;
   }
@@ -133,9 +126,9 @@ PeerResult run_peer(const RunSettings& settings, const BenchPoint& point,
     result.error = failure_line(child);
     return result;
   }
-  const nlohmann::json report = read_json(json);
+  const nlohmann::json report = read_json_object(json.string());
   try {
-    if (report.is_discarded() || report.is_null()) throw RuntimeFailure("no peer.json written");
+    if (report.is_null()) throw RuntimeFailure("no peer.json written");
     result = read_peer_json(report);
     if (peer_report) *peer_report = report;
   } catch (const RuntimeFailure& e) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "prof/svg_text.h"
+
 namespace tinyllama::suite {
 namespace {
 
@@ -25,33 +27,10 @@ std::string num(double v) {
   return text;
 }
 
-std::string escaped(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string text(double x, double y, const std::string& s, const char* anchor, int size = 12,
                  const std::string& extra = "") {
   return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" font-size=\"" + std::to_string(size) +
-         "\" text-anchor=\"" + anchor + "\"" + extra + ">" + escaped(s) + "</text>\n";
+         "\" text-anchor=\"" + anchor + "\"" + extra + ">" + prof::svg_escape(s) + "</text>\n";
 }
 
 // The value range, from 0 to the data (either side of 0), in whole ticks of

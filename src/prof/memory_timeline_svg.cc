@@ -6,6 +6,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "prof/svg_text.h"
+
 namespace tinyllama::prof {
 namespace {
 
@@ -30,29 +32,6 @@ const char* colour_of(const std::string& kind) {
 
 // Phases narrower than this get their label along their boundary line.
 constexpr double kMinLabelWidth = 70;
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string num(double v) {
   char text[32];
@@ -102,7 +81,8 @@ std::string memory_timeline_svg(const MemoryTimeline& tl, const std::string& tit
       << "\" viewBox=\"0 0 " << kWidth << ' ' << kHeight
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg << "<text x=\"" << kLeft << "\" y=\"24\" font-size=\"15\">" << escape(title) << "</text>\n";
+  svg << "<text x=\"" << kLeft << "\" y=\"24\" font-size=\"15\">" << svg_escape(title)
+      << "</text>\n";
 
   // The stacked areas, bottom kind first.
   std::vector<double> below(static_cast<std::size_t>(n_ops), 0.0);
@@ -125,7 +105,7 @@ std::string memory_timeline_svg(const MemoryTimeline& tl, const std::string& tit
       back << " L" << num(x(i + 1)) << ',' << num(y(y0)) << " L" << num(x(i)) << ',' << num(y(y0));
     }
     svg << "<path d=\"" << upper.str() << back.str() << " Z\" fill=\"" << colour_of(kinds[k])
-        << "\" stroke=\"none\"><title>" << escape(kinds[k]) << "</title></path>\n";
+        << "\" stroke=\"none\"><title>" << svg_escape(kinds[k]) << "</title></path>\n";
   }
 
   // Phase boundaries, each labelled across its phase or, when the phase is
@@ -141,10 +121,10 @@ std::string memory_timeline_svg(const MemoryTimeline& tl, const std::string& tit
         << kTop + plot_h << "\" stroke=\"#888\" stroke-dasharray=\"2,3\"/>\n";
     if (x(end) - x(i) >= kMinLabelWidth) {
       svg << "<text x=\"" << num(x(i) + 3) << "\" y=\"" << kTop + 12 << "\" fill=\"#555\">"
-          << escape(phase) << "</text>\n";
+          << svg_escape(phase) << "</text>\n";
     } else {
       svg << "<text transform=\"translate(" << num(x(i) - 2) << ',' << kTop + 4
-          << ") rotate(90)\" fill=\"#555\" font-size=\"10\">" << escape(phase) << "</text>\n";
+          << ") rotate(90)\" fill=\"#555\" font-size=\"10\">" << svg_escape(phase) << "</text>\n";
     }
   }
   // The arena (and token ids) as allocated: the ceiling the live bytes stay under.
@@ -185,7 +165,7 @@ std::string memory_timeline_svg(const MemoryTimeline& tl, const std::string& tit
     const double ly = kTop + 8 + static_cast<double>(kinds.size() - 1 - k) * 18;
     svg << "<rect x=\"" << lx << "\" y=\"" << ly << "\" width=\"12\" height=\"12\" fill=\""
         << colour_of(kinds[k]) << "\"/>\n";
-    svg << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 10 << "\">" << escape(kinds[k])
+    svg << "<text x=\"" << lx + 18 << "\" y=\"" << ly + 10 << "\">" << svg_escape(kinds[k])
         << "</text>\n";
   }
   const double ny = kTop + 8 + static_cast<double>(kinds.size()) * 18 + 14;

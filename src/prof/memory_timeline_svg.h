@@ -2,8 +2,8 @@
 // The memory timeline as a picture: live activation bytes stacked by kind
 // against the op index of one step, step-shaped (an op holds its bytes for
 // its whole width), with the arena's size dashed above them, the phases
-// marked, axes, labels and a legend. A small SVG writer of its own (plain
-// text), so the plot needs no plotting library.
+// marked, axes, labels and a legend. Written as plain text (prof/svg_text.h
+// escapes it), so the plot needs no plotting library.
 #include <cstdint>
 #include <string>
 

@@ -12,6 +12,7 @@
 
 #include "core/errors.h"
 #include "core/rng.h"
+#include "infer/decode_test_models.h"
 #include "infer/sampler.h"
 #include "infer/text_codec.h"
 #include "model/init.h"
@@ -20,6 +21,8 @@
 
 namespace tinyllama {
 namespace {
+
+using decode_test::random_tokens;
 
 ModelConfig small_config() {
   ModelConfig c;
@@ -42,13 +45,6 @@ std::vector<double> weights(const ParamLayout& layout) {
     }
   }
   return w;
-}
-
-std::vector<std::int32_t> random_tokens(int n, int vocab, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-  for (auto& x : t) x = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab)));
-  return t;
 }
 
 double mean_cross_entropy(const std::vector<double>& logits, const std::vector<std::int32_t>& row,

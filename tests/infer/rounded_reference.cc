@@ -33,7 +33,7 @@ double to_bf16(double v) {
 // embedding rows, the residual stream, RMSNorm and RoPE stay fp32.
 struct Points {
   explicit Points(Rounding r) : device(r == Rounding::Device), autocast(r == Rounding::Autocast) {}
-  double stored(double v) const { return device ? to_bf16(v) : v; }  // a bf16 device buffer
+  double stored(double v) const { return device ? to_bf16(v) : v; }     // a bf16 device buffer
   double operand(double v) const { return autocast ? to_bf16(v) : v; }  // an autocast matmul's
   double product(double v) const {  // a matmul's output into a buffer of its own
     return device || autocast ? to_bf16(v) : v;
@@ -244,7 +244,8 @@ std::vector<double> forward_logits(const ModelConfig& cfg, const std::vector<dou
 }
 
 double fp32_drift(const ModelConfig& cfg, const std::vector<double>& params,
-                  const std::vector<std::int32_t>& tokens, const std::vector<double>& device_logits) {
+                  const std::vector<std::int32_t>& tokens,
+                  const std::vector<double>& device_logits) {
   double drift = 0;
   for (Summation order : kSummations) {
     const std::vector<double> got =
@@ -254,16 +255,6 @@ double fp32_drift(const ModelConfig& cfg, const std::vector<double>& params,
                                           static_cast<std::int64_t>(got.size())));
   }
   return drift;
-}
-
-double max_rel_error(const double* got, const double* want, std::int64_t count) {
-  double diff = 0, scale = 0;
-  for (std::int64_t i = 0; i < count; ++i) {
-    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
-    diff = std::max(diff, std::abs(got[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
-  }
-  return diff / scale;
 }
 
 }  // namespace tinyllama::reference

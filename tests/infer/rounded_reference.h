@@ -16,10 +16,12 @@
 //    left is fp32 summation order, a tight check.
 // Written with plain loops on purpose, apart from the CPU ops, so the
 // reference shares no code with what it checks.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "model/config.h"
+#include "model/tolerance.h"
 
 namespace tinyllama::reference {
 
@@ -73,8 +75,11 @@ std::vector<double> forward_logits(const ModelConfig& cfg, const std::vector<dou
                                    const ForwardOptions& options);
 
 // max |got - want| / max |want| over count elements (infinity for a
-// non-finite value): the metric of test_parity.py.
-double max_rel_error(const double* got, const double* want, std::int64_t count);
+// non-finite value): the metric of test_parity.py, as model/tolerance.h
+// defines it for every check.
+inline double max_rel_error(const double* got, const double* want, std::int64_t count) {
+  return tinyllama::max_rel_error(got, want, static_cast<std::size_t>(count));
+}
 
 // One bf16 ulp relative to a tensor's largest element, bounded above
 // (torch.finfo(torch.bfloat16).eps): test_parity.py's floor, the finest two
