@@ -11,8 +11,9 @@ namespace {
 
 constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
 
+// MB as train reports memory: 1e6 bytes.
 std::string megabytes(std::int64_t bytes) {
-  return fixed(static_cast<double>(bytes) / (1 << 20), 2) + " MB";
+  return fixed(static_cast<double>(bytes) / 1e6, 2) + " MB";
 }
 
 // The plain (unswitched) point of a level.

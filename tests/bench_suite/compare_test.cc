@@ -67,8 +67,8 @@ TEST(CompareReport, MarkdownAndJsonCarryEveryLevelsFiguresAndTheFusionEffects) {
   report.runs.model = "D512 L8 H8 K4 F2048 vocab 1000";
   report.runs.points = {level_point("v1", 4.0), level_point("v2", 1.6),
                         level_point("v2", 2.0, {"cuda_graphs off", {"--disable-cuda-graphs"}})};
-  report.profiles = {read_profile_summary(gpu_summary(517), 2 << 20),
-                     read_profile_summary(gpu_summary(251), 1 << 20)};
+  report.profiles = {read_profile_summary(gpu_summary(517), 2000000),
+                     read_profile_summary(gpu_summary(251), 1000000)};
   const std::string md = to_markdown(report);
   EXPECT_NE(md.find("| ms/step | 4.000 | 1.600 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| speed-up over v1 | 1.00x | 2.50x |"), std::string::npos) << md;
