@@ -99,6 +99,7 @@ inline double autocast_limit(double autocast_error) {
 // 10x another's), so the device's own (a GEMV's lanes, cuBLASLt's tiles on
 // tensor cores) can land anywhere in that spread.
 double fp32_drift(const ModelConfig& cfg, const std::vector<double>& params,
-                  const std::vector<std::int32_t>& tokens, const std::vector<double>& device_logits);
+                  const std::vector<std::int32_t>& tokens,
+                  const std::vector<double>& device_logits);
 
 }  // namespace tinyllama::reference

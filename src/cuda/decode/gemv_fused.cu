@@ -41,8 +41,8 @@ enum class Epilogue {
 
 template <typename T, typename O>
 struct FusedArgs {
-  const T* x = nullptr;             // the input without a norm prologue
-  const float* residual = nullptr;  // the input with one: the fp32 residual stream
+  const T* x = nullptr;                // the input without a norm prologue
+  const float* residual = nullptr;     // the input with one: the fp32 residual stream
   const float* norm_weight = nullptr;  // null: no RMSNorm prologue
   float eps = 0.f;
   const T* w = nullptr;
