@@ -14,11 +14,21 @@ constexpr double kLeft = 80, kRight = 180, kTop = 50, kBottom = 90;
 constexpr double kPlotW = kWidth - kLeft - kRight, kPlotH = kHeight - kTop - kBottom;
 constexpr int kTicks = 5;
 
+constexpr std::size_t kColours = 8;
+
 // Colour-blind-safe (Okabe-Ito), cycled.
 const char* colour(std::size_t i) {
-  static const char* const palette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
-                                        "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
-  return palette[i % (sizeof palette / sizeof palette[0])];
+  static const char* const palette[kColours] = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
+                                                "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
+  return palette[i % kColours];
+}
+
+// After a lap of the palette, colours repeat: later laps draw their lines
+// dashed so two series never look alike (the default bench has 10 lines).
+std::string dash(std::size_t i) {
+  static const char* const patterns[] = {"", "7 4", "2 3"};
+  const char* p = patterns[(i / kColours) % 3];
+  return *p == '\0' ? std::string() : std::string(" stroke-dasharray=\"") + p + "\"";
 }
 
 std::string num(double v) {
@@ -100,8 +110,14 @@ std::string frame(const Chart& chart, const YAxis& axis, XOf x_of) {
   for (std::size_t s = 0; s < chart.series.size(); ++s) {
     const double y = kTop + 10 + 20.0 * static_cast<double>(s);
     const double x = kLeft + kPlotW + 16;
-    out += "<rect x=\"" + num(x) + "\" y=\"" + num(y - 9) +
-           "\" width=\"12\" height=\"12\" fill=\"" + colour(s) + "\"/>\n";
+    if (dash(s).empty()) {
+      out += "<rect x=\"" + num(x) + "\" y=\"" + num(y - 9) +
+             "\" width=\"12\" height=\"12\" fill=\"" + colour(s) + "\"/>\n";
+    } else {  // a repeated colour: its swatch is the dashed line itself
+      out += "<line x1=\"" + num(x - 2) + "\" y1=\"" + num(y - 3) + "\" x2=\"" + num(x + 14) +
+             "\" y2=\"" + num(y - 3) + "\" stroke=\"" + colour(s) + "\" stroke-width=\"2.5\"" +
+             dash(s) + "/>\n";
+    }
     out += text(x + 18, y + 2, chart.series[s].name, "start", 11);
   }
   return out;
@@ -147,7 +163,7 @@ std::string line_chart_svg(const Chart& chart) {
     const auto flush = [&] {
       if (run_length >= 2) {
         out += "<polyline fill=\"none\" stroke=\"" + std::string(colour(s)) +
-               "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
+               "\" stroke-width=\"2\"" + dash(s) + " points=\"" + points + "\"/>\n";
       }
       points.clear();
       run_length = 0;

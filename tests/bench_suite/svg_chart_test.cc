@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <regex>
+#include <string>
 #include <vector>
 
 namespace tinyllama::suite {
@@ -51,6 +52,20 @@ TEST(SvgChart, LineChartHasAPolylinePerUnbrokenRunAndAMarkerPerValue) {
   EXPECT_NE(svg.find("Step &lt;time&gt; &amp; memory"), std::string::npos) << "text is escaped";
   EXPECT_NE(svg.find(">S1024</text>"), std::string::npos);
   EXPECT_NE(svg.find(">v2 fp32</text>"), std::string::npos);
+}
+
+TEST(SvgChart, SeriesBeyondThePaletteAreDashedInTheirLinesAndLegend) {
+  Chart chart{"t", "seq", "ms", {"S128", "S512"}, {}};
+  for (int i = 0; i < 10; ++i)
+    chart.series.push_back({"s" + std::to_string(i), {1.0 + i, 2.0 + i}});
+  const std::string svg = line_chart_svg(chart);
+  EXPECT_TRUE(tags_balanced(svg));
+  EXPECT_EQ(count(svg, "<polyline"), 10);
+  // The default bench draws 10 lines: the 9th and 10th reuse the first two
+  // colours, so they (and only they) are dashed, line and legend swatch.
+  EXPECT_EQ(count(svg, "stroke-dasharray"), 4) << svg;
+  const std::regex dashed_line("<polyline[^>]*stroke=\"#0072B2\"[^>]*stroke-dasharray");
+  EXPECT_TRUE(std::regex_search(svg, dashed_line)) << "the 9th series: the 1st colour, dashed";
 }
 
 TEST(SvgChart, BarHeightsAreProportionalToValues) {
