@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "model/config_json.h"
 #include "model/step_plan_json.h"
 #include "prof/communication.h"
 #include "prof/device_peaks.h"
@@ -183,10 +184,8 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
   j["level"] = in.plan.level;
   j["precision"] = precision_name(in.plan.precision);
   j["plan"] = plan_json(in.plan);
-  j["config"] = {{"vocab_size", in.model.vocab_size},     {"hidden_dim", in.model.hidden_dim},
-                 {"num_layers", in.model.num_layers},     {"num_heads", in.model.num_heads},
-                 {"num_kv_heads", in.model.num_kv_heads}, {"ffn_dim", in.model.ffn_dim},
-                 {"batch_size", in.shape.batch},          {"seq_len", in.shape.seq}};
+  j["config"] = model_shape_json(in.model);
+  j["config"].update({{"batch_size", in.shape.batch}, {"seq_len", in.shape.seq}});
   j["kernel_statistics"] = in.gpu != nullptr;
   if (in.gpu == nullptr) {
     notes.push_back(in.backend == "cpu"

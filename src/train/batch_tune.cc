@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/errors.h"
+#include "model/config_json.h"
 #include "model/model.h"
 #include "train/backend_factory.h"
 #include "train/flag_values.h"
@@ -134,6 +135,13 @@ nlohmann::json tune_json(const TuneResult& r, const TrainOptions& base) {
   }
   const TunePoint* best = r.best >= 0 ? &r.points[static_cast<std::size_t>(r.best)] : nullptr;
   const ModelConfig& m = base.model;
+  nlohmann::json config = model_shape_json(m);
+  config.update({{"seq_len", base.shape.seq},
+                 {"level", base.plan.level},
+                 {"precision", precision_name(base.plan.precision)},
+                 {"device", device_name(base.plan.device)},
+                 {"warmup_steps", base.warmup_steps},
+                 {"num_steps", base.num_steps}});
   return {{"max_memory_bytes", r.max_bytes},
           {"largest_batch", r.largest_batch},
           {"largest_batch_predicted_bytes", r.largest_batch_bytes},
@@ -141,19 +149,7 @@ nlohmann::json tune_json(const TuneResult& r, const TrainOptions& base) {
           {"best_tokens_per_s",
            best != nullptr ? nlohmann::json(best->tokens_per_s) : nlohmann::json(nullptr)},
           {"points", points},
-          {"config",
-           {{"vocab_size", m.vocab_size},
-            {"hidden_dim", m.hidden_dim},
-            {"num_layers", m.num_layers},
-            {"num_heads", m.num_heads},
-            {"num_kv_heads", m.num_kv_heads},
-            {"ffn_dim", m.ffn_dim},
-            {"seq_len", base.shape.seq},
-            {"level", base.plan.level},
-            {"precision", precision_name(base.plan.precision)},
-            {"device", device_name(base.plan.device)},
-            {"warmup_steps", base.warmup_steps},
-            {"num_steps", base.num_steps}}}};
+          {"config", config}};
 }
 
 }  // namespace tinyllama

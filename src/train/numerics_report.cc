@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "model/config_json.h"
 #include "model/tolerance.h"
 
 namespace tinyllama {
@@ -89,18 +90,12 @@ nlohmann::json validation_json(const ValidationRun& run) {
       if (e.baseline >= 0) j["baseline_error"] = number_or_null(e.baseline);
       checks.push_back(j);
     }
-    const ModelConfig& m = r.c.config.model;
+    nlohmann::json model = model_shape_json(r.c.config.model);
+    model.update({{"batch_size", r.c.config.shape.batch},
+                  {"seq_len", r.c.config.shape.seq},
+                  {"seed", r.c.config.seed}});
     cases.push_back({{"config", r.c.config.name},
-                     {"model",
-                      {{"vocab_size", m.vocab_size},
-                       {"hidden_dim", m.hidden_dim},
-                       {"num_layers", m.num_layers},
-                       {"num_heads", m.num_heads},
-                       {"num_kv_heads", m.num_kv_heads},
-                       {"ffn_dim", m.ffn_dim},
-                       {"batch_size", r.c.config.shape.batch},
-                       {"seq_len", r.c.config.shape.seq},
-                       {"seed", r.c.config.seed}}},
+                     {"model", model},
                      {"level", r.c.level},
                      {"device", device_name(r.c.device)},
                      {"precision", precision_label(r.c.precision)},

@@ -11,6 +11,7 @@
 #include "core/errors.h"
 #include "cuda/cuda_entry.h"
 #include "io/atomic_file.h"
+#include "model/config_json.h"
 #include "model/step_plan_json.h"
 #include "prof/memory_timeline_json.h"
 #include "train/exercise_report.h"
@@ -50,13 +51,8 @@ std::string precision_line(Precision p) {
 
 nlohmann::json config_json(const TrainOptions& opts) {
   const ModelConfig& m = opts.model;
-  return {
-      {"vocab_size", m.vocab_size},
-      {"hidden_dim", m.hidden_dim},
-      {"num_layers", m.num_layers},
-      {"num_heads", m.num_heads},
-      {"num_kv_heads", m.num_kv_heads},
-      {"ffn_dim", m.ffn_dim},
+  nlohmann::json config = model_shape_json(m);
+  config.update({
       {"head_dim", m.head_dim()},
       {"rms_eps", m.rms_eps},
       {"rope_theta", m.rope_theta},
@@ -76,7 +72,8 @@ nlohmann::json config_json(const TrainOptions& opts) {
       {"device", device_name(opts.plan.device)},
       {"init_from", opts.init_from},
       {"export_hf", opts.export_hf},
-  };
+  });
+  return config;
 }
 
 // One step's device work by graph node type (null when not counted).
