@@ -114,6 +114,13 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "saved input and rstd, bit-identical: 2 x [tokens, D] per layer less memory)")
       ->default_str("the preset's")
       ->group("Level toggles");
+  value(cmd, "--gemm-epilogue", a.toggles.gemm_epilogue, "{none,residual}",
+        "what the GEMMs fold into their output: none (the residual adds are their own ops or "
+        "the fused norm's add: v1-v3) or residual (the out- and down-projection GEMMs add into "
+        "the residual stream through cuBLASLt's beta = 1, so the norms after them only "
+        "normalise: v4)")
+      ->default_str("the preset's")
+      ->group("Level toggles");
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
         "rows per chunk of the chunked loss (needs the chunked loss)")
       ->default_str("the fewest chunks of at most 256 MiB of logits each")

@@ -63,6 +63,19 @@ const std::vector<Switchable>& switchables() {
        {"--loss", "full_logits"},
        "chunked",
        "full_logits"},
+      // Attention timed per shape (v4) against our own flash alone.
+      {"attention_choice",
+       [](const OpChoices& o) { return o.attention == AttentionImpl::Auto; },
+       {"--attention", "auto"},
+       {"--attention", "flash"},
+       "auto",
+       "flash"},
+      {"gemm_epilogue",
+       [](const OpChoices& o) { return o.epilogue == GemmEpilogue::Residual; },
+       {"--gemm-epilogue", "residual"},
+       {"--gemm-epilogue", "none"},
+       "residual",
+       "none"},
   };
   return all;
 }

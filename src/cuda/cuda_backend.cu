@@ -245,6 +245,10 @@ void CudaBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float al
   gemm_->run(c, a, trans_a, b, trans_b, alpha, beta);
 }
 
+void CudaBackend::gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c) {
+  gemm_->run(d, a, trans_a, b, trans_b, 1.0f, 1.0f, {}, &c);
+}
+
 std::int64_t CudaBackend::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                                     float beta) {
   if (!side_enabled_) {

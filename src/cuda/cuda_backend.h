@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
+  void gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c) override;
   void naive_linear(Mat out, Mat x, Mat w) override;
   void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
                                     const AttentionShape& shape) override;

@@ -263,7 +263,7 @@ GemmRunner::~GemmRunner() {
 }
 
 void GemmRunner::run(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta,
-                     BatchStrides batch) {
+                     BatchStrides batch, const Mat* c_in) {
   const char* name = "gemm";
   const std::int64_t m = trans_a ? a.cols : a.rows;
   const std::int64_t k = trans_a ? a.rows : a.cols;
@@ -276,6 +276,12 @@ void GemmRunner::run(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alph
   require(c.dtype == a.dtype || c.dtype == DType::F32, name,
           "c must have a's dtype or float32, got " + shape_str(c));
   require(batch.count >= 1, name, "batch count must be at least 1");
+  if (c_in != nullptr) {
+    require(
+        c_in->rows == c.rows && c_in->cols == c.cols && c_in->ld == c.ld && c_in->dtype == c.dtype,
+        name, "the accumulated input " + shape_str(*c_in) + " must match c " + shape_str(c));
+  }
+  const void* c_src = c_in != nullptr ? c_in->data : c.data;
   if (m == 0 || n == 0) return;
   require(k > 0, name, "inner dimension is zero");
 
@@ -296,26 +302,28 @@ void GemmRunner::run(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alph
   key[kStrideC] = batch.c;
   key[kAlignA] = alignment(a.data, a.ld, batch.a, a.dtype);
   key[kAlignB] = alignment(b.data, b.ld, batch.b, b.dtype);
-  key[kAlignC] = alignment(c.data, c.ld, batch.c, c.dtype);
+  key[kAlignC] =
+      std::min(alignment(c.data, c.ld, batch.c, c.dtype), alignment(c_src, c.ld, batch.c, c.dtype));
   key[kWorkspace] = static_cast<std::int64_t>(workspace_bytes_);
   key[kRowsA] = a.rows;
   key[kRowsB] = b.rows;
-  key[kScalars] = (alpha == 0.f ? 1 : 0) | (beta == 0.f ? 2 : 0);
+  key[kScalars] = (alpha == 0.f ? 1 : 0) | (beta == 0.f ? 2 : 0) | (c_src != c.data ? 4 : 0);
   key[kDevice] = device_;
   Plan& plan = plan_for(key);
-  if (!plan.settled && !is_capturing(stream_)) tune(plan, key, c, a, b, alpha, beta);
-  CUBLAS_CHECK(launch(plan, plan.algo, a, b, c.data, alpha, beta));
+  if (!plan.settled && !is_capturing(stream_)) tune(plan, key, c, a, b, alpha, beta, c_src);
+  CUBLAS_CHECK(launch(plan, plan.algo, a, b, c.data, c_src, alpha, beta));
 }
 
 cublasStatus_t GemmRunner::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
-                                  const Mat& b, void* c, float alpha, float beta) {
-  // cuBLASLt's "A" is our b and its "B" is our a (see the header).
+                                  const Mat& b, void* d, const void* c, float alpha, float beta) {
+  // cuBLASLt's "A" is our b and its "B" is our a (see the header); C and D
+  // share one layout.
   return cublasLtMatmul(handle_, plan.desc, &alpha, b.data, plan.a, a.data, plan.b, &beta, c,
-                        plan.c, c, plan.c, &algo, workspace_, workspace_bytes_, stream_);
+                        plan.c, d, plan.c, &algo, workspace_, workspace_bytes_, stream_);
 }
 
 void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, const Mat& b,
-                      float alpha, float beta) {
+                      float alpha, float beta, const void* c_in) {
   plan.settled = true;  // one attempt per problem, whatever it finds
   const auto started = std::chrono::steady_clock::now();
   std::string what;
@@ -326,9 +334,12 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
            type_label(key[kTypeC]) + " batch=" + std::to_string(key[kBatch]) +
            ((key[kScalars] & 2) ? " beta=0" : " beta!=0");
   }
-  // With beta != 0 the candidates accumulate into the scratch, never into c.
+  // With beta != 0 in place the candidates accumulate into the scratch,
+  // never into c; with a separate input they read c_in and write c, which
+  // the real launch overwrites after them.
   void* target = c.data;
-  if ((key[kScalars] & 2) == 0) {
+  const void* source = c_in;
+  if ((key[kScalars] & 2) == 0 && c_in == c.data) {
     const std::int64_t elems =
         (key[kBatch] - 1) * key[kStrideC] + (key[kM] - 1) * key[kLdC] + key[kN];
     const auto bytes = static_cast<std::size_t>(elems) * dtype_size(c.dtype);
@@ -340,6 +351,7 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
       return;
     }
     target = scratch_;
+    source = scratch_;
     // Finite values to accumulate into (the scratch's alignment, 256, is at
     // least c's, so every candidate valid for c is valid here).
     CUDA_CHECK(cudaMemsetAsync(scratch_, 0, bytes, stream_));
@@ -362,13 +374,13 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
     if (i > 0 && key[kTypeC] != CUDA_R_32F && !reduces_in_fp32(cand)) continue;
     bool ok = true;
     for (int w = 0; w < kWarmups && ok; ++w) {
-      ok = launch(plan, cand, a, b, target, alpha, beta) == CUBLAS_STATUS_SUCCESS;
+      ok = launch(plan, cand, a, b, target, source, alpha, beta) == CUBLAS_STATUS_SUCCESS;
     }
     int timed = 0;
     for (; timed < kTimed && ok; ++timed) {
       const auto e = static_cast<std::size_t>(2 * timed);
       CUDA_CHECK(cudaEventRecord(events_[e], stream_));
-      ok = launch(plan, cand, a, b, target, alpha, beta) == CUBLAS_STATUS_SUCCESS;
+      ok = launch(plan, cand, a, b, target, source, alpha, beta) == CUBLAS_STATUS_SUCCESS;
       CUDA_CHECK(cudaEventRecord(events_[e + 1], stream_));
     }
     CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -95,9 +95,11 @@ class GemmRunner {
   static constexpr std::size_t kMaxWideCandidates = 512;
 
   // c = alpha * op(a) * op(b) + beta * c for each matrix of the batch; each
-  // Mat describes the first matrix. With beta == 0, c is not read.
+  // Mat describes the first matrix. With beta == 0, c is not read. With
+  // c_in (same shape, dtype and ld as c), the accumulated term is read from
+  // c_in instead: c = alpha * op(a) * op(b) + beta * c_in, c_in untouched.
   void run(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta,
-           BatchStrides batch = {});
+           BatchStrides batch = {}, const Mat* c_in = nullptr);
 
  private:
   struct Plan {
@@ -109,10 +111,11 @@ class GemmRunner {
   using Key = std::array<std::int64_t, 22>;
   Plan& plan_for(const Key& key);
   GemmProblemDesc problem(const Plan& plan, const Key& key) const;
+  // d = alpha * op(a) * op(b) + beta * c; c == d in place.
   cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
-                        const Mat& b, void* c, float alpha, float beta);
+                        const Mat& b, void* d, const void* c, float alpha, float beta);
   void tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, const Mat& b, float alpha,
-            float beta);
+            float beta, const void* c_in);
 
   cublasLtHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;

@@ -40,6 +40,15 @@ void Backend::side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_co
   adamw_fused(param, grad, m, v, compute_copy, hp);
 }
 
+void Backend::gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c) {
+  if (d.data == c.data) {
+    gemm(d, a, trans_a, b, trans_b, 1.0f, 1.0f);
+    return;
+  }
+  gemm(d, a, trans_a, b, trans_b, 1.0f, 0.0f);
+  add(d, d, c);
+}
+
 std::int64_t Backend::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                                 float beta) {
   gemm(c, a, trans_a, b, trans_b, alpha, beta);

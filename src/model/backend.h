@@ -171,6 +171,11 @@ class Backend {
   // flag is set. c may be wider-typed than a and b (fp32 weight gradients
   // from bf16 activations).
   virtual void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) = 0;
+  // d = op(a) * op(b) + c (GemmEpilogue::Residual: a projection that adds
+  // into the residual stream). d and c have one shape; d may alias c. The
+  // CUDA backend runs one GEMM with beta = 1 reading c and writing d, so the
+  // sum is rounded once; the default is a GEMM into d, then add().
+  virtual void gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c);
   // gemm() that may run concurrently with the ops issued after it, until
   // join_side_gemm(ticket) or join_side_gemms(); it starts after every op
   // issued before it. For the weight gradients of the backward pass: the

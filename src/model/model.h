@@ -214,6 +214,9 @@ class Model {
   // (unfused levels); summed in fp32 under AMP (ActivationPlan::d_norm_sum).
   void separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts, const int* widths);
   bool fused_norm() const { return plan_.ops.norm == NormImpl::Fused; }
+  // GemmEpilogue::Residual: the out- and down-projections add into the
+  // residual stream, and every forward norm only normalises.
+  bool adds_in_gemms() const { return plan_.ops.epilogue == GemmEpilogue::Residual; }
   bool recompute_norms() const { return plan_.ops.activations == ActivationsImpl::RecomputeNorms; }
   // d_sum = d_above + the RMSNorm's input gradient (and its weight
   // gradient), after joining the side GEMM `reader` of d_sum; marked as

@@ -31,7 +31,7 @@ void Model::run_forward(bool training) {
 
   const Mat xl = acts_.view(arena_, acts_.residual_out);
   const Mat nf = acts_.view(arena_, acts_.final_norm);
-  if (!fused_norm()) {  // else the last block's residual_norm wrote nf
+  if (!fused_norm() || adds_in_gemms()) {  // else the last block's residual_norm wrote nf
     ops.next("final_norm");
     backend_.rmsnorm_forward(nf, acts_.view(arena_, acts_.final_rstd), xl,
                              compute_weight(layout_.final_norm()), cfg_.rms_eps);
@@ -54,7 +54,9 @@ void Model::forward_layer(int l) {
   const int qd = cfg_.q_dim();
   const int kvd = cfg_.kv_dim();
 
-  if (!fused_norm() || l == 0) {  // else the block above's residual_norm wrote n1
+  // Else the block above's residual_norm wrote n1 (unless the add went into
+  // its down-projection GEMM, and the norm with it into this block).
+  if (!fused_norm() || l == 0 || adds_in_gemms()) {
     ops.next("attn_norm");
     backend_.rmsnorm_forward(n1, acts_.view(arena_, a.rstd1), x,
                              compute_weight(layout_.layer(l, &LayerSlots::attn_norm)),
@@ -76,14 +78,19 @@ void Model::forward_layer(int l) {
                                qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), as);
   }
   ops.next("out_proj_gemm");
-  backend_.gemm(h, attn, false, compute_weight(layout_.layer(l, &LayerSlots::wo)), true, 1.0f,
-                0.0f);
+  const Mat wo = compute_weight(layout_.layer(l, &LayerSlots::wo));
   const Mat n2 = acts_.view(arena_, a.norm2);
   const Mat ffn_norm = compute_weight(layout_.layer(l, &LayerSlots::ffn_norm));
-  if (fused_norm()) {
+  if (adds_in_gemms()) {  // h = x + Wo(attn), the sum rounded once
+    backend_.gemm_add(h, attn, false, wo, true, x);
+    ops.next("ffn_norm");
+    backend_.rmsnorm_forward(n2, acts_.view(arena_, a.rstd2), h, ffn_norm, cfg_.rms_eps);
+  } else if (fused_norm()) {
+    backend_.gemm(h, attn, false, wo, true, 1.0f, 0.0f);
     ops.next("attn_residual_norm");
     backend_.add_rmsnorm_forward(h, n2, acts_.view(arena_, a.rstd2), h, x, ffn_norm, cfg_.rms_eps);
   } else {
+    backend_.gemm(h, attn, false, wo, true, 1.0f, 0.0f);
     ops.next("attn_residual");
     backend_.add(h, h, x);
     ops.next("ffn_norm");
@@ -106,8 +113,12 @@ void Model::forward_layer(int l) {
     backend_.mul(hidden, s, up);
   }
   ops.next("down_gemm");
-  backend_.gemm(out, hidden, false, compute_weight(layout_.layer(l, &LayerSlots::wdown)), true,
-                1.0f, 0.0f);
+  const Mat wdown = compute_weight(layout_.layer(l, &LayerSlots::wdown));
+  if (adds_in_gemms()) {  // out = h + Wdown(hidden); the next block normalises it
+    backend_.gemm_add(out, hidden, false, wdown, true, h);
+    return;
+  }
+  backend_.gemm(out, hidden, false, wdown, true, 1.0f, 0.0f);
   if (!fused_norm()) {
     ops.next("ffn_residual");
     backend_.add(out, out, h);

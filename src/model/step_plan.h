@@ -60,7 +60,13 @@ enum class EmbeddingGradImpl { Scan, Sorted };
 // dlogits, and the head's two gradient GEMMs (the weight gradient summed
 // over chunks): the full logits never exist.
 enum class LossImpl { FullLogits, Chunked };
-enum class GemmEpilogue { None };  // GEMMs write their output, nothing fused in
+// None: GEMMs write their output and the residual adds are separate ops (or
+// the fused norm's add half). Residual: the out-projection and the
+// down-projection GEMMs accumulate into the residual stream through
+// cuBLASLt's beta = 1 (D = A*B + C, one rounding of the sum), so the norms
+// that follow only normalise. Backward is unchanged: the residual gradient
+// sums stay in the norms' backward kernels.
+enum class GemmEpilogue { None, Residual };
 enum class OptimizerImpl {
   PerTensor,      // one AdamW launch per parameter tensor, then a convert pass (AMP)
   Fused,          // one sweep over the flat state, writing the AMP copy as it goes

@@ -119,6 +119,11 @@ void AccessTraceBackend::gemm(Mat c, Mat a, bool, Mat b, bool, float, float beta
   writes({c});
 }
 
+void AccessTraceBackend::gemm_add(Mat d, Mat a, bool, Mat b, bool, Mat c) {
+  reads({a, b, c});
+  writes({d});
+}
+
 void AccessTraceBackend::naive_linear(Mat out, Mat x, Mat w) {
   reads({x, w});
   writes({out});

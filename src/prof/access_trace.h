@@ -78,6 +78,7 @@ class AccessTraceBackend final : public Backend, private OpObserver {
   void upload_async(void*, const void*, std::size_t) override {}
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
+  void gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c) override;
   // The exercise faults' slow kernels touch what the ops they replace touch.
   void naive_linear(Mat out, Mat x, Mat w) override;
   void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,

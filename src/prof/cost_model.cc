@@ -97,6 +97,12 @@ Cost rmsnorm_backward(const Sizes& s, i64 t, i64 d) {
 Cost add(const Sizes& s, i64 t, i64 d) {
   return {t * d, 3 * t * d * s.c};
 }
+// GemmEpilogue::Residual: the projection also reads the residual it adds to.
+Cost linear_forward_add(const Sizes& s, i64 t, i64 in, i64 out) {
+  Cost c = gemm_forward(s, t, in, out);
+  c += {0, t * out * s.c, 0};
+  return c;
+}
 // NormImpl::Fused: reads a, b, w; writes the sum, the norm and rstd.
 Cost add_rmsnorm_forward(const Sizes& s, i64 t, i64 d) {
   return {(kRmsNormForwardFlops + 1) * t * d, (4 * t * d + d) * s.c + t * s.st};
@@ -222,23 +228,30 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
   const bool fused_gate_up = plan.ops.gate_up_gemm == GemmGrouping::Fused;
   const bool fused_swiglu = plan.ops.swiglu == SwigluImpl::Fused;
   const bool fused_norm = plan.ops.norm == NormImpl::Fused;
+  const bool adds_in_gemms = plan.ops.epilogue == GemmEpilogue::Residual;
   Builder b(sc);
   b.phase("forward");
   b.add("embedding", OpKind::Elementwise, {0, t * kTokenBytes + 2 * t * d * s.c});
   for (int l = 0; l < cfg.num_layers; ++l) {
     b.layer(l);
     // Fused: the block above's ffn_residual_norm normalised this block's input.
-    if (!fused_norm || l == 0) b.add("attn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+    if (!fused_norm || l == 0 || adds_in_gemms) {
+      b.add("attn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+    }
     b.add("qkv_gemm", OpKind::Gemm,
           fused_qkv ? linear_forward(s, t, d, {qd + 2 * kvd})
                     : linear_forward(s, t, d, {qd, kvd, kvd}));
     b.add("rope", OpKind::Elementwise, {kRopeFlops * t * rope_cols, 2 * t * rope_cols * s.c});
     b.add("attention", OpKind::Attention,
           {attn_fwd_flops, (2 * t * qd + 2 * t * kvd) * s.c + lse_bytes + probs_bytes});
-    b.add("out_proj_gemm", OpKind::Gemm, linear_forward(s, t, qd, {d}));
-    if (fused_norm) {
+    if (adds_in_gemms) {
+      b.add("out_proj_gemm", OpKind::Gemm, linear_forward_add(s, t, qd, d));
+      b.add("ffn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+    } else if (fused_norm) {
+      b.add("out_proj_gemm", OpKind::Gemm, linear_forward(s, t, qd, {d}));
       b.add("attn_residual_norm", OpKind::Elementwise, add_rmsnorm_forward(s, t, d));
     } else {
+      b.add("out_proj_gemm", OpKind::Gemm, linear_forward(s, t, qd, {d}));
       b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
       b.add("ffn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
     }
@@ -247,16 +260,21 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
     // Fused: silu(g)·u reads g, u and writes h; unfused writes and rereads silu(g).
     b.add("swiglu", OpKind::Elementwise,
           {kSwigluForwardFlops * t * f, (fused_swiglu ? 3 : 5) * t * f * s.c});
-    b.add("down_gemm", OpKind::Gemm, linear_forward(s, t, f, {d}));
-    if (fused_norm) {
+    if (adds_in_gemms) {
+      b.add("down_gemm", OpKind::Gemm, linear_forward_add(s, t, f, d));
+    } else if (fused_norm) {
+      b.add("down_gemm", OpKind::Gemm, linear_forward(s, t, f, {d}));
       // With the next block's attention norm, or the final norm.
       b.add("ffn_residual_norm", OpKind::Elementwise, add_rmsnorm_forward(s, t, d));
     } else {
+      b.add("down_gemm", OpKind::Gemm, linear_forward(s, t, f, {d}));
       b.add("ffn_residual", OpKind::Elementwise, add(s, t, d));
     }
   }
   b.layer(-1);
-  if (!fused_norm) b.add("final_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+  if (!fused_norm || adds_in_gemms) {
+    b.add("final_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
+  }
   // Model work over the vocabulary: the GEMMs also run over the zero rows
   // up to ModelConfig::padded_vocab() (0.1 % more at GPT-2's 50257), which
   // MFU and 6NT do not count.

@@ -72,6 +72,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   if (!flags.norm.empty()) ops.norm = parse_norm(flags.norm);
   if (!flags.loss.empty()) ops.loss = parse_loss(flags.loss);
   if (!flags.activations.empty()) ops.activations = parse_activations(flags.activations);
+  if (!flags.gemm_epilogue.empty()) ops.epilogue = parse_gemm_epilogue(flags.gemm_epilogue);
   return ops;
 }
 
@@ -92,6 +93,10 @@ LossImpl parse_loss(const std::string& value) {
 ActivationsImpl parse_activations(const std::string& value) {
   return parse_choice("--activations", value,
                       {ActivationsImpl::Stored, ActivationsImpl::RecomputeNorms});
+}
+
+GemmEpilogue parse_gemm_epilogue(const std::string& value) {
+  return parse_choice("--gemm-epilogue", value, {GemmEpilogue::None, GemmEpilogue::Residual});
 }
 
 }  // namespace tinyllama

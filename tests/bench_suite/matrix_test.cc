@@ -49,7 +49,7 @@ TEST(BenchMatrix, ListsParseAndRejectBadValues) {
 TEST(BenchMatrix, AblationSwitchesFlipEachChoiceOfThePreset) {
   // v1 has every fusion off: each switch turns one on.
   const std::vector<ChoiceSwitch> v1 = ablation_switches(level_preset("v1"));
-  ASSERT_EQ(v1.size(), 7u);
+  ASSERT_EQ(v1.size(), 9u);
   auto has = [](const std::vector<ChoiceSwitch>& list, const std::string& name,
                 const std::vector<std::string>& args) {
     return std::any_of(list.begin(), list.end(), [&](const ChoiceSwitch& s) {
@@ -79,16 +79,22 @@ TEST(BenchMatrix, SwitchesBetweenLevelsUndoOnlyWhatChanged) {
   ASSERT_EQ(v3_over_v2.size(), 2u);
   EXPECT_EQ(v3_over_v2[0].name, "norm plain");
   EXPECT_EQ(v3_over_v2[1].name, "loss full_logits");
+  const std::vector<ChoiceSwitch> v4_over_v3 =
+      switches_between(level_preset("v3"), level_preset("v4"));
+  ASSERT_EQ(v4_over_v3.size(), 2u);
+  EXPECT_EQ(v4_over_v3[0].name, "attention_choice flash");
+  EXPECT_EQ(v4_over_v3[0].train_args, (std::vector<std::string>{"--attention", "flash"}));
+  EXPECT_EQ(v4_over_v3[1].name, "gemm_epilogue none");
 }
 
 TEST(BenchMatrix, WithAblationFollowsEachPointByItsSwitches) {
   const std::vector<BenchPoint> points = with_ablation(expand({{"v1", "v3"}, {"fp32"}, {2}, {16}}));
-  ASSERT_EQ(points.size(), 2u * 8u);
+  ASSERT_EQ(points.size(), 2u * 10u);
   EXPECT_TRUE(points[0].variant.name.empty());
   EXPECT_EQ(points[0].level, "v1");
   EXPECT_FALSE(points[1].variant.name.empty());
-  EXPECT_EQ(points[8].level, "v3");
-  EXPECT_TRUE(points[8].variant.name.empty());
+  EXPECT_EQ(points[10].level, "v3");
+  EXPECT_TRUE(points[10].variant.name.empty());
 }
 
 }  // namespace

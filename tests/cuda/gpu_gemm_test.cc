@@ -1,7 +1,8 @@
 // cuBLASLt GEMM against the float64 reference: every transpose combination,
 // odd shapes, padded and misaligned row strides, column blocks of a wider
-// buffer as the output, alpha/beta, and a float32 output from bf16/fp16
-// operands (weight gradients under AMP).
+// buffer as the output, alpha/beta, the residual epilogue (d = a b + c into
+// another buffer), and a float32 output from bf16/fp16 operands (weight
+// gradients under AMP).
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -56,6 +57,17 @@ TEST_P(GpuGemm, MatchesReference) {
     cpu::gemm(c1.cpu, a.cpu, ta, b.cpu, tb, 0.75, 0.5);
     h.gpu().gemm(c1.gpu, a.gpu, ta, b.gpu, tb, 0.75f, 0.5f);
     h.expect_close(parent, tol, "gemm alpha=0.75 beta=0.5 into a column block");
+
+    // gemm_add (GemmEpilogue::Residual): d = op(a) op(b) + c into a poisoned
+    // d, with c read from its own buffer and left as it was.
+    const Twin c2 = h.input(s.m, s.n, c_type, 1.0, 1);
+    const Twin d2 = h.output(s.m, s.n, c_type, 1);
+    cpu::gemm(d2.cpu, a.cpu, ta, b.cpu, tb, 1.0, 0.0);
+    cpu::add(d2.cpu, d2.cpu, c2.cpu);
+    h.gpu().gemm_add(d2.gpu, a.gpu, ta, b.gpu, tb, c2.gpu);
+    h.expect_close(d2, tol, "gemm_add into a separate output");
+    h.expect_close(c2, 0.0, "gemm_add's accumulated input, unchanged");
+    EXPECT_TRUE(h.padding_intact(d2.gpu)) << "gemm_add wrote past a row";
   }
 }
 

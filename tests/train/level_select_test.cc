@@ -40,6 +40,12 @@ TEST(LevelSelect, V1IsTheBaselineAndV2TurnsEveryToggleOn) {
   EXPECT_EQ(v3.attention, AttentionImpl::Flash) << "v3 keeps our own flash (DESIGN §2)";
   EXPECT_EQ(v3.execution, Execution::Graph);
   EXPECT_EQ(v2.norm, NormImpl::Plain);
+  const OpChoices v4 = level_preset("v4");
+  OpChoices v3_epilogue = v3;
+  v3_epilogue.epilogue = GemmEpilogue::Residual;
+  v3_epilogue.attention = AttentionImpl::Auto;
+  EXPECT_EQ(v4, v3_epilogue) << "v4 is v3 with the adds in GEMM epilogues and attention auto";
+  EXPECT_EQ(v3.epilogue, GemmEpilogue::None);
   EXPECT_NO_THROW(level_preset(kDefaultLevel));
 }
 
@@ -58,14 +64,29 @@ TEST(LevelSelect, NormFlagOverridesThePreset) {
   }
 }
 
-TEST(LevelSelect, UnimplementedAndUnknownLevelsAreRefusedByName) {
-  for (const char* name : {"v4", "v9", ""}) {
+TEST(LevelSelect, GemmEpilogueFlagOverridesThePreset) {
+  ToggleFlags f;
+  f.gemm_epilogue = "residual";
+  EXPECT_EQ(apply_toggle_flags(level_preset("v2"), f).epilogue, GemmEpilogue::Residual);
+  f.gemm_epilogue = "none";
+  EXPECT_EQ(apply_toggle_flags(level_preset("v4"), f).epilogue, GemmEpilogue::None);
+  f.gemm_epilogue = "bias";
+  try {
+    apply_toggle_flags(level_preset("v4"), f);
+    ADD_FAILURE() << "--gemm-epilogue bias was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("none, residual"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LevelSelect, UnknownLevelsAreRefusedByName) {
+  for (const char* name : {"v5", "v9", ""}) {
     try {
       level_preset(name);
       ADD_FAILURE() << name << " was accepted";
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("--version"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("v1, v2, v3"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("v1, v2, v3, v4"), std::string::npos) << e.what();
     }
   }
 }
