@@ -4,18 +4,24 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "core/errors.h"
 #include "cuda/attention_choice.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_entry.h"
+#include "cuda/cuda_env.h"
 #include "cuda/cuda_event_timer.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_workspaces.h"
 
 namespace tinyllama::cuda {
 namespace {
+
+bool stream_priorities_enabled() {
+  return env_flag(std::getenv("TINYLLAMA_STREAM_PRIORITIES"), true);
+}
 
 void* device_alloc(std::size_t bytes, const char* what) {
   void* p = nullptr;
@@ -49,16 +55,33 @@ CudaBackend::CudaBackend(Precision precision) : precision_(precision) {
   // before creating a backend), device 0 otherwise.
   CUDA_CHECK(cudaGetDevice(&device_));
   CUDA_CHECK(cudaSetDevice(device_));
+  // Stream priorities: the main stream and the weight-gradient branch at the
+  // device's highest, the per-layer AdamW sweeps at its lowest. A sweep is
+  // memory-bound with thousands of blocks; at equal priority its blocks take
+  // every SM a GEMM frees and the next GEMM of the backward pass waits
+  // behind them (the profile showed the data-gradient GEMMs beside a sweep
+  // at 36-50 % of what they reach alone). With priorities the block
+  // scheduler places the GEMM's blocks first and the sweep fills the gaps.
+  // Measured on the H100 (docs/PERFORMANCE.md, seventh session): bf16
+  // B8 S128 1.52 against 1.59 ms, GPT-2 size 32.4 against 32.7 ms, the rest
+  // level; but fp32 B8 S128 6.12 against 6.02 ms, where the sweeps are best
+  // run as early as the long SIMT GEMMs let them. So fp32 compute keeps
+  // equal priorities. TINYLLAMA_STREAM_PRIORITIES=off keeps them equal
+  // everywhere, for comparison.
+  int lowest = 0, highest = 0;
+  if (precision.compute != DType::F32 && stream_priorities_enabled()) {
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  }
   // Non-blocking: the legacy default stream never serialises against it.
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, highest));
   gemm_ = std::make_unique<GemmRunner>();
   gemm_->set_stream(stream_);
   uploader_ = std::make_unique<PinnedUploader>(stream_);
   graph_ = std::make_unique<GraphRecorder>(stream_);
-  side_ = std::make_unique<SideBranch>();
+  side_ = std::make_unique<SideBranch>(highest);
   side_gemm_ = std::make_unique<GemmRunner>();
   side_gemm_->set_stream(side_->stream());
-  updates_ = std::make_unique<SideBranch>();
+  updates_ = std::make_unique<SideBranch>(lowest);
 }
 
 CudaBackend::~CudaBackend() {

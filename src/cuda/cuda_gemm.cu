@@ -11,6 +11,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_env.h"
 #include "cuda/cuda_gemm_search.h"
 #include "cuda/cuda_graph.h"
 
@@ -104,16 +105,6 @@ struct TunedAlgos {
 TunedAlgos& tuned_algos() {
   static TunedAlgos t;
   return t;
-}
-
-// An environment variable's value as a switch: unset or empty gives the
-// fallback, 0/off/false/no turn it off, anything else on.
-bool env_flag(const char* v, bool fallback) {
-  if (v == nullptr || *v == '\0') return fallback;
-  for (const char* off : {"0", "off", "false", "no", "OFF", "FALSE", "NO"}) {
-    if (std::strcmp(v, off) == 0) return false;
-  }
-  return true;
 }
 
 const char* type_label(std::int64_t t) {

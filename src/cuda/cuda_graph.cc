@@ -111,7 +111,11 @@ GraphStats GraphRecorder::end(bool instantiate, int slot) {
     return stats;
   }
   cudaGraphExec_t exec = nullptr;
-  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  // Node priorities: the ones each kernel node got from its stream at
+  // capture (CudaBackend's main, weight-gradient and update streams), not
+  // the launch stream's one priority for every node.
+  const cudaError_t inst =
+      cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   cudaGraphDestroy(graph);  // the executable graph keeps what it needs
   if (inst != cudaSuccess) fail("CUDA graph instantiation failed", inst);
   cudaGraphExec_t& kept = execs_[slot];

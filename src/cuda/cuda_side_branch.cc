@@ -6,8 +6,8 @@
 
 namespace tinyllama::cuda {
 
-SideBranch::SideBranch() {
-  CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+SideBranch::SideBranch(int priority) {
+  CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, priority));
   // Ordering only: no timing, so the cheaper events.
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
   for (cudaEvent_t& e : done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));

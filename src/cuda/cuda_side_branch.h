@@ -14,7 +14,9 @@ namespace tinyllama::cuda {
 
 class SideBranch {
  public:
-  SideBranch();
+  // priority: the stream's (cudaStreamCreateWithPriority; lower numbers run
+  // first). A capture copies it into each kernel node it records.
+  explicit SideBranch(int priority = 0);
   ~SideBranch();
   SideBranch(const SideBranch&) = delete;
   SideBranch& operator=(const SideBranch&) = delete;
