@@ -214,7 +214,8 @@ class Model {
   // (unfused levels); summed in fp32 under AMP (ActivationPlan::d_norm_sum).
   void separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts, const int* widths);
   bool fused_norm() const { return plan_.ops.norm == NormImpl::Fused; }
-  bool recompute_norms() const { return plan_.ops.activations == ActivationsImpl::RecomputeNorms; }
+  bool recompute_norms() const { return recomputes_norms(plan_.ops.activations); }
+  bool recompute_swiglu() const { return recomputes_swiglu(plan_.ops.activations); }
   // d_sum = d_above + the RMSNorm's input gradient (and its weight
   // gradient), after joining the side GEMM `reader` of d_sum; marked as
   // attn_/ffn_residual_norm (fused) or attn_/ffn_norm then _residual.

@@ -91,7 +91,8 @@ LossImpl parse_loss(const std::string& value) {
 
 ActivationsImpl parse_activations(const std::string& value) {
   return parse_choice("--activations", value,
-                      {ActivationsImpl::Stored, ActivationsImpl::RecomputeNorms});
+                      {ActivationsImpl::Stored, ActivationsImpl::RecomputeNorms,
+                       ActivationsImpl::RecomputeNormsSwiglu});
 }
 
 }  // namespace tinyllama
