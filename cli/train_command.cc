@@ -108,10 +108,13 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "gradients; the full logits never exist: v3)")
       ->default_str("the preset's")
       ->group("Level toggles");
-  value(cmd, "--activations", a.toggles.activations, "{stored,recompute_norms}",
-        "what the backward pass reads: stored (every layer keeps its normalised inputs) or "
+  value(cmd, "--activations", a.toggles.activations, "{stored,recompute_norms,recompute}",
+        "what the backward pass reads: stored (every layer keeps its normalised inputs), "
         "recompute_norms (one shared buffer each; the backward pass remakes a layer's from its "
-        "saved input and rstd, bit-identical: 2 x [tokens, D] per layer less memory)")
+        "saved input and rstd, bit-identical: 2 x [tokens, D] per layer less memory) or "
+        "recompute (recompute_norms, and the SwiGLU output silu(g)*u in one shared buffer, "
+        "remade from the saved gate/up output by the forward's own op, bit-identical: "
+        "[tokens, FFN] per layer less again)")
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--gemm-epilogue", a.toggles.gemm_epilogue, "{none,residual}",

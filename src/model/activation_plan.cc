@@ -22,9 +22,12 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
 
   // RecomputeNorms: one normalised input of each kind for all layers (the
   // backward pass remakes a layer's before the GEMMs that read it).
-  norms_shared = plan.ops.activations == ActivationsImpl::RecomputeNorms;
+  norms_shared = recomputes_norms(plan.ops.activations);
   const Slot shared_norm1 = norms_shared ? take(n, d, act) : Slot{};
   const Slot shared_norm2 = norms_shared ? take(n, d, act) : Slot{};
+  // RecomputeNormsSwiglu: one SwiGLU output for all layers as well.
+  hidden_shared = recomputes_swiglu(plan.ops.activations);
+  const Slot shared_hidden = hidden_shared ? take(n, f, act) : Slot{};
   for (int l = 0; l < cfg.num_layers; ++l) {
     LayerActivations a;
     a.residual_in = take(n, d, act);
@@ -39,7 +42,7 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
     a.rstd2 = take(n, 1, st);
     a.gate_up = take(n, 2 * f, act);
     if (separate_swiglu) a.silu_gate = take(n, f, act);
-    a.ffn_hidden = take(n, f, act);
+    a.ffn_hidden = hidden_shared ? shared_hidden : take(n, f, act);
     layers.push_back(a);
   }
   residual_out = take(n, d, act);
@@ -91,6 +94,9 @@ std::vector<ActivationBuffer> ActivationPlan::buffers() const {
     add("norm1", "norm_outputs", layers[0].norm1);
     add("norm2", "norm_outputs", layers[0].norm2);
   }
+  if (hidden_shared && !layers.empty()) {
+    add("ffn_hidden", "ffn_intermediates", layers[0].ffn_hidden);
+  }
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const LayerActivations& a = layers[l];
     const std::string p = "layer" + std::to_string(l) + ".";
@@ -106,7 +112,7 @@ std::vector<ActivationBuffer> ActivationPlan::buffers() const {
     add(p + "rstd2", "norm_stats", a.rstd2);
     add(p + "gate_up", "ffn_intermediates", a.gate_up);
     add(p + "silu_gate", "ffn_intermediates", a.silu_gate);
-    add(p + "ffn_hidden", "ffn_intermediates", a.ffn_hidden);
+    if (!hidden_shared) add(p + "ffn_hidden", "ffn_intermediates", a.ffn_hidden);
   }
   add("residual_out", "residual_stream", residual_out);
   add("final_norm", "norm_outputs", final_norm);

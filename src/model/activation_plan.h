@@ -34,7 +34,7 @@ struct LayerActivations {
   Slot norm2, rstd2;
   Slot gate_up;     // [N, 2F]
   Slot silu_gate;   // SwigluImpl::Separate only [N, F]
-  Slot ffn_hidden;  // silu(g) * u [N, F]
+  Slot ffn_hidden;  // silu(g) * u [N, F]; one slot for all layers under RecomputeNormsSwiglu
 };
 
 // One buffer of the arena, named for reports: "layer3.qkv", "final_norm",
@@ -74,6 +74,9 @@ struct ActivationPlan {
   // ActivationsImpl::RecomputeNorms: every layer's norm1 (norm2) is one
   // shared slot, remade by the backward pass.
   bool norms_shared = false;
+  // ActivationsImpl::RecomputeNormsSwiglu: every layer's ffn_hidden is one
+  // shared slot too, remade by the backward pass.
+  bool hidden_shared = false;
   std::int64_t bytes = 0;
 
   Mat view(void* arena, const Slot& s) const;

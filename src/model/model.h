@@ -217,7 +217,8 @@ class Model {
   // GemmEpilogue::Residual: the out- and down-projections add into the
   // residual stream, and every forward norm only normalises.
   bool adds_in_gemms() const { return plan_.ops.epilogue == GemmEpilogue::Residual; }
-  bool recompute_norms() const { return plan_.ops.activations == ActivationsImpl::RecomputeNorms; }
+  bool recompute_norms() const { return recomputes_norms(plan_.ops.activations); }
+  bool recompute_swiglu() const { return recomputes_swiglu(plan_.ops.activations); }
   // d_sum = d_above + the RMSNorm's input gradient (and its weight
   // gradient), after joining the side GEMM `reader` of d_sum; marked as
   // attn_/ffn_residual_norm (fused) or attn_/ffn_norm then _residual.

@@ -228,6 +228,20 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   // Feed-forward half: out = h + Wdown(silu(g) * u).
   const Mat hidden = acts_.view(arena_, a.ffn_hidden);
   const Mat d_hidden = acts_.view(arena_, acts_.d_ffn_hidden);
+  const Mat gu = acts_.view(arena_, a.gate_up);
+  const Mat gate = gu.col_block(0, f);
+  const Mat up = gu.col_block(f, f);
+  if (recompute_swiglu()) {
+    // The shared hidden's last reader, the layer above's down weight
+    // gradient, was joined by that layer's attention norm backward.
+    // The forward's own op on the same inputs: the same bits.
+    ops.next("swiglu_recompute");
+    if (plan_.ops.swiglu == SwigluImpl::Fused) {
+      backend_.swiglu_forward(hidden, gate, up);
+    } else {  // the forward's mul, of the silu(g) it kept and u
+      backend_.mul(hidden, acts_.view(arena_, a.silu_gate), up);
+    }
+  }
   const ParamSlot& wdown = layout_.layer(l, &LayerSlots::wdown);
   ops.next("down_gemm_wgrad");
   const std::int64_t down_ticket =
@@ -235,10 +249,7 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   ops.next("down_gemm_dgrad");
   backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
 
-  const Mat gu = acts_.view(arena_, a.gate_up);
   const Mat d_gu = acts_.view(arena_, acts_.d_gate_up);
-  const Mat gate = gu.col_block(0, f);
-  const Mat up = gu.col_block(f, f);
   const Mat d_gate = d_gu.col_block(0, f);
   const Mat d_up = d_gu.col_block(f, f);
   backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next

@@ -24,7 +24,8 @@ constexpr OptimizerImpl kOptimizers[] = {OptimizerImpl::PerTensor, OptimizerImpl
                                          OptimizerImpl::FusedPerLayer};
 constexpr Execution kExecutions[] = {Execution::Eager, Execution::Graph};
 constexpr ActivationsImpl kActivations[] = {ActivationsImpl::Stored,
-                                            ActivationsImpl::RecomputeNorms};
+                                            ActivationsImpl::RecomputeNorms,
+                                            ActivationsImpl::RecomputeNormsSwiglu};
 
 std::string join_ints(const std::vector<int>& values) {
   std::string out;
@@ -199,7 +200,15 @@ const char* impl_name(Execution v) {
   return v == Execution::Graph ? "graph" : "eager";
 }
 const char* impl_name(ActivationsImpl v) {
-  return v == ActivationsImpl::RecomputeNorms ? "recompute_norms" : "stored";
+  switch (v) {
+    case ActivationsImpl::Stored:
+      return "stored";
+    case ActivationsImpl::RecomputeNorms:
+      return "recompute_norms";
+    case ActivationsImpl::RecomputeNormsSwiglu:
+      return "recompute";
+  }
+  return "?";
 }
 const char* impl_name(LossScaling v) {
   return v == LossScaling::Dynamic ? "dynamic" : "none";

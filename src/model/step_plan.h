@@ -78,7 +78,20 @@ enum class Execution { Eager, Graph };  // Graph: one captured step replayed
 // shared by the layers; the backward pass remakes a layer's from its saved
 // input and rstd (Backend::rmsnorm_apply), bit-identical, before the GEMMs
 // that read it: 2 x [tokens, D] per layer less to keep, one cheap pass more.
-enum class ActivationsImpl { Stored, RecomputeNorms };
+// RecomputeNormsSwiglu ("recompute"): RecomputeNorms, and the SwiGLU output
+// h = silu(g) * u (the down projection's input) in one shared buffer too;
+// the backward pass remakes a layer's from its saved gate/up output with the
+// forward's own op (swiglu_forward, or mul of the saved silu(g) and u under
+// SwigluImpl::Separate), bit-identical, before the down projection's weight
+// gradient reads it: [tokens, F] per layer less, one more elementwise pass.
+enum class ActivationsImpl { Stored, RecomputeNorms, RecomputeNormsSwiglu };
+// What an ActivationsImpl remakes in the backward pass.
+inline bool recomputes_norms(ActivationsImpl a) {
+  return a != ActivationsImpl::Stored;
+}
+inline bool recomputes_swiglu(ActivationsImpl a) {
+  return a == ActivationsImpl::RecomputeNormsSwiglu;
+}
 enum class LossScaling { None, Dynamic };
 
 struct OpChoices {

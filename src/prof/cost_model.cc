@@ -315,7 +315,8 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
             7 * span.size() * s.m + (precision.mixed() ? span.size() * s.c : 0), 0};
   };
   const bool layer_updates = plan.updates_layers_in_backward();
-  const bool recompute_norms = plan.ops.activations == ActivationsImpl::RecomputeNorms;
+  const bool recompute_norms = recomputes_norms(plan.ops.activations);
+  const bool recompute_swiglu = recomputes_swiglu(plan.ops.activations);
 
   b.phase("backward");
   if (!chunked_loss) {  // else the forward pass ran the head's backward
@@ -327,6 +328,13 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
   b.add("final_norm", OpKind::Elementwise, rmsnorm_backward(s, t, d));
   for (int l = cfg.num_layers - 1; l >= 0; --l) {
     b.layer(l);
+    if (recompute_swiglu) {
+      // ActivationsImpl::RecomputeNormsSwiglu: h remade from g and u (fused:
+      // the forward's silu·mul) or from the kept silu(g) and u (unfused: its
+      // mul, one multiply an element); either reads two [t, F] and writes h.
+      b.add("swiglu_recompute", OpKind::Elementwise,
+            {(fused_swiglu ? kSwigluForwardFlops : 1) * t * f, 3 * t * f * s.c});
+    }
     b.add("down_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, f, {d}));
     b.add("down_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, f, {d}));
     // Fused: reads dh, g, u, writes dg, du. Unfused: three ops of three

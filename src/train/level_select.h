@@ -32,7 +32,7 @@ struct ToggleFlags {
   // --norm plain|fused, --loss full_logits|chunked; empty: not given.
   std::string norm;
   std::string loss;
-  // --activations stored|recompute_norms; empty: not given.
+  // --activations stored|recompute_norms|recompute; empty: not given.
   std::string activations;
   // --gemm-epilogue none|residual; empty: not given.
   std::string gemm_epilogue;
@@ -44,7 +44,7 @@ AttentionImpl parse_attention(const std::string& value);
 NormImpl parse_norm(const std::string& value);
 // "full_logits" or "chunked"; UsageError naming them otherwise.
 LossImpl parse_loss(const std::string& value);
-// "stored" or "recompute_norms"; UsageError naming them otherwise.
+// "stored", "recompute_norms" or "recompute"; UsageError naming them otherwise.
 ActivationsImpl parse_activations(const std::string& value);
 // "none" or "residual"; UsageError naming them otherwise.
 GemmEpilogue parse_gemm_epilogue(const std::string& value);

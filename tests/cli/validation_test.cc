@@ -53,6 +53,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--learning-rate -1", "--learning-rate -1: must be a finite number above 0"},
         BadFlag{"--device tpu", "--device tpu:"}, BadFlag{"--amp-dtype fp8", "--amp-dtype fp8:"},
         BadFlag{"--version v9", "--version v9"},
+        BadFlag{"--activations all",
+                "--activations all: allowed values are stored, "
+                "recompute_norms, recompute"},
         BadFlag{"--enable-qkv-fusion --disable-qkv-fusion", "contradictory"},
         BadFlag{"--enable-fused-optimizer --disable-fused-optimizer", "contradictory"},
         BadFlag{"--use-amp", "--use-amp: mixed precision needs --device cuda"},

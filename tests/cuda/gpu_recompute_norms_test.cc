@@ -3,6 +3,9 @@
 // that last read the shared buffers) trains to the same bits as a run that
 // stores them -- losses and weights, step after step, captured graphs with
 // parallel branches and steps in flight as the trainer runs them.
+// --activations recompute the same, with the SwiGLU output remade too (the
+// forward's swiglu kernel, or v1's mul of the kept silu(g) and u, before
+// the down weight gradient that reads the shared buffer on the side branch).
 #include <memory>
 #include <string>
 #include <tuple>
@@ -66,6 +69,15 @@ TEST_P(GpuRecomputeNorms, TrainsToTheSameBitsAsStoredNorms) {
   const auto [t, level] = GetParam();
   const Trained stored = train(t, level, ActivationsImpl::Stored);
   const Trained recomputed = train(t, level, ActivationsImpl::RecomputeNorms);
+  ASSERT_EQ(stored.losses.size(), 5u);
+  EXPECT_EQ(stored.losses, recomputed.losses);
+  EXPECT_EQ(stored.params, recomputed.params);
+}
+
+TEST_P(GpuRecomputeNorms, TrainsToTheSameBitsWithTheSwigluOutputRecomputed) {
+  const auto [t, level] = GetParam();
+  const Trained stored = train(t, level, ActivationsImpl::Stored);
+  const Trained recomputed = train(t, level, ActivationsImpl::RecomputeNormsSwiglu);
   ASSERT_EQ(stored.losses.size(), 5u);
   EXPECT_EQ(stored.losses, recomputed.losses);
   EXPECT_EQ(stored.params, recomputed.params);

@@ -91,7 +91,8 @@ struct Traced {
   MemoryTimeline tl;
 };
 
-Traced trace(const std::string& level, Precision precision) {
+Traced trace(const std::string& level, Precision precision,
+             ActivationsImpl activations = ActivationsImpl::Stored) {
   Traced t;
   t.cfg.vocab_size = 50;
   t.cfg.hidden_dim = 16;
@@ -99,8 +100,9 @@ Traced trace(const std::string& level, Precision precision) {
   t.cfg.num_heads = 4;
   t.cfg.num_kv_heads = 2;
   t.cfg.ffn_dim = 24;
-  t.plan =
-      plan_for_choices(level_preset(level), precision, graph_capable_cpu_caps(), t.cfg, t.shape);
+  OpChoices ops = level_preset(level);
+  ops.activations = activations;
+  t.plan = plan_for_choices(ops, precision, graph_capable_cpu_caps(), t.cfg, t.shape);
   t.plan.level = level;
   t.tl = trace_memory_timeline(t.cfg, t.shape, t.plan);
   return t;
@@ -240,6 +242,50 @@ TEST(MemoryTimeline, JsonBreaksTheActivationsDownByKind) {
   }
   const nlohmann::json sampled = memory_timeline_json(t.tl, {{"after setup", 12345}}, "cuda");
   EXPECT_EQ(sampled["driver_samples"][0]["used_bytes"].get<std::int64_t>(), 12345);
+}
+
+// --activations recompute: one SwiGLU output for all layers, written by each
+// layer's forward SwiGLU and read by its down GEMM, then remade by each
+// layer's backward pass and read by its down weight gradient; the JSON's
+// breakdown lists it once and counts [tokens, F] per layer but one less.
+TEST(MemoryTimeline, RecomputedSwigluOutputLivesOncePerLayerAndPass) {
+  for (const char* level : {"v1", "v3"}) {
+    SCOPED_TRACE(level);
+    const Traced stored = trace(level, Precision::fp32());
+    const Traced t = trace(level, Precision::fp32(), ActivationsImpl::RecomputeNormsSwiglu);
+    const TimelineBuffer& hidden = named(t.tl, "ffn_hidden");
+    EXPECT_EQ(hidden.kind, "ffn_intermediates");
+    const int layers = t.cfg.num_layers;
+    ASSERT_EQ(hidden.lifetimes.size(), static_cast<std::size_t>(2 * layers));
+    auto op = [&](int i) { return t.tl.ops[static_cast<std::size_t>(i)].name; };
+    for (int l = 0; l < layers; ++l) {
+      const std::string fwd = "forward/layer" + std::to_string(l) + "/";
+      const std::string bwd = "backward/layer" + std::to_string(layers - 1 - l) + "/";
+      const auto [fwd_from, fwd_to] = hidden.lifetimes[static_cast<std::size_t>(l)];
+      EXPECT_EQ(op(fwd_from), fwd + "swiglu");
+      EXPECT_EQ(op(fwd_to), fwd + "down_gemm");
+      const auto [bwd_from, bwd_to] = hidden.lifetimes[static_cast<std::size_t>(layers + l)];
+      EXPECT_EQ(op(bwd_from), bwd + "swiglu_recompute");
+      EXPECT_EQ(op(bwd_to), bwd + "down_gemm_wgrad");
+    }
+    // [16 tokens, 24] fp32: 1536 bytes, a multiple of the 256-byte alignment.
+    const std::int64_t hidden_bytes = 16 * 24 * 4;
+    EXPECT_EQ(hidden.bytes, hidden_bytes);
+    const nlohmann::json a = activation_breakdown_json(t.tl);
+    const nlohmann::json s = activation_breakdown_json(stored.tl);
+    EXPECT_EQ(s["by_kind"]["ffn_intermediates"].get<std::int64_t>() -
+                  a["by_kind"]["ffn_intermediates"].get<std::int64_t>(),
+              (layers - 1) * hidden_bytes);
+    int listed = 0;
+    for (const nlohmann::json& b : a["buffers"]) {
+      // "ffn_hidden" or "layerN.ffn_hidden", not the gradient "d_ffn_hidden".
+      const std::string name = b["name"].get<std::string>();
+      const bool saved_hidden =
+          name == "ffn_hidden" || name.find(".ffn_hidden") != std::string::npos;
+      listed += saved_hidden ? 1 : 0;
+    }
+    EXPECT_EQ(listed, 1);
+  }
 }
 
 TEST(MemoryTimeline, PlotHasOneAreaPerKindAndALegend) {

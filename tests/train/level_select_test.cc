@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "core/errors.h"
 #include "train/level_select.h"
@@ -76,6 +77,37 @@ TEST(LevelSelect, GemmEpilogueFlagOverridesThePreset) {
     ADD_FAILURE() << "--gemm-epilogue bias was accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("none, residual"), std::string::npos) << e.what();
+  }
+}
+
+// --activations names each choice alone, on top of any preset, and nothing
+// else changes; an unknown name is refused with the allowed ones.
+TEST(LevelSelect, ActivationsFlagNamesEachChoice) {
+  const std::pair<const char*, ActivationsImpl> names[] = {
+      {"stored", ActivationsImpl::Stored},
+      {"recompute_norms", ActivationsImpl::RecomputeNorms},
+      {"recompute", ActivationsImpl::RecomputeNormsSwiglu}};
+  for (const char* level : {"v1", "v2", "v3"}) {
+    for (const auto& [name, impl] : names) {
+      ToggleFlags f;
+      f.activations = name;
+      OpChoices expected = level_preset(level);
+      expected.activations = impl;
+      EXPECT_EQ(apply_toggle_flags(level_preset(level), f), expected) << level << " " << name;
+      EXPECT_STREQ(impl_name(impl), name);
+    }
+  }
+  ToggleFlags f;
+  f.activations = "recompute_all";
+  try {
+    apply_toggle_flags(level_preset("v2"), f);
+    ADD_FAILURE() << "--activations recompute_all was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "--activations recompute_all: allowed values are stored, recompute_norms, "
+                  "recompute"),
+              std::string::npos)
+        << e.what();
   }
 }
 
