@@ -34,6 +34,8 @@ struct ToggleFlags {
   std::string loss;
   // --activations stored|recompute_norms; empty: not given.
   std::string activations;
+  // --rope separate|fused; empty: not given.
+  std::string rope;
 };
 
 // "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
@@ -44,6 +46,8 @@ NormImpl parse_norm(const std::string& value);
 LossImpl parse_loss(const std::string& value);
 // "stored" or "recompute_norms"; UsageError naming them otherwise.
 ActivationsImpl parse_activations(const std::string& value);
+// "separate" or "fused"; UsageError naming them otherwise.
+RopeImpl parse_rope(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);

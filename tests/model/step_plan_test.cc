@@ -97,10 +97,10 @@ TEST(StepPlan, SingleChangesChangeExactlyOneChoiceEach) {
   for (const std::string& level : implemented_levels()) {
     const OpChoices preset = level_preset(level);
     const std::vector<OpChoices> changes = single_changes(preset);
-    // qkv, gate_up, swiglu, norm, embedding_grad, loss, execution,
+    // qkv, gate_up, swiglu, norm, rope, embedding_grad, loss, execution,
     // activations: one other each; attention (auto is a way to choose, not
     // an implementation) and optimizer: two.
-    EXPECT_EQ(changes.size(), 12u) << level;
+    EXPECT_EQ(changes.size(), 13u) << level;
     for (const OpChoices& c : changes) {
       int differing = 0;
       const auto a = named_choices(preset);
