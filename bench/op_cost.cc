@@ -64,6 +64,7 @@ StepPlan plan_for(const ModelConfig& cfg, BatchShape batch, const ImplChoice& im
   ops.loss = impl.chunked_loss ? LossImpl::Chunked : LossImpl::FullLogits;
   ops.embedding_grad =
       impl.sorted_embedding_grad ? EmbeddingGradImpl::Sorted : EmbeddingGradImpl::Scan;
+  ops.rope = impl.fused_rope ? RopeImpl::Fused : RopeImpl::Separate;
   ops.execution = Execution::Graph;
   return plan_for_choices(ops, precision, caps, cfg, batch);
 }

@@ -24,6 +24,7 @@ struct ImplChoice {
   bool fused_norm = false;            // the residual add and RMSNorm in one kernel (v3)
   bool chunked_loss = false;          // the head and loss per chunk of rows (v3)
   bool sorted_embedding_grad = true;  // the embedding gradient through a sort, not the scan
+  bool fused_rope = false;  // RoPE's backward rotation inside the flash backward (rope fused)
   bool operator==(const ImplChoice&) const = default;
 };
 

@@ -41,8 +41,10 @@ enum class FlashPin {
   BackwardWgmma,
   BackwardSpecialized
 };
+// rope (backward only): attention_rope_backward, RoPE's inverse rotation of
+// dq and dk inside the attention backward (rope fused).
 std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl,
-                                       FlashPin pin = FlashPin::None);
+                                       FlashPin pin = FlashPin::None, bool rope = false);
 
 // ops_norm_rope.cc
 std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass);

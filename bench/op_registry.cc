@@ -81,8 +81,9 @@ class Builder {
   void attention(Pass pass, const char* variant, ImplChoice impl, FlashPin pin = FlashPin::None) {
     const bool fwd = pass == Pass::Forward;
     add(fwd ? "attention.fwd" : "attention.bwd", variant,
-        fwd ? "forward/layer0/attention" : "backward/layer0/attention", impl,
-        [=](BenchContext& c) { return make_attention(c, pass, impl.attention, pin); });
+        fwd ? "forward/layer0/attention" : "backward/layer0/attention", impl, [=](BenchContext& c) {
+          return make_attention(c, pass, impl.attention, pin, impl.fused_rope);
+        });
   }
 
   std::vector<OpVariant> take() { return std::move(entries_); }
@@ -105,6 +106,8 @@ std::vector<OpVariant> build_registry() {
   fused_norm.fused_norm = true;
   ImplChoice chunked_loss;
   chunked_loss.chunked_loss = true;
+  ImplChoice fused_rope;
+  fused_rope.fused_rope = true;
   ImplChoice scan_embedding_grad;
   scan_embedding_grad.sorted_embedding_grad = false;
   const Pass fwd = Pass::Forward;
@@ -184,6 +187,9 @@ std::vector<OpVariant> build_registry() {
   b.attention(bwd, "flash-wgmma", v2, FlashPin::BackwardWgmma);
   b.attention(bwd, "flash-ws", v2, FlashPin::BackwardSpecialized);
   b.attention(bwd, "cudnn", cudnn);
+  // RoPE's backward rotation in the flash kernels' epilogues (rope fused):
+  // time it against flash plus rope.bwd.
+  b.attention(bwd, "flash+rope", fused_rope);
   b.add("rope.bwd", "", "backward/layer0/rope", v2,
         [=](BenchContext& c) { return make_rope(c, bwd); });
   b.gemm(Linear::Qkv, GemmPass::InputGrad);

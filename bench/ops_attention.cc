@@ -137,13 +137,14 @@ std::string pin_unavailable(const BenchContext& ctx, Pass pass, FlashPin pin) {
 
 class AttentionCase final : public OpCase {
  public:
-  AttentionCase(BenchContext& ctx, Pass pass, AttentionImpl impl, FlashPin pin)
+  AttentionCase(BenchContext& ctx, Pass pass, AttentionImpl impl, FlashPin pin, bool rope)
       : ctx_(ctx),
         buffers_(ctx.gpu, ctx.seed),
         shape_(ctx.attention()),
         pass_(pass),
         impl_(impl),
-        pin_(pin) {
+        pin_(pin),
+        rope_(rope) {
     const bool materialised = impl == AttentionImpl::Materialized;
     const std::int64_t t = ctx.tokens();
     const std::int64_t qd = ctx.cfg.q_dim();
@@ -174,6 +175,9 @@ class AttentionCase final : public OpCase {
     const ScopedFlashPin pinned(pin_);
     if (pass_ == Pass::Forward) {
       ctx_.gpu.attention_forward(impl_, out_, lse_, probs_, q_, k_, v_, shape_);
+    } else if (rope_) {
+      ctx_.gpu.attention_rope_backward(impl_, dq_, dk_, dv_, dout_, q_, k_, v_, out_, lse_, probs_,
+                                       shape_, ctx_.cfg.rope_theta);
     } else {
       ctx_.gpu.attention_backward(impl_, dq_, dk_, dv_, dout_, q_, k_, v_, out_, lse_, probs_,
                                   shape_);
@@ -234,9 +238,15 @@ class AttentionCase final : public OpCase {
       HostMat dq(rows, static_cast<std::int64_t>(q_cols.size()));
       HostMat dk(rows, static_cast<std::int64_t>(kv_cols.size()));
       HostMat dv(rows, static_cast<std::int64_t>(kv_cols.size()));
-      cpu.attention_backward(reference_impl(), dq.mat(), dk.mat(), dv.mat(), dout.mat(), q.mat(),
-                             k.mat(), v.mat(), out.mat(), lse.mat(),
-                             materialised ? probs.mat() : Mat(), sub);
+      const Mat ref_probs = materialised ? probs.mat() : Mat();
+      if (rope_) {  // the composition: attention's backward, then rope_backward on dq and dk
+        cpu.attention_rope_backward(reference_impl(), dq.mat(), dk.mat(), dv.mat(), dout.mat(),
+                                    q.mat(), k.mat(), v.mat(), out.mat(), lse.mat(), ref_probs, sub,
+                                    ctx_.cfg.rope_theta);
+      } else {
+        cpu.attention_backward(reference_impl(), dq.mat(), dk.mat(), dv.mat(), dout.mat(), q.mat(),
+                               k.mat(), v.mat(), out.mat(), lse.mat(), ref_probs, sub);
+      }
       cmp.add("dq", gather(gpu, dq_, positions, q_cols), dq);
       cmp.add("dk", gather(gpu, dk_, positions, kv_cols), dk);
       cmp.add("dv", gather(gpu, dv_, positions, kv_cols), dv);
@@ -259,6 +269,7 @@ class AttentionCase final : public OpCase {
   Pass pass_;
   AttentionImpl impl_;
   FlashPin pin_;
+  bool rope_;
   Mat qkv_, q_, k_, v_, out_, lse_, probs_;
   Mat dout_, dq_, dk_, dv_;
 };
@@ -266,10 +277,10 @@ class AttentionCase final : public OpCase {
 }  // namespace
 
 std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl,
-                                       FlashPin pin) {
+                                       FlashPin pin, bool rope) {
   const std::string why = pin_unavailable(ctx, pass, pin);
   if (!why.empty()) throw OpSkipped(why);
-  return std::make_unique<AttentionCase>(ctx, pass, impl, pin);
+  return std::make_unique<AttentionCase>(ctx, pass, impl, pin, rope);
 }
 
 }  // namespace tinyllama::bench

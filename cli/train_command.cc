@@ -124,6 +124,12 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "normalise: v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
+  value(cmd, "--rope", a.toggles.rope, "{separate,fused}",
+        "RoPE: separate (a rotation pass over q|k forward and over dq|dk backward) or fused "
+        "(the backward's rotation inside the flash attention backward, before rounding; the "
+        "forward pass stays separate; with another attention it falls back to separate)")
+      ->default_str("the preset's")
+      ->group("Level toggles");
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
         "rows per chunk of the chunked loss (needs the chunked loss)")
       ->default_str("the fewest chunks of at most 256 MiB of logits each")

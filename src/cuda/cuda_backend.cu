@@ -100,7 +100,8 @@ CudaBackend::~CudaBackend() {
 
 void CudaBackend::free_workspaces() {
   for (void* p : {gemm_workspace_, side_gemm_workspace_, gemm_tune_scratch_,
-                  static_cast<void*>(rms_partials_), attention_block_, embedding_scratch_.block}) {
+                  static_cast<void*>(rms_partials_), attention_block_, embedding_scratch_.block,
+                  static_cast<void*>(rope_table_.cos_sin)}) {
     if (p != nullptr) cudaFree(p);
   }
   gemm_workspace_ = nullptr;
@@ -111,6 +112,7 @@ void CudaBackend::free_workspaces() {
   rms_partial_capacity_ = 0;
   materialized_scratch_ = AttentionScratch{};
   flash_scratch_ = FlashScratch{};
+  rope_table_ = RopeTable{};
   cudnn_ = nullptr;
   embedding_scratch_ = EmbeddingGradScratch{};
   workspace_bytes_ = 0;
@@ -190,6 +192,13 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
     embedding_scratch_ =
         EmbeddingGradScratch::assigned(take(w.embedding_grad, "the embedding gradient's sort"),
                                        shape.tokens(), cfg.hidden_dim, cfg.vocab_size);
+  }
+  if (w.rope_table > 0) {
+    // Built here, once per shape, on the stream every step runs on: a
+    // captured step only reads it.
+    rope_table_ = RopeTable{static_cast<float*>(take(w.rope_table, "the RoPE (cos, sin) table")),
+                            shape.seq, cfg.head_dim(), cfg.rope_theta};
+    rope_table(rope_table_.cos_sin, shape.seq, cfg.head_dim(), cfg.rope_theta, stream_);
   }
 }
 
@@ -431,6 +440,24 @@ void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv,
       break;
   }
   throw RuntimeFailure("attention_backward: attention auto was not resolved");
+}
+
+void CudaBackend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout,
+                                          Mat q, Mat k, Mat v, Mat out, Mat lse, Mat probs,
+                                          const AttentionShape& shape, double rope_theta) {
+  if (impl != AttentionImpl::Flash) {
+    Backend::attention_rope_backward(impl, dq, dk, dv, dout, q, k, v, out, lse, probs, shape,
+                                     rope_theta);
+    return;
+  }
+  require_probs_match(impl, probs, "attention_rope_backward");
+  if (rope_table_.cos_sin == nullptr || rope_table_.theta != rope_theta) {
+    throw RuntimeFailure("attention_rope_backward: no RoPE table was prepared for theta " +
+                         std::to_string(rope_theta) +
+                         " (prepare() builds it for a plan with rope fused)");
+  }
+  flash_attention_backward(flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_,
+                           &rope_table_);
 }
 
 void CudaBackend::silu_forward(Mat out, Mat x) {

@@ -92,6 +92,11 @@ class CudaBackend final : public Backend {
                          const AttentionShape& shape) override;
   void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
                           Mat out, Mat lse, Mat probs, const AttentionShape& shape) override;
+  // Flash: the inverse RoPE in the flash kernels' epilogues, through the
+  // table prepare() built (a plan with rope fused); others: the composition.
+  void attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k,
+                               Mat v, Mat out, Mat lse, Mat probs, const AttentionShape& shape,
+                               double rope_theta) override;
   void silu_forward(Mat out, Mat x) override;
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;
@@ -139,6 +144,7 @@ class CudaBackend final : public Backend {
   const CudnnSdpa& prepared_cudnn(const char* op) const;
   AttentionScratch materialized_scratch_;  // the plan's attention decides which is set
   FlashScratch flash_scratch_;
+  RopeTable rope_table_;  // rope fused: built once in prepare(), read by the flash backward
   const CudnnSdpa* cudnn_ = nullptr;  // cudnn_sdpa_for()'s, workspace in attention_block_
   // Set when the plan's embedding gradient is sorted; empty (the scan
   // kernel, which needs none) before prepare() and for embedding_grad scan.

@@ -77,6 +77,11 @@ constexpr int kRmsnormPartialRows = 1056;
 
 // cuda_rope.cu. inverse = the backward pass.
 void rope(Mat x, int seq, int head_dim, double theta, bool inverse, cudaStream_t stream);
+// RopeImpl::Fused: the (cos, sin) fp32 pairs of every (position < seq,
+// pair) angle, as rope() forms them (flash_attention.h's RopeTable), into
+// cos_sin, rope_table_bytes() bytes.
+std::int64_t rope_table_bytes(int seq, int head_dim);
+void rope_table(float* cos_sin, int seq, int head_dim, double theta, cudaStream_t stream);
 
 // cuda_cross_entropy_fused.cu: losses, and dlogits over the logits with
 // the scale read from device memory when the kernel runs.

@@ -52,6 +52,7 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
     case AttentionImpl::Auto:
       throw RuntimeFailure("workspace_sizes: attention auto was not resolved");
   }
+  if (plan.ops.rope == RopeImpl::Fused) w.rope_table = rope_table_bytes(shape.seq, cfg.head_dim());
   if (plan.ops.embedding_grad == EmbeddingGradImpl::Sorted) {
     w.embedding_grad =
         EmbeddingGradScratch::bytes_for(shape.tokens(), cfg.hidden_dim, cfg.vocab_size);
@@ -70,6 +71,7 @@ std::vector<Workspace> CudaWorkspaceSizes::list() const {
   add("rmsnorm_partials", rms_partials);
   add("attention", attention);
   add("embedding_grad", embedding_grad);
+  add("rope_table", rope_table);
   return out;
 }
 

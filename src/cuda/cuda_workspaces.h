@@ -19,6 +19,8 @@ struct CudaWorkspaceSizes {
   // embedding_grad sorted: the sort's keys and positions, cub's storage,
   // the per-chunk partial sums (cuda_ops.h, EmbeddingGradScratch)
   std::int64_t embedding_grad = 0;
+  // rope fused: the flash backward's (cos, sin) table, [seq, head_dim/2] pairs
+  std::int64_t rope_table = 0;
 
   std::vector<Workspace> list() const;
 };

@@ -92,4 +92,12 @@ void Backend::strided_kv_attention_forward(Mat, Mat, Mat, Mat, Mat, const Attent
                        " backend has no strided attention kernel");
 }
 
+void Backend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
+                                      Mat k, Mat v, Mat out, Mat lse, Mat probs,
+                                      const AttentionShape& shape, double rope_theta) {
+  attention_backward(impl, dq, dk, dv, dout, q, k, v, out, lse, probs, shape);
+  rope_backward(dq, shape.seq, shape.head_dim, rope_theta);
+  rope_backward(dk, shape.seq, shape.head_dim, rope_theta);
+}
+
 }  // namespace tinyllama

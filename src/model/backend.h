@@ -253,6 +253,13 @@ class Backend {
   virtual void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
                                   Mat k, Mat v, Mat out, Mat lse, Mat probs,
                                   const AttentionShape& shape) = 0;
+  // RopeImpl::Fused: attention_backward, then rope_backward (rope_theta,
+  // shape.head_dim) on dq and dk, as one op. This default is that
+  // composition (the CPU reference's implementation); the CUDA backend
+  // rotates dQ and dK in its flash kernels before rounding them.
+  virtual void attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
+                                       Mat k, Mat v, Mat out, Mat lse, Mat probs,
+                                       const AttentionShape& shape, double rope_theta);
 
   // --- SwiGLU pieces --------------------------------------------------------
   virtual void silu_forward(Mat out, Mat x) = 0;

@@ -293,13 +293,24 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   const AttentionShape as = attention_shape(cfg_, shape_);
   backend_.join_side_gemm(tickets.qkv);  // d_qkv is overwritten next
   ops.next("attention");
-  backend_.attention_backward(plan_.ops.attention, d_qkv.col_block(0, qd), d_qkv.col_block(qd, kvd),
-                              d_qkv.col_block(qd + kvd, kvd), d_attn, qkv.col_block(0, qd),
-                              qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), attn,
-                              acts_.view(arena_, a.lse), acts_.view(arena_, a.probs), as);
-  ops.next("rope");
-  backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
-                         cfg_.rope_theta);
+  const Mat d_q = d_qkv.col_block(0, qd);
+  const Mat d_k = d_qkv.col_block(qd, kvd);
+  const Mat d_v = d_qkv.col_block(qd + kvd, kvd);
+  const Mat lse = acts_.view(arena_, a.lse);
+  const Mat probs = acts_.view(arena_, a.probs);
+  if (plan_.ops.rope == RopeImpl::Fused) {
+    // RoPE's backward rotation inside attention's: no "rope" op here.
+    backend_.attention_rope_backward(
+        plan_.ops.attention, d_q, d_k, d_v, d_attn, qkv.col_block(0, qd), qkv.col_block(qd, kvd),
+        qkv.col_block(qd + kvd, kvd), attn, lse, probs, as, cfg_.rope_theta);
+  } else {
+    backend_.attention_backward(plan_.ops.attention, d_q, d_k, d_v, d_attn, qkv.col_block(0, qd),
+                                qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), attn, lse,
+                                probs, as);
+    ops.next("rope");
+    backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
+                           cfg_.rope_theta);
+  }
   if (recompute_norms()) {
     // The shared norm1's last reader, the layer above's QKV weight
     // gradient, was joined before the attention backward.

@@ -16,6 +16,7 @@ constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionI
                                          AttentionImpl::Cudnn};
 constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused};
 constexpr NormImpl kNorms[] = {NormImpl::Plain, NormImpl::Fused};
+constexpr RopeImpl kRopes[] = {RopeImpl::Separate, RopeImpl::Fused};
 constexpr EmbeddingGradImpl kEmbeddingGrads[] = {EmbeddingGradImpl::Scan,
                                                  EmbeddingGradImpl::Sorted};
 constexpr LossImpl kLosses[] = {LossImpl::FullLogits, LossImpl::Chunked};
@@ -173,8 +174,8 @@ const char* impl_name(SwigluImpl v) {
 const char* impl_name(NormImpl v) {
   return v == NormImpl::Fused ? "fused" : "plain";
 }
-const char* impl_name(RopeImpl) {
-  return "separate";
+const char* impl_name(RopeImpl v) {
+  return v == RopeImpl::Fused ? "fused" : "separate";
 }
 const char* impl_name(EmbeddingGradImpl v) {
   return v == EmbeddingGradImpl::Sorted ? "sorted" : "scan";
@@ -293,6 +294,7 @@ std::vector<OpChoices> single_changes(const OpChoices& preset) {
   each(&OpChoices::attention, kAttentions);
   each(&OpChoices::swiglu, kSwiglus);
   each(&OpChoices::norm, kNorms);
+  each(&OpChoices::rope, kRopes);
   each(&OpChoices::embedding_grad, kEmbeddingGrads);
   each(&OpChoices::loss, kLosses);
   each(&OpChoices::epilogue, kEpilogues);
@@ -340,6 +342,13 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   const std::string device = device_name(caps.kind);
 
   resolve_attention(plan, caps, cfg, shape, request.saved_attention);
+  // After attention is resolved (auto included): only our flash backward
+  // has the rotation in it.
+  if (ops.rope == RopeImpl::Fused && ops.attention != AttentionImpl::Flash) {
+    fall_back(plan, "rope", ops.rope, RopeImpl::Separate,
+              "the backward rotation is fused into the flash attention backward only (attention " +
+                  std::string(impl_name(ops.attention)) + ")");
+  }
   if (ops.execution == Execution::Graph && !caps.graphs) {
     fall_back(plan, "execution", ops.execution, Execution::Eager,
               "the " + device + " backend runs eagerly");

@@ -45,7 +45,13 @@ enum class SwigluImpl { Separate, Fused };
 // block's first norm, or the final norm); backward, one kernel writes the
 // norm's input gradient plus the residual gradient.
 enum class NormImpl { Plain, Fused };
-enum class RopeImpl { Separate };  // a rotation pass over q and k
+// Separate: a rotation pass over q and k after the QKV GEMM, and one over
+// dq and dk after attention's backward. Fused: the backward's rotation
+// happens inside attention's backward (Backend::attention_rope_backward; on
+// CUDA, in the flash kernels' epilogues, on the fp32 accumulators before
+// rounding); the forward keeps its separate pass for now. Only with our
+// flash attention: resolve_plan turns it back to Separate for the others.
+enum class RopeImpl { Separate, Fused };
 // The embedding gradient (the scatter-add of d(embedding output) into the
 // table rows). Sorted: the positions sorted by token id, then equal-sized
 // chunks of them summed per run of equal ids, so a skewed token distribution

@@ -208,6 +208,12 @@ void AccessTraceBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, 
   writes({dq, dk, dv});
 }
 
+void AccessTraceBackend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv,
+                                                 Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
+                                                 Mat probs, const AttentionShape& shape, double) {
+  attention_backward(impl, dq, dk, dv, dout, q, k, v, out, lse, probs, shape);
+}
+
 void AccessTraceBackend::silu_forward(Mat out, Mat x) {
   reads({x});
   writes({out});

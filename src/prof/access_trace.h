@@ -100,6 +100,10 @@ class AccessTraceBackend final : public Backend, private OpObserver {
                          const AttentionShape& shape) override;
   void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
                           Mat out, Mat lse, Mat probs, const AttentionShape& shape) override;
+  // One op: attention_backward's accesses, no pass over dq and dk after it.
+  void attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k,
+                               Mat v, Mat out, Mat lse, Mat probs, const AttentionShape& shape,
+                               double rope_theta) override;
   void silu_forward(Mat out, Mat x) override;
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;

@@ -18,7 +18,8 @@ constexpr i64 kF32Bytes = 4;
 // work. RMSNorm forward: square, accumulate, scale by rstd, scale by w.
 constexpr i64 kRmsNormForwardFlops = 4;
 constexpr i64 kRmsNormBackwardFlops = 8;
-constexpr i64 kRopeFlops = 3;  // 4 multiplies + 2 adds per rotated pair
+constexpr i64 kRopeFlops = 3;            // 4 multiplies + 2 adds per rotated pair
+constexpr i64 kRopeTableEntryBytes = 8;  // RopeImpl::Fused's (cos, sin) fp32 pair
 constexpr i64 kSwigluForwardFlops = 5;
 constexpr i64 kSwigluBackwardFlops = 10;
 constexpr i64 kCrossEntropyFlops = 4;  // max, subtract, exp, sum per logit
@@ -229,6 +230,7 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
   const bool fused_swiglu = plan.ops.swiglu == SwigluImpl::Fused;
   const bool fused_norm = plan.ops.norm == NormImpl::Fused;
   const bool adds_in_gemms = plan.ops.epilogue == GemmEpilogue::Residual;
+  const bool fused_rope = plan.ops.rope == RopeImpl::Fused;
   Builder b(sc);
   b.phase("forward");
   b.add("embedding", OpKind::Elementwise, {0, t * kTokenBytes + 2 * t * d * s.c});
@@ -358,10 +360,19 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
     // probabilities; writes dq, dk, dv.
     const i64 attn_bwd_reads =
         materialized ? (2 * t * qd + 2 * t * kvd) * s.c : (3 * t * qd + 2 * t * kvd) * s.c;
-    b.add("attention", OpKind::Attention,
-          {2 * attn_fwd_flops,
-           attn_bwd_reads + lse_bytes + probs_bytes + (t * qd + 2 * t * kvd) * s.c});
-    b.add("rope", OpKind::Elementwise, {kRopeFlops * t * rope_cols, 2 * t * rope_cols * s.c});
+    const Cost attn_bwd{2 * attn_fwd_flops,
+                        attn_bwd_reads + lse_bytes + probs_bytes + (t * qd + 2 * t * kvd) * s.c};
+    if (fused_rope) {
+      // The rotation on the accumulators before the store: no pass over
+      // dq|dk, only the (cos, sin) table read once (fp32 pairs per
+      // (position, pair)). Its few nominal flops are left out: attention's
+      // flops are model work (MFU), the products only.
+      b.add("attention", OpKind::Attention,
+            {attn_bwd.flops, attn_bwd.bytes + seq * cfg.head_dim() * kRopeTableEntryBytes / 2});
+    } else {
+      b.add("attention", OpKind::Attention, attn_bwd);
+      b.add("rope", OpKind::Elementwise, {kRopeFlops * t * rope_cols, 2 * t * rope_cols * s.c});
+    }
     if (recompute_norms) b.add("attn_norm_recompute", OpKind::Elementwise, rmsnorm_apply(s, t, d));
     b.add(
         "qkv_gemm_dgrad", OpKind::Gemm,

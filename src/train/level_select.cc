@@ -73,6 +73,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   if (!flags.loss.empty()) ops.loss = parse_loss(flags.loss);
   if (!flags.activations.empty()) ops.activations = parse_activations(flags.activations);
   if (!flags.gemm_epilogue.empty()) ops.epilogue = parse_gemm_epilogue(flags.gemm_epilogue);
+  if (!flags.rope.empty()) ops.rope = parse_rope(flags.rope);
   return ops;
 }
 
@@ -98,6 +99,10 @@ ActivationsImpl parse_activations(const std::string& value) {
 
 GemmEpilogue parse_gemm_epilogue(const std::string& value) {
   return parse_choice("--gemm-epilogue", value, {GemmEpilogue::None, GemmEpilogue::Residual});
+}
+
+RopeImpl parse_rope(const std::string& value) {
+  return parse_choice("--rope", value, {RopeImpl::Separate, RopeImpl::Fused});
 }
 
 }  // namespace tinyllama

@@ -36,6 +36,8 @@ struct ToggleFlags {
   std::string activations;
   // --gemm-epilogue none|residual; empty: not given.
   std::string gemm_epilogue;
+  // --rope separate|fused; empty: not given.
+  std::string rope;
 };
 
 // "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
@@ -48,6 +50,8 @@ LossImpl parse_loss(const std::string& value);
 ActivationsImpl parse_activations(const std::string& value);
 // "none" or "residual"; UsageError naming them otherwise.
 GemmEpilogue parse_gemm_epilogue(const std::string& value);
+// "separate" or "fused"; UsageError naming them otherwise.
+RopeImpl parse_rope(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);

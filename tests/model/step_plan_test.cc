@@ -97,12 +97,12 @@ TEST(StepPlan, SingleChangesChangeExactlyOneChoiceEach) {
   for (const std::string& level : implemented_levels()) {
     const OpChoices preset = level_preset(level);
     const std::vector<OpChoices> changes = single_changes(preset);
-    // qkv, gate_up, swiglu, norm, embedding_grad, loss, gemm_epilogue,
+    // qkv, gate_up, swiglu, norm, rope, embedding_grad, loss, gemm_epilogue,
     // execution: one other each; optimizer and activations: two; attention:
     // two other implementations, or all three under v4's auto (a way to
     // choose, not an implementation).
     const std::size_t attention = preset.attention == AttentionImpl::Auto ? 3 : 2;
-    EXPECT_EQ(changes.size(), 12u + attention) << level;
+    EXPECT_EQ(changes.size(), 13u + attention) << level;
     for (const OpChoices& c : changes) {
       int differing = 0;
       const auto a = named_choices(preset);

@@ -15,6 +15,7 @@
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/flash/rope_epilogue.cuh"
 #include "cuda/flash/tiles.cuh"
 
 namespace tinyllama::cuda::flash {
@@ -147,6 +148,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
   // Each warp stages through its own rows of s_k / s_v, which only it has read.
   T* s_dk = s_k + warp * 16 * LDS;
   T* s_dv = s_v + warp * 16 * LDS;
+  rope_unrotate_acc<HD>(dk, a.rope, key0, a.seq, t);
   stage_acc<T, HD>(s_dk, dk, a.scale, a.scale, lane);
   stage_acc<T, HD>(s_dv, dv, 1.f, 1.f, lane);
   __syncwarp();
@@ -261,6 +263,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
   }
 
   T* s_dq = s_q + warp * 16 * LDS;  // the warp's own rows, read only by it
+  rope_unrotate_acc<HD>(dq, a.rope, row0, a.seq, t);
   stage_acc<T, HD>(s_dq, dq, a.scale, a.scale, lane);
   __syncwarp();
   store_warp_rows<T, HD, LDS>(static_cast<T*>(a.dq) + (blk.tok0 + blk.q0 + warp * 16) * a.ld_dq +

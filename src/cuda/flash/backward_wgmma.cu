@@ -23,6 +23,7 @@
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/flash/rope_epilogue.cuh"
 #include "cuda/flash/tiles.cuh"
 #include "cuda/flash/wgmma.cuh"
 #include "cuda/flash/wgmma_tiles.cuh"
@@ -197,6 +198,7 @@ __global__ void __launch_bounds__(kWgThreads) flash_bwd_dkdv_wgmma_kernel(const 
   }
 
   __syncthreads();  // K and V are read by every warp's products: done before staging
+  rope_unrotate_acc<HD>(dk, a.rope, key0, a.seq, t);
   stage_acc_sw128<T, HD>(s_k, kTile, dk, a.scale, a.scale, warp, lane);
   stage_acc_sw128<T, HD>(s_v, kTile, dv, 1.f, 1.f, warp, lane);
   __syncthreads();
@@ -311,6 +313,7 @@ __global__ void __launch_bounds__(kWgThreads) flash_bwd_dq_wgmma_kernel(const Bw
   }
 
   __syncthreads();  // Q is read by every warp's products: done before staging
+  rope_unrotate_acc<HD>(dq, a.rope, row0, a.seq, t);
   stage_acc_sw128<T, HD>(s_q, kTile, dq, a.scale, a.scale, warp, lane);
   __syncthreads();
   store_rows_sw128<T, HD>(

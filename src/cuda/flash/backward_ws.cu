@@ -21,6 +21,7 @@
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/flash/rope_epilogue.cuh"
 #include "cuda/flash/tiles.cuh"
 #include "cuda/flash/tma.cuh"
 #include "cuda/flash/tma_maps.h"
@@ -222,6 +223,7 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
   // Stage through this consumer's own rows of K and V (only it read them).
   unsigned char* s_dk = s_k + c * 64 * kSwizzleRowBytes;
   unsigned char* s_dv = s_v + c * 64 * kSwizzleRowBytes;
+  rope_unrotate_acc<HD>(dk, a.rope, key0, a.seq, t);
   stage_acc_sw128<T, HD>(s_dk, BK, dk, a.scale, a.scale, warp, lane);
   stage_acc_sw128<T, HD>(s_dv, BK, dv, 1.f, 1.f, warp, lane);
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");

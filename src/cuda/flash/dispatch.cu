@@ -243,7 +243,7 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
 
 void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
                               Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, const RopeTable* rope) {
   const char* name = "attention_backward (flash)";
   const flash::FlashDims d = check_flash(name, shape, q, k, v, out, lse);
   require(dq.rows == q.rows && dq.cols == q.cols && dout.rows == q.rows && dout.cols == q.cols,
@@ -256,6 +256,12 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
   const std::int64_t rows = static_cast<std::int64_t>(d.batch) * d.heads * d.seq;
   require(scratch.delta != nullptr && scratch.rows >= rows, name,
           "attention scratch was not prepared for this shape (call prepare())");
+  if (rope != nullptr) {
+    require(rope->cos_sin != nullptr && rope->head_dim == d.hd && rope->seq >= d.seq, name,
+            "the RoPE table (seq " + std::to_string(rope->seq) + ", head_dim " +
+                std::to_string(rope->head_dim) + ") does not cover seq " + std::to_string(d.seq) +
+                ", head_dim " + std::to_string(d.hd));
+  }
 
   flash::BwdArgs args{};
   args.q = q.data;
@@ -267,6 +273,7 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
   args.dv = dv.data;
   args.lse = lse.ptr<const float>();
   args.delta = scratch.delta;
+  args.rope = rope != nullptr ? rope->cos_sin : nullptr;
   args.ldq = q.ld;
   args.ldk = k.ld;
   args.ldv = v.ld;

@@ -18,6 +18,16 @@ struct FlashScratch {
 };
 // The head_dims the flash kernels are instantiated for (DeviceCaps reads it).
 inline constexpr int kFlashHeadDims[] = {32, 64, 128};
+// RopeImpl::Fused's angles: (cos, sin) of position p's angle for pair i at
+// cos_sin[2 (p * head_dim / 2 + i)], fp32, for positions [0, seq); built by
+// rope_table() (cuda_ops.h) from the same double-precision angles as the
+// rope kernel.
+struct RopeTable {
+  float* cos_sin = nullptr;
+  int seq = 0;
+  int head_dim = 0;
+  double theta = 0;
+};
 std::int64_t flash_attention_scratch_bytes(const AttentionShape& s);
 FlashScratch flash_attention_scratch(void* base, const AttentionShape& s);
 // The forward's kernel families (bf16 / fp16). Best: the Hopper kernel
@@ -64,8 +74,11 @@ bool flash_hopper_kernels_available();
 
 void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
                              cudaStream_t stream);
+// rope: nullptr, or the table whose inverse rotation dQ and dK get before
+// they are rounded and stored (RopeImpl::Fused): the result of
+// rope_backward on them, rounded once. Every backward kernel family does it.
 void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
                               Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
-                              cudaStream_t stream);
+                              cudaStream_t stream, const RopeTable* rope = nullptr);
 
 }  // namespace tinyllama::cuda

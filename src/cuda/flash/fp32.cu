@@ -11,6 +11,7 @@
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/flash/rope_epilogue.cuh"
 #include "cuda/flash/tiles.cuh"
 
 namespace tinyllama::cuda::flash {
@@ -213,6 +214,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
     __syncthreads();  // Q, dO, lse, D, P and dS are overwritten by the next tile
   }
 
+  rope_unrotate_f32<RM, HD, F32Tile<HD>::W, OC>(dk, a.rope, blk.k0 + rg * RM, a.seq, cg);
   const std::int64_t row0 = blk.tok0 + blk.k0;
   float fk[RM], fv[RM];
 #pragma unroll
@@ -308,6 +310,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
     __syncthreads();  // K, V and dS are overwritten by the next tile
   }
 
+  rope_unrotate_f32<RM, HD, F32Tile<HD>::W, OC>(dq, a.rope, blk.q0 + rg * RM, a.seq, cg);
   float f[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) f[i] = a.scale;

@@ -34,6 +34,9 @@ struct BwdArgs {
   void* dv;
   const float* lse;
   const float* delta;  // [B*H, S], row stride seq
+  // RopeImpl::Fused: [seq, hd/2] (cos, sin) pairs (rope_epilogue.cuh); dQ
+  // and dK leave rotated back by the inverse RoPE. nullptr: no rotation.
+  const float* rope;
   std::int64_t ldq, ldk, ldv, ld_dout, ld_dq, ld_dk, ld_dv, ld_lse;
   int seq, heads, group;
   float scale;
