@@ -72,6 +72,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   if (!flags.norm.empty()) ops.norm = parse_norm(flags.norm);
   if (!flags.loss.empty()) ops.loss = parse_loss(flags.loss);
   if (!flags.activations.empty()) ops.activations = parse_activations(flags.activations);
+  if (!flags.grad_buffers.empty()) ops.grad_buffers = parse_grad_buffers(flags.grad_buffers);
   return ops;
 }
 
@@ -92,6 +93,10 @@ LossImpl parse_loss(const std::string& value) {
 ActivationsImpl parse_activations(const std::string& value) {
   return parse_choice("--activations", value,
                       {ActivationsImpl::Stored, ActivationsImpl::RecomputeNorms});
+}
+
+GradBuffers parse_grad_buffers(const std::string& value) {
+  return parse_choice("--grad-buffers", value, {GradBuffers::Full, GradBuffers::Ring});
 }
 
 }  // namespace tinyllama

@@ -34,6 +34,8 @@ struct ToggleFlags {
   std::string loss;
   // --activations stored|recompute_norms; empty: not given.
   std::string activations;
+  // --grad-buffers full|ring; empty: not given.
+  std::string grad_buffers;
 };
 
 // "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
@@ -44,6 +46,8 @@ NormImpl parse_norm(const std::string& value);
 LossImpl parse_loss(const std::string& value);
 // "stored" or "recompute_norms"; UsageError naming them otherwise.
 ActivationsImpl parse_activations(const std::string& value);
+// "full" or "ring"; UsageError naming them otherwise.
+GradBuffers parse_grad_buffers(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);
