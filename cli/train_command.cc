@@ -130,6 +130,14 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "forward pass stays separate; with another attention it falls back to separate)")
       ->default_str("the preset's")
       ->group("Level toggles");
+  value(cmd, "--grad-buffers", a.toggles.grad_buffers, "{full,ring}",
+        "where the layers' fp32 gradients live: full (each layer its own, the whole gradient "
+        "kept after the step) or ring (two layer-sized slots the layers take turns in, each "
+        "freed by its layer's AdamW sweep beside the backward pass: L-2 layers of gradient less "
+        "memory; needs the fused_per_layer optimizer, else full with a note, as under "
+        "--dump-dir, --validate-setup and --gpus)")
+      ->default_str("the preset's")
+      ->group("Level toggles");
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
         "rows per chunk of the chunked loss (needs the chunked loss)")
       ->default_str("the fewest chunks of at most 256 MiB of logits each")

@@ -300,16 +300,20 @@ void CudaBackend::join_side_gemms() {
   if (side_enabled_) side_->join_all(stream_);
 }
 
-void CudaBackend::side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
-                                   const AdamWHyper& hp) {
+std::int64_t CudaBackend::side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                                           const AdamWHyper& hp) {
   if (!side_enabled_) {
     cuda::adamw_fused(param, grad, m, v, compute_copy, hp, stream_);
-    return;
+    return 0;
   }
   updates_->fork(stream_);
   side_->order_after_pending(updates_->stream());  // the weight gradients
   cuda::adamw_fused(param, grad, m, v, compute_copy, hp, updates_->stream());
-  updates_->mark();
+  return updates_->mark();
+}
+
+void CudaBackend::join_side_update(std::int64_t ticket) {
+  if (side_enabled_) updates_->join(stream_, ticket);
 }
 
 void CudaBackend::join_side_updates() {

@@ -67,8 +67,9 @@ class CudaBackend final : public Backend {
                          float beta) override;
   void join_side_gemm(std::int64_t ticket) override;
   void join_side_gemms() override;
-  void side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
-                        const AdamWHyper& hp) override;
+  std::int64_t side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                                const AdamWHyper& hp) override;
+  void join_side_update(std::int64_t ticket) override;
   void join_side_updates() override;
   void* begin_side_collective() override;
   void end_side_collective() override;

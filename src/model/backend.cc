@@ -34,10 +34,11 @@ void Backend::adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
   if (!compute_copy.empty()) convert(compute_copy, param);
 }
 
-void Backend::side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
-                               const AdamWHyper& hp) {
+std::int64_t Backend::side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                                       const AdamWHyper& hp) {
   join_side_gemms();  // the weight gradients it reads are complete first
   adamw_fused(param, grad, m, v, compute_copy, hp);
+  return 0;
 }
 
 void Backend::gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c) {

@@ -301,9 +301,15 @@ class Backend {
   // joins before anything reads or writes those parameters, moments or
   // compute copy again. The CUDA backend with CUDA graphs on runs it on a
   // stream of its own (a third branch of the captured step); the default
-  // joins the side GEMMs and runs adamw_fused() at once.
-  virtual void side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
-                                const AdamWHyper& hp);
+  // joins the side GEMMs, runs adamw_fused() at once and returns ticket 0.
+  // Returns a ticket for join_side_update.
+  virtual std::int64_t side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                                        const AdamWHyper& hp);
+  // Orders every op issued after this call after the side update `ticket`
+  // (and every side update issued before it): GradBuffers::Ring joins a
+  // layer's sweep before the layer two below overwrites the gradient slot
+  // that the sweep reads.
+  virtual void join_side_update(std::int64_t /*ticket*/) {}
   // Orders every op issued after this call after every side_adamw_fused so far.
   virtual void join_side_updates() {}
 

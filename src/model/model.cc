@@ -51,6 +51,7 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
       backend_(backend),
       comm_(plan.parallel.enabled ? collectives : nullptr),
       layout_(cfg, plan.parallel.span_align()),
+      grad_layout_(layout_, plan.ops.grad_buffers),
       canonical_(cfg),
       non_layer_spans_(layout_.non_layer_spans()),
       acts_(cfg, shape, plan) {
@@ -63,18 +64,23 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
     // The per-tensor updates index whole moment blocks; shards cut tensors.
     throw std::logic_error("Model: ZeRO-1 needs a fused optimizer sweep (not per-tensor)");
   }
+  if (plan_.grad_ring() && plan_.parallel.enabled) {
+    // The all-reduce runs over each layer's span of the flat gradient block.
+    throw std::logic_error("Model: grad_buffers ring needs a single-process run (resolve_run)");
+  }
   backend_.prepare(cfg_, shape_, plan_);
   const std::size_t elem = dtype_size(plan_.precision.master);
   const auto master_bytes = static_cast<std::size_t>(layout_.total()) * elem;
+  const auto grad_bytes = static_cast<std::size_t>(grad_layout_.total()) * elem;
   const auto moment_bytes =
       static_cast<std::size_t>(plan_.parallel.moment_elements(layout_.total())) * elem;
-  const std::size_t state_bytes = 2 * master_bytes + 2 * moment_bytes;
+  const std::size_t state_bytes = master_bytes + grad_bytes + 2 * moment_bytes;
   state_ = backend_.allocate(state_bytes);
   auto* base = static_cast<char*>(state_);
   params_ = base;
   grads_ = base + master_bytes;
-  adam_m_ = base + 2 * master_bytes;
-  adam_v_ = base + 2 * master_bytes + moment_bytes;
+  adam_m_ = base + master_bytes + grad_bytes;
+  adam_v_ = base + master_bytes + grad_bytes + moment_bytes;
   // Padding between parameter slots must stay zero in all four blocks, so
   // that the optimizer can sweep whole blocks.
   backend_.fill_zero(state_, state_bytes);
@@ -115,7 +121,7 @@ MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, BatchShape shape,
   if (precision.mixed()) {
     m.parameters += layout.total() * static_cast<std::int64_t>(dtype_size(precision.compute));
   }
-  m.gradients = master;
+  m.gradients = GradLayout(layout, plan.ops.grad_buffers).total() * elem;
   m.optimizer = 2 * plan.parallel.moment_elements(layout.total()) * elem;
   m.activations = acts.bytes + 2 * shape.tokens() * static_cast<std::int64_t>(sizeof(std::int32_t));
   m.workspaces = plan.workspace_bytes();
@@ -133,8 +139,9 @@ Mat Model::param(const ParamSlot& s) const {
 }
 
 Mat Model::grad(const ParamSlot& s) const {
-  auto* base = static_cast<char*>(grads_) +
-               s.offset * static_cast<std::int64_t>(dtype_size(plan_.precision.master));
+  auto* base =
+      static_cast<char*>(grads_) +
+      grad_layout_.offset(s.offset) * static_cast<std::int64_t>(dtype_size(plan_.precision.master));
   return Mat(base, plan_.precision.master, s.rows, s.cols);
 }
 
@@ -176,6 +183,11 @@ std::vector<double> Model::params() const {
 }
 
 std::vector<double> Model::grads() const {
+  if (plan_.grad_ring()) {
+    throw std::logic_error(
+        "Model::grads: grad_buffers ring keeps only two layers' gradients (a plan for a reader of "
+        "the whole gradient falls back to full: PlanRequest::whole_gradient_reader)");
+  }
   std::vector<char> raw(static_cast<std::size_t>(layout_.total()) *
                         dtype_size(plan_.precision.master));
   backend_.download(raw.data(), grads_, raw.size());

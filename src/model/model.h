@@ -2,6 +2,7 @@
 // The Tiny LLaMA model: parameters in one flat block, activations in one
 // arena planned from the config, and the forward and backward passes written
 // out by hand (no autograd) against the Backend op set.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "model/backend.h"
 #include "model/collectives.h"
 #include "model/config.h"
+#include "model/grad_layout.h"
 #include "model/param_layout.h"
 
 namespace tinyllama {
@@ -50,6 +52,8 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
   const ParamLayout& layout() const { return layout_; }
+  // Where the gradients live (the plan's GradBuffers).
+  const GradLayout& grad_layout() const { return grad_layout_; }
   const StepPlan& plan() const { return plan_; }
   Precision precision() const { return plan_.precision; }
   BatchShape shape() const { return shape_; }
@@ -66,6 +70,8 @@ class Model {
   // (under ZeRO-1 only this rank's shards are reduced).
   void set_params(const std::vector<double>& host);
   std::vector<double> params() const;
+  // Throws std::logic_error under GradBuffers::Ring, which keeps no whole
+  // gradient (resolve the plan with PlanRequest::whole_gradient_reader).
   std::vector<double> grads() const;
   // AdamW's first and second moments, the same layout (tests compare paths).
   std::vector<double> adam_m() const;
@@ -147,7 +153,9 @@ class Model {
   // back: it synchronises, so call it between steps (nothing in flight).
   LogitStats logit_stats();
 
-  // Views into the flat blocks, for tests and I/O.
+  // Views into the flat blocks, for tests and I/O. Under GradBuffers::Ring a
+  // layer's gradient view is its ring slot, which holds the latest layer of
+  // that slot's turn.
   Mat param(const ParamSlot& s) const;
   Mat grad(const ParamSlot& s) const;
 
@@ -183,10 +191,11 @@ class Model {
   // overflow flag that skips the update.
   AdamWHyper update_hyper() const;
   // One fused AdamW sweep over `span` of the flat state, writing the compute
-  // copy under AMP; beside_backward: Backend::side_adamw_fused.
-  void sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward);
+  // copy under AMP; beside_backward: Backend::side_adamw_fused, whose ticket
+  // it returns (else -1). `span` lies within one ParamLayout span.
+  std::int64_t sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward);
   // The same over one rank's shard of a bucket (model_parallel.cc).
-  void sweep_shard(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward);
+  std::int64_t sweep_shard(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward);
   // model_parallel.cc, data-parallel runs only. exchange_gradients averages
   // a bucket's gradients over the ranks (into this rank's shard under
   // ZeRO-1) beside the backward pass; update_bucket sweeps this rank's
@@ -232,6 +241,7 @@ class Model {
   Backend& backend_;
   Collectives* comm_ = nullptr;  // data parallel: the other ranks
   ParamLayout layout_;
+  GradLayout grad_layout_;
   ParamLayout canonical_;  // the single-rank layout checkpoints use
   // layout_.non_layer_spans(), kept so that no step allocates for them.
   std::vector<ParamSpan> non_layer_spans_;
@@ -248,8 +258,12 @@ class Model {
   // ZeRO-1 under AMP: each rank gathers only the compute copy, so the
   // master weights of other ranks' shards are stale after a step.
   mutable bool master_stale_ = false;
-  void* compute_params_ = nullptr;   // low-precision copy under AMP, else null
-  bool layers_updated_ = false;      // by the last backward_pass, for optimizer_pass
+  void* compute_params_ = nullptr;  // low-precision copy under AMP, else null
+  bool layers_updated_ = false;     // by the last backward_pass, for optimizer_pass
+  // GradBuffers::Ring: per slot, the ticket of the last sweep that reads it
+  // (Backend::side_adamw_fused), joined before the slot's next layer writes
+  // it; -1: none in this backward pass.
+  std::array<std::int64_t, 2> slot_sweeps_{-1, -1};
   bool head_backward_done_ = false;  // by forward_pass (Chunked), for backward_pass
   void* arena_ = nullptr;
   std::int32_t* tokens_ = nullptr;         // [B*S] inputs (device)

@@ -17,24 +17,23 @@ void* at(void* block, std::int64_t elements, DType t) {
 
 }  // namespace
 
-void Model::sweep_shard(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward) {
+std::int64_t Model::sweep_shard(const BucketShard& shard, const AdamWHyper& hp,
+                                bool beside_backward) {
   const DType m = plan_.precision.master;
   const std::int64_t n = shard.state.size();
   auto view = [&](void* block, std::int64_t begin, DType t) {
     return Mat(at(block, begin, t), t, 1, n);
   };
   const Mat param = view(params_, shard.state.begin, m);
-  const Mat grad = view(grads_, shard.state.begin, m);
+  const Mat grad = view(grads_, grad_layout_.offset(shard.state.begin), m);
   const Mat mom1 = view(adam_m_, shard.moment_begin, m);
   const Mat mom2 = view(adam_v_, shard.moment_begin, m);
   const Mat copy = plan_.precision.mixed()
                        ? view(compute_params_, shard.state.begin, plan_.precision.compute)
                        : Mat();
-  if (beside_backward) {
-    backend_.side_adamw_fused(param, grad, mom1, mom2, copy, hp);
-  } else {
-    backend_.adamw_fused(param, grad, mom1, mom2, copy, hp);
-  }
+  if (beside_backward) return backend_.side_adamw_fused(param, grad, mom1, mom2, copy, hp);
+  backend_.adamw_fused(param, grad, mom1, mom2, copy, hp);
+  return -1;
 }
 
 void Model::exchange_gradients(ParamSpan bucket) {

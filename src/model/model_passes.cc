@@ -3,6 +3,7 @@
 // slices of the same buffers, so every level trains the same parameters.
 #include "model/model.h"
 
+#include <stdexcept>
 #include <utility>
 
 #include "core/op_marker.h"
@@ -182,6 +183,14 @@ void Model::backward_pass(bool update_layers) {
   const OpScope phase("backward");
   // A checked (fp16) step may still be skipped: its updates wait for the scan.
   layers_updated_ = update_layers && plan_.updates_layers_in_backward() && !check_overflow_;
+  if (plan_.grad_ring() && !layers_updated_) {
+    // The layers below would overwrite the gradient slots before anything
+    // read them: only the per-layer sweeps consume a ring.
+    throw std::logic_error(
+        "Model::backward_pass: grad_buffers ring needs the layers updated in the backward pass "
+        "(a whole step, backward_pass(true), unchecked)");
+  }
+  slot_sweeps_ = {-1, -1};
   OpSequence ops;
   loss_backward();
   const Mat dnf = acts_.view(arena_, acts_.d_norm_out);
@@ -224,6 +233,13 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   const int qd = cfg_.q_dim();
   const int kvd = cfg_.kv_dim();
   const Mat d_norm_out = acts_.view(arena_, acts_.d_norm_out);
+  if (plan_.grad_ring()) {
+    // This layer's gradient slot was last read by the sweep of the layer two
+    // above: that sweep finishes before anything below writes the slot (an
+    // edge of the captured graph from the sweep's branch to the main stream,
+    // which the side GEMMs fork from).
+    backend_.join_side_update(slot_sweeps_[grad_layout_.slot_of_layer(l)]);
+  }
 
   // Feed-forward half: out = h + Wdown(silu(g) * u).
   const Mat hidden = acts_.view(arena_, a.ffn_hidden);
@@ -339,7 +355,9 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
     if (comm_ != nullptr) {
       update_bucket(layout_.layer_span(l), update_hyper());
     } else {
-      sweep_adamw(layout_.layer_span(l), update_hyper(), /*beside_backward=*/true);
+      const std::int64_t ticket =
+          sweep_adamw(layout_.layer_span(l), update_hyper(), /*beside_backward=*/true);
+      if (plan_.grad_ring()) slot_sweeps_[grad_layout_.slot_of_layer(l)] = ticket;
     }
   }
 }
@@ -452,9 +470,9 @@ AdamWHyper Model::update_hyper() const {
   return hp;
 }
 
-void Model::sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward) {
+std::int64_t Model::sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward) {
   // The moments are full-size here (a sharded optimizer sweeps its shards).
-  sweep_shard({span, span.begin}, hp, beside_backward);
+  return sweep_shard({span, span.begin}, hp, beside_backward);
 }
 
 void Model::optimizer_pass() {

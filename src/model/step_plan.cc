@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "core/errors.h"
 
@@ -211,6 +212,9 @@ const char* impl_name(ActivationsImpl v) {
   }
   return "?";
 }
+const char* impl_name(GradBuffers v) {
+  return v == GradBuffers::Ring ? "ring" : "full";
+}
 const char* impl_name(LossScaling v) {
   return v == LossScaling::Dynamic ? "dynamic" : "none";
 }
@@ -220,7 +224,7 @@ bool operator==(const OpChoices& a, const OpChoices& b) {
          a.attention == b.attention && a.swiglu == b.swiglu && a.norm == b.norm &&
          a.rope == b.rope && a.embedding_grad == b.embedding_grad && a.loss == b.loss &&
          a.epilogue == b.epilogue && a.optimizer == b.optimizer && a.execution == b.execution &&
-         a.activations == b.activations;
+         a.activations == b.activations && a.grad_buffers == b.grad_buffers;
 }
 
 std::vector<NamedChoice> named_choices(const OpChoices& ops) {
@@ -235,7 +239,8 @@ std::vector<NamedChoice> named_choices(const OpChoices& ops) {
           {"gemm_epilogue", impl_name(ops.epilogue)},
           {"optimizer", impl_name(ops.optimizer)},
           {"execution", impl_name(ops.execution)},
-          {"activations", impl_name(ops.activations)}};
+          {"activations", impl_name(ops.activations)},
+          {"grad_buffers", impl_name(ops.grad_buffers)}};
 }
 
 std::vector<std::string> implemented_levels() {
@@ -301,6 +306,9 @@ std::vector<OpChoices> single_changes(const OpChoices& preset) {
   each(&OpChoices::optimizer, kOptimizers);
   each(&OpChoices::execution, kExecutions);
   each(&OpChoices::activations, kActivations);
+  // Not grad_buffers: the ring computes what full does and only stores it
+  // differently, and it keeps no whole gradient for a variant's test to
+  // read (tests/model/grad_ring_test.cc checks it against full).
   return out;
 }
 
@@ -372,6 +380,17 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
                 "gradient");
     }
   }
+  if (ops.grad_buffers == GradBuffers::Ring) {
+    if (ops.optimizer != OptimizerImpl::FusedPerLayer) {
+      fall_back(plan, "grad_buffers", ops.grad_buffers, GradBuffers::Full,
+                std::string("a layer's gradient slot is reused once its sweep beside the backward "
+                            "pass has read it, and this step's optimizer is ") +
+                    impl_name(ops.optimizer) + " (it reads the whole gradient after the backward)");
+    } else if (!request.whole_gradient_reader.empty()) {
+      fall_back(plan, "grad_buffers", ops.grad_buffers, GradBuffers::Full,
+                request.whole_gradient_reader + ", and the ring keeps only two layers' gradients");
+    }
+  }
   if (ops.loss == LossImpl::Chunked) {
     plan.loss_chunk_rows = request.loss_chunk_rows > 0
                                ? std::min(request.loss_chunk_rows, shape.tokens())
@@ -379,6 +398,11 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   }
   if (caps.workspaces) plan.workspaces = caps.workspaces(cfg, shape, plan);
   return plan;
+}
+
+void fall_back_to_full_gradients(StepPlan& plan, std::string reason) {
+  if (plan.ops.grad_buffers != GradBuffers::Ring) return;
+  fall_back(plan, "grad_buffers", plan.ops.grad_buffers, GradBuffers::Full, std::move(reason));
 }
 
 std::int64_t loss_chunk_rows(const ModelConfig& cfg, BatchShape shape, Precision precision) {

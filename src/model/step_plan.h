@@ -98,6 +98,14 @@ inline bool recomputes_norms(ActivationsImpl a) {
 inline bool recomputes_swiglu(ActivationsImpl a) {
   return a == ActivationsImpl::RecomputeNormsSwiglu;
 }
+// Where the layers' gradients live. Full: every layer its own slice of one
+// flat gradient block, so the whole gradient exists after the backward pass.
+// Ring: two layer-sized slots that the layers take turns in (layer l writes
+// slot l % 2); a layer's gradient lives only until its sweep beside the
+// backward pass (OptimizerImpl::FusedPerLayer) has read it, which saves
+// (L - 2) layers of gradient. The embedding's and the final norm's
+// gradients keep their own storage either way.
+enum class GradBuffers { Full, Ring };
 enum class LossScaling { None, Dynamic };
 
 struct OpChoices {
@@ -113,6 +121,7 @@ struct OpChoices {
   OptimizerImpl optimizer = OptimizerImpl::FusedPerLayer;
   Execution execution = Execution::Graph;
   ActivationsImpl activations = ActivationsImpl::Stored;
+  GradBuffers grad_buffers = GradBuffers::Full;
 };
 // Written out: the CUDA sources that include this header compile as C++17.
 bool operator==(const OpChoices& a, const OpChoices& b);
@@ -132,6 +141,7 @@ const char* impl_name(GemmEpilogue v);
 const char* impl_name(OptimizerImpl v);
 const char* impl_name(Execution v);
 const char* impl_name(ActivationsImpl v);
+const char* impl_name(GradBuffers v);
 const char* impl_name(LossScaling v);
 
 // The choices of a level preset, in order: {"qkv_gemm", "fused"}, ...
@@ -236,6 +246,10 @@ struct PlanRequest {
   // attention=auto on resume: the choice the checkpoint holds, taken
   // untimed when it can still run here (else chosen again, with a note).
   std::optional<SavedAttentionChoice> saved_attention;
+  // Who reads the whole gradient after a step ("--dump-dir writes step 1's
+  // gradients"); "" when nothing does. GradBuffers::Ring keeps only two
+  // layers' gradients, so such a run falls back to Full with this reason.
+  std::string whole_gradient_reader;
 };
 
 struct StepPlan {
@@ -261,6 +275,7 @@ struct StepPlan {
 
   bool captured() const { return ops.execution == Execution::Graph; }
   bool updates_layers_in_backward() const { return ops.optimizer == OptimizerImpl::FusedPerLayer; }
+  bool grad_ring() const { return ops.grad_buffers == GradBuffers::Ring; }
   std::int64_t workspace_bytes() const;
   // One line: "qkv_gemm fused | attention flash | ... | graph | loss scaling none".
   std::string describe() const;
@@ -270,6 +285,11 @@ struct StepPlan {
 // fallback can serve (there is none today: every op has a portable choice).
 StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const ModelConfig& cfg,
                       BatchShape shape);
+
+// GradBuffers::Ring -> Full with `reason`, recorded as a Fallback; nothing
+// when the plan is Full already. For what is known only after resolve_plan
+// (a data-parallel run's all-reduce over the flat gradient block).
+void fall_back_to_full_gradients(StepPlan& plan, std::string reason);
 
 // The preset's choices with one op changed to each of its other
 // implementations, one OpChoices per change: a level is tested as its

@@ -74,6 +74,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   if (!flags.activations.empty()) ops.activations = parse_activations(flags.activations);
   if (!flags.gemm_epilogue.empty()) ops.epilogue = parse_gemm_epilogue(flags.gemm_epilogue);
   if (!flags.rope.empty()) ops.rope = parse_rope(flags.rope);
+  if (!flags.grad_buffers.empty()) ops.grad_buffers = parse_grad_buffers(flags.grad_buffers);
   return ops;
 }
 
@@ -103,6 +104,10 @@ GemmEpilogue parse_gemm_epilogue(const std::string& value) {
 
 RopeImpl parse_rope(const std::string& value) {
   return parse_choice("--rope", value, {RopeImpl::Separate, RopeImpl::Fused});
+}
+
+GradBuffers parse_grad_buffers(const std::string& value) {
+  return parse_choice("--grad-buffers", value, {GradBuffers::Full, GradBuffers::Ring});
 }
 
 }  // namespace tinyllama

@@ -38,6 +38,8 @@ struct ToggleFlags {
   std::string gemm_epilogue;
   // --rope separate|fused; empty: not given.
   std::string rope;
+  // --grad-buffers full|ring; empty: not given.
+  std::string grad_buffers;
 };
 
 // "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
@@ -52,6 +54,8 @@ ActivationsImpl parse_activations(const std::string& value);
 GemmEpilogue parse_gemm_epilogue(const std::string& value);
 // "separate" or "fused"; UsageError naming them otherwise.
 RopeImpl parse_rope(const std::string& value);
+// "full" or "ring"; UsageError naming them otherwise.
+GradBuffers parse_grad_buffers(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);

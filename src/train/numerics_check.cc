@@ -205,7 +205,12 @@ NumericsResult check_numerics(const NumericsCase& c, Backend& backend) {
   cfg.model.validate();
   NumericsResult result;
   result.c = c;
-  const StepPlan plan = plan_for_level(c.level, c.precision, backend.caps(), cfg.model, cfg.shape);
+  PlanRequest request;
+  request.level = c.level;
+  request.ops = level_preset(c.level);
+  request.precision = c.precision;
+  request.whole_gradient_reader = "validate compares each step's gradients with the reference";
+  const StepPlan plan = resolve_plan(request, backend.caps(), cfg.model, cfg.shape);
   result.plan = plan.describe();
   Model model(cfg.model, cfg.shape, plan, backend);
   model.set_params(seeded_weights(model.layout(), cfg.seed));

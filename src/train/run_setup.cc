@@ -36,6 +36,12 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   if (!opts.resume.empty() && request.ops.attention == AttentionImpl::Auto) {
     request.saved_attention = saved_attention_choice(latest_checkpoint(opts.resume));
   }
+  // What reads the whole gradient after a step (grad_buffers ring keeps two layers').
+  if (opts.validate_setup) {
+    request.whole_gradient_reader = "--validate-setup checks step 1's gradients";
+  } else if (!opts.dump_dir.empty()) {
+    request.whole_gradient_reader = "--dump-dir writes step 1's gradients";
+  }
   opts.plan = resolve_plan(request, device_caps(device), opts.model, opts.shape);
   opts.plan.faults = opts.faults;
   // noncontiguous-kv replaces the flash forward: its backward reads the lse.
@@ -49,6 +55,9 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
       throw UsageError("--gpus: data parallel runs on CUDA devices (not --device cpu)");
     }
     opts.plan.parallel = opts.parallel;
+    fall_back_to_full_gradients(opts.plan,
+                                "data parallel: the gradients are exchanged over each layer's span "
+                                "of the flat gradient block");
     if (opts.parallel.shard_optimizer && opts.plan.ops.optimizer == OptimizerImpl::PerTensor) {
       opts.plan.parallel.shard_optimizer = false;
       notes.push_back(

@@ -9,83 +9,19 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <vector>
 
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
+#include "model/late_side_gemms.h"
 #include "model/model.h"
 #include "model/test_plans.h"
 #include "whole_step.h"
 
 namespace tinyllama {
 namespace {
-
-class LateSideGemms final : public CpuBackend {
- public:
-  // Side updates (side_adamw_fused) run at the earliest moment the contract
-  // allows -- right away, after the side GEMMs issued before them, which
-  // finds an update issued before its gradients -- or, with late_updates,
-  // at the latest: when join_side_updates() is called.
-  explicit LateSideGemms(bool late_updates = true) : late_updates_(late_updates) {}
-
-  std::int64_t side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
-                         float beta) override {
-    const std::int64_t ticket = next_++;
-    pending_.push_back({ticket, [=, this] { gemm(c, a, trans_a, b, trans_b, alpha, beta); }});
-    most_pending_ = std::max(most_pending_, pending_.size());
-    ++deferred_;
-    return ticket;
-  }
-  void join_side_gemm(std::int64_t ticket) override {
-    while (!pending_.empty() && pending_.front().ticket <= ticket) run_front();
-  }
-  void join_side_gemms() override {
-    while (!pending_.empty()) run_front();
-  }
-  void side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
-                        const AdamWHyper& hp) override {
-    updates_.push_back(
-        {next_ - 1, [=, this] { adamw_fused(param, grad, m, v, compute_copy, hp); }});
-    ++deferred_updates_;
-    if (!late_updates_) join_side_updates();
-  }
-  void join_side_updates() override {
-    while (!updates_.empty()) {
-      join_side_gemm(updates_.front().ticket);
-      Pending u = std::move(updates_.front());
-      updates_.pop_front();
-      u.run();
-    }
-  }
-
-  std::size_t pending_updates() const { return updates_.size(); }
-  int deferred_updates() const { return deferred_updates_; }
-
-  std::size_t pending() const { return pending_.size(); }
-  std::size_t most_pending() const { return most_pending_; }
-  int deferred() const { return deferred_; }
-
- private:
-  struct Pending {
-    std::int64_t ticket;
-    std::function<void()> run;
-  };
-  void run_front() {
-    Pending p = std::move(pending_.front());
-    pending_.pop_front();
-    p.run();
-  }
-  std::deque<Pending> pending_;
-  std::deque<Pending> updates_;  // ticket: the last side GEMM before each
-  bool late_updates_ = true;
-  int deferred_updates_ = 0;
-  std::int64_t next_ = 0;
-  std::size_t most_pending_ = 0;
-  int deferred_ = 0;
-};
 
 ModelConfig tiny_config() {
   ModelConfig c;
