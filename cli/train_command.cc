@@ -108,13 +108,14 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "gradients; the full logits never exist: v3)")
       ->default_str("the preset's")
       ->group("Level toggles");
-  value(cmd, "--activations", a.toggles.activations, "{stored,recompute_norms,recompute}",
-        "what the backward pass reads: stored (every layer keeps its normalised inputs), "
-        "recompute_norms (one shared buffer each; the backward pass remakes a layer's from its "
-        "saved input and rstd, bit-identical: 2 x [tokens, D] per layer less memory) or "
+  value(cmd, "--activations", a.toggles.activations, "{stored,recompute_norms,recompute,auto}",
+        "what the backward pass reads: stored (every layer keeps its normalised inputs: v1, "
+        "v2), recompute_norms (one shared buffer each; the backward pass remakes a layer's from "
+        "its saved input and rstd, bit-identical: 2 x [tokens, D] per layer less memory), "
         "recompute (recompute_norms, and the SwiGLU output silu(g)*u in one shared buffer, "
         "remade from the saved gate/up output by the forward's own op, bit-identical: "
-        "[tokens, FFN] per layer less again)")
+        "[tokens, FFN] per layer less again) or auto (recompute from 2^22 tokens x hidden up, "
+        "where it costs ~2 % of the step; stored below, where a step is launch-bound: v3, v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--gemm-epilogue", a.toggles.gemm_epilogue, "{none,residual}",
@@ -127,7 +128,7 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--rope", a.toggles.rope, "{separate,fused}",
         "RoPE: separate (a rotation pass over q|k forward and over dq|dk backward) or fused "
         "(the backward's rotation inside the flash attention backward, before rounding; the "
-        "forward pass stays separate; with another attention it falls back to separate)")
+        "forward pass stays separate; with another attention it falls back to separate: v3, v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--grad-buffers", a.toggles.grad_buffers, "{full,ring}",
@@ -135,7 +136,7 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "kept after the step) or ring (two layer-sized slots the layers take turns in, each "
         "freed by its layer's AdamW sweep beside the backward pass: L-2 layers of gradient less "
         "memory; needs the fused_per_layer optimizer, else full with a note, as under "
-        "--dump-dir, --validate-setup and --gpus)")
+        "--dump-dir, --validate-setup and --gpus: v3, v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",

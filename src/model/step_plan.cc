@@ -209,6 +209,8 @@ const char* impl_name(ActivationsImpl v) {
       return "recompute_norms";
     case ActivationsImpl::RecomputeNormsSwiglu:
       return "recompute";
+    case ActivationsImpl::Auto:
+      return "auto";
   }
   return "?";
 }
@@ -261,17 +263,19 @@ OpChoices level_preset(const std::string& name) {
   // because v2's speed target needs the optimizer in one launch (50
   // per-tensor launches plus a convert pass were ~35 % of the bf16 step).
   if (name == "v2") return ops;
-  // v3: v2 with the custom fused kernels (DESIGN §2).
-  if (name == "v3") {
+  // v3: v2 with the custom fused kernels, and the activations and
+  // gradients kept only as long as they are cheaper to keep (DESIGN §2).
+  if (name == "v3" || name == "v4") {
     ops.norm = NormImpl::Fused;
     ops.loss = LossImpl::Chunked;
-    return ops;
+    ops.rope = RopeImpl::Fused;
+    ops.activations = ActivationsImpl::Auto;
+    ops.grad_buffers = GradBuffers::Ring;
   }
+  if (name == "v3") return ops;
   // v4: v3 with the residual adds in the GEMM epilogues and attention
   // timed per shape between our flash and cuDNN's SDPA (DESIGN §2).
   if (name == "v4") {
-    ops.norm = NormImpl::Fused;
-    ops.loss = LossImpl::Chunked;
     ops.epilogue = GemmEpilogue::Residual;
     ops.attention = AttentionImpl::Auto;
     return ops;
@@ -350,6 +354,15 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   const std::string device = device_name(caps.kind);
 
   resolve_attention(plan, caps, cfg, shape, request.saved_attention);
+  if (ops.activations == ActivationsImpl::Auto) {
+    const std::int64_t size = shape.tokens() * cfg.hidden_dim;
+    const bool large = size >= kRecomputeFromTokenHidden;
+    ops.activations = large ? ActivationsImpl::RecomputeNormsSwiglu : ActivationsImpl::Stored;
+    plan.activations_auto = std::string("auto chose ") + impl_name(ops.activations) + ": " +
+                            std::to_string(shape.tokens()) + " tokens x " +
+                            std::to_string(cfg.hidden_dim) + " hidden " + (large ? ">= " : "< ") +
+                            std::to_string(kRecomputeFromTokenHidden);
+  }
   // After attention is resolved (auto included): only our flash backward
   // has the rotation in it.
   if (ops.rope == RopeImpl::Fused && ops.attention != AttentionImpl::Flash) {

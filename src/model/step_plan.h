@@ -90,10 +90,16 @@ enum class Execution { Eager, Graph };  // Graph: one captured step replayed
 // forward's own op (swiglu_forward, or mul of the saved silu(g) and u under
 // SwigluImpl::Separate), bit-identical, before the down projection's weight
 // gradient reads it: [tokens, F] per layer less, one more elementwise pass.
-enum class ActivationsImpl { Stored, RecomputeNorms, RecomputeNormsSwiglu };
+// Auto is a request only (v3, v4): resolve_plan takes RecomputeNormsSwiglu
+// where the step has at least kRecomputeFromTokenHidden tokens x hidden
+// (there the extra passes cost ~2 % of a compute-bound step and save GBs),
+// and Stored below it (a small step is launch-bound: each extra pass costs
+// its launch, and the activations it would save are small).
+enum class ActivationsImpl { Stored, RecomputeNorms, RecomputeNormsSwiglu, Auto };
+inline constexpr std::int64_t kRecomputeFromTokenHidden = std::int64_t{1} << 22;
 // What an ActivationsImpl remakes in the backward pass.
 inline bool recomputes_norms(ActivationsImpl a) {
-  return a != ActivationsImpl::Stored;
+  return a == ActivationsImpl::RecomputeNorms || a == ActivationsImpl::RecomputeNormsSwiglu;
 }
 inline bool recomputes_swiglu(ActivationsImpl a) {
   return a == ActivationsImpl::RecomputeNormsSwiglu;
@@ -264,6 +270,8 @@ struct StepPlan {
   std::vector<Fallback> fallbacks;
   std::vector<Workspace> workspaces;
   AttentionAuto attention_auto;  // requested = false unless attention=auto
+  // activations=auto: what it chose and why; "" when not requested.
+  std::string activations_auto;
   // The debugging exercise's faults (model/faults.h), set by resolve_run from
   // --inject; the passes read naive_swiglu.
   InjectedFaults faults;

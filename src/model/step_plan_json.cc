@@ -26,6 +26,7 @@ nlohmann::json plan_json(const StepPlan& plan) {
                         {"workspace_bytes", plan.workspace_bytes()},
                         {"fallbacks", fallbacks}};
   if (plan.attention_auto.requested) out["attention_auto"] = attention_choice_json(plan);
+  if (!plan.activations_auto.empty()) out["activations_auto"] = plan.activations_auto;
   return out;
 }
 

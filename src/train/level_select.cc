@@ -95,7 +95,7 @@ LossImpl parse_loss(const std::string& value) {
 ActivationsImpl parse_activations(const std::string& value) {
   return parse_choice("--activations", value,
                       {ActivationsImpl::Stored, ActivationsImpl::RecomputeNorms,
-                       ActivationsImpl::RecomputeNormsSwiglu});
+                       ActivationsImpl::RecomputeNormsSwiglu, ActivationsImpl::Auto});
 }
 
 GemmEpilogue parse_gemm_epilogue(const std::string& value) {

@@ -40,6 +40,7 @@ std::string level_line(const StepPlan& plan) {
   for (const Fallback& f : plan.fallbacks) line += "; " + f.describe();
   if (plan.attention_auto.requested)
     line += "; attention " + plan.attention_auto.describe(plan.ops.attention);
+  if (!plan.activations_auto.empty()) line += "; activations " + plan.activations_auto;
   return line;
 }
 
@@ -128,6 +129,7 @@ std::string format_run_header(const TrainOptions& opts) {
   if (plan.attention_auto.requested) {
     out += "\nattention | " + plan.attention_auto.describe(plan.ops.attention);
   }
+  if (!plan.activations_auto.empty()) out += "\nactivations | " + plan.activations_auto;
   if (opts.faults.any()) out += "\n" + injected_faults_line(opts.faults);
   return out;
 }

@@ -52,7 +52,8 @@ RingRun train(DType t, const std::string& level, GradBuffers buffers) {
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
   OpChoices ops = level_preset(level);
   ops.grad_buffers = buffers;
-  const StepPlan plan = test_plan(ops, precision_for(t), *backend, cfg, kShape);
+  const StepPlan plan =
+      test_plan(ops, precision_for(t), *backend, cfg, kShape, /*keep_grad_ring=*/true);
   EXPECT_EQ(plan.ops.grad_buffers, buffers) << plan.describe();
   EXPECT_EQ(plan.ops.optimizer, OptimizerImpl::FusedPerLayer) << plan.describe();
   EXPECT_TRUE(plan.parallel_branches) << plan.describe();

@@ -88,14 +88,16 @@ TEST(GradBuffersPlan, RingRunsWhereTheLayersAreSweptBesideTheBackwardPass) {
   const ModelConfig cfg = config_with_layers(4);
   const BatchShape shape{2, 5};
   for (const Precision p : {Precision::fp32(), Precision::amp(DType::BF16)}) {
-    const StepPlan plan = graph_plan(v2_ring(), p, cfg, shape);
+    const StepPlan plan = graph_plan(v2_ring(), p, cfg, shape, true);
     EXPECT_EQ(plan.ops.grad_buffers, GradBuffers::Ring) << precision_name(p);
     EXPECT_TRUE(plan.fallbacks.empty()) << precision_name(p);
     EXPECT_NE(plan.describe().find("grad_buffers ring"), std::string::npos) << plan.describe();
   }
-  // Full is the default of every level.
+  // The ring is v3's and v4's choice; v1 and v2 keep the whole gradient.
   for (const std::string& level : implemented_levels()) {
-    EXPECT_EQ(level_preset(level).grad_buffers, GradBuffers::Full) << level;
+    const bool ring = level == "v3" || level == "v4";
+    EXPECT_EQ(level_preset(level).grad_buffers, ring ? GradBuffers::Ring : GradBuffers::Full)
+        << level;
   }
 }
 
@@ -123,7 +125,7 @@ TEST(GradBuffersPlan, PerTensorAndFusedOptimizersKeepTheFullGradient) {
   for (const OptimizerImpl opt : {OptimizerImpl::PerTensor, OptimizerImpl::Fused}) {
     OpChoices ops = v2_ring();
     ops.optimizer = opt;
-    const StepPlan plan = graph_plan(ops, Precision::fp32(), cfg, {2, 5});
+    const StepPlan plan = graph_plan(ops, Precision::fp32(), cfg, {2, 5}, true);
     ASSERT_EQ(plan.fallbacks.size(), 1u) << impl_name(opt);
     expect_ring_fell_back(plan, std::string("this step's optimizer is ") + impl_name(opt));
   }
@@ -131,7 +133,7 @@ TEST(GradBuffersPlan, PerTensorAndFusedOptimizersKeepTheFullGradient) {
 
 TEST(GradBuffersPlan, Fp16LossScalingKeepsTheFullGradient) {
   const ModelConfig cfg = config_with_layers(4);
-  const StepPlan plan = graph_plan(v2_ring(), Precision::amp(DType::F16), cfg, {2, 5});
+  const StepPlan plan = graph_plan(v2_ring(), Precision::amp(DType::F16), cfg, {2, 5}, true);
   ASSERT_EQ(plan.fallbacks.size(), 2u);
   EXPECT_EQ(plan.fallbacks[0].op, "optimizer");
   expect_ring_fell_back(plan, "this step's optimizer is fused");
@@ -150,7 +152,7 @@ TEST(GradBuffersPlan, AReaderOfTheWholeGradientKeepsIt) {
 
 TEST(GradBuffersPlan, FallingBackLaterRecordsTheReasonOnce) {
   const ModelConfig cfg = config_with_layers(4);
-  StepPlan plan = graph_plan(v2_ring(), Precision::fp32(), cfg, {2, 5});
+  StepPlan plan = graph_plan(v2_ring(), Precision::fp32(), cfg, {2, 5}, true);
   fall_back_to_full_gradients(plan, "data parallel: exchanged over the flat block");
   expect_ring_fell_back(plan, "data parallel");
   fall_back_to_full_gradients(plan, "again");  // full already: nothing more
@@ -161,7 +163,7 @@ TEST(GradBuffersPlan, TheMemoryPlanCountsTheRingInsteadOfTheFullGradient) {
   const ModelConfig cfg = config_with_layers(6);
   const BatchShape shape{2, 5};
   const StepPlan full = graph_plan(level_preset("v2"), Precision::fp32(), cfg, shape);
-  const StepPlan ring = graph_plan(v2_ring(), Precision::fp32(), cfg, shape);
+  const StepPlan ring = graph_plan(v2_ring(), Precision::fp32(), cfg, shape, true);
   const MemoryBreakdown a = Model::estimate_memory(cfg, shape, full);
   const MemoryBreakdown b = Model::estimate_memory(cfg, shape, ring);
   const ParamLayout params(cfg);

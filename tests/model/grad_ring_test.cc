@@ -56,7 +56,7 @@ OpChoices with_buffers(OpChoices ops, GradBuffers buffers) {
 std::vector<State> train(Backend& backend, const OpChoices& ops, Precision precision) {
   const ModelConfig cfg = four_layers();
   const BatchShape shape{2, 6};
-  const StepPlan plan = graph_plan(ops, precision, cfg, shape);
+  const StepPlan plan = graph_plan(ops, precision, cfg, shape, /*keep_grad_ring=*/true);
   EXPECT_EQ(plan.ops.grad_buffers, ops.grad_buffers) << "fell back: " << plan.describe();
   Model model(cfg, shape, plan, backend);
   model.set_params(initial_weights(model.layout(), 5));
@@ -171,7 +171,7 @@ TEST(GradRingModel, RefusesToReadOrFillAWholeGradientItDoesNotKeep) {
   CpuBackend backend;
   Model model(cfg, shape,
               graph_plan(with_buffers(level_preset("v2"), GradBuffers::Ring), Precision::fp64(),
-                         cfg, shape),
+                         cfg, shape, /*keep_grad_ring=*/true),
               backend);
   model.set_params(initial_weights(model.layout(), 5));
   model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 61));
@@ -187,7 +187,7 @@ TEST(GradRingModel, AllocatesTheRingNotTheFullGradient) {
   const BatchShape shape{2, 6};
   CpuBackend backend;
   const StepPlan plan = graph_plan(with_buffers(level_preset("v2"), GradBuffers::Ring),
-                                   Precision::fp32(), cfg, shape);
+                                   Precision::fp32(), cfg, shape, /*keep_grad_ring=*/true);
   Model model(cfg, shape, plan, backend);
   EXPECT_EQ(model.grad_layout().total(),
             model.layout().total() - 2 * model.layout().layer_span(0).size());

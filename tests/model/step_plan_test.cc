@@ -101,8 +101,10 @@ TEST(StepPlan, SingleChangesChangeExactlyOneChoiceEach) {
     // execution: one other each; optimizer and activations: two; attention:
     // two other implementations, or all three under v4's auto (a way to
     // choose, not an implementation).
+    // Under v3's and v4's activations auto, all three are changes too.
     const std::size_t attention = preset.attention == AttentionImpl::Auto ? 3 : 2;
-    EXPECT_EQ(changes.size(), 13u + attention) << level;
+    const std::size_t activations = preset.activations == ActivationsImpl::Auto ? 3 : 2;
+    EXPECT_EQ(changes.size(), 11u + attention + activations) << level;
     for (const OpChoices& c : changes) {
       int differing = 0;
       const auto a = named_choices(preset);
@@ -320,6 +322,35 @@ TEST(StepPlan, ASavedChoiceThatCannotRunIsChosenAgain) {
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
   EXPECT_FALSE(plan.attention_auto.requested);
   EXPECT_EQ(t.calls, 0);
+}
+
+}  // namespace
+}  // namespace tinyllama
+
+namespace tinyllama {
+namespace {
+
+// v3's activations auto: recompute from 2^22 tokens x hidden up, stored
+// below; the plan says which and why, in the header line and the JSON.
+TEST(StepPlan, ActivationsAutoRecomputesOnlyLargeSteps) {
+  ModelConfig cfg = with_head_dim(64);
+  cfg.hidden_dim = 512;
+  cfg.num_heads = 8;
+  cfg.num_kv_heads = 4;
+  const StepPlan small = plan_for_level("v3", Precision::fp32(), gpu_like_caps(), cfg, {8, 128});
+  EXPECT_EQ(small.ops.activations, ActivationsImpl::Stored);
+  EXPECT_EQ(small.activations_auto, "auto chose stored: 1024 tokens x 512 hidden < 4194304");
+  // 8192 tokens x 512 = 2^22 exactly: the threshold is inclusive.
+  const StepPlan large = plan_for_level("v3", Precision::fp32(), gpu_like_caps(), cfg, {8, 1024});
+  EXPECT_EQ(large.ops.activations, ActivationsImpl::RecomputeNormsSwiglu);
+  EXPECT_NE(large.activations_auto.find("auto chose recompute: 8192 tokens x 512 hidden >="),
+            std::string::npos)
+      << large.activations_auto;
+  EXPECT_EQ(plan_json(large)["activations_auto"], large.activations_auto);
+  // An explicit choice is kept and says nothing.
+  const StepPlan v2 = plan_for_level("v2", Precision::fp32(), gpu_like_caps(), cfg, {8, 1024});
+  EXPECT_EQ(v2.ops.activations, ActivationsImpl::Stored);
+  EXPECT_TRUE(v2.activations_auto.empty());
 }
 
 }  // namespace

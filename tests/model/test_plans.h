@@ -11,14 +11,27 @@
 
 namespace tinyllama {
 
+// Tests read the whole gradient (Model::grads), which GradBuffers::Ring
+// (v3's and v4's preset) does not keep: the helpers resolve with full
+// gradient buffers unless a test of the ring itself asks to keep it.
+inline OpChoices with_full_gradients(OpChoices ops, bool keep_grad_ring = false) {
+  if (!keep_grad_ring) ops.grad_buffers = GradBuffers::Full;
+  return ops;
+}
+
 inline StepPlan test_plan(const std::string& level, Precision precision, const Backend& backend,
                           const ModelConfig& cfg, BatchShape shape) {
-  return plan_for_level(level, precision, backend.caps(), cfg, shape);
+  PlanRequest request;
+  request.level = level;
+  request.ops = with_full_gradients(level_preset(level));
+  request.precision = precision;
+  return resolve_plan(request, backend.caps(), cfg, shape);
 }
 
 inline StepPlan test_plan(const OpChoices& ops, Precision precision, const Backend& backend,
-                          const ModelConfig& cfg, BatchShape shape) {
-  return plan_for_choices(ops, precision, backend.caps(), cfg, shape);
+                          const ModelConfig& cfg, BatchShape shape, bool keep_grad_ring = false) {
+  return plan_for_choices(with_full_gradients(ops, keep_grad_ring), precision, backend.caps(), cfg,
+                          shape);
 }
 
 // The CPU backend's caps, but as a device that captures with parallel
@@ -34,8 +47,9 @@ inline DeviceCaps graph_capable_cpu_caps() {
 }
 
 inline StepPlan graph_plan(const OpChoices& ops, Precision precision, const ModelConfig& cfg,
-                           BatchShape shape) {
-  return plan_for_choices(ops, precision, graph_capable_cpu_caps(), cfg, shape);
+                           BatchShape shape, bool keep_grad_ring = false) {
+  return plan_for_choices(with_full_gradients(ops, keep_grad_ring), precision,
+                          graph_capable_cpu_caps(), cfg, shape);
 }
 
 // "qkv_gemm=fused attention=flash ...": a choice set for test messages.

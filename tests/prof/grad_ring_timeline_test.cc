@@ -23,7 +23,8 @@ TEST(GradRingTimeline, CountsTheRingAndLeavesTheActivationsAsTheyAre) {
   OpChoices ring_ops = level_preset("v3");
   ring_ops.grad_buffers = GradBuffers::Ring;
   const StepPlan full = graph_plan(level_preset("v3"), Precision::amp(DType::BF16), cfg, shape);
-  const StepPlan ring = graph_plan(ring_ops, Precision::amp(DType::BF16), cfg, shape);
+  const StepPlan ring =
+      graph_plan(ring_ops, Precision::amp(DType::BF16), cfg, shape, /*keep_grad_ring=*/true);
   ASSERT_EQ(ring.ops.grad_buffers, GradBuffers::Ring);
 
   const MemoryTimeline a = trace_memory_timeline(cfg, shape, full);

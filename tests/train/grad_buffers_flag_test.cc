@@ -29,7 +29,10 @@ TEST(GradBuffersFlag, ChangesOnlyTheGradientBuffers) {
     expected.grad_buffers = GradBuffers::Ring;
     EXPECT_EQ(apply_toggle_flags(level_preset(level), flags), expected) << level;
   }
-  EXPECT_EQ(apply_toggle_flags(level_preset("v3"), ToggleFlags{}).grad_buffers, GradBuffers::Full);
+  EXPECT_EQ(apply_toggle_flags(level_preset("v2"), ToggleFlags{}).grad_buffers, GradBuffers::Full);
+  ToggleFlags full;
+  full.grad_buffers = "full";
+  EXPECT_EQ(apply_toggle_flags(level_preset("v3"), full).grad_buffers, GradBuffers::Full);
 }
 
 }  // namespace

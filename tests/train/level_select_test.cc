@@ -37,6 +37,9 @@ TEST(LevelSelect, V1IsTheBaselineAndV2TurnsEveryToggleOn) {
   OpChoices v2_fused = v2;
   v2_fused.norm = NormImpl::Fused;
   v2_fused.loss = LossImpl::Chunked;
+  v2_fused.rope = RopeImpl::Fused;
+  v2_fused.activations = ActivationsImpl::Auto;
+  v2_fused.grad_buffers = GradBuffers::Ring;
   EXPECT_EQ(v3, v2_fused) << "v3 is v2 with the fused kernels";
   EXPECT_EQ(v3.attention, AttentionImpl::Flash) << "v3 keeps our own flash (DESIGN §2)";
   EXPECT_EQ(v3.execution, Execution::Graph);
