@@ -136,7 +136,7 @@ TEST_F(GpuTest, FusedRopeWithoutItsTableIsRefused) {
   cfg.num_heads = 2;
   cfg.num_kv_heads = 1;
   cfg.hidden_dim = 128;
-  h.prepare(cfg, BatchShape{1, 16}, "v3");  // rope separate: no table
+  h.prepare(cfg, BatchShape{1, 16}, "v2");  // rope separate: no table
   const AttentionShape s{1, 16, 2, 1, 64};
   const Twin qkv = h.input(16, 256, t);
   const Twin d = h.output(16, 256, t);
