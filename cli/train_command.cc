@@ -114,8 +114,8 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "its saved input and rstd, bit-identical: 2 x [tokens, D] per layer less memory), "
         "recompute (recompute_norms, and the SwiGLU output silu(g)*u in one shared buffer, "
         "remade from the saved gate/up output by the forward's own op, bit-identical: "
-        "[tokens, FFN] per layer less again) or auto (recompute from 2^22 tokens x hidden up, "
-        "where it costs ~2 % of the step; stored below, where a step is launch-bound: v3, v4)")
+        "[tokens, FFN] per layer less again) or auto (recompute where hidden >= 2048 and "
+        "tokens x hidden >= 2^22, where it costs ~2 % of the step; stored elsewhere: v3, v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--gemm-epilogue", a.toggles.gemm_epilogue, "{none,residual}",

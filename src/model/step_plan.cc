@@ -356,12 +356,15 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   resolve_attention(plan, caps, cfg, shape, request.saved_attention);
   if (ops.activations == ActivationsImpl::Auto) {
     const std::int64_t size = shape.tokens() * cfg.hidden_dim;
+    const bool wide = cfg.hidden_dim >= kRecomputeFromHidden;
     const bool large = size >= kRecomputeFromTokenHidden;
-    ops.activations = large ? ActivationsImpl::RecomputeNormsSwiglu : ActivationsImpl::Stored;
-    plan.activations_auto = std::string("auto chose ") + impl_name(ops.activations) + ": " +
-                            std::to_string(shape.tokens()) + " tokens x " +
-                            std::to_string(cfg.hidden_dim) + " hidden " + (large ? ">= " : "< ") +
-                            std::to_string(kRecomputeFromTokenHidden);
+    ops.activations =
+        wide && large ? ActivationsImpl::RecomputeNormsSwiglu : ActivationsImpl::Stored;
+    plan.activations_auto = std::string("auto chose ") + impl_name(ops.activations) + ": hidden " +
+                            std::to_string(cfg.hidden_dim) + (wide ? " >= " : " < ") +
+                            std::to_string(kRecomputeFromHidden) + ", " +
+                            std::to_string(shape.tokens()) + " tokens x hidden " +
+                            (large ? ">= " : "< ") + std::to_string(kRecomputeFromTokenHidden);
   }
   // After attention is resolved (auto included): only our flash backward
   // has the rotation in it.

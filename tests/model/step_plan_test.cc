@@ -330,25 +330,33 @@ TEST(StepPlan, ASavedChoiceThatCannotRunIsChosenAgain) {
 namespace tinyllama {
 namespace {
 
-// v3's activations auto: recompute from 2^22 tokens x hidden up, stored
-// below; the plan says which and why, in the header line and the JSON.
-TEST(StepPlan, ActivationsAutoRecomputesOnlyLargeSteps) {
-  ModelConfig cfg = with_head_dim(64);
-  cfg.hidden_dim = 512;
-  cfg.num_heads = 8;
-  cfg.num_kv_heads = 4;
-  const StepPlan small = plan_for_level("v3", Precision::fp32(), gpu_like_caps(), cfg, {8, 128});
-  EXPECT_EQ(small.ops.activations, ActivationsImpl::Stored);
-  EXPECT_EQ(small.activations_auto, "auto chose stored: 1024 tokens x 512 hidden < 4194304");
-  // 8192 tokens x 512 = 2^22 exactly: the threshold is inclusive.
-  const StepPlan large = plan_for_level("v3", Precision::fp32(), gpu_like_caps(), cfg, {8, 1024});
+// v3's activations auto: recompute where hidden >= 2048 and tokens x
+// hidden >= 2^22, stored elsewhere; the plan says which and why, in the
+// header line and the JSON.
+TEST(StepPlan, ActivationsAutoRecomputesOnlyWideLargeSteps) {
+  ModelConfig narrow = with_head_dim(64);
+  narrow.hidden_dim = 512;
+  narrow.num_heads = 8;
+  narrow.num_kv_heads = 4;
+  const StepPlan big_narrow =
+      plan_for_level("v3", Precision::fp32(), gpu_like_caps(), narrow, {32, 1024});
+  EXPECT_EQ(big_narrow.ops.activations, ActivationsImpl::Stored);
+  EXPECT_EQ(big_narrow.activations_auto,
+            "auto chose stored: hidden 512 < 2048, 32768 tokens x hidden >= 4194304");
+  ModelConfig wide = with_head_dim(64);
+  wide.hidden_dim = 2048;
+  wide.num_heads = 32;
+  wide.num_kv_heads = 16;
+  // 2048 tokens x 2048 = 2^22 exactly: both thresholds are inclusive.
+  const StepPlan large = plan_for_level("v3", Precision::fp32(), gpu_like_caps(), wide, {2, 1024});
   EXPECT_EQ(large.ops.activations, ActivationsImpl::RecomputeNormsSwiglu);
-  EXPECT_NE(large.activations_auto.find("auto chose recompute: 8192 tokens x 512 hidden >="),
-            std::string::npos)
-      << large.activations_auto;
+  EXPECT_EQ(large.activations_auto,
+            "auto chose recompute: hidden 2048 >= 2048, 2048 tokens x hidden >= 4194304");
   EXPECT_EQ(plan_json(large)["activations_auto"], large.activations_auto);
+  const StepPlan small = plan_for_level("v3", Precision::fp32(), gpu_like_caps(), wide, {1, 128});
+  EXPECT_EQ(small.ops.activations, ActivationsImpl::Stored);
   // An explicit choice is kept and says nothing.
-  const StepPlan v2 = plan_for_level("v2", Precision::fp32(), gpu_like_caps(), cfg, {8, 1024});
+  const StepPlan v2 = plan_for_level("v2", Precision::fp32(), gpu_like_caps(), wide, {2, 1024});
   EXPECT_EQ(v2.ops.activations, ActivationsImpl::Stored);
   EXPECT_TRUE(v2.activations_auto.empty());
 }
