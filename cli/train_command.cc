@@ -141,7 +141,7 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
       ->group("Level toggles");
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
         "rows per chunk of the chunked loss (needs the chunked loss)")
-      ->default_str("the fewest chunks of at most 256 MiB of logits each")
+      ->default_str("the fewest chunks of at most 512 MiB of logits each")
       ->group("Level toggles");
   cmd->add_flag("--enable-all-fusion", a.toggles.all_fusion.enable,
                 "turn all five toggles on (applied after the preset, before single toggles)");
