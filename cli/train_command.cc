@@ -72,10 +72,12 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--device", a.device, "{cpu,cuda}", "where to train")
       ->default_str("cuda if a CUDA device is found, else cpu")
       ->group("Execution");
-  value(cmd, "--version", a.level, "{v1,v2,v3}",
+  value(cmd, "--version", a.level, "{v1,v2,v3,v4}",
         "optimisation level preset (workshop name): v1 baseline, v2 fused + flash attention + "
-        "CUDA graphs, v3 v2 + custom fused kernels (residual add + RMSNorm, chunked loss); v4 not "
-        "implemented yet")
+        "CUDA graphs, v3 v2 + custom fused kernels (residual add + RMSNorm, chunked loss, RoPE's "
+        "backward in the flash kernels, activations recomputed where large, gradients in a "
+        "two-layer ring), v4 v3 + residual adds in the GEMM epilogues + attention timed per "
+        "shape (flash or cuDNN)")
       ->group("Execution");
   cmd->add_flag("--use-amp", a.use_amp,
                 "mixed precision: --amp-dtype compute, fp32 master weights and optimizer state "
@@ -266,7 +268,7 @@ TrainOptions to_train_options(const TrainArgs& a) {
   if (!a.loss_chunk_rows.empty()) {
     if (o.request.ops.loss != LossImpl::Chunked) {
       throw UsageError(
-          "--loss-chunk-rows: needs the chunked loss (--loss chunked, or --version v3)");
+          "--loss-chunk-rows: needs the chunked loss (--loss chunked, or --version v3 or v4)");
     }
     o.request.loss_chunk_rows = parse_int_flag("--loss-chunk-rows", a.loss_chunk_rows);
     if (o.request.loss_chunk_rows < 1) {

@@ -58,7 +58,7 @@ void register_flags(CLI::App* cmd, TuneArgs& a) {
   value(cmd, "--seq-len", t.seq_len, "INT", "tokens per row")->group("Model");
   value(cmd, "--seed", t.seed, "INT", "seeds the weights and the synthetic data of each run")
       ->group("Model");
-  value(cmd, "--version", t.level, "LEVEL", "level preset: v1, v2 or v3")->group("Run");
+  value(cmd, "--version", t.level, "LEVEL", "level preset: v1, v2, v3 or v4")->group("Run");
   value(cmd, "--precision", a.precision, "{fp32,bf16,fp16}",
         "fp32, or AMP with bf16 or fp16 compute (CUDA only)")
       ->group("Run");

@@ -21,7 +21,7 @@ ValidateCommand::ValidateCommand(CLI::App& app)
   value(cmd_, "--device", args_.device, "{cpu,cuda,all}",
         "which backends: cpu (float32), cuda (float32, bfloat16, float16), or all (cpu, and "
         "cuda when a CUDA device is found; without one its precisions are reported skipped)");
-  value(cmd_, "--version", args_.level, "{v1,v2,v3,all}", "the level(s) to check");
+  value(cmd_, "--version", args_.level, "{v1,v2,v3,v4,all}", "the level(s) to check");
   value(cmd_, "--json", args_.json_path, "FILE", "write every check as JSON");
   cmd_->footer(
       "Each case trains two steps (the second a CUDA graph's first replay where the level "
