@@ -16,6 +16,7 @@
 #include "model/init.h"
 #include "model/model.h"
 #include "model/test_plans.h"
+#include "random_batch.h"
 #include "whole_step.h"
 
 namespace tinyllama {
@@ -30,15 +31,6 @@ ModelConfig tiny_config() {
   c.num_kv_heads = 1;
   c.ffn_dim = 10;  // odd-sized slots, so the layout has padding between them
   return c;
-}
-
-std::vector<std::int32_t> random_rows(int batch, int seq, int vocab, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<std::int32_t> rows(static_cast<std::size_t>(batch) * (seq + 1));
-  for (auto& t : rows) {
-    t = static_cast<std::int32_t>(1 + rng.below(static_cast<std::uint64_t>(vocab - 1)));
-  }
-  return rows;
 }
 
 struct Snapshot {

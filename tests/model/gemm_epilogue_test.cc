@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
 #include "model/model.h"
 #include "model/test_plans.h"
 #include "prof/cost_model.h"
+#include "random_batch.h"
 #include "whole_step.h"
 
 namespace tinyllama {
@@ -30,15 +30,6 @@ ModelConfig small_config() {
   c.num_kv_heads = 2;
   c.ffn_dim = 40;
   return c;
-}
-
-std::vector<std::int32_t> random_rows(int batch, int seq, int vocab, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<std::int32_t> rows(static_cast<std::size_t>(batch) * (seq + 1));
-  for (auto& t : rows) {
-    t = static_cast<std::int32_t>(1 + rng.below(static_cast<std::uint64_t>(vocab - 1)));
-  }
-  return rows;
 }
 
 struct StepResults {

@@ -11,6 +11,7 @@
 #include "model/init.h"
 #include "model/model.h"
 #include "model/test_plans.h"
+#include "random_batch.h"
 
 namespace tinyllama {
 namespace {
@@ -24,14 +25,6 @@ ModelConfig tiny_config(int heads, int kv_heads) {
   c.num_kv_heads = kv_heads;
   c.ffn_dim = 10;
   return c;
-}
-
-std::vector<std::int32_t> random_rows(int batch, int seq, int vocab, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<std::int32_t> rows(static_cast<std::size_t>(batch) * (seq + 1));
-  for (auto& t : rows)
-    t = static_cast<std::int32_t>(1 + rng.below(static_cast<std::uint64_t>(vocab - 1)));
-  return rows;
 }
 
 // Norm weights start at exactly 1; perturb everything so no symmetry hides a bug.

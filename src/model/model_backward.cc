@@ -1,0 +1,354 @@
+// The hand-written backward pass and the optimizer passes (DESIGN §1); the
+// forward pass is in model_passes.cc. As there, the plan's choices pick
+// fused ops or compositions of primitives on the same buffers.
+#include "model/model.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "core/op_marker.h"
+
+namespace tinyllama {
+
+void Model::backward(float loss_scale, bool check_overflow) {
+  stage_step(loss_scale, check_overflow, hyper_);
+  backward_pass();
+}
+
+void Model::backward_pass(bool update_layers) {
+  const OpScope phase("backward");
+  // A checked (fp16) step may still be skipped: its updates wait for the scan.
+  layers_updated_ = update_layers && plan_.updates_layers_in_backward() && !check_overflow_;
+  if (plan_.grad_ring() && !layers_updated_) {
+    // The layers below would overwrite the gradient slots before anything
+    // read them: only the per-layer sweeps consume a ring.
+    throw std::logic_error(
+        "Model::backward_pass: grad_buffers ring needs the layers updated in the backward pass "
+        "(a whole step, backward_pass(true), unchecked)");
+  }
+  slot_sweeps_ = {-1, -1};
+  OpSequence ops;
+  loss_backward();
+  const Mat dnf = acts_.view(arena_, acts_.d_norm_out);
+  const ParamSlot& emb = layout_.embedding();
+  const Mat d_out = acts_.view(arena_, acts_.d_residual_a);
+  const Mat d_scratch = acts_.view(arena_, acts_.d_residual_b);
+  ops.next("final_norm");
+  backend_.rmsnorm_backward(
+      d_out, grad(layout_.final_norm()), dnf, acts_.view(arena_, acts_.residual_out),
+      compute_weight(layout_.final_norm()), acts_.view(arena_, acts_.final_rstd));
+  ops.close();
+  WgradTickets tickets;
+  for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch, tickets);
+  backend_.join_side_gemms();  // every weight gradient is complete from here on
+  ops.next("embedding");
+  backend_.embedding_backward(grad(emb), tokens_, d_out);
+  if (comm_ != nullptr) {
+    ops.next("grad_exchange");
+    for (const ParamSpan& bucket : non_layer_spans_) exchange_gradients(bucket);
+    if (check_overflow_) {
+      ops.next("overflow_check");
+      parallel_overflow_check();
+      return;
+    }
+  }
+  if (check_overflow_) {
+    ops.next("overflow_check");
+    backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
+    backend_.flag_nonfinite(Mat(grads_, plan_.precision.master, 1, layout_.total()),
+                            overflow_flag_);
+  }
+}
+
+// On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
+void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& tickets) {
+  const OpScope layer(layer_label(l));
+  OpSequence ops;
+  const LayerActivations& a = acts_.layers[l];
+  const int f = cfg_.ffn_dim;
+  const int qd = cfg_.q_dim();
+  const int kvd = cfg_.kv_dim();
+  const Mat d_norm_out = acts_.view(arena_, acts_.d_norm_out);
+  if (plan_.grad_ring()) {
+    // This layer's gradient slot was last read by the sweep of the layer two
+    // above: that sweep finishes before anything below writes the slot (an
+    // edge of the captured graph from the sweep's branch to the main stream,
+    // which the side GEMMs fork from).
+    backend_.join_side_update(slot_sweeps_[grad_layout_.slot_of_layer(l)]);
+  }
+
+  // Feed-forward half: out = h + Wdown(silu(g) * u).
+  const Mat hidden = acts_.view(arena_, a.ffn_hidden);
+  const Mat d_hidden = acts_.view(arena_, acts_.d_ffn_hidden);
+  const Mat gu = acts_.view(arena_, a.gate_up);
+  const Mat gate = gu.col_block(0, f);
+  const Mat up = gu.col_block(f, f);
+  if (recompute_swiglu()) {
+    // The shared hidden's last reader, the layer above's down weight
+    // gradient, was joined by that layer's attention norm backward.
+    // The forward's own op on the same inputs: the same bits.
+    ops.next("swiglu_recompute");
+    if (plan_.ops.swiglu == SwigluImpl::Fused) {
+      backend_.swiglu_forward(hidden, gate, up);
+    } else {  // the forward's mul, of the silu(g) it kept and u
+      backend_.mul(hidden, acts_.view(arena_, a.silu_gate), up);
+    }
+  }
+  const ParamSlot& wdown = layout_.layer(l, &LayerSlots::wdown);
+  ops.next("down_gemm_wgrad");
+  const std::int64_t down_ticket =
+      backend_.side_gemm(grad(wdown), d_out, true, hidden, false, 1.0f, 0.0f);
+  ops.next("down_gemm_dgrad");
+  backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
+
+  const Mat d_gu = acts_.view(arena_, acts_.d_gate_up);
+  const Mat d_gate = d_gu.col_block(0, f);
+  const Mat d_up = d_gu.col_block(f, f);
+  backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
+  ops.next("swiglu");
+  if (plan_.ops.swiglu == SwigluImpl::Fused) {
+    backend_.swiglu_backward(d_gate, d_up, d_hidden, gate, up);
+  } else {
+    const Mat s = acts_.view(arena_, a.silu_gate);
+    const Mat d_s = acts_.view(arena_, acts_.d_silu_gate);
+    backend_.mul(d_up, d_hidden, s);
+    backend_.mul(d_s, d_hidden, up);
+    backend_.silu_backward(d_gate, d_s, gate);
+  }
+  if (recompute_norms()) {
+    // The shared norm2's last reader, the layer above's gate/up weight
+    // gradient, was joined before the SwiGLU backward.
+    ops.next("ffn_norm_recompute");
+    backend_.rmsnorm_apply(acts_.view(arena_, a.norm2), acts_.view(arena_, a.residual_mid),
+                           compute_weight(layout_.layer(l, &LayerSlots::ffn_norm)),
+                           acts_.view(arena_, a.rstd2));
+  }
+  ops.close();  // ffn_up_backward marks its two GEMMs
+  tickets.gate_up = ffn_up_backward(l, d_norm_out);
+  const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
+  const Mat d_h = d_scratch;
+  norm_residual_backward(d_h, grad(ffn_norm), d_norm_out, acts_.view(arena_, a.residual_mid),
+                         compute_weight(ffn_norm), acts_.view(arena_, a.rstd2), d_out,
+                         tickets.out_proj, NormHalf::Ffn);
+
+  // Attention half: h = x + Wo(attn(rope(q), rope(k), v)).
+  const Mat attn = acts_.view(arena_, a.attn_out);
+  const Mat d_attn = acts_.view(arena_, acts_.d_attn);
+  const ParamSlot& wo = layout_.layer(l, &LayerSlots::wo);
+  ops.next("out_proj_gemm_wgrad");
+  tickets.out_proj = backend_.side_gemm(grad(wo), d_h, true, attn, false, 1.0f, 0.0f);
+  ops.next("out_proj_gemm_dgrad");
+  backend_.gemm(d_attn, d_h, false, compute_weight(wo), false, 1.0f, 0.0f);
+
+  const Mat qkv = acts_.view(arena_, a.qkv);
+  const Mat d_qkv = acts_.view(arena_, acts_.d_qkv);
+  const AttentionShape as = attention_shape(cfg_, shape_);
+  backend_.join_side_gemm(tickets.qkv);  // d_qkv is overwritten next
+  ops.next("attention");
+  const Mat d_q = d_qkv.col_block(0, qd);
+  const Mat d_k = d_qkv.col_block(qd, kvd);
+  const Mat d_v = d_qkv.col_block(qd + kvd, kvd);
+  const Mat lse = acts_.view(arena_, a.lse);
+  const Mat probs = acts_.view(arena_, a.probs);
+  if (plan_.ops.rope == RopeImpl::Fused) {
+    // RoPE's backward rotation inside attention's: no "rope" op here.
+    backend_.attention_rope_backward(
+        plan_.ops.attention, d_q, d_k, d_v, d_attn, qkv.col_block(0, qd), qkv.col_block(qd, kvd),
+        qkv.col_block(qd + kvd, kvd), attn, lse, probs, as, cfg_.rope_theta);
+  } else {
+    backend_.attention_backward(plan_.ops.attention, d_q, d_k, d_v, d_attn, qkv.col_block(0, qd),
+                                qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), attn, lse,
+                                probs, as);
+    ops.next("rope");
+    backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
+                           cfg_.rope_theta);
+  }
+  if (recompute_norms()) {
+    // The shared norm1's last reader, the layer above's QKV weight
+    // gradient, was joined before the attention backward.
+    ops.next("attn_norm_recompute");
+    backend_.rmsnorm_apply(acts_.view(arena_, a.norm1), acts_.view(arena_, a.residual_in),
+                           compute_weight(layout_.layer(l, &LayerSlots::attn_norm)),
+                           acts_.view(arena_, a.rstd1));
+  }
+  ops.close();  // qkv_backward marks its two GEMMs
+  tickets.qkv = qkv_backward(l, d_norm_out);
+  const ParamSlot& attn_norm = layout_.layer(l, &LayerSlots::attn_norm);
+  norm_residual_backward(d_out, grad(attn_norm), d_norm_out, acts_.view(arena_, a.residual_in),
+                         compute_weight(attn_norm), acts_.view(arena_, a.rstd1), d_h, down_ticket,
+                         NormHalf::Attn);
+  if (comm_ != nullptr) {
+    // Data parallel: this layer's gradients averaged over the ranks while
+    // the layers below are computed.
+    ops.next("grad_exchange");
+    exchange_gradients(layout_.layer_span(l));
+  }
+  if (layers_updated_) {
+    // Every gradient of this layer is issued (the weight gradients on the
+    // side branch, which the sweep waits for), and nothing below reads its
+    // weights: update them beside the rest of the backward pass.
+    ops.next("adamw");
+    if (comm_ != nullptr) {
+      update_bucket(layout_.layer_span(l), update_hyper());
+    } else {
+      const std::int64_t ticket =
+          sweep_adamw(layout_.layer_span(l), update_hyper(), /*beside_backward=*/true);
+      if (plan_.grad_ring()) slot_sweeps_[grad_layout_.slot_of_layer(l)] = ticket;
+    }
+  }
+}
+
+// d(residual) = d(residual above) + the norm's input gradient: one op
+// (NormImpl::Fused) or the norm's backward then the add. `d_sum` is
+// overwritten, so the side GEMM `reader` (which reads it) is joined first.
+void Model::norm_residual_backward(Mat d_sum, Mat d_weight, Mat d_norm, Mat x, Mat weight, Mat rstd,
+                                   Mat d_above, std::int64_t reader, NormHalf half) {
+  OpSequence ops;  // marker names must be literals (core/op_marker.h)
+  const bool ffn = half == NormHalf::Ffn;
+  if (fused_norm()) {
+    backend_.join_side_gemm(reader);
+    ops.next(ffn ? "ffn_residual_norm" : "attn_residual_norm");
+    backend_.rmsnorm_backward_add(d_sum, d_weight, d_norm, x, weight, rstd, d_above);
+    return;
+  }
+  const Mat d_norm_in = acts_.view(arena_, acts_.d_norm_in);
+  ops.next(ffn ? "ffn_norm" : "attn_norm");
+  backend_.rmsnorm_backward(d_norm_in, d_weight, d_norm, x, weight, rstd);
+  backend_.join_side_gemm(reader);
+  ops.next(ffn ? "ffn_residual" : "attn_residual");
+  backend_.add(d_sum, d_above, d_norm_in);
+}
+
+// d(norm1) = d(qkv) · Wqkv and d(Wqkv) = d(qkv)ᵀ · norm1, fused or per slice.
+std::int64_t Model::qkv_backward(int l, Mat d_n1) {
+  const LayerActivations& a = acts_.layers[l];
+  const Mat n1 = acts_.view(arena_, a.norm1);
+  const Mat d_qkv = acts_.view(arena_, acts_.d_qkv);
+  const ParamSlot& slot = layout_.layer(l, &LayerSlots::wqkv);
+  const Mat w = compute_weight(slot);
+  const Mat dw = grad(slot);
+  OpSequence ops;
+  if (plan_.ops.qkv_gemm == GemmGrouping::Fused) {
+    ops.next("qkv_gemm_wgrad");
+    const std::int64_t ticket = backend_.side_gemm(dw, d_qkv, true, n1, false, 1.0f, 0.0f);
+    ops.next("qkv_gemm_dgrad");
+    backend_.gemm(d_n1, d_qkv, false, w, false, 1.0f, 0.0f);
+    return ticket;
+  }
+  const int qd = cfg_.q_dim();
+  const int kvd = cfg_.kv_dim();
+  const int starts[3] = {0, qd, qd + kvd};
+  const int widths[3] = {qd, kvd, kvd};
+  // Every wgrad slice, then every dgrad slice: the same results as
+  // interleaving them (they touch different buffers), as two marked ops.
+  ops.next("qkv_gemm_wgrad");
+  std::int64_t ticket = 0;
+  for (int i = 0; i < 3; ++i) {
+    ticket = backend_.side_gemm(dw.row_block(starts[i], widths[i]),
+                                d_qkv.col_block(starts[i], widths[i]), true, n1, false, 1.0f, 0.0f);
+  }
+  ops.next("qkv_gemm_dgrad");
+  separate_dgrad(d_n1, d_qkv, w, 3, starts, widths);
+  return ticket;
+}
+
+void Model::separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts,
+                           const int* widths) {
+  const Mat sum = acts_.d_norm_sum.used() ? acts_.view(arena_, acts_.d_norm_sum) : d_in;
+  for (int i = 0; i < parts; ++i) {
+    backend_.gemm(sum, d_out.col_block(starts[i], widths[i]), false,
+                  w.row_block(starts[i], widths[i]), false, 1.0f, i == 0 ? 0.0f : 1.0f);
+  }
+  if (sum.data != d_in.data) backend_.convert(d_in, sum);
+}
+
+std::int64_t Model::ffn_up_backward(int l, Mat d_n2) {
+  const LayerActivations& a = acts_.layers[l];
+  const Mat n2 = acts_.view(arena_, a.norm2);
+  const Mat d_gu = acts_.view(arena_, acts_.d_gate_up);
+  const ParamSlot& slot = layout_.layer(l, &LayerSlots::wgu);
+  const Mat w = compute_weight(slot);
+  const Mat dw = grad(slot);
+  OpSequence ops;
+  if (plan_.ops.gate_up_gemm == GemmGrouping::Fused) {
+    ops.next("gate_up_gemm_wgrad");
+    const std::int64_t ticket = backend_.side_gemm(dw, d_gu, true, n2, false, 1.0f, 0.0f);
+    ops.next("gate_up_gemm_dgrad");
+    backend_.gemm(d_n2, d_gu, false, w, false, 1.0f, 0.0f);
+    return ticket;
+  }
+  const int f = cfg_.ffn_dim;
+  // As in qkv_backward: the wgrad slices, then the dgrad slices.
+  ops.next("gate_up_gemm_wgrad");
+  std::int64_t ticket = 0;
+  for (int i = 0; i < 2; ++i) {
+    ticket = backend_.side_gemm(dw.row_block(i * f, f), d_gu.col_block(i * f, f), true, n2, false,
+                                1.0f, 0.0f);
+  }
+  ops.next("gate_up_gemm_dgrad");
+  const int starts[2] = {0, f};
+  const int widths[2] = {f, f};
+  separate_dgrad(d_n2, d_gu, w, 2, starts, widths);
+  return ticket;
+}
+
+void Model::optimizer_step(const AdamWHyper& hyper) {
+  stage_step(loss_scale_, check_overflow_, hyper);
+  optimizer_pass();
+}
+
+AdamWHyper Model::update_hyper() const {
+  // lr, the step count's bias corrections and the loss scale to divide out
+  // come from the staged scalars; the rest of hyper_ is fixed per run.
+  AdamWHyper hp = hyper_;
+  hp.scalars = step_scalars_;
+  if (check_overflow_) hp.skip_flag = overflow_flag_;
+  return hp;
+}
+
+std::int64_t Model::sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward) {
+  // The moments are full-size here (a sharded optimizer sweeps its shards).
+  return sweep_shard({span, span.begin}, hp, beside_backward);
+}
+
+void Model::optimizer_pass() {
+  const OpScope phase("optimizer");
+  const AdamWHyper hp = update_hyper();
+  if (comm_ != nullptr && plan_.ops.optimizer != OptimizerImpl::PerTensor) {
+    const OpScope op("adamw");
+    parallel_optimizer_pass(hp);
+    return;
+  }
+  if (comm_ != nullptr) backend_.join_side_updates();  // the all-reduced gradients
+  if (plan_.ops.optimizer != OptimizerImpl::PerTensor) {
+    // Sweeps over the four equal blocks of state_, padding included (its
+    // gradients are zero, so its zero params, m and v stay zero), writing
+    // the compute copy as they go: bit-identical to the per-tensor calls
+    // below followed by refresh_compute_weights, however the block is cut
+    // (the update is elementwise).
+    const OpScope op("adamw");
+    if (std::exchange(layers_updated_, false)) {
+      // The layers were swept in the backward pass; the embedding's
+      // gradient is final only now.
+      for (const ParamSpan& span : non_layer_spans_) sweep_adamw(span, hp, false);
+      backend_.join_side_updates();  // the step ends with every update done
+    } else {
+      sweep_adamw({0, layout_.total()}, hp, false);
+    }
+    return;
+  }
+  // One optimizer call per parameter tensor, like PyTorch's for-loop AdamW.
+  const auto elem = static_cast<std::int64_t>(dtype_size(plan_.precision.master));
+  OpSequence ops;
+  ops.next("adamw");
+  for (const ParamSlot& s : layout_.slots()) {
+    auto at = [&](void* block) {
+      return Mat(static_cast<char*>(block) + s.offset * elem, plan_.precision.master, 1, s.numel());
+    };
+    backend_.adamw(at(params_), at(grads_), at(adam_m_), at(adam_v_), hp);
+  }
+  ops.close();
+  refresh_compute_weights();  // marks itself "refresh_weights" when it runs
+}
+
+}  // namespace tinyllama
