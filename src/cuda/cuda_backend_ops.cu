@@ -1,0 +1,202 @@
+// CudaBackend's op routing: each Backend op forwards its arguments to its
+// op family (one .cu file each) on the main stream; attention picks its
+// implementation here. Lifecycle, memory, graphs, GEMMs and the side
+// branches are in cuda_backend.cu.
+#include <cstdint>
+#include <string>
+
+#include "core/errors.h"
+#include "cuda/attention_choice.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_ops.h"
+
+namespace tinyllama::cuda {
+
+void CudaBackend::add(Mat out, Mat a, Mat b) {
+  cuda::add(out, a, b, stream_);
+}
+void CudaBackend::mul(Mat out, Mat a, Mat b) {
+  cuda::mul(out, a, b, stream_);
+}
+
+void CudaBackend::embedding_forward(Mat out, const std::int32_t* tokens, Mat table) {
+  cuda::embedding_forward(out, tokens, table, stream_);
+}
+
+// The plan's choice, through what prepare() set up: sorted when it planned
+// the sort's scratch, else the scan (which is also what a backend that was
+// never prepared runs).
+void CudaBackend::embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) {
+  if (!embedding_scratch_.empty()) {
+    cuda::embedding_backward_sorted(dtable, tokens, dout, embedding_scratch_, stream_);
+  } else {
+    cuda::embedding_backward_scan(dtable, tokens, dout, stream_);
+  }
+}
+
+std::string CudaBackend::tuning_state() const {
+  return GemmRunner::export_tuned_choices();
+}
+
+std::string CudaBackend::restore_tuning_state(const std::string& text) {
+  return GemmRunner::import_tuned_choices(text);
+}
+
+void CudaBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) {
+  cuda::rmsnorm_forward(out, rstd, x, weight, eps, stream_);
+}
+
+void CudaBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
+  cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, Mat(), rms_partials_,
+                         rms_partial_capacity_, stream_);
+}
+
+void CudaBackend::rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
+  cuda::rmsnorm_apply(out, x, weight, rstd, stream_);
+}
+
+void CudaBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
+                                      double eps) {
+  cuda::add_rmsnorm_forward(sum, out, rstd, a, b, weight, eps, stream_);
+}
+
+void CudaBackend::rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
+                                       Mat dresidual) {
+  cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dresidual, rms_partials_,
+                         rms_partial_capacity_, stream_);
+}
+
+void CudaBackend::rope_forward(Mat x, int seq, int head_dim, double theta) {
+  cuda::rope(x, seq, head_dim, theta, false, stream_);
+}
+
+void CudaBackend::rope_backward(Mat dx, int seq, int head_dim, double theta) {
+  cuda::rope(dx, seq, head_dim, theta, true, stream_);
+}
+
+const CudnnSdpa& CudaBackend::prepared_cudnn(const char* op) const {
+  if (cudnn_ == nullptr) {
+    throw RuntimeFailure(std::string(op) +
+                         ": cuDNN attention was not prepared (a plan with attention cudnn)");
+  }
+  return *cudnn_;
+}
+
+void CudaBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
+                                    Mat v, const AttentionShape& shape) {
+  require_probs_match(impl, probs, "attention_forward");
+  switch (impl) {
+    case AttentionImpl::Materialized:
+      materialized_attention_forward(*gemm_, materialized_scratch_, out, lse, probs, q, k, v, shape,
+                                     stream_);
+      return;
+    case AttentionImpl::Flash:
+      flash_attention_forward(out, lse, q, k, v, shape, stream_);
+      return;
+    case AttentionImpl::Cudnn:
+      prepared_cudnn("attention_forward").forward(out, lse, q, k, v, attention_block_, stream_);
+      return;
+    case AttentionImpl::Auto:
+      break;
+  }
+  throw RuntimeFailure("attention_forward: attention auto was not resolved");
+}
+
+void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
+                                     Mat k, Mat v, Mat out, Mat lse, Mat probs,
+                                     const AttentionShape& shape) {
+  require_probs_match(impl, probs, "attention_backward");
+  switch (impl) {
+    case AttentionImpl::Materialized:
+      materialized_attention_backward(*gemm_, materialized_scratch_, dq, dk, dv, dout, q, k, v, out,
+                                      lse, probs, shape, stream_);
+      return;
+    case AttentionImpl::Flash:
+      flash_attention_backward(flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_);
+      return;
+    case AttentionImpl::Cudnn:
+      prepared_cudnn("attention_backward")
+          .backward(dq, dk, dv, dout, q, k, v, out, lse, attention_block_, stream_);
+      return;
+    case AttentionImpl::Auto:
+      break;
+  }
+  throw RuntimeFailure("attention_backward: attention auto was not resolved");
+}
+
+void CudaBackend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout,
+                                          Mat q, Mat k, Mat v, Mat out, Mat lse, Mat probs,
+                                          const AttentionShape& shape, double rope_theta) {
+  if (impl != AttentionImpl::Flash) {
+    Backend::attention_rope_backward(impl, dq, dk, dv, dout, q, k, v, out, lse, probs, shape,
+                                     rope_theta);
+    return;
+  }
+  require_probs_match(impl, probs, "attention_rope_backward");
+  if (rope_table_.cos_sin == nullptr || rope_table_.theta != rope_theta) {
+    throw RuntimeFailure("attention_rope_backward: no RoPE table was prepared for theta " +
+                         std::to_string(rope_theta) +
+                         " (prepare() builds it for a plan with rope fused)");
+  }
+  flash_attention_backward(flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_,
+                           &rope_table_);
+}
+
+void CudaBackend::silu_forward(Mat out, Mat x) {
+  cuda::silu_forward(out, x, stream_);
+}
+
+void CudaBackend::silu_backward(Mat dx, Mat dout, Mat x) {
+  cuda::silu_backward(dx, dout, x, stream_);
+}
+
+void CudaBackend::strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
+                                               const AttentionShape& shape) {
+  cuda::strided_kv_attention_forward(out, lse, q, k, v, shape, stream_);
+}
+
+void CudaBackend::naive_linear(Mat out, Mat x, Mat w) {
+  cuda::naive_linear(out, x, w, stream_);
+}
+
+void CudaBackend::swiglu_forward(Mat out, Mat gate, Mat up) {
+  cuda::swiglu_forward(out, gate, up, stream_);
+}
+
+void CudaBackend::swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) {
+  cuda::swiglu_backward(dgate, dup, dout, gate, up, stream_);
+}
+
+void CudaBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) {
+  cuda::cross_entropy_forward(losses, logits, targets, stream_);
+}
+
+void CudaBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                                         float scale) {
+  cuda::cross_entropy_backward(dlogits, logits, targets, scale, stream_);
+}
+
+void CudaBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
+                                         const StepScalars* step) {
+  cuda::cross_entropy_backward(dlogits, logits, targets, &step->ce_grad_scale, stream_);
+}
+
+void CudaBackend::cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
+                                      const StepScalars* step) {
+  cuda::cross_entropy_fused(losses, logits, targets, &step->ce_grad_scale, stream_);
+}
+
+void CudaBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
+  cuda::adamw(param, grad, m, v, hp, stream_);
+}
+
+void CudaBackend::adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
+                              const AdamWHyper& hp) {
+  cuda::adamw_fused(param, grad, m, v, compute_copy, hp, stream_);
+}
+
+void CudaBackend::flag_nonfinite(Mat x, std::int32_t* flag) {
+  cuda::flag_nonfinite(x, flag, stream_);
+}
+
+}  // namespace tinyllama::cuda
