@@ -165,7 +165,7 @@ std::vector<NamedChoice> named_choices(const OpChoices& ops);
 
 // The preset used when --version is not given. Kept in one place so that it
 // moves to the fastest level as soon as that level is implemented.
-inline constexpr const char* kDefaultLevel = "v2";
+inline constexpr const char* kDefaultLevel = "v4";
 // Every implemented level, in ladder order.
 std::vector<std::string> implemented_levels();
 // The choices of a level (DESIGN §2). Throws UsageError naming the allowed
