@@ -69,6 +69,10 @@ __device__ __forceinline__ void block_delta_rows(float* d, const T* dout, std::i
     constexpr int kLanes = DeltaVec<T, HD>::kLanes;
     constexpr int kRowsPerPass = THREADS / kLanes;
     const int part = tid % kLanes;
+    // Not unrolled: a pass at a time keeps the prologue's registers few
+    // (unrolled, the mma.sync dQ kernel at hd 32, held to 128 registers,
+    // spilled 16 bytes).
+#pragma unroll 1
     for (int r0 = 0; r0 < rows; r0 += kRowsPerPass) {  // the same trip count for every lane
       const int r = r0 + tid / kLanes;
       float acc = 0.f;
@@ -78,6 +82,7 @@ __device__ __forceinline__ void block_delta_rows(float* d, const T* dout, std::i
     }
   } else {
     const int lane = tid & 31;
+#pragma unroll 1
     for (int r = tid >> 5; r < rows; r += THREADS / 32) {  // whole warps take a row
       const float acc = delta_warp_row(dout + r * ld_dout, out + r * ld_out, HD, lane);
       if (lane == 0) d[r] = acc;
