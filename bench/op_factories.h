@@ -39,7 +39,10 @@ enum class FlashPin {
   PingPong128,
   BackwardMma,
   BackwardWgmma,
-  BackwardSpecialized
+  BackwardSpecialized,
+  // The default backward kernels with D = rowsum(dO * O) in a kernel of its
+  // own (FlashDelta::Separate) instead of the dQ kernel's prologue.
+  BackwardSeparateDelta
 };
 // rope (backward only): attention_rope_backward, RoPE's inverse rotation of
 // dq and dk inside the attention backward (rope fused).

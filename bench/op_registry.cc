@@ -186,6 +186,7 @@ std::vector<OpVariant> build_registry() {
   b.attention(bwd, "flash-mma", v2, FlashPin::BackwardMma);
   b.attention(bwd, "flash-wgmma", v2, FlashPin::BackwardWgmma);
   b.attention(bwd, "flash-ws", v2, FlashPin::BackwardSpecialized);
+  b.attention(bwd, "flash-delta-separate", v2, FlashPin::BackwardSeparateDelta);
   b.attention(bwd, "cudnn", cudnn);
   // RoPE's backward rotation in the flash kernels' epilogues (rope fused):
   // time it against flash plus rope.bwd.

@@ -67,6 +67,7 @@ cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
     case FlashPin::BackwardMma:
     case FlashPin::BackwardWgmma:
     case FlashPin::BackwardSpecialized:
+    case FlashPin::BackwardSeparateDelta:
       break;
   }
   return cuda::FlashForwardKernel::Best;
@@ -86,8 +87,9 @@ cuda::FlashBackwardKernel pinned_backward(FlashPin pin) {
 }
 #endif
 
-// Pins flash attention's forward kernel family for its lifetime (the
-// setting is process-wide: every other case runs with the default).
+// Pins flash attention's forward or backward kernel family, or the
+// backward's separate delta kernel, for its lifetime (the settings are
+// process-wide: every other case runs with the defaults).
 class ScopedFlashPin {
  public:
   explicit ScopedFlashPin(FlashPin pin) : pin_(pin) {
@@ -95,6 +97,9 @@ class ScopedFlashPin {
     if (pin_ != FlashPin::None) {
       cuda::set_flash_forward_kernel(pinned_kernel(pin_));
       cuda::set_flash_backward_kernel(pinned_backward(pin_));
+      if (pin_ == FlashPin::BackwardSeparateDelta) {
+        cuda::set_flash_backward_delta(cuda::FlashDelta::Separate);
+      }
     }
 #endif
   }
@@ -103,6 +108,7 @@ class ScopedFlashPin {
     if (pin_ != FlashPin::None) {
       cuda::set_flash_forward_kernel(cuda::FlashForwardKernel::Best);
       cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
+      cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
     }
 #endif
   }
@@ -118,9 +124,11 @@ class ScopedFlashPin {
 std::string pin_unavailable(const BenchContext& ctx, Pass pass, FlashPin pin) {
   if (pin == FlashPin::None) return "";
   const bool backward_pin = pin == FlashPin::BackwardMma || pin == FlashPin::BackwardWgmma ||
-                            pin == FlashPin::BackwardSpecialized;
+                            pin == FlashPin::BackwardSpecialized ||
+                            pin == FlashPin::BackwardSeparateDelta;
   if (backward_pin != (pass == Pass::Backward)) return "pins the other pass's kernels";
   if (ctx.gpu.name() != "cuda") return "a CUDA kernel family";
+  if (pin == FlashPin::BackwardSeparateDelta) return "";  // every dtype's kernels have both
   if (ctx.act() == DType::F32) return "tensor-core kernels: bf16/fp16 only";
   if (pin == FlashPin::Mma || pin == FlashPin::BackwardMma) return "";
   const int hd = ctx.cfg.head_dim();

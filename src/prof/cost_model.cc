@@ -357,7 +357,10 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
     b.add("out_proj_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, qd, {d}));
     b.add("out_proj_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, qd, {d}));
     // Reads dout, q, k, v, lse and (flash) out or (materialised) the saved
-    // probabilities; writes dq, dk, dv.
+    // probabilities; writes dq, dk, dv. Flash's D = rowsum(dout · out) is
+    // scratch (the dQ kernel sums it from dout and out, which are counted
+    // here once, and dK/dV rereads it), so it adds no bytes, whichever
+    // kernel computes it (FlashDelta).
     const i64 attn_bwd_reads =
         materialized ? (2 * t * qd + 2 * t * kvd) * s.c : (3 * t * qd + 2 * t * kvd) * s.c;
     const Cost attn_bwd{2 * attn_fwd_flops,

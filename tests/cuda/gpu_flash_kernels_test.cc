@@ -6,11 +6,15 @@
 // warp-specialised dK/dV). Shapes that stress the tiling: S = 1, S not a
 // multiple of the 64/128-row tiles, a query tile whose second warpgroup has
 // no rows, GQA 1/2/3/4, head_dim 64 and 128, rows padded by 16 bytes
-// (aligned, but ld != width). The default families are covered by
+// (aligned, but ld != width). The backward's with D = rowsum(dO * O) in
+// the dQ kernel and in a kernel of its own (FlashDelta), and the two
+// bit-identical. The default families are covered by
 // gpu_flash_attention_test.cc.
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "cpu/cpu_ops.h"
 #include "cuda/flash/flash_attention.h"
@@ -107,8 +111,12 @@ INSTANTIATE_TEST_SUITE_P(Families, GpuFlashForwardKernels,
                          kernel_name);
 
 // The backward's kernel families pinned in turn (mma.sync; wgmma; the
-// warp-specialised dK/dV kernel), from the reference's forward results
-// rounded to the dtype the model saves.
+// warp-specialised dK/dV kernel; fp32's own kernels), each with D computed
+// in the dQ kernel's prologue (the default) and by the separate delta
+// kernel, from the reference's forward results rounded to the dtype the
+// model saves. The forward's cases, and two more: head_dim 32 (mma.sync and
+// fp32 only) and rows 2 elements longer than their width (not 16-byte
+// aligned: mma.sync with element loads, D summed a warp per row).
 struct BackwardPin {
   cuda::FlashBackwardKernel kernel;
   const char* name;
@@ -117,69 +125,176 @@ const BackwardPin kBackwardPins[] = {{cuda::FlashBackwardKernel::Mma, "mma"},
                                      {cuda::FlashBackwardKernel::Wgmma, "wgmma"},
                                      {cuda::FlashBackwardKernel::Specialized, "ws"}};
 
-using BackwardParam = std::tuple<DType, BackwardPin, KernelCase>;
+struct DeltaPin {
+  cuda::FlashDelta where;
+  const char* name;
+};
+const DeltaPin kDeltaPins[] = {{cuda::FlashDelta::InDq, "dq_delta"},
+                               {cuda::FlashDelta::Separate, "separate_delta"}};
+
+std::vector<KernelCase> backward_cases() {
+  std::vector<KernelCase> cases(std::begin(kCases), std::end(kCases));
+  cases.push_back({2, 97, 4, 2, 32, 0});  // head_dim 32, a 33-row tail, GQA 2
+  cases.push_back({1, 70, 4, 2, 64, 2});  // unaligned rows
+  return cases;
+}
+
+std::string case_label(const KernelCase& c) {
+  return "_B" + std::to_string(c.batch) + "_S" + std::to_string(c.seq) + "_H" +
+         std::to_string(c.heads) + "_K" + std::to_string(c.kv_heads) + "_hd" +
+         std::to_string(c.head_dim) +
+         (c.pad == 2   ? "_unaligned"
+          : c.pad != 0 ? "_padded"
+                       : "");
+}
+
+// The inputs and the float64 reference of one backward case.
+struct BackwardRun {
+  AttentionShape s;
+  Twin q, k, v, out_saved, lse_saved, dout, dqkv, dq, dk, dv;
+
+  BackwardRun(Harness& h, DType t, const KernelCase& c)
+      : s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim} {
+    const std::int64_t tokens = static_cast<std::int64_t>(c.batch) * c.seq;
+    const std::int64_t qd = static_cast<std::int64_t>(c.heads) * c.head_dim;
+    const std::int64_t kvd = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
+    ModelConfig cfg;
+    cfg.num_heads = c.heads;
+    cfg.num_kv_heads = c.kv_heads;
+    cfg.hidden_dim = c.heads * c.head_dim;
+    h.prepare(cfg, BatchShape{c.batch, c.seq}, "v2");
+    const Twin qkv = h.input(tokens, qd + 2 * kvd, t, 1.5, c.pad);
+    q = col_block(qkv, 0, qd);
+    k = col_block(qkv, qd, kvd);
+    v = col_block(qkv, qd + kvd, kvd);
+    const Twin out = h.output(tokens, qd, t, c.pad);
+    const Twin lse = h.output(static_cast<std::int64_t>(c.batch) * c.heads, c.seq, DType::F32, 1);
+    cpu::attention_forward(out.cpu, lse.cpu, Mat{}, q.cpu, k.cpu, v.cpu, s);
+    out_saved = h.copy_of(out.cpu, t, c.pad);
+    lse_saved = h.copy_of(lse.cpu, DType::F32, 1);
+    dout = h.input(tokens, qd, t, 1.0, c.pad);
+    dqkv = h.output(tokens, qd + 2 * kvd, t, c.pad);
+    dq = col_block(dqkv, 0, qd);
+    dk = col_block(dqkv, qd, kvd);
+    dv = col_block(dqkv, qd + kvd, kvd);
+    cpu::attention_backward(dq.cpu, dk.cpu, dv.cpu, dout.cpu, q.cpu, k.cpu, v.cpu, lse_saved.cpu,
+                            Mat{}, s);
+  }
+
+  // The GPU backward into `grads` (d_qkv's layout) with the current pins;
+  // from `other_dout` where given.
+  void run_gpu(Harness& h, const Mat& grads, const Mat* other_dout = nullptr) const {
+    const std::int64_t qd = q.gpu.cols;
+    const std::int64_t kvd = k.gpu.cols;
+    h.gpu().attention_backward(AttentionImpl::Flash, grads.col_block(0, qd),
+                               grads.col_block(qd, kvd), grads.col_block(qd + kvd, kvd),
+                               other_dout != nullptr ? *other_dout : dout.gpu, q.gpu, k.gpu, v.gpu,
+                               out_saved.gpu, lse_saved.gpu, Mat{}, s);
+  }
+};
+
+// Why a pin has nothing to check on this machine or dtype, or "".
+std::string backward_skip(DType t, const BackwardPin& pin) {
+  if (t == DType::F32 && pin.kernel != cuda::FlashBackwardKernel::Mma) {
+    return "fp32 runs its own kernels whatever the pin";
+  }
+  if (pin.kernel != cuda::FlashBackwardKernel::Mma && !cuda::flash_hopper_kernels_available()) {
+    return "the Hopper kernels need an sm_90 device and an sm_90a build";
+  }
+  return "";
+}
+
+using BackwardParam = std::tuple<DType, BackwardPin, DeltaPin, KernelCase>;
 
 class GpuFlashBackwardKernels : public GpuParamTest<BackwardParam> {
  protected:
-  void TearDown() override { cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best); }
+  void TearDown() override {
+    cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
+    cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
+  }
 };
 
 TEST_P(GpuFlashBackwardKernels, MatchTheReference) {
-  const auto [t, pin, c] = GetParam();
-  if (pin.kernel != cuda::FlashBackwardKernel::Mma && !cuda::flash_hopper_kernels_available()) {
-    GTEST_SKIP() << "the Hopper kernels need an sm_90 device and an sm_90a build";
-  }
-  const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim};
-  const std::int64_t tokens = static_cast<std::int64_t>(c.batch) * c.seq;
-  const std::int64_t qd = static_cast<std::int64_t>(c.heads) * c.head_dim;
-  const std::int64_t kvd = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
+  const auto [t, pin, delta, c] = GetParam();
+  const std::string skip = backward_skip(t, pin);
+  if (!skip.empty()) GTEST_SKIP() << skip;
   Harness h(t);
-  ModelConfig cfg;
-  cfg.num_heads = c.heads;
-  cfg.num_kv_heads = c.kv_heads;
-  cfg.hidden_dim = c.heads * c.head_dim;
-  h.prepare(cfg, BatchShape{c.batch, c.seq}, "v2");
-
-  const Twin qkv = h.input(tokens, qd + 2 * kvd, t, 1.5, c.pad);
-  const Twin q = col_block(qkv, 0, qd);
-  const Twin k = col_block(qkv, qd, kvd);
-  const Twin v = col_block(qkv, qd + kvd, kvd);
-  const Twin out = h.output(tokens, qd, t, c.pad);
-  const Twin lse = h.output(static_cast<std::int64_t>(c.batch) * c.heads, c.seq, DType::F32, 1);
-  cpu::attention_forward(out.cpu, lse.cpu, Mat{}, q.cpu, k.cpu, v.cpu, s);
-  const Twin out_saved = h.copy_of(out.cpu, t, c.pad);
-  const Twin lse_saved = h.copy_of(lse.cpu, DType::F32, 1);
-  const Twin dout = h.input(tokens, qd, t, 1.0, c.pad);
-  const Twin dqkv = h.output(tokens, qd + 2 * kvd, t, c.pad);
-  const Twin dq = col_block(dqkv, 0, qd);
-  const Twin dk = col_block(dqkv, qd, kvd);
-  const Twin dv = col_block(dqkv, qd + kvd, kvd);
-  cpu::attention_backward(dq.cpu, dk.cpu, dv.cpu, dout.cpu, q.cpu, k.cpu, v.cpu, lse_saved.cpu,
-                          Mat{}, s);
+  const BackwardRun r(h, t, c);
   cuda::set_flash_backward_kernel(pin.kernel);
-  h.gpu().attention_backward(AttentionImpl::Flash, dq.gpu, dk.gpu, dv.gpu, dout.gpu, q.gpu, k.gpu,
-                             v.gpu, out_saved.gpu, lse_saved.gpu, Mat{}, s);
-  h.expect_close(dv, tolerance(t), std::string(pin.name) + " dv (summed over the group)");
+  cuda::set_flash_backward_delta(delta.where);
+  r.run_gpu(h, r.dqkv.gpu);
+  const std::string what = std::string(pin.name) + " " + delta.name;
+  h.expect_close(r.dv, tolerance(t), what + " dv (summed over the group)");
   if (c.seq > 1) {  // at S = 1, dq and dk are rounding noise around zero
-    h.expect_close(dq, tolerance(t), std::string(pin.name) + " dq");
-    h.expect_close(dk, tolerance(t), std::string(pin.name) + " dk (summed over the group)");
+    h.expect_close(r.dq, tolerance(t), what + " dq");
+    h.expect_close(r.dk, tolerance(t), what + " dk (summed over the group)");
   }
-  EXPECT_TRUE(std::isfinite(h.rel_err(dqkv))) << "part of d_qkv was not written, or its padding";
+  EXPECT_TRUE(std::isfinite(h.rel_err(r.dqkv))) << "part of d_qkv was not written, or its padding";
 }
 
 std::string backward_name(const ::testing::TestParamInfo<BackwardParam>& info) {
-  const auto& [t, pin, c] = info.param;
-  return dtype_label(t) + "_" + pin.name + "_B" + std::to_string(c.batch) + "_S" +
-         std::to_string(c.seq) + "_H" + std::to_string(c.heads) + "_K" +
-         std::to_string(c.kv_heads) + "_hd" + std::to_string(c.head_dim) +
-         (c.pad != 0 ? "_padded" : "");
+  const auto& [t, pin, delta, c] = info.param;
+  return dtype_label(t) + "_" + pin.name + "_" + delta.name + case_label(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GpuFlashBackwardKernels,
-                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16),
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kBackwardPins),
-                                            ::testing::ValuesIn(kCases)),
+                                            ::testing::ValuesIn(kDeltaPins),
+                                            ::testing::ValuesIn(backward_cases())),
                          backward_name);
+
+// D from the dQ kernels' prologue is the delta kernel's, bit for bit (the
+// same sums in the same order, delta_rows.cuh): dQ, dK and dV are too.
+using DeltaParam = std::tuple<DType, BackwardPin, KernelCase>;
+
+class GpuFlashDeltaInDq : public GpuParamTest<DeltaParam> {
+ protected:
+  void TearDown() override {
+    cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
+    cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
+  }
+};
+
+TEST_P(GpuFlashDeltaInDq, GivesTheSeparateKernelsBits) {
+  const auto [t, pin, c] = GetParam();
+  const std::string skip = backward_skip(t, pin);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  Harness h(t);
+  const BackwardRun r(h, t, c);
+  const Twin separate = h.output(r.dqkv.gpu.rows, r.dqkv.gpu.cols, t, c.pad);
+  cuda::set_flash_backward_kernel(pin.kernel);
+  // First the scratch's D of another dO: a row the dQ kernels left
+  // unwritten would keep that D and show below.
+  const Twin other_dout = h.input(r.dout.gpu.rows, r.dout.gpu.cols, t, 1.0, c.pad);
+  cuda::set_flash_backward_delta(cuda::FlashDelta::Separate);
+  r.run_gpu(h, separate.gpu, &other_dout.gpu);
+  cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
+  r.run_gpu(h, r.dqkv.gpu);
+  cuda::set_flash_backward_delta(cuda::FlashDelta::Separate);
+  r.run_gpu(h, separate.gpu);
+  const std::vector<double> a = h.device_values(separate.gpu);
+  const std::vector<double> b = h.device_values(r.dqkv.gpu);
+  ASSERT_EQ(a.size(), b.size());
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!(a[i] == b[i])) ++differing;  // NaN counts as different: unwritten
+  }
+  EXPECT_EQ(differing, 0u) << "of " << a.size() << " gradient elements";
+  // And both are right, so the comparison is not between two wrong results.
+  h.expect_close(r.dv, tolerance(t), std::string(pin.name) + " dv");
+}
+
+std::string delta_name(const ::testing::TestParamInfo<DeltaParam>& info) {
+  const auto& [t, pin, c] = info.param;
+  return dtype_label(t) + "_" + pin.name + case_label(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GpuFlashDeltaInDq,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
+                                            ::testing::ValuesIn(kBackwardPins),
+                                            ::testing::ValuesIn(backward_cases())),
+                         delta_name);
 
 // Where a pinned Hopper kernel cannot run (rows not 16-byte aligned), the
 // Ampere-style kernel takes over and the result is still right.

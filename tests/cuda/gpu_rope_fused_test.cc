@@ -1,10 +1,10 @@
 // RopeImpl::Fused on the GPU: the flash backward kernels rotate dQ and dK by
 // the inverse RoPE in their epilogues (the fp32 accumulators, before
 // rounding). Each backward kernel family pinned in turn (mma.sync, wgmma,
-// warp-specialised dK/dV; fp32's own kernels) against the float64
-// reference composed as the separate path computes it -- attention's
-// backward, then rope_backward on dq and dk -- at shapes that stress the
-// tiles and the positions: S = 1, S not a multiple of the tiles, GQA
+// warp-specialised dK/dV; fp32's own kernels), with D in the dQ kernel or
+// in a kernel of its own, against the float64 reference composed as the
+// separate path computes it -- attention's backward, then rope_backward on
+// dq and dk -- at shapes that stress the tiles and the positions: S = 1, S not a multiple of the tiles, GQA
 // 1/2/3/4 (dK's sum over the group rotated once), head_dim 32/64/128,
 // padded rows. Then whole v3 steps with --rope fused against the float64
 // reference and against --rope separate on the GPU.
@@ -48,15 +48,27 @@ const BackwardPin kPins[] = {{cuda::FlashBackwardKernel::Mma, "mma"},
                              {cuda::FlashBackwardKernel::Wgmma, "wgmma"},
                              {cuda::FlashBackwardKernel::Specialized, "ws"}};
 
-using RopeParam = std::tuple<DType, BackwardPin, RopeCase>;
+// D = rowsum(dO * O) in the dQ kernel's prologue (the default) or in a
+// kernel of its own.
+struct DeltaPin {
+  cuda::FlashDelta where;
+  const char* name;
+};
+const DeltaPin kDeltaPins[] = {{cuda::FlashDelta::InDq, "dq_delta"},
+                               {cuda::FlashDelta::Separate, "separate_delta"}};
+
+using RopeParam = std::tuple<DType, BackwardPin, DeltaPin, RopeCase>;
 
 class GpuFlashRopeBackward : public GpuParamTest<RopeParam> {
  protected:
-  void TearDown() override { cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best); }
+  void TearDown() override {
+    cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
+    cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
+  }
 };
 
 TEST_P(GpuFlashRopeBackward, MatchesAttentionThenRopeBackward) {
-  const auto [t, pin, c] = GetParam();
+  const auto [t, pin, delta, c] = GetParam();
   // fp32 has one kernel family; the tensor-core pins are for bf16/fp16.
   if (t == DType::F32 && pin.kernel != cuda::FlashBackwardKernel::Mma) {
     GTEST_SKIP() << "fp32 runs its own kernels whatever the pin";
@@ -101,22 +113,24 @@ TEST_P(GpuFlashRopeBackward, MatchesAttentionThenRopeBackward) {
   cpu::rope(dqkv.cpu.col_block(0, qd + kvd), c.seq, c.head_dim, cfg.rope_theta, -1);
 
   cuda::set_flash_backward_kernel(pin.kernel);
+  cuda::set_flash_backward_delta(delta.where);
   h.gpu().attention_rope_backward(AttentionImpl::Flash, dq.gpu, dk.gpu, dv.gpu, dout.gpu, q.gpu,
                                   k.gpu, v.gpu, out_saved.gpu, lse_saved.gpu, Mat{}, s,
                                   cfg.rope_theta);
   const double tol = tolerance(t);
-  h.expect_close(dv, tol, std::string(pin.name) + " dv (not rotated)");
+  const std::string what = std::string(pin.name) + " " + delta.name;
+  h.expect_close(dv, tol, what + " dv (not rotated)");
   if (c.seq > 1) {  // at S = 1, dq and dk are rounding noise around zero
-    h.expect_close(dq, tol, std::string(pin.name) + " dq rotated back");
-    h.expect_close(dk, tol, std::string(pin.name) + " dk (summed over the group) rotated back");
+    h.expect_close(dq, tol, what + " dq rotated back");
+    h.expect_close(dk, tol, what + " dk (summed over the group) rotated back");
   }
   EXPECT_TRUE(std::isfinite(h.rel_err(dqkv))) << "part of d_qkv was not written, or its padding";
 }
 
 std::string case_name(const ::testing::TestParamInfo<RopeParam>& info) {
-  const auto& [t, pin, c] = info.param;
-  return dtype_label(t) + "_" + pin.name + "_B" + std::to_string(c.batch) + "_S" +
-         std::to_string(c.seq) + "_H" + std::to_string(c.heads) + "_K" +
+  const auto& [t, pin, delta, c] = info.param;
+  return dtype_label(t) + "_" + pin.name + "_" + delta.name + "_B" + std::to_string(c.batch) +
+         "_S" + std::to_string(c.seq) + "_H" + std::to_string(c.heads) + "_K" +
          std::to_string(c.kv_heads) + "_hd" + std::to_string(c.head_dim) +
          (c.pad != 0 ? "_padded" : "");
 }
@@ -124,6 +138,7 @@ std::string case_name(const ::testing::TestParamInfo<RopeParam>& info) {
 INSTANTIATE_TEST_SUITE_P(Families, GpuFlashRopeBackward,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::ValuesIn(kPins),
+                                            ::testing::ValuesIn(kDeltaPins),
                                             ::testing::ValuesIn(kCases)),
                          case_name);
 

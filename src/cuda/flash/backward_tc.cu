@@ -3,7 +3,7 @@
 // looping over the group's query heads so that GQA's sum over the group
 // stays in registers (no atomics), and dQ per (query tile, head, batch).
 // Separate kernels keep both deterministic, at the price of computing S and
-// dP twice.
+// dP twice. dQ runs first: its prologue can write D for dK/dV.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/flash/delta_rows.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
@@ -182,8 +183,9 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
   T* s_k = s_do + BQ * LDS;     // [2][BK][LDS]
   T* s_v = s_k + 2 * BK * LDS;  // [2][BK][LDS]
 
-  const int warp = static_cast<int>(threadIdx.x) >> 5;
-  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
   const int g = lane >> 2;
   const int t = lane & 3;
   const QueryTileBlock<BQ, BK> blk(a);
@@ -207,6 +209,17 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
   const int row0 = blk.q0 + warp * 16 + g;
   const int row1 = row0 + 8;
   const std::int64_t bh = bh_row(blk.b, a.heads, blk.h);
+  if (a.dq_writes_delta) {  // while the tiles above load; dK/dV runs after this kernel
+    block_delta_rows<T, HD, kFlashThreads>(
+        a.delta + bh * a.seq + blk.q0,
+        static_cast<const T*>(a.dout) + (blk.tok0 + blk.q0) * a.ld_dout +
+            static_cast<std::int64_t>(blk.h) * HD,
+        a.ld_dout,
+        static_cast<const T*>(a.out) + (blk.tok0 + blk.q0) * a.ld_out +
+            static_cast<std::int64_t>(blk.h) * HD,
+        a.ld_out, blk.q_end - blk.q0, a.vec_delta, tid);
+    __syncthreads();  // every row's D is written before any warp reads its rows'
+  }
   // Rows past the end get lse 0 and D 0: their P is finite and never stored.
   const float lse2_0 = row0 < a.seq ? a.lse[bh * a.ld_lse + row0] * kLog2e : 0.f;
   const float lse2_1 = row1 < a.seq ? a.lse[bh * a.ld_lse + row1] * kLog2e : 0.f;
@@ -277,10 +290,11 @@ template <typename T, int HD>
 void launch_backward_tc(const BwdArgs& args, const FlashDims& d, cudaStream_t stream) {
   using Kv = MmaDkdv<T, HD>;
   using Q = MmaDq<T, HD>;
-  launch<flash_bwd_dkdv_mma_kernel<T, HD>>(dim3(tiles(d.seq, Kv::BK), d.kv_heads, d.batch),
-                                           Kv::smem, args, stream);
+  // dQ first: with dq_writes_delta its prologue writes the D that dK/dV reads.
   launch<flash_bwd_dq_mma_kernel<T, HD>>(dim3(tiles(d.seq, Q::BQ), d.heads, d.batch), Q::smem, args,
                                          stream);
+  launch<flash_bwd_dkdv_mma_kernel<T, HD>>(dim3(tiles(d.seq, Kv::BK), d.kv_heads, d.batch),
+                                           Kv::smem, args, stream);
 }
 
 template void launch_backward_tc<__nv_bfloat16, 32>(const BwdArgs&, const FlashDims&, cudaStream_t);

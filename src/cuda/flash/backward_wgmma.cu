@@ -7,7 +7,7 @@
 //   query tiles at or after the key tile:
 //     S^T = K Q^T, dP^T = V dO^T, P^T = exp2(S^T - lse), dS^T = P^T (dP^T - D),
 //     dV += P^T dO, dK += dS^T Q (times scale at the end);
-//   dQ, per (query tile, head, batch):
+//   dQ, per (query tile, head, batch), first (its prologue can write D):
 //     S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K.
 // Rows must allow 16-byte accesses (the dispatcher sends others to
 // backward_tc.cu).
@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/flash/delta_rows.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
@@ -254,6 +255,15 @@ __global__ void __launch_bounds__(kWgThreads) flash_bwd_dq_wgmma_kernel(const Bw
   const int row0 = blk.q0 + warp * 16 + g;
   const int row1 = row0 + 8;
   const std::int64_t bh = bh_row(blk.b, a.heads, blk.h);
+  if (a.dq_writes_delta) {  // while the tiles above load; dK/dV runs after this kernel
+    block_delta_rows<T, HD, kWgThreads>(
+        a.delta + bh * a.seq + blk.q0,
+        static_cast<const T*>(a.dout) + q_row * a.ld_dout + static_cast<std::int64_t>(blk.h) * HD,
+        a.ld_dout,
+        static_cast<const T*>(a.out) + q_row * a.ld_out + static_cast<std::int64_t>(blk.h) * HD,
+        a.ld_out, q_valid, a.vec_delta, tid);
+    __syncthreads();  // every row's D is written before any warp reads its rows'
+  }
   // Rows past the end get lse 0 and D 0: their P is finite and never stored.
   const float lse2_0 = row0 < a.seq ? a.lse[bh * a.ld_lse + row0] * kLog2e : 0.f;
   const float lse2_1 = row1 < a.seq ? a.lse[bh * a.ld_lse + row1] * kLog2e : 0.f;
@@ -337,11 +347,12 @@ template <typename T, int HD>
 void launch_backward_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream) {
   using Cfg = WgmmaBwd<HD>;
   constexpr auto dkdv = flash_bwd_dkdv_wgmma_kernel<T, HD>;
+  // dQ first: with dq_writes_delta its prologue writes the D that dK/dV reads.
+  launch_backward_dq_wgmma<T, HD>(args, d, stream);
   allow_smem<dkdv>(Cfg::dkdv_smem);
   dkdv<<<dim3(tiles(d.seq, kTile), d.kv_heads, d.batch), kWgThreads, Cfg::dkdv_smem, stream>>>(
       args);
   CUDA_CHECK_LAUNCH();
-  launch_backward_dq_wgmma<T, HD>(args, d, stream);
 }
 
 #define TINYLLAMA_BWD_WGMMA(T, HD)                                                            \

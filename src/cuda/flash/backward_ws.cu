@@ -1,8 +1,8 @@
 // The warp-specialised Hopper dK/dV kernel (bf16 / fp16, sm_90a), with
-// backward_wgmma.cu's dQ kernel after it. A block owns 128 keys of one kv
-// head: a producer warpgroup loads its K and V once and then streams the
-// Q and dO tiles of every (query head of the group, query tile) pair by TMA
-// into a ring of stages; two consumer warpgroups of 64 keys each run
+// backward_wgmma.cu's dQ kernel before it (its prologue can write D). A block owns 128 keys of one
+// kv head: a producer warpgroup loads its K and V once and then streams the Q and dO tiles of every
+// (query head of the group, query tile) pair by TMA into a ring of stages; two consumer warpgroups
+// of 64 keys each run
 //   S^T = K Q^T, dP^T = V dO^T, P^T = exp2(S^T - lse), dS^T = P^T (dP^T - D),
 //   dV += P^T dO, dK += dS^T Q
 // on wgmma as the tiles land, reading lse and D straight from global
@@ -245,6 +245,8 @@ void launch_backward_ws(const BwdArgs& args, const Mat& q, const Mat& k, const M
                         const Mat& dout, const FlashDims& d, cudaStream_t stream) {
   using Cfg = WsDkdv<HD, 2>;
   constexpr auto kernel = flash_bwd_dkdv_ws_kernel<T, HD, 2>;
+  // dQ first: with dq_writes_delta its prologue writes the D that dK/dV reads.
+  launch_backward_dq_wgmma<T, HD>(args, d, stream);
   allow_smem<kernel>(Cfg::smem);
   const CUtensorMap tq = tma_map_2d(q, Cfg::BQ);
   const CUtensorMap tk = tma_map_2d(k, Cfg::BK);
@@ -253,7 +255,6 @@ void launch_backward_ws(const BwdArgs& args, const Mat& q, const Mat& k, const M
   kernel<<<dim3(tiles(d.seq, Cfg::BK), d.kv_heads, d.batch), Cfg::kThreads, Cfg::smem, stream>>>(
       tq, tk, tv, tdo, args);
   CUDA_CHECK_LAUNCH();
-  launch_backward_dq_wgmma<T, HD>(args, d, stream);
 }
 
 template void launch_backward_ws<__nv_bfloat16, 64>(const BwdArgs&, const Mat&, const Mat&,

@@ -1,7 +1,8 @@
-// D = rowsum(dO * O), the softmax backward's correction, once per query row
-// before the backward kernels run: dS = P (dP - D). fp32 [B*H, S] in the
-// attention scratch (AttentionScratch::delta), the only scratch flash
-// attention needs.
+// D = rowsum(dO * O), the softmax backward's correction, as a kernel of its
+// own before the backward kernels (FlashDelta::Separate): fp32 [B*H, S] in
+// the attention scratch (FlashScratch::delta). The default computes it in
+// the dQ kernels' prologue instead (delta_rows.cuh); this one stays for the
+// kernel bench and the tests, which check that both give the same bits.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -9,7 +10,7 @@
 
 #include "core/mat.h"
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_vec.cuh"
+#include "cuda/flash/delta_rows.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/params.h"
 
@@ -29,11 +30,9 @@ __global__ void flash_bwd_delta_kernel(float* __restrict__ delta, const T* __res
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int h = static_cast<int>(r % heads);
   const std::int64_t token = r / heads;
-  const T* g = dout + token * ld_dout + static_cast<std::int64_t>(h) * hd;
-  const T* o = out + token * ld_out + static_cast<std::int64_t>(h) * hd;
-  float acc = 0.f;
-  for (int d = lane; d < hd; d += 32) acc += to_f32(g[d]) * to_f32(o[d]);
-  acc = warp_sum(acc);
+  const float acc =
+      delta_warp_row(dout + token * ld_dout + static_cast<std::int64_t>(h) * hd,
+                     out + token * ld_out + static_cast<std::int64_t>(h) * hd, hd, lane);
   if (lane == 0) {
     const std::int64_t b = token / seq;
     const int s = static_cast<int>(token % seq);
@@ -41,36 +40,27 @@ __global__ void flash_bwd_delta_kernel(float* __restrict__ delta, const T* __res
   }
 }
 
-// The same with 16-byte loads, for 16-byte aligned rows: G = HD / Vec lanes
-// share one (token, head) row and reduce it with G-lane shuffles, 32 / G rows
-// a warp. (The one-warp-per-row kernel reads 2 bytes per lane per load and
-// ran at a third of the memory bandwidth at B32 S1024.)
+// The same with 16-byte loads, for 16-byte aligned rows: DeltaVec's kLanes
+// lanes share one (token, head) row. (The one-warp-per-row kernel reads 2
+// bytes per lane per load and ran at a third of the memory bandwidth at
+// B32 S1024.)
 template <typename T, int HD>
 __global__ void flash_bwd_delta_vec_kernel(float* __restrict__ delta, const T* __restrict__ dout,
                                            std::int64_t ld_dout, const T* __restrict__ out,
                                            std::int64_t ld_out, int seq, int heads,
                                            std::int64_t rows) {
-  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  constexpr int kLanesPerRow = HD / kVec;
-  static_assert(kLanesPerRow >= 1 && kLanesPerRow <= 32 && 32 % kLanesPerRow == 0,
-                "a row must be a power-of-two share of a warp");
+  constexpr int kLanes = DeltaVec<T, HD>::kLanes;
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::int64_t r = t / kLanesPerRow;
-  const int part = static_cast<int>(t % kLanesPerRow);
+  const std::int64_t r = t / kLanes;
+  const int part = static_cast<int>(t % kLanes);
   float acc = 0.f;
   if (r < rows) {  // no early exit: every lane takes part in the shuffles
     const int h = static_cast<int>(r % heads);
     const std::int64_t token = r / heads;
-    float g[kVec], o[kVec];
-    load_f32<kVec>(dout + token * ld_dout + static_cast<std::int64_t>(h) * HD + part * kVec, g);
-    load_f32<kVec>(out + token * ld_out + static_cast<std::int64_t>(h) * HD + part * kVec, o);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) acc += g[e] * o[e];
+    acc = delta_vec_share<T, HD>(dout + token * ld_dout + static_cast<std::int64_t>(h) * HD,
+                                 out + token * ld_out + static_cast<std::int64_t>(h) * HD, part);
   }
-#pragma unroll
-  for (int width = kLanesPerRow / 2; width > 0; width /= 2) {
-    acc += __shfl_xor_sync(0xffffffffu, acc, width);
-  }
+  acc = delta_vec_reduce<T, HD>(acc);
   if (r < rows && part == 0) {
     const std::int64_t token = r / heads;
     const int h = static_cast<int>(r % heads);
@@ -85,7 +75,7 @@ void launch_delta(float* delta, const Mat& dout, const Mat& out, bool vec, const
                   std::int64_t rows, cudaStream_t stream) {
   if (vec) {
     constexpr int kThreads = kDeltaWarps * 32;
-    const std::int64_t threads = rows * (HD / (16 / static_cast<int>(sizeof(T))));
+    const std::int64_t threads = rows * DeltaVec<T, HD>::kLanes;
     flash_bwd_delta_vec_kernel<T, HD>
         <<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
             delta, dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq, d.heads, rows);

@@ -119,10 +119,19 @@ FlashBackwardKernel backward_kernel_for(const flash::BwdArgs& args) {
   }
 }
 
+std::atomic<FlashDelta> g_backward_delta{FlashDelta::InDq};
+
 }  // namespace
 
 void set_flash_backward_kernel(FlashBackwardKernel k) {
   g_backward_kernel.store(k);
+}
+
+void set_flash_backward_delta(FlashDelta where) {
+  g_backward_delta.store(where);
+}
+FlashDelta flash_backward_delta() {
+  return g_backward_delta.load();
 }
 
 void set_flash_forward_kernel(FlashForwardKernel k) {
@@ -268,6 +277,7 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
   args.k = k.data;
   args.v = v.data;
   args.dout = dout.data;
+  args.out = out.data;
   args.dq = dq.data;
   args.dk = dk.data;
   args.dv = dv.data;
@@ -278,6 +288,7 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
   args.ldk = k.ld;
   args.ldv = v.ld;
   args.ld_dout = dout.ld;
+  args.ld_out = out.ld;
   args.ld_dq = dq.ld;
   args.ld_dk = dk.ld;
   args.ld_dv = dv.ld;
@@ -289,13 +300,18 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
   args.scale_log2 = softmax_scale_log2(d.hd);
   args.vec = aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) && aligned16(dq) &&
              aligned16(dk) && aligned16(dv);
+  args.vec_delta = aligned16(dout) && aligned16(out);
+  const bool separate_delta =
+      g_backward_delta.load(std::memory_order_relaxed) == FlashDelta::Separate;
+  args.dq_writes_delta = !separate_delta;
 
   dispatch_head_dim(d.hd, name, [&](auto hd_tag) {
     constexpr int HD = decltype(hd_tag)::value;
     dispatch_float(q.dtype, name, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      flash::launch_delta<T, HD>(scratch.delta, dout, out, args.vec && aligned16(out), d, rows,
-                                 stream);
+      if (separate_delta) {
+        flash::launch_delta<T, HD>(scratch.delta, dout, out, args.vec_delta, d, rows, stream);
+      }
       if constexpr (std::is_same_v<T, float>) {
         flash::launch_backward_fp32<HD>(args, d, stream);
       } else if constexpr (HD == 32) {

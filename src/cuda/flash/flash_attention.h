@@ -11,7 +11,8 @@
 
 namespace tinyllama::cuda {
 
-// The backward's only scratch: D = rowsum(dO * O), fp32, one per query row.
+// The backward's only scratch: D = rowsum(dO * O), fp32, one per query row
+// (written by the dQ kernels, or by the delta kernel: FlashDelta).
 struct FlashScratch {
   float* delta = nullptr;
   std::int64_t rows = 0;  // capacity: B * H * S
@@ -69,6 +70,14 @@ FlashForwardKernel flash_forward_kernel();
 // consumers), the dQ kernel as in Wgmma.
 enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized };
 void set_flash_backward_kernel(FlashBackwardKernel k);
+// Where the backward computes D = rowsum(dO * O): InDq (the default) in the
+// dQ kernel's prologue, for its own query tile, with dQ launched before
+// dK/dV (two launches); Separate: a kernel of its own before them (three).
+// The same bits either way; pinned like the kernels, for the kernel bench
+// and the tests. Process-wide, read at each call.
+enum class FlashDelta { InDq, Separate };
+void set_flash_backward_delta(FlashDelta where);
+FlashDelta flash_backward_delta();
 // Whether this build and the current device can run the Hopper kernels.
 bool flash_hopper_kernels_available();
 

@@ -1,12 +1,13 @@
 // The fp32 kernels: the same three kernels as the tensor-core path (forward;
-// dK/dV per key tile looping over the group's query heads; dQ per query
-// tile) and the same causal tiling, computed with plain FMA (no TF32: fp32
+// dQ per query tile, whose prologue can write D; dK/dV per key tile looping
+// over the group's query heads) and the same causal tiling, computed with plain FMA (no TF32: fp32
 // means fp32). P goes through shared memory, where the product loops read
 // it back as float4.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/flash/delta_rows.cuh"
 #include "cuda/flash/fp32_tiles.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/params.h"
@@ -253,6 +254,20 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
   const int rg = tid >> 4;
   const int cg = tid & 15;
   const QueryTileBlock<BQ, BK> blk(a);
+  const std::int64_t bh = bh_row(blk.b, a.heads, blk.h);
+  // D first, before the Q and dO loads (after them, ptxas spilled 8-16
+  // bytes at hd 32 and 64); dK/dV runs after this kernel.
+  if (a.dq_writes_delta) {
+    block_delta_rows<float, HD, kFlashThreads>(
+        a.delta + bh * a.seq + blk.q0,
+        static_cast<const float*>(a.dout) + (blk.tok0 + blk.q0) * a.ld_dout +
+            static_cast<std::int64_t>(blk.h) * HD,
+        a.ld_dout,
+        static_cast<const float*>(a.out) + (blk.tok0 + blk.q0) * a.ld_out +
+            static_cast<std::int64_t>(blk.h) * HD,
+        a.ld_out, blk.q_end - blk.q0, a.vec_delta, tid);
+    __syncthreads();  // every row's D is written before any thread reads its rows'
+  }
   const float* gk =
       static_cast<const float*>(a.k) + blk.tok0 * a.ldk + static_cast<std::int64_t>(blk.kvh) * HD;
   const float* gv =
@@ -268,7 +283,6 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
                                     static_cast<std::int64_t>(blk.h) * HD,
                                 a.ld_dout, blk.q_end - blk.q0, a.vec);
 
-  const std::int64_t bh = bh_row(blk.b, a.heads, blk.h);
   float lse2[RM], dd[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
@@ -332,10 +346,11 @@ template <int HD>
 void launch_backward_fp32(const BwdArgs& args, const FlashDims& d, cudaStream_t stream) {
   using Kv = F32Dkdv<HD>;
   using Q = F32Dq<HD>;
-  launch<flash_bwd_dkdv_f32_kernel<HD>>(dim3(tiles(d.seq, Kv::BK), d.kv_heads, d.batch), Kv::smem,
-                                        args, stream);
+  // dQ first: with dq_writes_delta its prologue writes the D that dK/dV reads.
   launch<flash_bwd_dq_f32_kernel<HD>>(dim3(tiles(d.seq, Q::BQ), d.heads, d.batch), Q::smem, args,
                                       stream);
+  launch<flash_bwd_dkdv_f32_kernel<HD>>(dim3(tiles(d.seq, Kv::BK), d.kv_heads, d.batch), Kv::smem,
+                                        args, stream);
 }
 
 template void launch_forward_fp32<32>(const FwdArgs&, const FlashDims&, cudaStream_t);

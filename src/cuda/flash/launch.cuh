@@ -36,18 +36,20 @@ void launch_forward_wgmma_overlap(const FwdArgs& args, const FlashDims& d, cudaS
 template <typename T, int HD, int BK, int STAGES, bool PINGPONG>
 void launch_forward_ws(const FwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
                        const FlashDims& d, cudaStream_t stream);
-// backward_tc.cu, T = __nv_bfloat16 or __half: dK/dV, then dQ.
+// The backward launchers run dQ, then dK/dV: with BwdArgs::dq_writes_delta
+// the dQ kernel's prologue writes the D that dK/dV reads.
+// backward_tc.cu, T = __nv_bfloat16 or __half.
 template <typename T, int HD>
 void launch_backward_tc(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
 // backward_wgmma.cu (sm_90a), T = __nv_bfloat16 or __half, HD 64 or 128:
-// dK/dV, then dQ; rows must allow 16-byte accesses.
+// rows must allow 16-byte accesses.
 template <typename T, int HD>
 void launch_backward_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
 // Its dQ kernel alone.
 template <typename T, int HD>
 void launch_backward_dq_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
-// backward_ws.cu: dK/dV warp-specialised (a TMA producer streams Q and dO,
-// two wgmma consumers own 64 keys each), then the dQ kernel above;
+// backward_ws.cu: the dQ kernel above, then dK/dV warp-specialised (a TMA
+// producer streams Q and dO, two wgmma consumers own 64 keys each);
 // q, k, v, dout: the operands (for their tensor maps).
 template <typename T, int HD>
 void launch_backward_ws(const BwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
@@ -58,8 +60,8 @@ void launch_forward_fp32(const FwdArgs& args, const FlashDims& d, cudaStream_t s
 template <int HD>
 void launch_backward_fp32(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
 // delta.cu, T = float, __nv_bfloat16 or __half: D = rowsum(dO * O) into
-// delta ([B*H, S], rows = B*H*S); vec: every row of dout and out allows
-// 16-byte loads.
+// delta ([B*H, S], rows = B*H*S) as a kernel of its own (FlashDelta::
+// Separate); vec: every row of dout and out allows 16-byte loads.
 template <typename T, int HD>
 void launch_delta(float* delta, const Mat& dout, const Mat& out, bool vec, const FlashDims& d,
                   std::int64_t rows, cudaStream_t stream);

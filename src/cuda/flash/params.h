@@ -29,19 +29,25 @@ struct BwdArgs {
   const void* k;
   const void* v;
   const void* dout;
+  const void* out;  // the forward's output: D = rowsum(dO * O)
   void* dq;
   void* dk;
   void* dv;
   const float* lse;
-  const float* delta;  // [B*H, S], row stride seq
+  // D, [B*H, S], row stride seq: written by the dQ kernels' prologue
+  // (dq_writes_delta, FlashDelta::InDq) for their own query tile, else by
+  // the separate delta kernel before them; read by dQ and then dK/dV.
+  float* delta;
   // RopeImpl::Fused: [seq, hd/2] (cos, sin) pairs (rope_epilogue.cuh); dQ
   // and dK leave rotated back by the inverse RoPE. nullptr: no rotation.
   const float* rope;
-  std::int64_t ldq, ldk, ldv, ld_dout, ld_dq, ld_dk, ld_dv, ld_lse;
+  std::int64_t ldq, ldk, ldv, ld_dout, ld_out, ld_dq, ld_dk, ld_dv, ld_lse;
   int seq, heads, group;
   float scale;
   float scale_log2;
   bool vec;
+  bool dq_writes_delta;
+  bool vec_delta;  // dout and out rows allow 16-byte loads (the D sums' layout)
 };
 
 // Register budgets where ptxas' own choice under __launch_bounds__ spills a
