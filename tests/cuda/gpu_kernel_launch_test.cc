@@ -3,8 +3,9 @@
 // steps with every kernel of the step launched programmatically give the
 // losses, weights and AdamW moments of plain launches bit for bit, eagerly
 // and replayed from a captured graph, in fp32, bf16 and fp16. A kernel that
-// read its predecessor's output before its pdl_wait_previous() would read
-// it half-written and change bits.
+// read its predecessor's output before its pdl_wait_previous() could read
+// it half-written, which would show as changed bits (not on every run: a
+// race may go unseen, so these tests back the rule, they do not replace it).
 //
 // The op families are reached through the model, back to back on the
 // backend's streams as a step issues them: v4 itself (fused norms, the
