@@ -164,15 +164,19 @@ class GpuKernelLaunchFamilies : public WithPdl<GpuTest> {
 };
 
 // Every level and every single change of one (each op family the plans
-// reach), two steps each, as the variant executes (eager or replayed).
+// reach), two steps each, as the variant executes (eager or replayed): in
+// bf16, and each level in fp32 too.
 TEST_F(GpuKernelLaunchFamilies, EveryLevelAndSingleChangeIsBitIdentical) {
   for (const PlanVariant& v : level_variants()) {
     if (v.name.find("kernel_launch") != std::string::npos) continue;  // both are run anyway
     OpChoices ops = v.ops;
     // auto's timing may choose differently in two runs; cudnn has variants of its own.
     if (ops.attention == AttentionImpl::Auto) ops.attention = AttentionImpl::Flash;
-    for (const DType t : {DType::F32, DType::BF16}) {
-      expect_pdl_is_plain(ops, t, InjectedFaults{}, 2, v.name);
+    expect_pdl_is_plain(ops, DType::BF16, InjectedFaults{}, 2, v.name);
+    // fp32's own kernels (the fp32 flash family among them) at each level;
+    // its single changes reach the same kernels in bf16 above.
+    if (v.name.find(' ') == std::string::npos) {
+      expect_pdl_is_plain(ops, DType::F32, InjectedFaults{}, 2, v.name);
     }
   }
 }
