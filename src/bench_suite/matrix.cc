@@ -76,6 +76,12 @@ const std::vector<Switchable>& switchables() {
        {"--gemm-epilogue", "none"},
        "residual",
        "none"},
+      {"kernel_launch",
+       [](const OpChoices& o) { return o.kernel_launch == KernelLaunch::Pdl; },
+       {"--kernel-launch", "pdl"},
+       {"--kernel-launch", "plain"},
+       "pdl",
+       "plain"},
   };
   return all;
 }

@@ -7,6 +7,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_event_timer.h"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/flash/flash_attention.h"
 
 namespace tinyllama::cuda {
@@ -20,6 +21,8 @@ constexpr int kTimed = 15;
 // implementation meets a degenerate softmax.
 template <typename T>
 __global__ void fill_uniform_kernel(T* p, std::int64_t n, std::uint32_t seed) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed;
@@ -59,7 +62,7 @@ void fill(Mat m, std::uint32_t seed, cudaStream_t stream) {
   const std::int64_t n = m.rows * m.ld;
   dispatch_float(m.dtype, "time_attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    fill_uniform_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(m.ptr<T>(), n, seed);
+    launch_kernel(fill_uniform_kernel<T>, grid_for(n), kThreads, 0, stream, m.ptr<T>(), n, seed);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace tinyllama::cuda {
@@ -53,6 +54,8 @@ __global__ void adamw_kernel(float* __restrict__ p, std::int64_t ld_p, const flo
                              std::int64_t ld_g, float* __restrict__ m, std::int64_t ld_m,
                              float* __restrict__ v, std::int64_t ld_v, std::int64_t rows,
                              std::int64_t cols, AdamWArgs a) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   if (a.skip != nullptr && *a.skip != 0) return;
   load_step_scalars(a);
   const std::int64_t n = rows * cols;
@@ -86,6 +89,8 @@ __global__ void adamw_fused_kernel(float* __restrict__ p, const float* __restric
                                    float* __restrict__ m, float* __restrict__ v,
                                    TC* __restrict__ copy, std::int64_t n, std::int64_t head,
                                    std::int64_t nvec, AdamWArgs a) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   if (a.skip != nullptr && *a.skip != 0) return;
   load_step_scalars(a);
   const std::int64_t tid = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -138,6 +143,8 @@ __global__ void adamw_fused_kernel(float* __restrict__ p, const float* __restric
 template <typename T>
 __global__ void flag_nonfinite_kernel(const T* __restrict__ x, std::int64_t ld, std::int64_t rows,
                                       std::int64_t cols, std::int32_t* __restrict__ flag) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t n = rows * cols;
   bool bad = false;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -179,9 +186,9 @@ void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp, cudaStream_t
   }
   if (param.numel() == 0) return;
   const AdamWArgs a = make_args(hp);
-  adamw_kernel<<<grid_for(param.numel()), kThreads, 0, stream>>>(
-      param.ptr<float>(), param.ld, grad.ptr<const float>(), grad.ld, m.ptr<float>(), m.ld,
-      v.ptr<float>(), v.ld, param.rows, param.cols, a);
+  launch_kernel(adamw_kernel, grid_for(param.numel()), kThreads, 0, stream, param.ptr<float>(),
+                param.ld, grad.ptr<const float>(), grad.ld, m.ptr<float>(), m.ld, v.ptr<float>(),
+                v.ld, param.rows, param.cols, a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -225,17 +232,17 @@ void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy, const Adam
   const std::int64_t items = nvec + head + (n - head - 4 * nvec);
   const unsigned blocks = grid_for(items);
   if (!with_copy) {
-    adamw_fused_kernel<float, false><<<blocks, kThreads, 0, stream>>>(
-        param.ptr<float>(), grad.ptr<const float>(), m.ptr<float>(), v.ptr<float>(), nullptr, n,
-        head, nvec, a);
+    launch_kernel(adamw_fused_kernel<float, false>, blocks, kThreads, 0, stream, param.ptr<float>(),
+                  grad.ptr<const float>(), m.ptr<float>(), v.ptr<float>(), nullptr, n, head, nvec,
+                  a);
     CUDA_CHECK_LAUNCH();
     return;
   }
   dispatch_float(compute_copy.dtype, name, [&](auto tag) {
     using TC = typename decltype(tag)::type;
-    adamw_fused_kernel<TC, true><<<blocks, kThreads, 0, stream>>>(
-        param.ptr<float>(), grad.ptr<const float>(), m.ptr<float>(), v.ptr<float>(),
-        compute_copy.ptr<TC>(), n, head, nvec, a);
+    launch_kernel(adamw_fused_kernel<TC, true>, blocks, kThreads, 0, stream, param.ptr<float>(),
+                  grad.ptr<const float>(), m.ptr<float>(), v.ptr<float>(), compute_copy.ptr<TC>(),
+                  n, head, nvec, a);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -246,8 +253,8 @@ void flag_nonfinite(Mat x, std::int32_t* flag, cudaStream_t stream) {
   if (x.numel() == 0) return;
   dispatch_float(x.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    flag_nonfinite_kernel<T><<<grid_for(x.numel()), kThreads, 0, stream>>>(x.ptr<const T>(), x.ld,
-                                                                           x.rows, x.cols, flag);
+    launch_kernel(flag_nonfinite_kernel<T>, grid_for(x.numel()), kThreads, 0, stream,
+                  x.ptr<const T>(), x.ld, x.rows, x.cols, flag);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -5,6 +5,7 @@
 
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace tinyllama::cuda {
@@ -20,6 +21,8 @@ std::int64_t aligned(std::int64_t bytes) {
 template <typename T>
 __global__ void gather_heads_kernel(T* __restrict__ dst, const T* __restrict__ src, std::int64_t ld,
                                     int seq, int heads, int group, int hd, std::int64_t n) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const int d = static_cast<int>(i % hd);
@@ -38,6 +41,8 @@ template <typename T>
 __global__ void scatter_heads_kernel(T* __restrict__ dst, std::int64_t ld,
                                      const T* __restrict__ src, int seq, int dst_heads, int group,
                                      int hd, std::int64_t n) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const int heads = dst_heads * group;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -62,6 +67,8 @@ constexpr int kWarpsPerBlock = 8;
 template <typename T>
 __global__ void softmax_causal_kernel(T* __restrict__ p, std::int64_t ld, float* __restrict__ lse,
                                       std::int64_t ld_lse, int seq, std::int64_t rows) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t r =
       blockIdx.x * static_cast<std::int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5);
   if (r >= rows) return;  // whole warps leave together
@@ -98,6 +105,8 @@ template <typename T>
 __global__ void softmax_backward_kernel(T* __restrict__ ds, std::int64_t ld_ds,
                                         const T* __restrict__ p, std::int64_t ld_p, int seq,
                                         std::int64_t rows) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t r =
       blockIdx.x * static_cast<std::int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5);
   if (r >= rows) return;
@@ -155,16 +164,17 @@ Dims check(const char* name, const AttentionScratch& scratch, const AttentionSha
 
 template <typename T>
 void gather(void* dst, Mat src, const Dims& d, int group, cudaStream_t stream) {
-  gather_heads_kernel<T><<<grid_for(d.head_elems), kThreads, 0, stream>>>(
-      static_cast<T*>(dst), src.ptr<const T>(), src.ld, d.seq, d.heads, group, d.hd, d.head_elems);
+  launch_kernel(gather_heads_kernel<T>, grid_for(d.head_elems), kThreads, 0, stream,
+                static_cast<T*>(dst), src.ptr<const T>(), src.ld, d.seq, d.heads, group, d.hd,
+                d.head_elems);
   CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
 void scatter(Mat dst, const void* src, const Dims& d, int group, cudaStream_t stream) {
   const std::int64_t n = d.tokens * (d.heads / group) * d.hd;
-  scatter_heads_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-      dst.ptr<T>(), dst.ld, static_cast<const T*>(src), d.seq, d.heads / group, group, d.hd, n);
+  launch_kernel(scatter_heads_kernel<T>, grid_for(n), kThreads, 0, stream, dst.ptr<T>(), dst.ld,
+                static_cast<const T*>(src), d.seq, d.heads / group, group, d.hd, n);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -219,8 +229,8 @@ void materialized_attention_forward(GemmRunner& gemm, const AttentionScratch& sc
     gather<T>(sc.v, v, d, d.group, stream);
     // scores = scale * Q K^T, straight into probs; the softmax then rewrites it.
     gemm.run(p, heads(sc.q, t, d), false, heads(sc.k, t, d), true, scale, 0.f, {bh, ps, hs, hs});
-    softmax_causal_kernel<T><<<warp_grid(d.score_rows), kWarpsPerBlock * 32, 0, stream>>>(
-        probs.ptr<T>(), probs.ld, lse.ptr<float>(), lse.ld, d.seq, d.score_rows);
+    launch_kernel(softmax_causal_kernel<T>, warp_grid(d.score_rows), kWarpsPerBlock * 32, 0, stream,
+                  probs.ptr<T>(), probs.ld, lse.ptr<float>(), lse.ld, d.seq, d.score_rows);
     CUDA_CHECK_LAUNCH();
     gemm.run(heads(sc.o, t, d), p, false, heads(sc.v, t, d), false, 1.f, 0.f, {bh, hs, ps, hs});
     scatter<T>(out, sc.o, d, 1, stream);
@@ -258,8 +268,9 @@ void materialized_attention_backward(GemmRunner& gemm, const AttentionScratch& s
     // dV = P^T dO;  dP = dO V^T
     gemm.run(heads(sc.dv, t, d), p, true, dO, false, 1.f, 0.f, {bh, hs, ps, hs});
     gemm.run(ds, dO, false, heads(sc.v, t, d), true, 1.f, 0.f, {bh, ds_stride, hs, hs});
-    softmax_backward_kernel<T><<<warp_grid(d.score_rows), kWarpsPerBlock * 32, 0, stream>>>(
-        static_cast<T*>(sc.dscores), d.seq, probs.ptr<const T>(), probs.ld, d.seq, d.score_rows);
+    launch_kernel(softmax_backward_kernel<T>, warp_grid(d.score_rows), kWarpsPerBlock * 32, 0,
+                  stream, static_cast<T*>(sc.dscores), d.seq, probs.ptr<const T>(), probs.ld, d.seq,
+                  d.score_rows);
     CUDA_CHECK_LAUNCH();
     // dQ = dS K * scale;  dK = dS^T Q * scale
     gemm.run(heads(sc.dq, t, d), ds, false, heads(sc.k, t, d), false, scale, 0.f,

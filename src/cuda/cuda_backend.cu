@@ -15,6 +15,7 @@
 #include "cuda/cuda_entry.h"
 #include "cuda/cuda_env.h"
 #include "cuda/cuda_event_timer.h"
+#include "cuda/cuda_launch.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_workspaces.h"
 
@@ -90,6 +91,7 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (side_) side_->synchronize();
   if (updates_) updates_->synchronize();
+  set_kernel_launch(false);  // a later stream may reuse a handle of ours
   free_workspaces();
   gemm_.reset();
   side_gemm_.reset();
@@ -162,6 +164,7 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
   };
   gemm_workspace_ = take(w.gemm, "the cuBLASLt workspace");
   gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
+  set_kernel_launch(plan.ops.kernel_launch == KernelLaunch::Pdl);
   side_enabled_ = plan.parallel_branches;
   if (side_enabled_) {
     side_gemm_workspace_ = take(w.side_gemm, "the side cuBLASLt workspace");
@@ -201,6 +204,15 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
     rope_table_ = RopeTable{static_cast<float*>(take(w.rope_table, "the RoPE (cos, sin) table")),
                             shape.seq, cfg.head_dim(), cfg.rope_theta};
     rope_table(rope_table_.cos_sin, shape.seq, cfg.head_dim(), cfg.rope_theta, stream_);
+  }
+}
+
+// The plan's kernel_launch, for every kernel this backend's streams carry:
+// the main stream, the weight-gradient branch, the per-layer updates.
+void CudaBackend::set_kernel_launch(bool programmatic) {
+  for (cudaStream_t s :
+       {stream_, side_ ? side_->stream() : nullptr, updates_ ? updates_->stream() : nullptr}) {
+    if (s != nullptr) set_programmatic_launch(s, programmatic);
   }
 }
 

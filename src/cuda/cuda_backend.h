@@ -116,6 +116,8 @@ class CudaBackend final : public Backend {
 
  private:
   void free_workspaces();
+  // KernelLaunch::Pdl on (or off) for the kernels of this backend's streams.
+  void set_kernel_launch(bool programmatic);
 
   Precision precision_;
   int device_ = 0;

@@ -1,6 +1,7 @@
 // dst = src in dst's dtype: the master -> compute weight copy under AMP, and
 // the tests' rounding of inputs. Round to nearest even, like PyTorch's .to().
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace tinyllama::cuda {
@@ -10,6 +11,8 @@ template <typename TOut, typename TIn>
 __global__ void convert_kernel(TOut* __restrict__ dst, std::int64_t ld_dst,
                                const TIn* __restrict__ src, std::int64_t ld_src, std::int64_t rows,
                                std::int64_t cols) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t n = rows * cols;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -28,8 +31,8 @@ void convert(Mat dst, Mat src, cudaStream_t stream) {
     using TOut = typename decltype(out_tag)::type;
     dispatch_float(src.dtype, "convert", [&](auto in_tag) {
       using TIn = typename decltype(in_tag)::type;
-      convert_kernel<TOut, TIn><<<grid_for(dst.numel()), kThreads, 0, stream>>>(
-          dst.ptr<TOut>(), dst.ld, src.ptr<const TIn>(), src.ld, dst.rows, dst.cols);
+      launch_kernel(convert_kernel<TOut, TIn>, grid_for(dst.numel()), kThreads, 0, stream,
+                    dst.ptr<TOut>(), dst.ld, src.ptr<const TIn>(), src.ld, dst.rows, dst.cols);
       CUDA_CHECK_LAUNCH();
     });
   });

@@ -4,6 +4,7 @@
 // every read of a row finishes (inside the block reductions) before the
 // first write to it.
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace tinyllama::cuda {
@@ -26,6 +27,8 @@ __global__ void cross_entropy_forward_kernel(float* __restrict__ losses, std::in
                                              const T* __restrict__ logits, std::int64_t ld,
                                              const std::int32_t* __restrict__ targets,
                                              std::int64_t cols) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t r = blockIdx.x;
   const T* row = logits + r * ld;
   float m, s;
@@ -41,6 +44,8 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, std::int64_t ld_d, con
                                               std::int64_t ld, const std::int32_t* targets,
                                               std::int64_t cols, float scale,
                                               const float* scale_on_device) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   // Read when the kernel runs, so a replayed graph sees this step's scale.
   if (scale_on_device != nullptr) scale = *scale_on_device;
   const std::int64_t r = blockIdx.x;
@@ -70,9 +75,9 @@ void launch_cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* 
   if (logits.rows == 0) return;
   dispatch_float(logits.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cross_entropy_backward_kernel<T><<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(
-        dlogits.ptr<T>(), dlogits.ld, logits.ptr<const T>(), logits.ld, targets, logits.cols, scale,
-        scale_on_device);
+    launch_kernel(cross_entropy_backward_kernel<T>, static_cast<unsigned>(logits.rows), kThreads, 0,
+                  stream, dlogits.ptr<T>(), dlogits.ld, logits.ptr<const T>(), logits.ld, targets,
+                  logits.cols, scale, scale_on_device);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -88,8 +93,9 @@ void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets,
   if (logits.rows == 0) return;
   dispatch_float(logits.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cross_entropy_forward_kernel<T><<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(
-        losses.ptr<float>(), losses.ld, logits.ptr<const T>(), logits.ld, targets, logits.cols);
+    launch_kernel(cross_entropy_forward_kernel<T>, static_cast<unsigned>(logits.rows), kThreads, 0,
+                  stream, losses.ptr<float>(), losses.ld, logits.ptr<const T>(), logits.ld, targets,
+                  logits.cols);
     CUDA_CHECK_LAUNCH();
   });
 }

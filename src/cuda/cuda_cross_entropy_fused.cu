@@ -7,6 +7,7 @@
 // (softmax - onehot) * scale. Under the chunked loss a row of logits was
 // just written by the head GEMM of its chunk, so both passes mostly hit L2.
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
 
@@ -28,6 +29,8 @@ __global__ void cross_entropy_fused_kernel(float* __restrict__ losses, std::int6
                                            T* logits, std::int64_t ld,
                                            const std::int32_t* __restrict__ targets,
                                            std::int64_t cols, const float* __restrict__ scale_at) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t r = blockIdx.x;
   T* row = logits + r * ld;
   const std::int64_t vec_cols = cols / Vec * Vec;
@@ -88,10 +91,9 @@ void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
     const bool wide = logits.ld % kMaxVec<T> == 0 && aligned_for<T>(logits.data, kMaxVec<T>);
     dispatch_vec<T>(wide ? kMaxVec<T> : 1, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
-      cross_entropy_fused_kernel<T, kVec>
-          <<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(
-              losses.ptr<float>(), losses.ld, logits.ptr<T>(), logits.ld, targets, logits.cols,
-              scale_on_device);
+      launch_kernel(cross_entropy_fused_kernel<T, kVec>, static_cast<unsigned>(logits.rows),
+                    kThreads, 0, stream, losses.ptr<float>(), losses.ld, logits.ptr<T>(), logits.ld,
+                    targets, logits.cols, scale_on_device);
       CUDA_CHECK_LAUNCH();
     });
   });

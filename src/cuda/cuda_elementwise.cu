@@ -1,6 +1,7 @@
 // Elementwise ops on 2-D views with row strides: residual adds, products and
 // the SwiGLU pieces. Arithmetic in fp32, one rounding on the store.
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
 
@@ -46,6 +47,8 @@ struct SwigluForwardOp {  // (gate, up) -> silu(gate) * up
 template <typename T, int Vec, typename Op>
 __global__ void binary_kernel(View<T> out, View<const T> a, View<const T> b, std::int64_t rows,
                               std::int64_t chunks, Op op) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t chunk = my_chunk();
   if (chunk >= chunks) return;
   const std::int64_t c = chunk * Vec;
@@ -61,6 +64,8 @@ __global__ void binary_kernel(View<T> out, View<const T> a, View<const T> b, std
 
 template <typename T, int Vec>
 __global__ void silu_kernel(View<T> out, View<const T> x, std::int64_t rows, std::int64_t chunks) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t chunk = my_chunk();
   if (chunk >= chunks) return;
   const std::int64_t c = chunk * Vec;
@@ -78,6 +83,8 @@ template <typename T, int Vec>
 __global__ void swiglu_backward_kernel(View<T> dgate, View<T> dup, View<const T> dout,
                                        View<const T> gate, View<const T> up, std::int64_t rows,
                                        std::int64_t chunks) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t chunk = my_chunk();
   if (chunk >= chunks) return;
   const std::int64_t c = chunk * Vec;
@@ -110,8 +117,8 @@ void launch_binary(const char* name, Mat out, Mat a, Mat b, Op op, cudaStream_t 
     dispatch_vec<T>(vec_width<T>({&out, &a, &b}), [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       const RowLaunch l = row_launch(out.rows, out.cols / kVec);
-      binary_kernel<T, kVec, Op><<<l.grid, l.block, 0, stream>>>(
-          view<T>(out), view<const T>(a), view<const T>(b), out.rows, out.cols / kVec, op);
+      launch_kernel(binary_kernel<T, kVec, Op>, l.grid, l.block, 0, stream, view<T>(out),
+                    view<const T>(a), view<const T>(b), out.rows, out.cols / kVec, op);
       CUDA_CHECK_LAUNCH();
     });
   });
@@ -136,8 +143,8 @@ void silu_forward(Mat out, Mat x, cudaStream_t stream) {
     dispatch_vec<T>(vec_width<T>({&out, &x}), [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       const RowLaunch l = row_launch(out.rows, out.cols / kVec);
-      silu_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(view<T>(out), view<const T>(x), out.rows,
-                                                           out.cols / kVec);
+      launch_kernel(silu_kernel<T, kVec>, l.grid, l.block, 0, stream, view<T>(out),
+                    view<const T>(x), out.rows, out.cols / kVec);
       CUDA_CHECK_LAUNCH();
     });
   });
@@ -163,9 +170,9 @@ void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up, cudaStream_
     dispatch_vec<T>(vec_width<T>({&dgate, &dup, &dout, &gate, &up}), [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       const RowLaunch l = row_launch(dgate.rows, dgate.cols / kVec);
-      swiglu_backward_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(
-          view<T>(dgate), view<T>(dup), view<const T>(dout), view<const T>(gate), view<const T>(up),
-          dgate.rows, dgate.cols / kVec);
+      launch_kernel(swiglu_backward_kernel<T, kVec>, l.grid, l.block, 0, stream, view<T>(dgate),
+                    view<T>(dup), view<const T>(dout), view<const T>(gate), view<const T>(up),
+                    dgate.rows, dgate.cols / kVec);
       CUDA_CHECK_LAUNCH();
     });
   });

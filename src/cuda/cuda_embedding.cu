@@ -7,6 +7,7 @@
 // token (a space in byte-level text: a sixth of the positions) serialises
 // the whole gradient on one block.
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace tinyllama::cuda {
@@ -17,6 +18,8 @@ __global__ void embedding_forward_kernel(T* __restrict__ out, std::int64_t ld_ou
                                          const std::int32_t* __restrict__ tokens,
                                          const T* __restrict__ table, std::int64_t ld_table,
                                          std::int64_t vocab, std::int64_t n, std::int64_t dim) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t total = n * dim;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -38,6 +41,8 @@ __global__ void __launch_bounds__(kBackwardThreads)
     embedding_backward_kernel(float* __restrict__ dtable, std::int64_t ld_table, std::int64_t vocab,
                               const std::int32_t* __restrict__ tokens, const T* __restrict__ dout,
                               std::int64_t ld_out, std::int64_t n, std::int64_t dim) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   __shared__ int warp_count[kBackwardThreads / 32];
   __shared__ int warp_offset[kBackwardThreads / 32 + 1];
   __shared__ std::int64_t match[kBackwardThreads];
@@ -94,9 +99,9 @@ void embedding_forward(Mat out, const std::int32_t* tokens, Mat table, cudaStrea
   if (out.numel() == 0) return;
   dispatch_float(out.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    embedding_forward_kernel<T><<<grid_for(out.numel()), kThreads, 0, stream>>>(
-        out.ptr<T>(), out.ld, tokens, table.ptr<const T>(), table.ld, table.rows, out.rows,
-        out.cols);
+    launch_kernel(embedding_forward_kernel<T>, grid_for(out.numel()), kThreads, 0, stream,
+                  out.ptr<T>(), out.ld, tokens, table.ptr<const T>(), table.ld, table.rows,
+                  out.rows, out.cols);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -111,9 +116,9 @@ void embedding_backward_scan(Mat dtable, const std::int32_t* tokens, Mat dout,
   require(dout.rows <= 2147483647, name, "too many positions");
   dispatch_float(dout.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    embedding_backward_kernel<T><<<static_cast<unsigned>(dout.rows), kBackwardThreads, 0, stream>>>(
-        dtable.ptr<float>(), dtable.ld, dtable.rows, tokens, dout.ptr<const T>(), dout.ld,
-        dout.rows, dout.cols);
+    launch_kernel(embedding_backward_kernel<T>, static_cast<unsigned>(dout.rows), kBackwardThreads,
+                  0, stream, dtable.ptr<float>(), dtable.ld, dtable.rows, tokens,
+                  dout.ptr<const T>(), dout.ld, dout.rows, dout.cols);
     CUDA_CHECK_LAUNCH();
   });
 }

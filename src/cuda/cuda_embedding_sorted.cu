@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
 
@@ -132,6 +133,8 @@ Layout layout_for(std::int64_t positions, std::int64_t dim, std::int64_t sort_by
 __global__ void sort_input_kernel(Key* __restrict__ keys, std::int32_t* __restrict__ pos,
                                   const std::int32_t* __restrict__ tokens, std::int64_t vocab,
                                   std::int64_t n) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int32_t t = tokens[i];
@@ -150,6 +153,8 @@ __global__ void __launch_bounds__(kChunkThreads)
                       const std::int32_t* __restrict__ pos, float* __restrict__ head,
                       float* __restrict__ tail, std::int64_t pitch, Key sentinel, std::int64_t n,
                       std::int64_t dim, std::int64_t chunk_rows, std::int64_t chunks) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t chunk = static_cast<std::int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const std::int64_t c = (static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * Vec;
   if (chunk >= chunks || c >= dim) return;
@@ -220,6 +225,8 @@ __global__ void __launch_bounds__(kCombineThreads)
                         const Key* __restrict__ keys, const float* __restrict__ head,
                         const float* __restrict__ tail, std::int64_t pitch, Key sentinel,
                         std::int64_t dim, std::int64_t chunk_rows, std::int64_t chunks) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   __shared__ int stop_at;
   __shared__ float groups[kCombineThreads * kCombineVec];
   const std::int64_t chunk = blockIdx.x;
@@ -358,7 +365,8 @@ void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
   const std::int64_t pitch = partial_pitch(scratch.dim);
   const Key sentinel = static_cast<Key>(dtable.rows);
 
-  sort_input_kernel<<<grid_for(n), kThreads, 0, stream>>>(keys_in, pos_in, tokens, dtable.rows, n);
+  launch_kernel(sort_input_kernel, grid_for(n), kThreads, 0, stream, keys_in, pos_in, tokens,
+                dtable.rows, n);
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + l.temp, temp, keys_in, keys_out, pos_in,
                                              pos_out, static_cast<int>(n), 0, bits, stream));
@@ -372,9 +380,9 @@ void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
       const dim3 block = block_for(ceil_div(dout.cols, Vec), kChunkThreads);
       const dim3 grid(static_cast<unsigned>(ceil_div(chunks, block.y)),
                       static_cast<unsigned>(ceil_div(ceil_div(dout.cols, Vec), block.x)));
-      chunk_sums_kernel<T, Vec><<<grid, block, 0, stream>>>(
-          dtable.ptr<float>(), dtable.ld, dout.ptr<const T>(), dout.ld, keys_out, pos_out, head,
-          tail, pitch, sentinel, n, dout.cols, chunk_rows, chunks);
+      launch_kernel(chunk_sums_kernel<T, Vec>, grid, block, 0, stream, dtable.ptr<float>(),
+                    dtable.ld, dout.ptr<const T>(), dout.ld, keys_out, pos_out, head, tail, pitch,
+                    sentinel, n, dout.cols, chunk_rows, chunks);
       CUDA_CHECK_LAUNCH();
     });
   });
@@ -384,9 +392,8 @@ void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
     const dim3 block(kCombineLanes, kCombineGroups);
     const dim3 grid(static_cast<unsigned>(chunks),
                     static_cast<unsigned>(ceil_div(ceil_div(dout.cols, Vec), block.x)));
-    combine_runs_kernel<Vec><<<grid, block, 0, stream>>>(dtable.ptr<float>(), dtable.ld, keys_out,
-                                                         head, tail, pitch, sentinel, dout.cols,
-                                                         chunk_rows, chunks);
+    launch_kernel(combine_runs_kernel<Vec>, grid, block, 0, stream, dtable.ptr<float>(), dtable.ld,
+                  keys_out, head, tail, pitch, sentinel, dout.cols, chunk_rows, chunks);
     CUDA_CHECK_LAUNCH();
   };
   if (combine_vec(dtable) == kCombineVec) {

@@ -12,6 +12,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_entry.h"
 #include "cuda/cuda_gemm.h"
+#include "cuda/cuda_launch.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_workspaces.h"
 #include "cuda/decode/cuda_decoder.h"
@@ -54,6 +55,7 @@ DeviceCaps cuda_device_caps() {
   caps.flash_head_dims.assign(std::begin(cuda::kFlashHeadDims), std::end(cuda::kFlashHeadDims));
   caps.cudnn_attention = cuda::cudnn_attention_support;
   caps.time_attention = cuda::time_attention;
+  caps.no_programmatic_launch = cuda::programmatic_launch_unsupported();
   caps.workspaces = [](const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
     return cuda::workspace_sizes(cfg, shape, plan, cuda::gemm_autotune_enabled()).list();
   };

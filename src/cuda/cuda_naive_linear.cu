@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace tinyllama::cuda {
@@ -15,6 +16,8 @@ template <typename T>
 __global__ void naive_linear_kernel(T* out, std::int64_t out_ld, const T* x, std::int64_t x_ld,
                                     const T* w, std::int64_t w_ld, std::int64_t rows,
                                     std::int64_t cols, std::int64_t inner) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -39,9 +42,8 @@ void naive_linear(Mat out, Mat x, Mat w, cudaStream_t stream) {
     constexpr int kThreads = 128;
     const dim3 grid(static_cast<unsigned>((out.cols + kThreads - 1) / kThreads),
                     static_cast<unsigned>(std::min<std::int64_t>(out.rows, 65535)));
-    naive_linear_kernel<T><<<grid, kThreads, 0, stream>>>(out.ptr<T>(), out.ld, x.ptr<const T>(),
-                                                          x.ld, w.ptr<const T>(), w.ld, out.rows,
-                                                          out.cols, x.cols);
+    launch_kernel(naive_linear_kernel<T>, grid, kThreads, 0, stream, out.ptr<T>(), out.ld,
+                  x.ptr<const T>(), x.ld, w.ptr<const T>(), w.ld, out.rows, out.cols, x.cols);
     CUDA_CHECK_LAUNCH();
   });
 }

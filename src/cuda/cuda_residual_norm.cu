@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_norm_common.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
@@ -32,6 +33,8 @@ __global__ void add_rmsnorm_forward_kernel(T* sum, std::int64_t ld_sum, T* __res
                                            std::int64_t ld_rstd, const T* a, std::int64_t ld_a,
                                            const T* b, std::int64_t ld_b, const W* __restrict__ w,
                                            std::int64_t rows, std::int64_t dim, float eps) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   constexpr int kRegs = Chunks > 0 ? Chunks : 1;
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
@@ -115,10 +118,10 @@ void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight, d
           std::min<std::int64_t>((a.rows + kNormWarpsPerBlock - 1) / kNormWarpsPerBlock, 65535);
       const std::int64_t per_lane = (a.cols / kVec + 31) / 32;
       auto launch = [&](auto kernel) {
-        kernel<<<static_cast<unsigned>(blocks), kNormWarpsPerBlock * 32, 0, stream>>>(
-            sum.ptr<T>(), sum.ld, out.ptr<T>(), out.ld, rstd.ptr<float>(), rstd.ld,
-            a.ptr<const T>(), a.ld, b.ptr<const T>(), b.ld, weight.ptr<const W>(), a.rows, a.cols,
-            static_cast<float>(eps));
+        launch_kernel(kernel, static_cast<unsigned>(blocks), kNormWarpsPerBlock * 32, 0, stream,
+                      sum.ptr<T>(), sum.ld, out.ptr<T>(), out.ld, rstd.ptr<float>(), rstd.ld,
+                      a.ptr<const T>(), a.ld, b.ptr<const T>(), b.ld, weight.ptr<const W>(), a.rows,
+                      a.cols, static_cast<float>(eps));
       };
       if (a.cols % kVec != 0 || per_lane > 8) {
         launch(add_rmsnorm_forward_kernel<T, W, kVec, 0>);

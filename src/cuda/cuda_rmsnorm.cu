@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_norm_common.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
@@ -27,6 +28,8 @@ __global__ void rmsnorm_forward_kernel(T* out, std::int64_t ld_out, float* __res
                                        std::int64_t ld_rstd, const T* x, std::int64_t ld_x,
                                        const W* __restrict__ w, std::int64_t rows, std::int64_t dim,
                                        float eps) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
   const std::int64_t chunks = dim / Vec;
@@ -60,6 +63,8 @@ template <typename T, typename W, int Vec>
 __global__ void rmsnorm_apply_kernel(T* out, std::int64_t ld_out, const float* __restrict__ rstd,
                                      std::int64_t ld_rstd, const T* x, std::int64_t ld_x,
                                      const W* __restrict__ w, std::int64_t rows, std::int64_t dim) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
   const std::int64_t chunks = dim / Vec;
@@ -105,6 +110,8 @@ __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __rest
                                         std::int64_t ld_dres, const T* x, std::int64_t ld_x,
                                         const W* __restrict__ w, const float* __restrict__ rstd,
                                         std::int64_t ld_rstd, std::int64_t rows, std::int64_t dim) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   extern __shared__ float dw_acc[];  // [warps per block][dim]
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -156,6 +163,8 @@ __global__ void rmsnorm_backward_regs_kernel(
     T* dx, std::int64_t ld_dx, float* __restrict__ partials, const T* dy, std::int64_t ld_dy,
     const T* dres, std::int64_t ld_dres, const T* x, std::int64_t ld_x, const W* __restrict__ w,
     const float* __restrict__ rstd, std::int64_t ld_rstd, std::int64_t rows, std::int64_t dim) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   extern __shared__ float warp_dw[];  // [warps per block][dim], written once
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -221,6 +230,8 @@ constexpr int kSumGroups = 8;
 
 __global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restrict__ partials,
                                     int blocks, std::int64_t dim) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   __shared__ float group_sum[kSumGroups][32];
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
   float s = 0.f;
@@ -254,10 +265,10 @@ void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStrea
       constexpr int kVec = decltype(vec)::value;
       const std::int64_t blocks =
           std::min<std::int64_t>((x.rows + kNormWarpsPerBlock - 1) / kNormWarpsPerBlock, 65535);
-      rmsnorm_forward_kernel<T, W, kVec>
-          <<<static_cast<unsigned>(blocks), kNormWarpsPerBlock * 32, 0, stream>>>(
-              out.ptr<T>(), out.ld, rstd.ptr<float>(), rstd.ld, x.ptr<const T>(), x.ld,
-              weight.ptr<const W>(), x.rows, x.cols, static_cast<float>(eps));
+      launch_kernel(rmsnorm_forward_kernel<T, W, kVec>, static_cast<unsigned>(blocks),
+                    kNormWarpsPerBlock * 32, 0, stream, out.ptr<T>(), out.ld, rstd.ptr<float>(),
+                    rstd.ld, x.ptr<const T>(), x.ld, weight.ptr<const W>(), x.rows, x.cols,
+                    static_cast<float>(eps));
       CUDA_CHECK_LAUNCH();
     });
   });
@@ -279,10 +290,10 @@ void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream) {
       constexpr int kVec = decltype(vec)::value;
       const std::int64_t blocks =
           std::min<std::int64_t>((x.rows + kNormWarpsPerBlock - 1) / kNormWarpsPerBlock, 65535);
-      rmsnorm_apply_kernel<T, W, kVec>
-          <<<static_cast<unsigned>(blocks), kNormWarpsPerBlock * 32, 0, stream>>>(
-              out.ptr<T>(), out.ld, rstd.ptr<const float>(), rstd.ld, x.ptr<const T>(), x.ld,
-              weight.ptr<const W>(), x.rows, x.cols);
+      launch_kernel(rmsnorm_apply_kernel<T, W, kVec>, static_cast<unsigned>(blocks),
+                    kNormWarpsPerBlock * 32, 0, stream, out.ptr<T>(), out.ld,
+                    rstd.ptr<const float>(), rstd.ld, x.ptr<const T>(), x.ld, weight.ptr<const W>(),
+                    x.rows, x.cols);
       CUDA_CHECK_LAUNCH();
     });
   });
@@ -331,10 +342,10 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
       const dim3 grid(static_cast<unsigned>(blocks));
       const dim3 block(static_cast<unsigned>(block_warps * 32));
       auto launch = [&](auto kernel) {
-        kernel<<<grid, block, smem, stream>>>(dx.ptr<T>(), dx.ld, partials, dout.ptr<const T>(),
-                                              dout.ld, dresidual.ptr<const T>(), dresidual.ld,
-                                              x.ptr<const T>(), x.ld, weight.ptr<const W>(),
-                                              rstd.ptr<const float>(), rstd.ld, x.rows, dim);
+        launch_kernel(kernel, grid, block, smem, stream, dx.ptr<T>(), dx.ld, partials,
+                      dout.ptr<const T>(), dout.ld, dresidual.ptr<const T>(), dresidual.ld,
+                      x.ptr<const T>(), x.ld, weight.ptr<const W>(), rstd.ptr<const float>(),
+                      rstd.ld, x.rows, dim);
       };
       if (dim % kVec != 0 || per_lane > 4) {
         launch(rmsnorm_backward_kernel<T, W, kVec>);
@@ -348,8 +359,8 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
       CUDA_CHECK_LAUNCH();
     });
   });
-  sum_partials_kernel<<<static_cast<unsigned>((dim + 31) / 32), dim3(32, kSumGroups), 0, stream>>>(
-      dweight.ptr<float>(), partials, static_cast<int>(blocks), dim);
+  launch_kernel(sum_partials_kernel, static_cast<unsigned>((dim + 31) / 32), dim3(32, kSumGroups),
+                0, stream, dweight.ptr<float>(), partials, static_cast<int>(blocks), dim);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
 
@@ -34,6 +35,8 @@ __device__ __forceinline__ void angle_sincos(double pos, double inv, float* s, f
 template <typename T, int Vec>
 __global__ void rope_kernel(T* x, std::int64_t ld, std::int64_t rows, std::int64_t chunks, int seq,
                             int half_hd, const Frequencies freq, float sign) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   static_assert(Vec % 2 == 0, "a thread owns whole pairs");
   __shared__ double inv[kMaxHalfHeadDim];
   const int tid = threadIdx.y * blockDim.x + threadIdx.x;
@@ -68,6 +71,8 @@ __global__ void rope_kernel(T* x, std::int64_t ld, std::int64_t rows, std::int64
 // of entry e = position * half_hd + pair.
 __global__ void rope_table_kernel(float2* cos_sin, std::int64_t entries, int half_hd,
                                   const Frequencies freq) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   __shared__ double inv[kMaxHalfHeadDim];
   for (int k = static_cast<int>(threadIdx.x); k < half_hd; k += static_cast<int>(blockDim.x)) {
     inv[k] = freq.inv[k];
@@ -109,8 +114,8 @@ void rope_table(float* cos_sin, int seq, int head_dim, double theta, cudaStream_
   const std::int64_t entries = static_cast<std::int64_t>(seq) * half;
   constexpr int kThreads = 256;
   const auto blocks = static_cast<unsigned>((entries + kThreads - 1) / kThreads);
-  rope_table_kernel<<<blocks, kThreads, 0, stream>>>(reinterpret_cast<float2*>(cos_sin), entries,
-                                                     half, frequencies(head_dim, theta));
+  launch_kernel(rope_table_kernel, blocks, kThreads, 0, stream, reinterpret_cast<float2*>(cos_sin),
+                entries, half, frequencies(head_dim, theta));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -136,8 +141,8 @@ void rope(Mat x, int seq, int head_dim, double theta, bool inverse, cudaStream_t
     auto launch = [&](auto width) {
       constexpr int kVec = decltype(width)::value;
       const RowLaunch l = row_launch(x.rows, x.cols / kVec);
-      rope_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(x.ptr<T>(), x.ld, x.rows, x.cols / kVec,
-                                                           seq, half, freq, inverse ? -1.f : 1.f);
+      launch_kernel(rope_kernel<T, kVec>, l.grid, l.block, 0, stream, x.ptr<T>(), x.ld, x.rows,
+                    x.cols / kVec, seq, half, freq, inverse ? -1.f : 1.f);
       CUDA_CHECK_LAUNCH();
     };
     if (vec == kMaxVec<T>) {

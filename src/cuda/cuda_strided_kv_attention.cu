@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace tinyllama::cuda {
@@ -34,6 +35,8 @@ __global__ void strided_kv_attention_kernel(T* out, std::int64_t ldo, float* lse
                                             std::int64_t ld_lse, const T* q, std::int64_t ldq,
                                             const T* k, std::int64_t ldk, const T* v,
                                             std::int64_t ldv, AttentionShape s, float scale) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
@@ -98,9 +101,9 @@ void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const A
   const std::int64_t blocks = (rows * 32 + kThreads - 1) / kThreads;
   dispatch_float(out.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    strided_kv_attention_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        out.ptr<T>(), out.ld, lse.ptr<float>(), lse.ld, q.ptr<const T>(), q.ld, k.ptr<const T>(),
-        k.ld, v.ptr<const T>(), v.ld, s, scale);
+    launch_kernel(strided_kv_attention_kernel<T>, static_cast<unsigned>(blocks), kThreads, 0,
+                  stream, out.ptr<T>(), out.ld, lse.ptr<float>(), lse.ld, q.ptr<const T>(), q.ld,
+                  k.ptr<const T>(), k.ld, v.ptr<const T>(), v.ld, s, scale);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -27,6 +27,7 @@ bool cuda_memory_info(std::size_t*, std::size_t*) {
 DeviceCaps cuda_device_caps() {
   DeviceCaps caps;
   caps.kind = DeviceKind::Cuda;
+  caps.no_programmatic_launch = "this build has no CUDA";
   return caps;
 }
 std::string cuda_build_versions() {

@@ -28,6 +28,7 @@ constexpr Execution kExecutions[] = {Execution::Eager, Execution::Graph};
 constexpr ActivationsImpl kActivations[] = {ActivationsImpl::Stored,
                                             ActivationsImpl::RecomputeNorms,
                                             ActivationsImpl::RecomputeNormsSwiglu};
+constexpr KernelLaunch kKernelLaunches[] = {KernelLaunch::Plain, KernelLaunch::Pdl};
 
 std::string join_ints(const std::vector<int>& values) {
   std::string out;
@@ -220,13 +221,17 @@ const char* impl_name(GradBuffers v) {
 const char* impl_name(LossScaling v) {
   return v == LossScaling::Dynamic ? "dynamic" : "none";
 }
+const char* impl_name(KernelLaunch v) {
+  return v == KernelLaunch::Pdl ? "pdl" : "plain";
+}
 
 bool operator==(const OpChoices& a, const OpChoices& b) {
   return a.qkv_gemm == b.qkv_gemm && a.gate_up_gemm == b.gate_up_gemm &&
          a.attention == b.attention && a.swiglu == b.swiglu && a.norm == b.norm &&
          a.rope == b.rope && a.embedding_grad == b.embedding_grad && a.loss == b.loss &&
          a.epilogue == b.epilogue && a.optimizer == b.optimizer && a.execution == b.execution &&
-         a.activations == b.activations && a.grad_buffers == b.grad_buffers;
+         a.activations == b.activations && a.grad_buffers == b.grad_buffers &&
+         a.kernel_launch == b.kernel_launch;
 }
 
 std::vector<NamedChoice> named_choices(const OpChoices& ops) {
@@ -242,7 +247,8 @@ std::vector<NamedChoice> named_choices(const OpChoices& ops) {
           {"optimizer", impl_name(ops.optimizer)},
           {"execution", impl_name(ops.execution)},
           {"activations", impl_name(ops.activations)},
-          {"grad_buffers", impl_name(ops.grad_buffers)}};
+          {"grad_buffers", impl_name(ops.grad_buffers)},
+          {"kernel_launch", impl_name(ops.kernel_launch)}};
 }
 
 std::vector<std::string> implemented_levels() {
@@ -273,11 +279,13 @@ OpChoices level_preset(const std::string& name) {
     ops.grad_buffers = GradBuffers::Ring;
   }
   if (name == "v3") return ops;
-  // v4: v3 with the residual adds in the GEMM epilogues and attention
-  // timed per shape between our flash and cuDNN's SDPA (DESIGN §2).
+  // v4: v3 with the residual adds in the GEMM epilogues, attention timed
+  // per shape between our flash and cuDNN's SDPA (DESIGN §2), and the
+  // kernels launched programmatically (the launch-bound small step).
   if (name == "v4") {
     ops.epilogue = GemmEpilogue::Residual;
     ops.attention = AttentionImpl::Auto;
+    ops.kernel_launch = KernelLaunch::Pdl;
     return ops;
   }
   std::string allowed;
@@ -310,6 +318,7 @@ std::vector<OpChoices> single_changes(const OpChoices& preset) {
   each(&OpChoices::optimizer, kOptimizers);
   each(&OpChoices::execution, kExecutions);
   each(&OpChoices::activations, kActivations);
+  each(&OpChoices::kernel_launch, kKernelLaunches);
   // Not grad_buffers: the ring computes what full does and only stores it
   // differently, and it keeps no whole gradient for a variant's test to
   // read (tests/model/grad_ring_test.cc checks it against full).
@@ -406,6 +415,10 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
       fall_back(plan, "grad_buffers", ops.grad_buffers, GradBuffers::Full,
                 request.whole_gradient_reader + ", and the ring keeps only two layers' gradients");
     }
+  }
+  if (ops.kernel_launch == KernelLaunch::Pdl && !caps.no_programmatic_launch.empty()) {
+    fall_back(plan, "kernel_launch", ops.kernel_launch, KernelLaunch::Plain,
+              caps.no_programmatic_launch);
   }
   if (ops.loss == LossImpl::Chunked) {
     plan.loss_chunk_rows = request.loss_chunk_rows > 0

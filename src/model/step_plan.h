@@ -117,6 +117,16 @@ inline bool recomputes_swiglu(ActivationsImpl a) {
 // gradients keep their own storage either way.
 enum class GradBuffers { Full, Ring };
 enum class LossScaling { None, Dynamic };
+// How the step's own kernels are launched (cuBLASLt's GEMMs and cuDNN's
+// kernels are launched by their libraries, plainly). Plain: each waits in
+// its stream for the whole kernel before it. Pdl: programmatic dependent
+// launch (sm_90+): a kernel may be scheduled as soon as every block of the
+// one before it has started, and waits on the device, in its first
+// statement, for that one to complete (cuda/cuda_launch.cuh), so the
+// launch latency of a launch-bound step hides under the kernel before.
+// The same kernels compute the same bits either way. Plain on the CPU and
+// on devices below sm_90, with a reason.
+enum class KernelLaunch { Plain, Pdl };
 
 struct OpChoices {
   GemmGrouping qkv_gemm = GemmGrouping::Fused;
@@ -132,6 +142,7 @@ struct OpChoices {
   Execution execution = Execution::Graph;
   ActivationsImpl activations = ActivationsImpl::Stored;
   GradBuffers grad_buffers = GradBuffers::Full;
+  KernelLaunch kernel_launch = KernelLaunch::Plain;
 };
 // Written out: the CUDA sources that include this header compile as C++17.
 bool operator==(const OpChoices& a, const OpChoices& b);
@@ -153,6 +164,7 @@ const char* impl_name(Execution v);
 const char* impl_name(ActivationsImpl v);
 const char* impl_name(GradBuffers v);
 const char* impl_name(LossScaling v);
+const char* impl_name(KernelLaunch v);
 
 // The choices of a level preset, in order: {"qkv_gemm", "fused"}, ...
 struct NamedChoice {
@@ -205,6 +217,9 @@ struct DeviceCaps {
       time_attention;
   // The backend's workspaces for a resolved plan; unset: none.
   std::function<std::vector<Workspace>(const ModelConfig&, BatchShape, const StepPlan&)> workspaces;
+  // "" when the device takes programmatic dependent launches
+  // (KernelLaunch::Pdl), else why not.
+  std::string no_programmatic_launch = "the cpu backend launches no kernels";
 
   static DeviceCaps cpu();  // the reference backend: eager, any head_dim, no workspaces
 };

@@ -75,6 +75,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   if (!flags.gemm_epilogue.empty()) ops.epilogue = parse_gemm_epilogue(flags.gemm_epilogue);
   if (!flags.rope.empty()) ops.rope = parse_rope(flags.rope);
   if (!flags.grad_buffers.empty()) ops.grad_buffers = parse_grad_buffers(flags.grad_buffers);
+  if (!flags.kernel_launch.empty()) ops.kernel_launch = parse_kernel_launch(flags.kernel_launch);
   return ops;
 }
 
@@ -108,6 +109,10 @@ RopeImpl parse_rope(const std::string& value) {
 
 GradBuffers parse_grad_buffers(const std::string& value) {
   return parse_choice("--grad-buffers", value, {GradBuffers::Full, GradBuffers::Ring});
+}
+
+KernelLaunch parse_kernel_launch(const std::string& value) {
+  return parse_choice("--kernel-launch", value, {KernelLaunch::Plain, KernelLaunch::Pdl});
 }
 
 }  // namespace tinyllama

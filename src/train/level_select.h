@@ -40,6 +40,8 @@ struct ToggleFlags {
   std::string rope;
   // --grad-buffers full|ring; empty: not given.
   std::string grad_buffers;
+  // --kernel-launch plain|pdl; empty: not given.
+  std::string kernel_launch;
 };
 
 // "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
@@ -56,6 +58,8 @@ GemmEpilogue parse_gemm_epilogue(const std::string& value);
 RopeImpl parse_rope(const std::string& value);
 // "full" or "ring"; UsageError naming them otherwise.
 GradBuffers parse_grad_buffers(const std::string& value);
+// "plain" or "pdl"; UsageError naming them otherwise.
+KernelLaunch parse_kernel_launch(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);

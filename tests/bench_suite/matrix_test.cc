@@ -49,7 +49,7 @@ TEST(BenchMatrix, ListsParseAndRejectBadValues) {
 TEST(BenchMatrix, AblationSwitchesFlipEachChoiceOfThePreset) {
   // v1 has every fusion off: each switch turns one on.
   const std::vector<ChoiceSwitch> v1 = ablation_switches(level_preset("v1"));
-  ASSERT_EQ(v1.size(), 9u);
+  ASSERT_EQ(v1.size(), 10u);
   auto has = [](const std::vector<ChoiceSwitch>& list, const std::string& name,
                 const std::vector<std::string>& args) {
     return std::any_of(list.begin(), list.end(), [&](const ChoiceSwitch& s) {
@@ -63,6 +63,9 @@ TEST(BenchMatrix, AblationSwitchesFlipEachChoiceOfThePreset) {
   EXPECT_TRUE(has(v3, "norm plain", {"--norm", "plain"}));
   EXPECT_TRUE(has(v3, "loss full_logits", {"--loss", "full_logits"}));
   EXPECT_TRUE(has(v3, "fused_optimizer off", {"--disable-fused-optimizer"}));
+  EXPECT_TRUE(has(v3, "kernel_launch pdl", {"--kernel-launch", "pdl"}));
+  EXPECT_TRUE(has(ablation_switches(level_preset("v4")), "kernel_launch plain",
+                  {"--kernel-launch", "plain"}));
 }
 
 TEST(BenchMatrix, SwitchesBetweenLevelsUndoOnlyWhatChanged) {
@@ -81,20 +84,22 @@ TEST(BenchMatrix, SwitchesBetweenLevelsUndoOnlyWhatChanged) {
   EXPECT_EQ(v3_over_v2[1].name, "loss full_logits");
   const std::vector<ChoiceSwitch> v4_over_v3 =
       switches_between(level_preset("v3"), level_preset("v4"));
-  ASSERT_EQ(v4_over_v3.size(), 2u);
+  ASSERT_EQ(v4_over_v3.size(), 3u);
   EXPECT_EQ(v4_over_v3[0].name, "attention_choice flash");
   EXPECT_EQ(v4_over_v3[0].train_args, (std::vector<std::string>{"--attention", "flash"}));
   EXPECT_EQ(v4_over_v3[1].name, "gemm_epilogue none");
+  EXPECT_EQ(v4_over_v3[2].name, "kernel_launch plain");
+  EXPECT_EQ(v4_over_v3[2].train_args, (std::vector<std::string>{"--kernel-launch", "plain"}));
 }
 
 TEST(BenchMatrix, WithAblationFollowsEachPointByItsSwitches) {
   const std::vector<BenchPoint> points = with_ablation(expand({{"v1", "v3"}, {"fp32"}, {2}, {16}}));
-  ASSERT_EQ(points.size(), 2u * 10u);
+  ASSERT_EQ(points.size(), 2u * 11u);
   EXPECT_TRUE(points[0].variant.name.empty());
   EXPECT_EQ(points[0].level, "v1");
   EXPECT_FALSE(points[1].variant.name.empty());
-  EXPECT_EQ(points[10].level, "v3");
-  EXPECT_TRUE(points[10].variant.name.empty());
+  EXPECT_EQ(points[11].level, "v3");
+  EXPECT_TRUE(points[11].variant.name.empty());
 }
 
 }  // namespace

@@ -61,6 +61,34 @@ TEST(TrainRun, FusedOptimizerToggleReachesThePlan) {
   std::filesystem::remove_all(dir);
 }
 
+// --kernel-launch pdl on the CPU: the run header and --json say it runs
+// plain, and why; a bad value is a usage error naming the allowed ones.
+TEST(TrainRun, KernelLaunchPdlFallsBackToPlainOnTheCpuSayingWhy) {
+  const auto dir = scratch_dir("kernel_launch");
+  const RunResult r =
+      run_tinyllama(kTiny + "--version v2 --kernel-launch pdl --json " + (dir / "r.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("kernel_launch plain |"), std::string::npos) << r.out;
+  EXPECT_NE(
+      r.out.find("fallback | kernel_launch pdl -> plain: the cpu backend launches no kernels"),
+      std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_text(dir / "r.json"));
+  const nlohmann::json& plan = j["plan"];
+  EXPECT_EQ(plan["ops"]["kernel_launch"], "plain");
+  bool said = false;
+  for (const nlohmann::json& f : plan["fallbacks"]) {
+    said = said || (f["op"] == "kernel_launch" && f["wanted"] == "pdl" && f["using"] == "plain");
+  }
+  EXPECT_TRUE(said) << plan.dump();
+
+  const RunResult bad = run_tinyllama(kTiny + "--kernel-launch fast");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--kernel-launch fast: allowed values are plain, pdl"), std::string::npos)
+      << bad.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TrainRun, SavedWeightsRestartTheRunAndWrongShapesAreRejected) {
   const auto dir = scratch_dir("weights");
   const std::string saved = (dir / "w.safetensors").string();

@@ -19,6 +19,7 @@ DeviceCaps gpu_like_caps() {
   DeviceCaps caps = graph_capable_cpu_caps();
   caps.kind = DeviceKind::Cuda;
   caps.flash_head_dims = {32, 64, 128};
+  caps.no_programmatic_launch = "";  // an sm_90 device
   caps.workspaces = [](const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
     std::vector<Workspace> w{{"gemm", 1000}};
     // Depends on the resolved plan, not the request: materialised attention
@@ -98,13 +99,13 @@ TEST(StepPlan, SingleChangesChangeExactlyOneChoiceEach) {
     const OpChoices preset = level_preset(level);
     const std::vector<OpChoices> changes = single_changes(preset);
     // qkv, gate_up, swiglu, norm, rope, embedding_grad, loss, gemm_epilogue,
-    // execution: one other each; optimizer and activations: two; attention:
+    // execution, kernel_launch: one other each; optimizer and activations: two; attention:
     // two other implementations, or all three under v4's auto (a way to
     // choose, not an implementation).
     // Under v3's and v4's activations auto, all three are changes too.
     const std::size_t attention = preset.attention == AttentionImpl::Auto ? 3 : 2;
     const std::size_t activations = preset.activations == ActivationsImpl::Auto ? 3 : 2;
-    EXPECT_EQ(changes.size(), 11u + attention + activations) << level;
+    EXPECT_EQ(changes.size(), 12u + attention + activations) << level;
     for (const OpChoices& c : changes) {
       int differing = 0;
       const auto a = named_choices(preset);
@@ -119,6 +120,45 @@ TEST(StepPlan, SingleChangesChangeExactlyOneChoiceEach) {
   std::set<std::string> names;
   for (const PlanVariant& v : level_variants()) EXPECT_TRUE(names.insert(v.name).second) << v.name;
   EXPECT_GE(level_variants().size(), 12u);
+}
+
+// v4 launches its kernels programmatically where the device can; v1-v3
+// stay plain (the lead decides after measuring).
+TEST(StepPlan, KernelLaunchIsPdlAtV4OnlyAndFallsBackWithAReason) {
+  for (const char* level : {"v1", "v2", "v3"}) {
+    EXPECT_EQ(level_preset(level).kernel_launch, KernelLaunch::Plain) << level;
+  }
+  EXPECT_EQ(level_preset("v4").kernel_launch, KernelLaunch::Pdl);
+
+  OpChoices pdl = level_preset("v2");
+  pdl.kernel_launch = KernelLaunch::Pdl;
+  const StepPlan gpu =
+      plan_for_choices(pdl, Precision::fp32(), gpu_like_caps(), with_head_dim(64), {2, 8});
+  EXPECT_EQ(gpu.ops.kernel_launch, KernelLaunch::Pdl);
+  EXPECT_TRUE(gpu.fallbacks.empty());
+  EXPECT_NE(gpu.describe().find("kernel_launch pdl"), std::string::npos) << gpu.describe();
+  EXPECT_EQ(plan_json(gpu)["ops"]["kernel_launch"], "pdl");
+
+  // The CPU backend launches no kernels; an older GPU has no PDL.
+  const StepPlan cpu =
+      plan_for_choices(pdl, Precision::fp32(), DeviceCaps::cpu(), with_head_dim(64), {2, 8});
+  EXPECT_EQ(cpu.ops.kernel_launch, KernelLaunch::Plain);
+  ASSERT_FALSE(cpu.fallbacks.empty());
+  EXPECT_EQ(cpu.fallbacks.back().describe(),
+            "kernel_launch pdl -> plain: the cpu backend launches no kernels");
+  EXPECT_NE(cpu.describe().find("kernel_launch plain"), std::string::npos) << cpu.describe();
+  EXPECT_EQ(plan_json(cpu)["fallbacks"].back()["op"], "kernel_launch");
+
+  DeviceCaps ampere = gpu_like_caps();
+  ampere.no_programmatic_launch =
+      "programmatic dependent launch needs sm_90 or newer (this device: sm_80)";
+  const StepPlan old = plan_for_level("v4", Precision::fp32(), ampere, with_head_dim(64), {2, 8});
+  EXPECT_EQ(old.ops.kernel_launch, KernelLaunch::Plain);
+  bool said = false;
+  for (const Fallback& f : old.fallbacks) {
+    if (f.op == "kernel_launch") said = f.reason == ampere.no_programmatic_launch;
+  }
+  EXPECT_TRUE(said) << "the device's reason is the fallback's";
 }
 
 TEST(StepPlan, JsonNamesEveryOpAndFallback) {

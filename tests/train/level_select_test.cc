@@ -48,7 +48,9 @@ TEST(LevelSelect, V1IsTheBaselineAndV2TurnsEveryToggleOn) {
   OpChoices v3_epilogue = v3;
   v3_epilogue.epilogue = GemmEpilogue::Residual;
   v3_epilogue.attention = AttentionImpl::Auto;
-  EXPECT_EQ(v4, v3_epilogue) << "v4 is v3 with the adds in GEMM epilogues and attention auto";
+  v3_epilogue.kernel_launch = KernelLaunch::Pdl;
+  EXPECT_EQ(v4, v3_epilogue)
+      << "v4 is v3 with the adds in GEMM epilogues, attention auto and programmatic launches";
   EXPECT_EQ(v3.epilogue, GemmEpilogue::None);
   EXPECT_NO_THROW(level_preset(kDefaultLevel));
 }
@@ -80,6 +82,25 @@ TEST(LevelSelect, GemmEpilogueFlagOverridesThePreset) {
     ADD_FAILURE() << "--gemm-epilogue bias was accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("none, residual"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LevelSelect, KernelLaunchFlagOverridesThePreset) {
+  ToggleFlags f;
+  f.kernel_launch = "pdl";
+  EXPECT_EQ(apply_toggle_flags(level_preset("v2"), f).kernel_launch, KernelLaunch::Pdl);
+  f.kernel_launch = "plain";
+  const OpChoices v4 = apply_toggle_flags(level_preset("v4"), f);
+  EXPECT_EQ(v4.kernel_launch, KernelLaunch::Plain);
+  OpChoices only_that = level_preset("v4");
+  only_that.kernel_launch = KernelLaunch::Plain;
+  EXPECT_EQ(v4, only_that) << "nothing else changes";
+  f.kernel_launch = "graph";
+  try {
+    apply_toggle_flags(level_preset("v4"), f);
+    ADD_FAILURE() << "--kernel-launch graph was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("plain, pdl"), std::string::npos) << e.what();
   }
 }
 

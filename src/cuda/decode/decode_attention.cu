@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/decode/decode_launch.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/decode/decode_ops.h"
 
 namespace tinyllama::cuda {
@@ -173,10 +173,10 @@ void decode_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, const std::int32
       constexpr int kDims = decltype(dims)::value;
       const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(heads),
                       static_cast<unsigned>(q.rows));
-      launch_decode_kernel(attention_partial_kernel<T, kDims>, grid, dim3(kWarps * 32), 0, stream,
-                           programmatic, q.ptr<T>(), q.ld, k_cache.ptr<T>(), v_cache.ptr<T>(),
-                           k_cache.ld, first_position, heads / kv_heads, head_dim, chunk, splits,
-                           scale, part_o, part_ml);
+      launch_with_pdl(attention_partial_kernel<T, kDims>, grid, dim3(kWarps * 32), 0, stream,
+                      programmatic, q.ptr<T>(), q.ld, k_cache.ptr<T>(), v_cache.ptr<T>(),
+                      k_cache.ld, first_position, heads / kv_heads, head_dim, chunk, splits, scale,
+                      part_o, part_ml);
     };
     if (head_dim <= 32) {
       partial(std::integral_constant<int, 1>{});
@@ -188,9 +188,9 @@ void decode_attention(Mat out, Mat q, Mat k_cache, Mat v_cache, const std::int32
       partial(std::integral_constant<int, 8>{});
     }
     const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(q.rows));
-    launch_decode_kernel(attention_merge_kernel<T>, grid, dim3(128), 0, stream, programmatic,
-                         out.ptr<T>(), out.ld, first_position, head_dim, chunk, splits, part_o,
-                         static_cast<const float*>(part_ml));
+    launch_with_pdl(attention_merge_kernel<T>, grid, dim3(128), 0, stream, programmatic,
+                    out.ptr<T>(), out.ld, first_position, head_dim, chunk, splits, part_o,
+                    static_cast<const float*>(part_ml));
   });
 }
 

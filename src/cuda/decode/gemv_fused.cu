@@ -23,8 +23,8 @@
 #include <utility>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_vec.cuh"
-#include "cuda/decode/decode_launch.cuh"
 #include "cuda/decode/decode_ops.h"
 
 namespace tinyllama::cuda {
@@ -283,8 +283,8 @@ void launch(FusedArgs<T, O> a, std::initializer_list<const Mat*> inputs, const c
   require(shared <= kMaxSharedBytes, op,
           "an input of " + std::to_string(a.k) + " elements does not fit in shared memory");
   auto run = [&](auto kernel) {
-    launch_decode_kernel(kernel, dim3(static_cast<unsigned>(wave_blocks(kernel, shared, a.units))),
-                         dim3(kWarps * 32), shared, stream, programmatic, a);
+    launch_with_pdl(kernel, dim3(static_cast<unsigned>(wave_blocks(kernel, shared, a.units))),
+                    dim3(kWarps * 32), shared, stream, programmatic, a);
   };
   if (vec_width<T>(inputs) == kMaxVec<T>) {
     constexpr int kVec = kMaxVec<T>;

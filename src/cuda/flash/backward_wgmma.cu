@@ -77,6 +77,8 @@ __device__ __forceinline__ void pb(float (&acc)[HD / 8][4], const unsigned (&p)[
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(kWgThreads) flash_bwd_dkdv_wgmma_kernel(const BwdArgs a) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = WgmmaBwd<HD>;
   extern __shared__ unsigned char smem_raw[];
@@ -214,6 +216,8 @@ __global__ void __launch_bounds__(kWgThreads) flash_bwd_dkdv_wgmma_kernel(const 
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(kWgThreads) flash_bwd_dq_wgmma_kernel(const BwdArgs a) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = WgmmaBwd<HD>;
   extern __shared__ unsigned char smem_raw[];
@@ -339,7 +343,8 @@ void launch_backward_dq_wgmma(const BwdArgs& args, const FlashDims& d, cudaStrea
   using Cfg = WgmmaBwd<HD>;
   constexpr auto dq = flash_bwd_dq_wgmma_kernel<T, HD>;
   allow_smem<dq>(Cfg::dq_smem);
-  dq<<<dim3(tiles(d.seq, kTile), d.heads, d.batch), kWgThreads, Cfg::dq_smem, stream>>>(args);
+  launch_kernel(dq, dim3(tiles(d.seq, kTile), d.heads, d.batch), kWgThreads, Cfg::dq_smem, stream,
+                args);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -350,8 +355,8 @@ void launch_backward_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t
   // dQ first: with dq_writes_delta its prologue writes the D that dK/dV reads.
   launch_backward_dq_wgmma<T, HD>(args, d, stream);
   allow_smem<dkdv>(Cfg::dkdv_smem);
-  dkdv<<<dim3(tiles(d.seq, kTile), d.kv_heads, d.batch), kWgThreads, Cfg::dkdv_smem, stream>>>(
-      args);
+  launch_kernel(dkdv, dim3(tiles(d.seq, kTile), d.kv_heads, d.batch), kWgThreads, Cfg::dkdv_smem,
+                stream, args);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -50,6 +50,8 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
                              const __grid_constant__ CUtensorMap tk,
                              const __grid_constant__ CUtensorMap tv,
                              const __grid_constant__ CUtensorMap tdo, const BwdArgs a) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = WsDkdv<HD, STAGES>;
   constexpr int BK = Cfg::BK, BQ = Cfg::BQ;
@@ -252,8 +254,8 @@ void launch_backward_ws(const BwdArgs& args, const Mat& q, const Mat& k, const M
   const CUtensorMap tk = tma_map_2d(k, Cfg::BK);
   const CUtensorMap tv = tma_map_2d(v, Cfg::BK);
   const CUtensorMap tdo = tma_map_2d(dout, Cfg::BQ);
-  kernel<<<dim3(tiles(d.seq, Cfg::BK), d.kv_heads, d.batch), Cfg::kThreads, Cfg::smem, stream>>>(
-      tq, tk, tv, tdo, args);
+  launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BK), d.kv_heads, d.batch), Cfg::kThreads, Cfg::smem,
+                stream, tq, tk, tv, tdo, args);
   CUDA_CHECK_LAUNCH();
 }
 

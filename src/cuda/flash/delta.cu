@@ -25,6 +25,8 @@ __global__ void flash_bwd_delta_kernel(float* __restrict__ delta, const T* __res
                                        std::int64_t ld_dout, const T* __restrict__ out,
                                        std::int64_t ld_out, int seq, int heads, int hd,
                                        std::int64_t rows) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   const std::int64_t r = blockIdx.x * static_cast<std::int64_t>(kDeltaWarps) + (threadIdx.x >> 5);
   if (r >= rows) return;  // whole warps leave together
   const int lane = static_cast<int>(threadIdx.x) & 31;
@@ -49,6 +51,8 @@ __global__ void flash_bwd_delta_vec_kernel(float* __restrict__ delta, const T* _
                                            std::int64_t ld_dout, const T* __restrict__ out,
                                            std::int64_t ld_out, int seq, int heads,
                                            std::int64_t rows) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
   constexpr int kLanes = DeltaVec<T, HD>::kLanes;
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t r = t / kLanes;
@@ -76,14 +80,15 @@ void launch_delta(float* delta, const Mat& dout, const Mat& out, bool vec, const
   if (vec) {
     constexpr int kThreads = kDeltaWarps * 32;
     const std::int64_t threads = rows * DeltaVec<T, HD>::kLanes;
-    flash_bwd_delta_vec_kernel<T, HD>
-        <<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-            delta, dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq, d.heads, rows);
+    launch_kernel(flash_bwd_delta_vec_kernel<T, HD>,
+                  static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, stream,
+                  delta, dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq, d.heads,
+                  rows);
   } else {
     const unsigned delta_blocks = static_cast<unsigned>((rows + kDeltaWarps - 1) / kDeltaWarps);
-    flash_bwd_delta_kernel<T><<<delta_blocks, kDeltaWarps * 32, 0, stream>>>(
-        delta, dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq, d.heads, d.hd,
-        rows);
+    launch_kernel(flash_bwd_delta_kernel<T>, delta_blocks, kDeltaWarps * 32, 0, stream, delta,
+                  dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq, d.heads, d.hd,
+                  rows);
   }
   CUDA_CHECK_LAUNCH();
 }

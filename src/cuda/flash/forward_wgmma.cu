@@ -44,6 +44,8 @@ struct WgmmaFwd {
 template <typename T, int HD, int BK, int WGS, bool PAIR>
 __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
     flash_fwd_wgmma_kernel(const FwdArgs a) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = WgmmaFwd<HD, BK, WGS, PAIR>;
   constexpr int BQ = Cfg::BQ;
@@ -170,7 +172,8 @@ void launch_forward_wgmma(const FwdArgs& args, const FlashDims& d, cudaStream_t 
   constexpr auto kernel = flash_fwd_wgmma_kernel<T, HD, BK, WGS, PAIR>;
   allow_smem<kernel>(Cfg::smem);
   const unsigned heads = static_cast<unsigned>(PAIR ? d.heads / WGS : d.heads);
-  kernel<<<dim3(tiles(d.seq, Cfg::BQ), heads, d.batch), Cfg::kThreads, Cfg::smem, stream>>>(args);
+  launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BQ), heads, d.batch), Cfg::kThreads, Cfg::smem,
+                stream, args);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -37,6 +37,8 @@ struct OverlapFwd {
 template <typename T, int HD, int BK, int WGS>
 __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
     flash_fwd_wgmma_overlap_kernel(const FwdArgs a) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = OverlapFwd<HD, BK, WGS>;
   constexpr int BQ = Cfg::BQ;
@@ -204,7 +206,8 @@ void launch_forward_wgmma_overlap(const FwdArgs& args, const FlashDims& d, cudaS
   using Cfg = OverlapFwd<HD, BK, WGS>;
   constexpr auto kernel = flash_fwd_wgmma_overlap_kernel<T, HD, BK, WGS>;
   allow_smem<kernel>(Cfg::smem);
-  kernel<<<dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::kThreads, Cfg::smem, stream>>>(args);
+  launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::kThreads, Cfg::smem,
+                stream, args);
   CUDA_CHECK_LAUNCH();
 }
 

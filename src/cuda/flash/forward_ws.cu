@@ -50,6 +50,8 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
     flash_fwd_ws_kernel(const __grid_constant__ CUtensorMap tq,
                         const __grid_constant__ CUtensorMap tk,
                         const __grid_constant__ CUtensorMap tv, const FwdArgs a) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = WsFwd<HD, BK, STAGES>;
   constexpr int BQ = Cfg::BQ;
@@ -229,8 +231,8 @@ void launch_forward_ws(const FwdArgs& args, const Mat& q, const Mat& k, const Ma
   const CUtensorMap tq = tma_map_2d(q, 64);
   const CUtensorMap tk = tma_map_2d(k, BK);
   const CUtensorMap tv = tma_map_2d(v, BK);
-  kernel<<<dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::kThreads, Cfg::smem, stream>>>(
-      tq, tk, tv, args);
+  launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::kThreads, Cfg::smem,
+                stream, tq, tk, tv, args);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/mat.h"
 #include "cuda/cuda_check.h"
+#include "cuda/cuda_launch.cuh"
 #include "cuda/flash/params.h"
 
 namespace tinyllama::cuda::flash {
@@ -81,7 +82,7 @@ void allow_smem(std::size_t bytes) {
 template <auto Kernel, typename Args>
 void launch(dim3 grid, std::size_t smem, const Args& args, cudaStream_t stream) {
   allow_smem<Kernel>(smem);
-  Kernel<<<grid, kFlashThreads, smem, stream>>>(args);
+  launch_kernel(Kernel, grid, kFlashThreads, smem, stream, args);
   CUDA_CHECK_LAUNCH();
 }
 

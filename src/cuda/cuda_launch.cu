@@ -1,0 +1,72 @@
+#include "cuda/cuda_launch.h"
+
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_launch.cuh"
+
+namespace tinyllama::cuda {
+namespace {
+
+// A handful of streams at most (three per backend): a vector beats a hash
+// set, and the lock is shared on the launch path (one eager launch each).
+struct ProgrammaticStreams {
+  std::shared_mutex mutex;
+  std::vector<cudaStream_t> on;
+};
+
+ProgrammaticStreams& registry() {
+  static ProgrammaticStreams streams;
+  return streams;
+}
+
+// Compiled like every kernel of the library: the architecture its binary
+// was built for is theirs.
+__global__ void programmatic_probe_kernel() {
+  pdl_wait_previous();
+  pdl_allow_next();
+}
+
+}  // namespace
+
+void set_programmatic_launch(cudaStream_t stream, bool on) {
+  ProgrammaticStreams& r = registry();
+  std::unique_lock lock(r.mutex);
+  const auto found = std::find(r.on.begin(), r.on.end(), stream);
+  if (on && found == r.on.end()) r.on.push_back(stream);
+  if (!on && found != r.on.end()) r.on.erase(found);
+}
+
+bool programmatic_launch(cudaStream_t stream) {
+  ProgrammaticStreams& r = registry();
+  std::shared_lock lock(r.mutex);
+  return std::find(r.on.begin(), r.on.end(), stream) != r.on.end();
+}
+
+std::string programmatic_launch_unsupported() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  cudaFuncAttributes attributes{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&attributes, programmatic_probe_kernel) != cudaSuccess) {
+    cudaGetLastError();  // leave no error behind
+    return "the CUDA device could not be queried";
+  }
+  const std::string device_sm = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+  if (prop.major < 9) {
+    return "programmatic dependent launch needs sm_90 or newer (this device: " + device_sm + ")";
+  }
+  // ptxVersion: the virtual architecture the kernels were compiled for (a
+  // JIT from older PTX would run them without their waits).
+  if (attributes.ptxVersion < 90) {
+    return "this build's kernels are compiled for sm_" + std::to_string(attributes.ptxVersion) +
+           ", without the device-side waits programmatic launches need";
+  }
+  return "";
+}
+
+}  // namespace tinyllama::cuda
