@@ -50,7 +50,9 @@ std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionIm
                                        FlashPin pin = FlashPin::None, bool rope = false);
 
 // ops_norm_rope.cc
-std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass);
+// separate_sum (backward): the weight gradient's partial rows added by a
+// second kernel on every grid.
+std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass, bool separate_sum = false);
 std::unique_ptr<OpCase> make_rope(BenchContext& ctx, Pass pass);
 
 // ops_residual_norm.cc: NormImpl::Fused's residual add + RMSNorm.

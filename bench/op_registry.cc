@@ -177,6 +177,8 @@ std::vector<OpVariant> build_registry() {
   b.gemm(Linear::GateUp, GemmPass::WeightGrad);
   b.add("rmsnorm.bwd", "", "backward/layer0/ffn_norm", v2,
         [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
+  b.add("rmsnorm.bwd", "separate-sum", "backward/layer0/ffn_norm", v2,
+        [=](BenchContext& c) { return make_rmsnorm(c, bwd, true); });
   b.add("residual_norm.bwd", "fused", "backward/layer0/ffn_residual_norm", fused_norm,
         [=](BenchContext& c) { return make_residual_norm(c, bwd); });
   b.gemm(Linear::OutProj, GemmPass::InputGrad);

@@ -114,6 +114,7 @@ void CudaBackend::free_workspaces() {
   rms_partials_ = nullptr;
   attention_block_ = nullptr;
   rms_partial_capacity_ = 0;
+  rms_counters_ = nullptr;
   materialized_scratch_ = AttentionScratch{};
   flash_scratch_ = FlashScratch{};
   rope_table_ = RopeTable{};
@@ -175,8 +176,13 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
     gemm_tune_scratch_ = take(w.gemm_tune, "the GEMM autotune scratch");
     gemm_->set_autotune_scratch(gemm_tune_scratch_, static_cast<std::size_t>(w.gemm_tune));
   }
-  rms_partial_capacity_ = w.rms_partials / static_cast<std::int64_t>(sizeof(float));
+  rms_partial_capacity_ =
+      (w.rms_partials - kRmsnormCounterBytes) / static_cast<std::int64_t>(sizeof(float));
   rms_partials_ = static_cast<float*>(take(w.rms_partials, "RMSNorm partial sums"));
+  rms_counters_ = reinterpret_cast<unsigned*>(reinterpret_cast<char*>(rms_partials_) +
+                                              (w.rms_partials - kRmsnormCounterBytes));
+  // Zero once; every backward call that counts leaves them zero again.
+  CUDA_CHECK(cudaMemsetAsync(rms_counters_, 0, kRmsnormCounterBytes, stream_));
 
   const AttentionShape as = attention_shape(cfg, shape);
   attention_block_ = take(w.attention, "attention scratch");

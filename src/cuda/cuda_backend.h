@@ -143,6 +143,7 @@ class CudaBackend final : public Backend {
   void* gemm_tune_scratch_ = nullptr;  // GEMM autotuning of beta != 0 problems
   float* rms_partials_ = nullptr;
   std::int64_t rms_partial_capacity_ = 0;  // floats
+  unsigned* rms_counters_ = nullptr;       // the in-kernel sum's, after the partials
   void* attention_block_ = nullptr;
   const CudnnSdpa& prepared_cudnn(const char* op) const;
   AttentionScratch materialized_scratch_;  // the plan's attention decides which is set

@@ -48,7 +48,7 @@ void CudaBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double e
 
 void CudaBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
   cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, Mat(), rms_partials_,
-                         rms_partial_capacity_, stream_);
+                         rms_partial_capacity_, rms_counters_, stream_);
 }
 
 void CudaBackend::rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
@@ -63,7 +63,7 @@ void CudaBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, 
 void CudaBackend::rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
                                        Mat dresidual) {
   cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dresidual, rms_partials_,
-                         rms_partial_capacity_, stream_);
+                         rms_partial_capacity_, rms_counters_, stream_);
 }
 
 void CudaBackend::rope_forward(Mat x, int seq, int head_dim, double theta) {

@@ -58,15 +58,22 @@ void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
                                const EmbeddingGradScratch& scratch, cudaStream_t stream);
 
 // cuda_rmsnorm.cu. The backward pass writes per-block partial sums of
-// dweight into `partials` (capacity floats) and reduces them in a second
-// kernel, so dweight is deterministic without atomics.
+// dweight into `partials` (capacity floats) and adds them in a fixed order,
+// so dweight is deterministic without atomics: in a second kernel, or, with
+// `counters` (two unsigneds, zero before the first call; each call leaves
+// them zero) on a small grid, in the backward kernel's last blocks (one
+// launch instead of two, the same bits).
 // With a non-empty dresidual, backward also adds it into dx (NormImpl::Fused).
 void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStream_t stream);
 // out = x * rstd * weight with a saved rstd: what rmsnorm_forward (and
 // add_rmsnorm_forward) wrote, to the bit.
 void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream);
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
-                      float* partials, std::int64_t capacity, cudaStream_t stream);
+                      float* partials, std::int64_t capacity, unsigned* counters,
+                      cudaStream_t stream);
+// Process-wide, for the tests and the kernel bench: false makes every call
+// use the second kernel.
+void set_rmsnorm_partial_sums_in_kernel(bool on);
 // cuda_residual_norm.cu: sum = a + b, out = RMSNorm(sum), in one pass.
 void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight, double eps,
                          cudaStream_t stream);
@@ -74,6 +81,9 @@ void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight, d
 // of an H100 keeps enough loads in flight at 32K rows); the workspace is
 // this many rows of hidden_dim floats.
 constexpr int kRmsnormPartialRows = 1056;
+// After them in the workspace: the in-kernel sum's two counters (padded so
+// the workspace after it stays aligned).
+constexpr std::int64_t kRmsnormCounterBytes = 256;
 
 // cuda_rope.cu. inverse = the backward pass.
 void rope(Mat x, int seq, int head_dim, double theta, bool inverse, cudaStream_t stream);

@@ -3,8 +3,11 @@
 // per lane and a shuffle reduction, with no block-wide barrier per row. The
 // weight gradient sums over rows; doing that with atomics would make it
 // depend on scheduling, so each warp keeps its own column sums, each block
-// writes the sum of its warps as one row of a workspace, and a second
-// kernel adds those rows in a fixed order.
+// writes the sum of its warps as one row of a workspace, and those rows are
+// added in a fixed order: by a second kernel, or, on grids small enough
+// (the launch-bound sizes, where a second kernel is one launch more per
+// norm on the backward's critical path), by the backward kernel's own last
+// blocks once every block has written its row (reduce_partials_in_kernel).
 //
 // Backward, rows of up to 32 * 4 vectors (D 1024 in bf16, 512 in fp32 with
 // 16-byte vectors): a lane's columns are the same for every row, so its
@@ -99,6 +102,70 @@ __device__ __forceinline__ void write_block_partial(float* __restrict__ partials
   }
 }
 
+// dw[c] = sum of partials[b][c] over b, in a fixed order: kSumGroups
+// strided groups of rows (group g: rows g, g + kSumGroups, ...), then the
+// groups in order. sum_partials_kernel and reduce_partials_in_kernel both
+// add in this order, so either gives the same bits.
+constexpr int kSumGroups = 8;
+// Blocks that do the in-kernel reduction: the last ones to arrive.
+constexpr unsigned kReducerBlocks = 16;
+
+// The in-kernel form (counters non-null, two zeroed unsigneds): every block
+// counts itself in once its partial row is visible; the last kReducerBlocks
+// to arrive wait until all have (every other block is resident or done by
+// then: it has arrived, or it is one of fewer than kReducerBlocks still
+// running), then split the columns in slices of 32 and add the rows as
+// sum_partials_kernel does. The last reducer to finish zeroes the counters
+// for the next launch. `smem`: the kernel's dynamic shared memory, free
+// again here, at least kSumGroups * 32 floats.
+__device__ __forceinline__ void reduce_partials_in_kernel(float* __restrict__ dw,
+                                                          const float* __restrict__ partials,
+                                                          unsigned* counters, std::int64_t dim,
+                                                          float* smem) {
+  if (counters == nullptr) return;
+  __threadfence();  // this thread's part of the block's row, visible device-wide
+  __syncthreads();  // ... for every thread, and the shared memory no longer read
+  auto* ticket_slot = reinterpret_cast<unsigned*>(smem);
+  if (threadIdx.x == 0) *ticket_slot = atomicAdd(&counters[0], 1u);
+  __syncthreads();
+  const unsigned ticket = *ticket_slot;
+  const unsigned blocks = gridDim.x;
+  const unsigned reducers = blocks < kReducerBlocks ? blocks : kReducerBlocks;
+  if (ticket < blocks - reducers) return;  // whole blocks leave together
+  const unsigned reducer = ticket - (blocks - reducers);
+  if (threadIdx.x == 0) {
+    while (*static_cast<volatile unsigned*>(&counters[0]) < blocks) __nanosleep(64);
+  }
+  __syncthreads();
+  __threadfence();
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  float(*group_sum)[32] = reinterpret_cast<float(*)[32]>(smem);
+  const std::int64_t slices = (dim + 31) / 32;
+  for (std::int64_t slice = reducer; slice < slices; slice += reducers) {
+    const std::int64_t c = slice * 32 + lane;
+    for (int g = warp; g < kSumGroups; g += warps) {
+      float sum = 0.f;
+      if (c < dim) {
+        for (unsigned b = g; b < blocks; b += kSumGroups) sum += __ldcg(partials + b * dim + c);
+      }
+      group_sum[g][lane] = sum;
+    }
+    __syncthreads();
+    if (warp == 0 && c < dim) {
+      float total = 0.f;
+      for (int g = 0; g < kSumGroups; ++g) total += group_sum[g][lane];
+      dw[c] = total;
+    }
+    __syncthreads();  // group_sum is rewritten by the next slice
+  }
+  if (threadIdx.x == 0 && atomicAdd(&counters[1], 1u) == reducers - 1) {
+    counters[0] = 0;
+    counters[1] = 0;
+  }
+}
+
 // dx_c = r * dy_c * w_c - r^3 / D * x_c * sum_j(dy_j * w_j * x_j)
 // dw_c = sum over rows of dy_c * x_c * r
 // With dres (NormImpl::Fused): dx_c += dres_c, in fp32 before the rounding.
@@ -106,10 +173,11 @@ __device__ __forceinline__ void write_block_partial(float* __restrict__ partials
 // by the lane that writes it, before the write.
 template <typename T, typename W, int Vec>
 __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __restrict__ partials,
-                                        const T* dy, std::int64_t ld_dy, const T* dres,
-                                        std::int64_t ld_dres, const T* x, std::int64_t ld_x,
-                                        const W* __restrict__ w, const float* __restrict__ rstd,
-                                        std::int64_t ld_rstd, std::int64_t rows, std::int64_t dim) {
+                                        float* __restrict__ dw, unsigned* counters, const T* dy,
+                                        std::int64_t ld_dy, const T* dres, std::int64_t ld_dres,
+                                        const T* x, std::int64_t ld_x, const W* __restrict__ w,
+                                        const float* __restrict__ rstd, std::int64_t ld_rstd,
+                                        std::int64_t rows, std::int64_t dim) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
   pdl_allow_next();
   extern __shared__ float dw_acc[];  // [warps per block][dim]
@@ -154,15 +222,19 @@ __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __rest
     }
   }
   write_block_partial(partials, dw_acc, block_warps, dim);
+  reduce_partials_in_kernel(dw, partials, counters, dim, dw_acc);
 }
 
 // The register-resident backward (see the top of the file): Chunks vectors
 // of Vec columns per lane, lane + 32 * c for c < Chunks.
 template <typename T, typename W, int Vec, int Chunks>
-__global__ void rmsnorm_backward_regs_kernel(
-    T* dx, std::int64_t ld_dx, float* __restrict__ partials, const T* dy, std::int64_t ld_dy,
-    const T* dres, std::int64_t ld_dres, const T* x, std::int64_t ld_x, const W* __restrict__ w,
-    const float* __restrict__ rstd, std::int64_t ld_rstd, std::int64_t rows, std::int64_t dim) {
+__global__ void rmsnorm_backward_regs_kernel(T* dx, std::int64_t ld_dx,
+                                             float* __restrict__ partials, float* __restrict__ dw,
+                                             unsigned* counters, const T* dy, std::int64_t ld_dy,
+                                             const T* dres, std::int64_t ld_dres, const T* x,
+                                             std::int64_t ld_x, const W* __restrict__ w,
+                                             const float* __restrict__ rstd, std::int64_t ld_rstd,
+                                             std::int64_t rows, std::int64_t dim) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
   pdl_allow_next();
   extern __shared__ float warp_dw[];  // [warps per block][dim], written once
@@ -222,12 +294,11 @@ __global__ void rmsnorm_backward_regs_kernel(
     }
   }
   write_block_partial(partials, warp_dw, block_warps, dim);
+  reduce_partials_in_kernel(dw, partials, counters, dim, warp_dw);
 }
 
-// dw[c] = sum of partials[b][c] over b, in a fixed order: threadIdx.y takes
-// every kSumGroups-th row, then one thread adds the groups.
-constexpr int kSumGroups = 8;
-
+// The second-kernel form: threadIdx.y takes group threadIdx.y, then one
+// thread adds the groups.
 __global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restrict__ partials,
                                     int blocks, std::int64_t dim) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
@@ -299,8 +370,20 @@ void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream) {
   });
 }
 
+namespace {
+bool partial_sums_in_kernel = true;  // set_rmsnorm_partial_sums_in_kernel
+// Grids of at most this many blocks add their partial rows in the kernel:
+// two blocks per SM of an H100, the sizes whose backward is launch-bound.
+constexpr std::int64_t kInKernelSumMaxBlocks = 264;
+}  // namespace
+
+void set_rmsnorm_partial_sums_in_kernel(bool on) {
+  partial_sums_in_kernel = on;
+}
+
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
-                      float* partials, std::int64_t capacity, cudaStream_t stream) {
+                      float* partials, std::int64_t capacity, unsigned* counters,
+                      cudaStream_t stream) {
   const char* name = dresidual.empty() ? "rmsnorm_backward" : "rmsnorm_backward_add";
   require_same_shape(name, dx, x);
   require_same_shape(name, dout, x);
@@ -330,7 +413,14 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
   std::int64_t blocks = std::min<std::int64_t>(kRmsnormPartialRows, by_capacity);
   blocks = std::max<std::int64_t>(
       1, std::min(blocks, (x.rows + block_warps - 1) / static_cast<std::int64_t>(block_warps)));
-  const std::size_t smem = static_cast<std::size_t>(block_warps) * dim * sizeof(float);
+  const bool in_kernel =
+      counters != nullptr && partial_sums_in_kernel && blocks <= kInKernelSumMaxBlocks;
+  // The in-kernel sum reuses the shared memory for its ticket and group sums.
+  const std::size_t smem =
+      std::max<std::size_t>(static_cast<std::size_t>(block_warps) * dim * sizeof(float),
+                            in_kernel ? kSumGroups * 32 * sizeof(float) : 0);
+  float* dw_in_kernel = in_kernel ? dweight.ptr<float>() : nullptr;
+  unsigned* counters_in_kernel = in_kernel ? counters : nullptr;
   dispatch_pair(x.dtype, weight.dtype, name, [&](auto t, auto w) {
     using T = typename decltype(t)::type;
     using W = typename decltype(w)::type;
@@ -342,10 +432,10 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
       const dim3 grid(static_cast<unsigned>(blocks));
       const dim3 block(static_cast<unsigned>(block_warps * 32));
       auto launch = [&](auto kernel) {
-        launch_kernel(kernel, grid, block, smem, stream, dx.ptr<T>(), dx.ld, partials,
-                      dout.ptr<const T>(), dout.ld, dresidual.ptr<const T>(), dresidual.ld,
-                      x.ptr<const T>(), x.ld, weight.ptr<const W>(), rstd.ptr<const float>(),
-                      rstd.ld, x.rows, dim);
+        launch_kernel(kernel, grid, block, smem, stream, dx.ptr<T>(), dx.ld, partials, dw_in_kernel,
+                      counters_in_kernel, dout.ptr<const T>(), dout.ld, dresidual.ptr<const T>(),
+                      dresidual.ld, x.ptr<const T>(), x.ld, weight.ptr<const W>(),
+                      rstd.ptr<const float>(), rstd.ld, x.rows, dim);
       };
       if (dim % kVec != 0 || per_lane > 4) {
         launch(rmsnorm_backward_kernel<T, W, kVec>);
@@ -359,6 +449,7 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
       CUDA_CHECK_LAUNCH();
     });
   });
+  if (in_kernel) return;
   launch_kernel(sum_partials_kernel, static_cast<unsigned>((dim + 31) / 32), dim3(32, kSumGroups),
                 0, stream, dweight.ptr<float>(), partials, static_cast<int>(blocks), dim);
   CUDA_CHECK_LAUNCH();

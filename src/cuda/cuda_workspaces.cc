@@ -36,7 +36,8 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
     }
   }
   w.rms_partials = static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim *
-                   static_cast<std::int64_t>(sizeof(float));
+                       static_cast<std::int64_t>(sizeof(float)) +
+                   kRmsnormCounterBytes;
   const AttentionShape as = attention_shape(cfg, shape);
   switch (plan.ops.attention) {
     case AttentionImpl::Materialized:

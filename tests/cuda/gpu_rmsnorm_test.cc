@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "cpu/cpu_ops.h"
+#include "cuda/cuda_ops.h"
 #include "gpu_test_util.h"
 
 namespace tinyllama::gpu_test {
@@ -74,6 +75,69 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuRmsnorm,
                                                                             1029, 2056),
                                             ::testing::Values<std::int64_t>(1, 8)),
                          rms_name);
+
+// The weight gradient's partial rows added in the backward kernel's last
+// blocks (small grids) or by a second kernel: the same bits, for dx too,
+// with and without the residual gradient; three calls in a row give the
+// same (each leaves the arrival counters at zero for the next). Grids of
+// 1, 75 and 263 blocks of 8 warps (fewer and more than the 16 reducing
+// blocks, and near the largest in-kernel grid) at widths of 2 to 16 slices
+// of 32 columns; at D 2056 (5 warps a block) 120 blocks, and the 2100-row
+// grid (420 blocks) takes the second kernel either way.
+using SumParam = std::tuple<DType, std::int64_t, std::int64_t>;
+class GpuRmsnormPartialSums : public GpuParamTest<SumParam> {};
+
+TEST_P(GpuRmsnormPartialSums, InKernelGivesTheSecondKernelsBits) {
+  const auto [t, rows, d] = GetParam();
+  Harness h(t);
+  ModelConfig cfg;
+  cfg.hidden_dim = static_cast<int>(d);
+  h.prepare(cfg, BatchShape{1, static_cast<int>(rows)}, "v1");
+  const Twin x = h.input(rows, d, t, 2.0, 0, 0.5);
+  const Twin w = h.input(1, d, t, 0.3, 0, 1.0);
+  const Twin rstd = h.output(rows, 1, DType::F32);
+  const Twin y = h.output(rows, d, t);
+  h.gpu().rmsnorm_forward(y.gpu, rstd.gpu, x.gpu, w.gpu, kEps);
+  const Twin dy = h.input(rows, d, t, 1.0, 0);
+  const Twin dres = h.input(rows, d, t, 0.7, 0);
+  for (const bool with_residual : {false, true}) {
+    auto run = [&](bool in_kernel, const Twin& dx, const Twin& dw) {
+      cuda::set_rmsnorm_partial_sums_in_kernel(in_kernel);
+      if (with_residual) {
+        h.gpu().rmsnorm_backward_add(dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, dres.gpu);
+      } else {
+        h.gpu().rmsnorm_backward(dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu);
+      }
+      cuda::set_rmsnorm_partial_sums_in_kernel(true);
+    };
+    const Twin dx_sep = h.output(rows, d, t);
+    const Twin dw_sep = h.output(1, d, DType::F32);
+    run(false, dx_sep, dw_sep);
+    const auto want_dw = h.device_values(dw_sep.gpu);
+    // Not zeros: a reduction that never ran would leave the output's fill.
+    EXPECT_NE(want_dw, std::vector<double>(want_dw.size(), 0.0));
+    for (int call = 0; call < 3; ++call) {
+      const Twin dx = h.output(rows, d, t);
+      const Twin dw = h.output(1, d, DType::F32);
+      run(true, dx, dw);
+      EXPECT_EQ(h.device_values(dw.gpu), want_dw)
+          << "dweight, call " << call << (with_residual ? ", with the residual" : "");
+      EXPECT_EQ(h.device_values(dx.gpu), h.device_values(dx_sep.gpu))
+          << "dx, call " << call << (with_residual ? ", with the residual" : "");
+    }
+  }
+}
+
+std::string sum_name(const ::testing::TestParamInfo<SumParam>& info) {
+  const auto [t, rows, d] = info.param;
+  return dtype_label(t) + "_rows" + std::to_string(rows) + "_D" + std::to_string(d);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuRmsnormPartialSums,
+                         ::testing::Combine(::testing::ValuesIn(gpu_dtypes()),
+                                            ::testing::Values<std::int64_t>(3, 600, 2100),
+                                            ::testing::Values<std::int64_t>(37, 512, 2056)),
+                         sum_name);
 
 }  // namespace
 }  // namespace tinyllama::gpu_test
