@@ -141,11 +141,12 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "--dump-dir, --validate-setup and --gpus: v3, v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
-  value(cmd, "--kernel-launch", a.toggles.kernel_launch, "{plain,pdl}",
+  value(cmd, "--kernel-launch", a.toggles.kernel_launch, "{plain,pdl,auto}",
         "how the step's own kernels are launched (not the GEMM libraries'): plain (each waits "
-        "for the kernel before it: v1-v3) or pdl (programmatic dependent launch: a kernel is "
+        "for the kernel before it: v1-v3), pdl (programmatic dependent launch: a kernel is "
         "scheduled while the one before it finishes and waits on the device for its results, "
-        "hiding launch latency; the same bits; sm_90+, else plain with a note: v4)")
+        "hiding launch latency; the same bits; sm_90+, else plain with a note) or auto (pdl "
+        "under --use-amp, plain in fp32, where it measured slower: v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",

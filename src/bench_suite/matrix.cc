@@ -77,7 +77,7 @@ const std::vector<Switchable>& switchables() {
        "residual",
        "none"},
       {"kernel_launch",
-       [](const OpChoices& o) { return o.kernel_launch == KernelLaunch::Pdl; },
+       [](const OpChoices& o) { return o.kernel_launch != KernelLaunch::Plain; },
        {"--kernel-launch", "pdl"},
        {"--kernel-launch", "plain"},
        "pdl",

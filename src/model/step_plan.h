@@ -125,8 +125,9 @@ enum class LossScaling { None, Dynamic };
 // statement, for that one to complete (cuda/cuda_launch.cuh), so the
 // launch latency of a launch-bound step hides under the kernel before.
 // The same kernels compute the same bits either way. Plain on the CPU and
-// on devices below sm_90, with a reason.
-enum class KernelLaunch { Plain, Pdl };
+// on devices below sm_90, with a reason. Auto (v4): pdl under mixed
+// precision, plain in fp32, where it measured slower (docs/PERFORMANCE.md).
+enum class KernelLaunch { Plain, Pdl, Auto };
 
 struct OpChoices {
   GemmGrouping qkv_gemm = GemmGrouping::Fused;
@@ -291,6 +292,8 @@ struct StepPlan {
   AttentionAuto attention_auto;  // requested = false unless attention=auto
   // activations=auto: what it chose and why; "" when not requested.
   std::string activations_auto;
+  // kernel_launch=auto: the same.
+  std::string kernel_launch_auto;
   // The debugging exercise's faults (model/faults.h), set by resolve_run from
   // --inject; the passes read naive_swiglu.
   InjectedFaults faults;

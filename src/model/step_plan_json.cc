@@ -27,6 +27,7 @@ nlohmann::json plan_json(const StepPlan& plan) {
                         {"fallbacks", fallbacks}};
   if (plan.attention_auto.requested) out["attention_auto"] = attention_choice_json(plan);
   if (!plan.activations_auto.empty()) out["activations_auto"] = plan.activations_auto;
+  if (!plan.kernel_launch_auto.empty()) out["kernel_launch_auto"] = plan.kernel_launch_auto;
   return out;
 }
 

@@ -112,7 +112,8 @@ GradBuffers parse_grad_buffers(const std::string& value) {
 }
 
 KernelLaunch parse_kernel_launch(const std::string& value) {
-  return parse_choice("--kernel-launch", value, {KernelLaunch::Plain, KernelLaunch::Pdl});
+  return parse_choice("--kernel-launch", value,
+                      {KernelLaunch::Plain, KernelLaunch::Pdl, KernelLaunch::Auto});
 }
 
 }  // namespace tinyllama

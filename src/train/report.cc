@@ -41,6 +41,7 @@ std::string level_line(const StepPlan& plan) {
   if (plan.attention_auto.requested)
     line += "; attention " + plan.attention_auto.describe(plan.ops.attention);
   if (!plan.activations_auto.empty()) line += "; activations " + plan.activations_auto;
+  if (!plan.kernel_launch_auto.empty()) line += "; kernel_launch " + plan.kernel_launch_auto;
   return line;
 }
 
@@ -130,6 +131,7 @@ std::string format_run_header(const TrainOptions& opts) {
     out += "\nattention | " + plan.attention_auto.describe(plan.ops.attention);
   }
   if (!plan.activations_auto.empty()) out += "\nactivations | " + plan.activations_auto;
+  if (!plan.kernel_launch_auto.empty()) out += "\nkernel_launch | " + plan.kernel_launch_auto;
   if (opts.faults.any()) out += "\n" + injected_faults_line(opts.faults);
   return out;
 }

@@ -84,7 +84,8 @@ TEST(TrainRun, KernelLaunchPdlFallsBackToPlainOnTheCpuSayingWhy) {
 
   const RunResult bad = run_tinyllama(kTiny + "--kernel-launch fast");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--kernel-launch fast: allowed values are plain, pdl"), std::string::npos)
+  EXPECT_NE(bad.err.find("--kernel-launch fast: allowed values are plain, pdl, auto"),
+            std::string::npos)
       << bad.err;
   std::filesystem::remove_all(dir);
 }

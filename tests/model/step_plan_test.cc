@@ -99,13 +99,15 @@ TEST(StepPlan, SingleChangesChangeExactlyOneChoiceEach) {
     const OpChoices preset = level_preset(level);
     const std::vector<OpChoices> changes = single_changes(preset);
     // qkv, gate_up, swiglu, norm, rope, embedding_grad, loss, gemm_epilogue,
-    // execution, kernel_launch: one other each; optimizer and activations: two; attention:
+    // execution: one other each; optimizer and activations: two; attention:
     // two other implementations, or all three under v4's auto (a way to
     // choose, not an implementation).
-    // Under v3's and v4's activations auto, all three are changes too.
+    // Under v3's and v4's activations auto, all three are changes too, and
+    // under v4's kernel_launch auto both plain and pdl (else the other one).
     const std::size_t attention = preset.attention == AttentionImpl::Auto ? 3 : 2;
     const std::size_t activations = preset.activations == ActivationsImpl::Auto ? 3 : 2;
-    EXPECT_EQ(changes.size(), 12u + attention + activations) << level;
+    const std::size_t launch = preset.kernel_launch == KernelLaunch::Auto ? 2 : 1;
+    EXPECT_EQ(changes.size(), 11u + attention + activations + launch) << level;
     for (const OpChoices& c : changes) {
       int differing = 0;
       const auto a = named_choices(preset);
@@ -122,13 +124,24 @@ TEST(StepPlan, SingleChangesChangeExactlyOneChoiceEach) {
   EXPECT_GE(level_variants().size(), 12u);
 }
 
-// v4 launches its kernels programmatically where the device can; v1-v3
-// stay plain (the lead decides after measuring).
+// v4 launches its kernels programmatically where the device can, under
+// mixed precision (auto); v1-v3 stay plain.
 TEST(StepPlan, KernelLaunchIsPdlAtV4OnlyAndFallsBackWithAReason) {
   for (const char* level : {"v1", "v2", "v3"}) {
     EXPECT_EQ(level_preset(level).kernel_launch, KernelLaunch::Plain) << level;
   }
-  EXPECT_EQ(level_preset("v4").kernel_launch, KernelLaunch::Pdl);
+  EXPECT_EQ(level_preset("v4").kernel_launch, KernelLaunch::Auto);
+  const StepPlan amp =
+      plan_for_level("v4", Precision::amp(DType::BF16), gpu_like_caps(), with_head_dim(64), {2, 8});
+  EXPECT_EQ(amp.ops.kernel_launch, KernelLaunch::Pdl);
+  EXPECT_EQ(amp.kernel_launch_auto, "auto chose pdl: mixed precision");
+  EXPECT_NE(amp.describe().find("kernel_launch pdl"), std::string::npos) << amp.describe();
+  EXPECT_EQ(plan_json(amp)["kernel_launch_auto"], "auto chose pdl: mixed precision");
+  const StepPlan full =
+      plan_for_level("v4", Precision::fp32(), gpu_like_caps(), with_head_dim(64), {2, 8});
+  EXPECT_EQ(full.ops.kernel_launch, KernelLaunch::Plain);
+  EXPECT_EQ(full.kernel_launch_auto, "auto chose plain: full precision (fp32 ran slower with pdl)");
+  for (const Fallback& f : full.fallbacks) EXPECT_NE(f.op, "kernel_launch") << f.describe();
 
   OpChoices pdl = level_preset("v2");
   pdl.kernel_launch = KernelLaunch::Pdl;
@@ -152,7 +165,8 @@ TEST(StepPlan, KernelLaunchIsPdlAtV4OnlyAndFallsBackWithAReason) {
   DeviceCaps ampere = gpu_like_caps();
   ampere.no_programmatic_launch =
       "programmatic dependent launch needs sm_90 or newer (this device: sm_80)";
-  const StepPlan old = plan_for_level("v4", Precision::fp32(), ampere, with_head_dim(64), {2, 8});
+  const StepPlan old =
+      plan_for_level("v4", Precision::amp(DType::BF16), ampere, with_head_dim(64), {2, 8});
   EXPECT_EQ(old.ops.kernel_launch, KernelLaunch::Plain);
   bool said = false;
   for (const Fallback& f : old.fallbacks) {

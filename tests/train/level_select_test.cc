@@ -48,7 +48,7 @@ TEST(LevelSelect, V1IsTheBaselineAndV2TurnsEveryToggleOn) {
   OpChoices v3_epilogue = v3;
   v3_epilogue.epilogue = GemmEpilogue::Residual;
   v3_epilogue.attention = AttentionImpl::Auto;
-  v3_epilogue.kernel_launch = KernelLaunch::Pdl;
+  v3_epilogue.kernel_launch = KernelLaunch::Auto;
   EXPECT_EQ(v4, v3_epilogue)
       << "v4 is v3 with the adds in GEMM epilogues, attention auto and programmatic launches";
   EXPECT_EQ(v3.epilogue, GemmEpilogue::None);
@@ -100,7 +100,7 @@ TEST(LevelSelect, KernelLaunchFlagOverridesThePreset) {
     apply_toggle_flags(level_preset("v4"), f);
     ADD_FAILURE() << "--kernel-launch graph was accepted";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("plain, pdl"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("plain, pdl, auto"), std::string::npos) << e.what();
   }
 }
 
