@@ -4,10 +4,10 @@
 // warp-specialised dK/dV; fp32's own kernels), with D in the dQ kernel or
 // in a kernel of its own, against the float64 reference composed as the
 // separate path computes it -- attention's backward, then rope_backward on
-// dq and dk -- at shapes that stress the tiles and the positions: S = 1, S not a multiple of the tiles, GQA
-// 1/2/3/4 (dK's sum over the group rotated once), head_dim 32/64/128,
-// padded rows. Then whole v3 steps with --rope fused against the float64
-// reference and against --rope separate on the GPU.
+// dq and dk -- at shapes that stress the tiles and the positions: S = 1, S not a multiple of the
+// tiles, GQA 1/2/3/4 (dK's sum over the group rotated once), head_dim 32/64/128, padded rows. Then
+// whole v3 steps with --rope fused against the float64 reference and against --rope separate on the
+// GPU.
 #include <cmath>
 #include <memory>
 #include <string>
