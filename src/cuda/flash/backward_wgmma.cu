@@ -259,15 +259,8 @@ __global__ void __launch_bounds__(kWgThreads) flash_bwd_dq_wgmma_kernel(const Bw
   const int row0 = blk.q0 + warp * 16 + g;
   const int row1 = row0 + 8;
   const std::int64_t bh = bh_row(blk.b, a.heads, blk.h);
-  if (a.dq_writes_delta) {  // while the tiles above load; dK/dV runs after this kernel
-    block_delta_rows<T, HD, kWgThreads>(
-        a.delta + bh * a.seq + blk.q0,
-        static_cast<const T*>(a.dout) + q_row * a.ld_dout + static_cast<std::int64_t>(blk.h) * HD,
-        a.ld_dout,
-        static_cast<const T*>(a.out) + q_row * a.ld_out + static_cast<std::int64_t>(blk.h) * HD,
-        a.ld_out, q_valid, a.vec_delta, tid);
-    __syncthreads();  // every row's D is written before any warp reads its rows'
-  }
+  // D, while the tiles above load.
+  dq_tile_delta<T, HD, kWgThreads>(a, bh, q_row, blk.h, blk.q0, q_valid, tid);
   // Rows past the end get lse 0 and D 0: their P is finite and never stored.
   const float lse2_0 = row0 < a.seq ? a.lse[bh * a.ld_lse + row0] * kLog2e : 0.f;
   const float lse2_1 = row1 < a.seq ? a.lse[bh * a.ld_lse + row1] * kLog2e : 0.f;

@@ -9,6 +9,7 @@
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/flash/params.h"
 
 namespace tinyllama::cuda::flash {
 
@@ -88,6 +89,21 @@ __device__ __forceinline__ void block_delta_rows(float* d, const T* dout, std::i
       if (lane == 0) d[r] = acc;
     }
   }
+}
+
+// A dQ kernel's prologue from its arguments, when it writes D
+// (dq_writes_delta): the `rows` query rows of head h from position q0,
+// token row `tok` the first of them, bh = b * H + h; then the block's
+// barrier, so its own reads of D see them. dK/dV runs after the kernel.
+template <typename T, int HD, int THREADS>
+__device__ __forceinline__ void dq_tile_delta(const BwdArgs& a, std::int64_t bh, std::int64_t tok,
+                                              int h, int q0, int rows, int tid) {
+  if (!a.dq_writes_delta) return;  // the same for every thread of the grid
+  const std::int64_t col = static_cast<std::int64_t>(h) * HD;
+  block_delta_rows<T, HD, THREADS>(
+      a.delta + bh * a.seq + q0, static_cast<const T*>(a.dout) + tok * a.ld_dout + col, a.ld_dout,
+      static_cast<const T*>(a.out) + tok * a.ld_out + col, a.ld_out, rows, a.vec_delta, tid);
+  __syncthreads();
 }
 
 }  // namespace tinyllama::cuda::flash

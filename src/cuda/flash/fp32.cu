@@ -263,17 +263,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
   const std::int64_t bh = bh_row(blk.b, a.heads, blk.h);
   // D first, before the Q and dO loads (after them, ptxas spilled 8-16
   // bytes at hd 32 and 64); dK/dV runs after this kernel.
-  if (a.dq_writes_delta) {
-    block_delta_rows<float, HD, kFlashThreads>(
-        a.delta + bh * a.seq + blk.q0,
-        static_cast<const float*>(a.dout) + (blk.tok0 + blk.q0) * a.ld_dout +
-            static_cast<std::int64_t>(blk.h) * HD,
-        a.ld_dout,
-        static_cast<const float*>(a.out) + (blk.tok0 + blk.q0) * a.ld_out +
-            static_cast<std::int64_t>(blk.h) * HD,
-        a.ld_out, blk.q_end - blk.q0, a.vec_delta, tid);
-    __syncthreads();  // every row's D is written before any thread reads its rows'
-  }
+  dq_tile_delta<float, HD, kFlashThreads>(a, bh, blk.tok0 + blk.q0, blk.h, blk.q0,
+                                          blk.q_end - blk.q0, tid);
   const float* gk =
       static_cast<const float*>(a.k) + blk.tok0 * a.ldk + static_cast<std::int64_t>(blk.kvh) * HD;
   const float* gv =
