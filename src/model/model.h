@@ -214,14 +214,29 @@ class Model {
   // scratch (zeroed again after), so only between steps.
   std::vector<char> full_block(StateBlock block) const;
   void gather_into_grads(const void* shards) const;
+  // A projection's weight as row blocks (q|k|v, gate|up): the unfused
+  // levels run one GEMM per block.
+  struct RowParts {
+    int count = 0;
+    int starts[3] = {};
+    int widths[3] = {};
+  };
+  RowParts qkv_parts() const;
+  RowParts gate_up_parts() const;
   void qkv_forward(int l);
   // Both return the ticket of their last weight-gradient GEMM.
   std::int64_t qkv_backward(int l, Mat dn1);
   void ffn_up_forward(int l);
   std::int64_t ffn_up_backward(int l, Mat dn2);
+  // Their shared body: d(in) = d(out) · W and d(W) = d(out)ᵀ · in (on the
+  // side branch), one GEMM each under GemmGrouping::Fused, else per part;
+  // wgrad_op / dgrad_op name the two marked ops.
+  std::int64_t projection_backward(Mat d_in, Mat in, Mat d_out, const ParamSlot& slot,
+                                   GemmGrouping grouping, const RowParts& parts,
+                                   const char* wgrad_op, const char* dgrad_op);
   // d_in = sum over parts of d_out[:, part] · w[part, :], one GEMM per part
   // (unfused levels); summed in fp32 under AMP (ActivationPlan::d_norm_sum).
-  void separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts, const int* widths);
+  void separate_dgrad(Mat d_in, Mat d_out, Mat w, const RowParts& parts);
   bool fused_norm() const { return plan_.ops.norm == NormImpl::Fused; }
   // GemmEpilogue::Residual: the out- and down-projections add into the
   // residual stream, and every forward norm only normalises.

@@ -221,75 +221,52 @@ void Model::norm_residual_backward(Mat d_sum, Mat d_weight, Mat d_norm, Mat x, M
 
 // d(norm1) = d(qkv) · Wqkv and d(Wqkv) = d(qkv)ᵀ · norm1, fused or per slice.
 std::int64_t Model::qkv_backward(int l, Mat d_n1) {
-  const LayerActivations& a = acts_.layers[l];
-  const Mat n1 = acts_.view(arena_, a.norm1);
-  const Mat d_qkv = acts_.view(arena_, acts_.d_qkv);
-  const ParamSlot& slot = layout_.layer(l, &LayerSlots::wqkv);
-  const Mat w = compute_weight(slot);
-  const Mat dw = grad(slot);
-  OpSequence ops;
-  if (plan_.ops.qkv_gemm == GemmGrouping::Fused) {
-    ops.next("qkv_gemm_wgrad");
-    const std::int64_t ticket = backend_.side_gemm(dw, d_qkv, true, n1, false, 1.0f, 0.0f);
-    ops.next("qkv_gemm_dgrad");
-    backend_.gemm(d_n1, d_qkv, false, w, false, 1.0f, 0.0f);
-    return ticket;
-  }
-  const int qd = cfg_.q_dim();
-  const int kvd = cfg_.kv_dim();
-  const int starts[3] = {0, qd, qd + kvd};
-  const int widths[3] = {qd, kvd, kvd};
-  // Every wgrad slice, then every dgrad slice: the same results as
-  // interleaving them (they touch different buffers), as two marked ops.
-  ops.next("qkv_gemm_wgrad");
-  std::int64_t ticket = 0;
-  for (int i = 0; i < 3; ++i) {
-    ticket = backend_.side_gemm(dw.row_block(starts[i], widths[i]),
-                                d_qkv.col_block(starts[i], widths[i]), true, n1, false, 1.0f, 0.0f);
-  }
-  ops.next("qkv_gemm_dgrad");
-  separate_dgrad(d_n1, d_qkv, w, 3, starts, widths);
-  return ticket;
-}
-
-void Model::separate_dgrad(Mat d_in, Mat d_out, Mat w, int parts, const int* starts,
-                           const int* widths) {
-  const Mat sum = acts_.d_norm_sum.used() ? acts_.view(arena_, acts_.d_norm_sum) : d_in;
-  for (int i = 0; i < parts; ++i) {
-    backend_.gemm(sum, d_out.col_block(starts[i], widths[i]), false,
-                  w.row_block(starts[i], widths[i]), false, 1.0f, i == 0 ? 0.0f : 1.0f);
-  }
-  if (sum.data != d_in.data) backend_.convert(d_in, sum);
+  return projection_backward(d_n1, acts_.view(arena_, acts_.layers[l].norm1),
+                             acts_.view(arena_, acts_.d_qkv), layout_.layer(l, &LayerSlots::wqkv),
+                             plan_.ops.qkv_gemm, qkv_parts(), "qkv_gemm_wgrad", "qkv_gemm_dgrad");
 }
 
 std::int64_t Model::ffn_up_backward(int l, Mat d_n2) {
-  const LayerActivations& a = acts_.layers[l];
-  const Mat n2 = acts_.view(arena_, a.norm2);
-  const Mat d_gu = acts_.view(arena_, acts_.d_gate_up);
-  const ParamSlot& slot = layout_.layer(l, &LayerSlots::wgu);
+  return projection_backward(d_n2, acts_.view(arena_, acts_.layers[l].norm2),
+                             acts_.view(arena_, acts_.d_gate_up),
+                             layout_.layer(l, &LayerSlots::wgu), plan_.ops.gate_up_gemm,
+                             gate_up_parts(), "gate_up_gemm_wgrad", "gate_up_gemm_dgrad");
+}
+
+std::int64_t Model::projection_backward(Mat d_in, Mat in, Mat d_out, const ParamSlot& slot,
+                                        GemmGrouping grouping, const RowParts& parts,
+                                        const char* wgrad_op, const char* dgrad_op) {
   const Mat w = compute_weight(slot);
   const Mat dw = grad(slot);
   OpSequence ops;
-  if (plan_.ops.gate_up_gemm == GemmGrouping::Fused) {
-    ops.next("gate_up_gemm_wgrad");
-    const std::int64_t ticket = backend_.side_gemm(dw, d_gu, true, n2, false, 1.0f, 0.0f);
-    ops.next("gate_up_gemm_dgrad");
-    backend_.gemm(d_n2, d_gu, false, w, false, 1.0f, 0.0f);
+  if (grouping == GemmGrouping::Fused) {
+    ops.next(wgrad_op);
+    const std::int64_t ticket = backend_.side_gemm(dw, d_out, true, in, false, 1.0f, 0.0f);
+    ops.next(dgrad_op);
+    backend_.gemm(d_in, d_out, false, w, false, 1.0f, 0.0f);
     return ticket;
   }
-  const int f = cfg_.ffn_dim;
-  // As in qkv_backward: the wgrad slices, then the dgrad slices.
-  ops.next("gate_up_gemm_wgrad");
+  // Every wgrad slice, then every dgrad slice: the same results as
+  // interleaving them (they touch different buffers), as two marked ops.
+  ops.next(wgrad_op);
   std::int64_t ticket = 0;
-  for (int i = 0; i < 2; ++i) {
-    ticket = backend_.side_gemm(dw.row_block(i * f, f), d_gu.col_block(i * f, f), true, n2, false,
+  for (int i = 0; i < parts.count; ++i) {
+    ticket = backend_.side_gemm(dw.row_block(parts.starts[i], parts.widths[i]),
+                                d_out.col_block(parts.starts[i], parts.widths[i]), true, in, false,
                                 1.0f, 0.0f);
   }
-  ops.next("gate_up_gemm_dgrad");
-  const int starts[2] = {0, f};
-  const int widths[2] = {f, f};
-  separate_dgrad(d_n2, d_gu, w, 2, starts, widths);
+  ops.next(dgrad_op);
+  separate_dgrad(d_in, d_out, w, parts);
   return ticket;
+}
+
+void Model::separate_dgrad(Mat d_in, Mat d_out, Mat w, const RowParts& parts) {
+  const Mat sum = acts_.d_norm_sum.used() ? acts_.view(arena_, acts_.d_norm_sum) : d_in;
+  for (int i = 0; i < parts.count; ++i) {
+    backend_.gemm(sum, d_out.col_block(parts.starts[i], parts.widths[i]), false,
+                  w.row_block(parts.starts[i], parts.widths[i]), false, 1.0f, i == 0 ? 0.0f : 1.0f);
+  }
+  if (sum.data != d_in.data) backend_.convert(d_in, sum);
 }
 
 void Model::optimizer_step(const AdamWHyper& hyper) {

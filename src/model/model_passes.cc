@@ -133,6 +133,17 @@ void Model::forward_layer(int l) {
   backend_.add_rmsnorm_forward(out, next_norm, next_rstd, out, h, next_weight, cfg_.rms_eps);
 }
 
+Model::RowParts Model::qkv_parts() const {
+  const int qd = cfg_.q_dim();
+  const int kvd = cfg_.kv_dim();
+  return RowParts{3, {0, qd, qd + kvd}, {qd, kvd, kvd}};
+}
+
+Model::RowParts Model::gate_up_parts() const {
+  const int f = cfg_.ffn_dim;
+  return RowParts{2, {0, f}, {f, f}};
+}
+
 void Model::qkv_forward(int l) {
   const LayerActivations& a = acts_.layers[l];
   const Mat n1 = acts_.view(arena_, a.norm1);
@@ -143,13 +154,10 @@ void Model::qkv_forward(int l) {
     return;
   }
   // Three GEMMs on row slices of the fused weight, into column slices.
-  const int qd = cfg_.q_dim();
-  const int kvd = cfg_.kv_dim();
-  const int starts[3] = {0, qd, qd + kvd};
-  const int widths[3] = {qd, kvd, kvd};
-  for (int i = 0; i < 3; ++i) {
-    backend_.gemm(qkv.col_block(starts[i], widths[i]), n1, false, w.row_block(starts[i], widths[i]),
-                  true, 1.0f, 0.0f);
+  const RowParts parts = qkv_parts();
+  for (int i = 0; i < parts.count; ++i) {
+    backend_.gemm(qkv.col_block(parts.starts[i], parts.widths[i]), n1, false,
+                  w.row_block(parts.starts[i], parts.widths[i]), true, 1.0f, 0.0f);
   }
 }
 
@@ -166,9 +174,10 @@ void Model::ffn_up_forward(int l) {
     backend_.gemm(gu, n2, false, w, true, 1.0f, 0.0f);
     return;
   }
-  const int f = cfg_.ffn_dim;
-  for (int i = 0; i < 2; ++i) {
-    backend_.gemm(gu.col_block(i * f, f), n2, false, w.row_block(i * f, f), true, 1.0f, 0.0f);
+  const RowParts parts = gate_up_parts();
+  for (int i = 0; i < parts.count; ++i) {
+    backend_.gemm(gu.col_block(parts.starts[i], parts.widths[i]), n2, false,
+                  w.row_block(parts.starts[i], parts.widths[i]), true, 1.0f, 0.0f);
   }
 }
 
