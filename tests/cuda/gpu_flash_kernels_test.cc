@@ -18,6 +18,7 @@
 
 #include "cpu/cpu_ops.h"
 #include "cuda/flash/flash_attention.h"
+#include "flash_backward_pins.h"
 #include "gpu_test_util.h"
 
 namespace tinyllama::gpu_test {
@@ -117,21 +118,6 @@ INSTANTIATE_TEST_SUITE_P(Families, GpuFlashForwardKernels,
 // model saves. The forward's cases, and two more: head_dim 32 (mma.sync and
 // fp32 only) and rows 2 elements longer than their width (not 16-byte
 // aligned: mma.sync with element loads, D summed a warp per row).
-struct BackwardPin {
-  cuda::FlashBackwardKernel kernel;
-  const char* name;
-};
-const BackwardPin kBackwardPins[] = {{cuda::FlashBackwardKernel::Mma, "mma"},
-                                     {cuda::FlashBackwardKernel::Wgmma, "wgmma"},
-                                     {cuda::FlashBackwardKernel::Specialized, "ws"}};
-
-struct DeltaPin {
-  cuda::FlashDelta where;
-  const char* name;
-};
-const DeltaPin kDeltaPins[] = {{cuda::FlashDelta::InDq, "dq_delta"},
-                               {cuda::FlashDelta::Separate, "separate_delta"}};
-
 std::vector<KernelCase> backward_cases() {
   std::vector<KernelCase> cases(std::begin(kCases), std::end(kCases));
   cases.push_back({2, 97, 4, 2, 32, 0});  // head_dim 32, a 33-row tail, GQA 2
@@ -193,26 +179,9 @@ struct BackwardRun {
   }
 };
 
-// Why a pin has nothing to check on this machine or dtype, or "".
-std::string backward_skip(DType t, const BackwardPin& pin) {
-  if (t == DType::F32 && pin.kernel != cuda::FlashBackwardKernel::Mma) {
-    return "fp32 runs its own kernels whatever the pin";
-  }
-  if (pin.kernel != cuda::FlashBackwardKernel::Mma && !cuda::flash_hopper_kernels_available()) {
-    return "the Hopper kernels need an sm_90 device and an sm_90a build";
-  }
-  return "";
-}
-
 using BackwardParam = std::tuple<DType, BackwardPin, DeltaPin, KernelCase>;
 
-class GpuFlashBackwardKernels : public GpuParamTest<BackwardParam> {
- protected:
-  void TearDown() override {
-    cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
-    cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
-  }
-};
+class GpuFlashBackwardKernels : public FlashBackwardPinTest<BackwardParam> {};
 
 TEST_P(GpuFlashBackwardKernels, MatchTheReference) {
   const auto [t, pin, delta, c] = GetParam();
@@ -248,13 +217,7 @@ INSTANTIATE_TEST_SUITE_P(Families, GpuFlashBackwardKernels,
 // same sums in the same order, delta_rows.cuh): dQ, dK and dV are too.
 using DeltaParam = std::tuple<DType, BackwardPin, KernelCase>;
 
-class GpuFlashDeltaInDq : public GpuParamTest<DeltaParam> {
- protected:
-  void TearDown() override {
-    cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
-    cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
-  }
-};
+class GpuFlashDeltaInDq : public FlashBackwardPinTest<DeltaParam> {};
 
 TEST_P(GpuFlashDeltaInDq, GivesTheSeparateKernelsBits) {
   const auto [t, pin, c] = GetParam();

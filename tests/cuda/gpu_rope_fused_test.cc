@@ -18,6 +18,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_ops.h"
 #include "cuda/flash/flash_attention.h"
+#include "flash_backward_pins.h"
 #include "gpu_model_util.h"
 #include "gpu_test_util.h"
 #include "model/model.h"
@@ -40,42 +41,14 @@ const RopeCase kCases[] = {
     {1, 1030, 2, 1, 64, 0},  // positions past 1000: angles of ~1e3 rad
 };
 
-struct BackwardPin {
-  cuda::FlashBackwardKernel kernel;
-  const char* name;
-};
-const BackwardPin kPins[] = {{cuda::FlashBackwardKernel::Mma, "mma"},
-                             {cuda::FlashBackwardKernel::Wgmma, "wgmma"},
-                             {cuda::FlashBackwardKernel::Specialized, "ws"}};
-
-// D = rowsum(dO * O) in the dQ kernel's prologue (the default) or in a
-// kernel of its own.
-struct DeltaPin {
-  cuda::FlashDelta where;
-  const char* name;
-};
-const DeltaPin kDeltaPins[] = {{cuda::FlashDelta::InDq, "dq_delta"},
-                               {cuda::FlashDelta::Separate, "separate_delta"}};
-
 using RopeParam = std::tuple<DType, BackwardPin, DeltaPin, RopeCase>;
 
-class GpuFlashRopeBackward : public GpuParamTest<RopeParam> {
- protected:
-  void TearDown() override {
-    cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
-    cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
-  }
-};
+class GpuFlashRopeBackward : public FlashBackwardPinTest<RopeParam> {};
 
 TEST_P(GpuFlashRopeBackward, MatchesAttentionThenRopeBackward) {
   const auto [t, pin, delta, c] = GetParam();
-  // fp32 has one kernel family; the tensor-core pins are for bf16/fp16.
-  if (t == DType::F32 && pin.kernel != cuda::FlashBackwardKernel::Mma) {
-    GTEST_SKIP() << "fp32 runs its own kernels whatever the pin";
-  }
-  if (pin.kernel != cuda::FlashBackwardKernel::Mma && !cuda::flash_hopper_kernels_available()) {
-    GTEST_SKIP() << "the Hopper kernels need an sm_90 device and an sm_90a build";
-  }
+  const std::string skip = backward_skip(t, pin);
+  if (!skip.empty()) GTEST_SKIP() << skip;
   const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim};
   const std::int64_t tokens = static_cast<std::int64_t>(c.batch) * c.seq;
   const std::int64_t qd = static_cast<std::int64_t>(c.heads) * c.head_dim;
@@ -137,7 +110,7 @@ std::string case_name(const ::testing::TestParamInfo<RopeParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GpuFlashRopeBackward,
                          ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
-                                            ::testing::ValuesIn(kPins),
+                                            ::testing::ValuesIn(kBackwardPins),
                                             ::testing::ValuesIn(kDeltaPins),
                                             ::testing::ValuesIn(kCases)),
                          case_name);
