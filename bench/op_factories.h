@@ -40,6 +40,8 @@ enum class FlashPin {
   BackwardMma,
   BackwardWgmma,
   BackwardSpecialized,
+  // dK, dV and dQ in one kernel (FlashBackwardKernel::Fused).
+  BackwardFused,
   // The default backward kernels with D = rowsum(dO * O) in a kernel of its
   // own (FlashDelta::Separate) instead of the dQ kernel's prologue.
   BackwardSeparateDelta

@@ -67,6 +67,7 @@ cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
     case FlashPin::BackwardMma:
     case FlashPin::BackwardWgmma:
     case FlashPin::BackwardSpecialized:
+    case FlashPin::BackwardFused:
     case FlashPin::BackwardSeparateDelta:
       break;
   }
@@ -81,6 +82,8 @@ cuda::FlashBackwardKernel pinned_backward(FlashPin pin) {
       return cuda::FlashBackwardKernel::Wgmma;
     case FlashPin::BackwardSpecialized:
       return cuda::FlashBackwardKernel::Specialized;
+    case FlashPin::BackwardFused:
+      return cuda::FlashBackwardKernel::Fused;
     default:
       return cuda::FlashBackwardKernel::Best;
   }
@@ -125,6 +128,7 @@ std::string pin_unavailable(const BenchContext& ctx, Pass pass, FlashPin pin) {
   if (pin == FlashPin::None) return "";
   const bool backward_pin = pin == FlashPin::BackwardMma || pin == FlashPin::BackwardWgmma ||
                             pin == FlashPin::BackwardSpecialized ||
+                            pin == FlashPin::BackwardFused ||
                             pin == FlashPin::BackwardSeparateDelta;
   if (backward_pin != (pass == Pass::Backward)) return "pins the other pass's kernels";
   if (ctx.gpu.name() != "cuda") return "a CUDA kernel family";

@@ -259,6 +259,47 @@ INSTANTIATE_TEST_SUITE_P(Families, GpuFlashDeltaInDq,
                                             ::testing::ValuesIn(backward_cases())),
                          delta_name);
 
+// The fused kernel sums dQ across its key blocks through global memory in a
+// fixed order (dq_ordered.cuh), not with atomics: every run gives the same
+// bits. Shapes with many key blocks per query tile, GQA and tails, each run
+// three times.
+class GpuFlashFusedBackward : public FlashBackwardPinTest<std::tuple<DType, KernelCase>> {};
+
+TEST_P(GpuFlashFusedBackward, RepeatsToTheBit) {
+  const auto [t, c] = GetParam();
+  const BackwardPin fused{cuda::FlashBackwardKernel::Fused, "fused"};
+  const std::string skip = backward_skip(t, fused);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  Harness h(t);
+  const BackwardRun r(h, t, c);
+  cuda::set_flash_backward_kernel(fused.kernel);
+  r.run_gpu(h, r.dqkv.gpu);
+  const std::vector<double> first = h.device_values(r.dqkv.gpu);
+  h.expect_close(r.dq, tolerance(t), "fused dq");
+  h.expect_close(r.dk, tolerance(t), "fused dk");
+  h.expect_close(r.dv, tolerance(t), "fused dv");
+  for (int rep = 0; rep < 2; ++rep) {
+    r.run_gpu(h, r.dqkv.gpu);
+    const std::vector<double> again = h.device_values(r.dqkv.gpu);
+    ASSERT_EQ(first.size(), again.size());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < first.size(); ++i) {
+      if (!(first[i] == again[i])) ++differing;
+    }
+    EXPECT_EQ(differing, 0u) << "repeat " << rep + 1 << ": of " << first.size() << " elements";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuFlashFusedBackward,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16),
+                                            ::testing::Values(KernelCase{2, 1000, 8, 2, 64, 0},
+                                                              KernelCase{1, 777, 6, 2, 128, 8},
+                                                              KernelCase{1, 2048, 4, 1, 64, 0})),
+                         [](const ::testing::TestParamInfo<std::tuple<DType, KernelCase>>& info) {
+                           return dtype_label(std::get<0>(info.param)) +
+                                  case_label(std::get<1>(info.param));
+                         });
+
 // Where a pinned Hopper kernel cannot run (rows not 16-byte aligned), the
 // Ampere-style kernel takes over and the result is still right.
 TEST_F(GpuTest, PinnedHopperForwardFallsBackOnUnalignedRows) {

@@ -198,7 +198,7 @@ TEST_F(GpuKernelLaunchFamilies, TheInjectedFaultsKernelsAreBitIdentical) {
 
 // Each flash kernel family, pinned: mma.sync, wgmma (one and two
 // warpgroups, paired heads, overlapped softmax), warp-specialised (TMA),
-// and the backward's three.
+// and the backward's four.
 TEST_F(GpuKernelLaunchFamilies, EachFlashKernelIsBitIdentical) {
   const std::pair<FlashForwardKernel, FlashBackwardKernel> pins[] = {
       {FlashForwardKernel::Mma, FlashBackwardKernel::Mma},
@@ -207,7 +207,8 @@ TEST_F(GpuKernelLaunchFamilies, EachFlashKernelIsBitIdentical) {
       {FlashForwardKernel::Paired2x64, FlashBackwardKernel::Wgmma},
       {FlashForwardKernel::Overlap2x64, FlashBackwardKernel::Specialized},
       {FlashForwardKernel::Specialized64, FlashBackwardKernel::Wgmma},
-      {FlashForwardKernel::PingPong128, FlashBackwardKernel::Specialized}};
+      {FlashForwardKernel::PingPong128, FlashBackwardKernel::Specialized},
+      {FlashForwardKernel::Paired2x128, FlashBackwardKernel::Fused}};
   int i = 0;
   for (const auto& [forward, backward] : pins) {
     cuda::set_flash_forward_kernel(forward);

@@ -19,14 +19,24 @@ namespace {
 
 constexpr int kDeltaWarps = 8;
 
+// The fused backward's dQ order counters (dq_ordered.cuh), zeroed here
+// because this kernel runs just before it; the grid has a thread for each
+// (every counter stands for 64 rows).
+__device__ __forceinline__ void zero_counters(int* counters, std::int64_t n) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) counters[i] = 0;
+}
+
 // One warp per (token, head); delta is [B*H, S].
 template <typename T>
 __global__ void flash_bwd_delta_kernel(float* __restrict__ delta, const T* __restrict__ dout,
                                        std::int64_t ld_dout, const T* __restrict__ out,
                                        std::int64_t ld_out, int seq, int heads, int hd,
-                                       std::int64_t rows) {
+                                       std::int64_t rows, int* __restrict__ counters,
+                                       std::int64_t n_counters) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
   pdl_allow_next();
+  zero_counters(counters, n_counters);
   const std::int64_t r = blockIdx.x * static_cast<std::int64_t>(kDeltaWarps) + (threadIdx.x >> 5);
   if (r >= rows) return;  // whole warps leave together
   const int lane = static_cast<int>(threadIdx.x) & 31;
@@ -50,9 +60,11 @@ template <typename T, int HD>
 __global__ void flash_bwd_delta_vec_kernel(float* __restrict__ delta, const T* __restrict__ dout,
                                            std::int64_t ld_dout, const T* __restrict__ out,
                                            std::int64_t ld_out, int seq, int heads,
-                                           std::int64_t rows) {
+                                           std::int64_t rows, int* __restrict__ counters,
+                                           std::int64_t n_counters) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
   pdl_allow_next();
+  zero_counters(counters, n_counters);
   constexpr int kLanes = DeltaVec<T, HD>::kLanes;
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t r = t / kLanes;
@@ -76,40 +88,43 @@ __global__ void flash_bwd_delta_vec_kernel(float* __restrict__ delta, const T* _
 
 template <typename T, int HD>
 void launch_delta(float* delta, const Mat& dout, const Mat& out, bool vec, const FlashDims& d,
-                  std::int64_t rows, cudaStream_t stream) {
+                  std::int64_t rows, cudaStream_t stream, int* counters, std::int64_t n_counters) {
   if (vec) {
     constexpr int kThreads = kDeltaWarps * 32;
     const std::int64_t threads = rows * DeltaVec<T, HD>::kLanes;
     launch_kernel(flash_bwd_delta_vec_kernel<T, HD>,
                   static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, stream,
                   delta, dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq, d.heads,
-                  rows);
+                  rows, counters, n_counters);
   } else {
     const unsigned delta_blocks = static_cast<unsigned>((rows + kDeltaWarps - 1) / kDeltaWarps);
     launch_kernel(flash_bwd_delta_kernel<T>, delta_blocks, kDeltaWarps * 32, 0, stream, delta,
                   dout.ptr<const T>(), dout.ld, out.ptr<const T>(), out.ld, d.seq, d.heads, d.hd,
-                  rows);
+                  rows, counters, n_counters);
   }
   CUDA_CHECK_LAUNCH();
 }
 
 template void launch_delta<float, 32>(float*, const Mat&, const Mat&, bool, const FlashDims&,
-                                      std::int64_t, cudaStream_t);
+                                      std::int64_t, cudaStream_t, int*, std::int64_t);
 template void launch_delta<float, 64>(float*, const Mat&, const Mat&, bool, const FlashDims&,
-                                      std::int64_t, cudaStream_t);
+                                      std::int64_t, cudaStream_t, int*, std::int64_t);
 template void launch_delta<float, 128>(float*, const Mat&, const Mat&, bool, const FlashDims&,
-                                       std::int64_t, cudaStream_t);
+                                       std::int64_t, cudaStream_t, int*, std::int64_t);
 template void launch_delta<__nv_bfloat16, 32>(float*, const Mat&, const Mat&, bool,
-                                              const FlashDims&, std::int64_t, cudaStream_t);
+                                              const FlashDims&, std::int64_t, cudaStream_t, int*,
+                                              std::int64_t);
 template void launch_delta<__nv_bfloat16, 64>(float*, const Mat&, const Mat&, bool,
-                                              const FlashDims&, std::int64_t, cudaStream_t);
+                                              const FlashDims&, std::int64_t, cudaStream_t, int*,
+                                              std::int64_t);
 template void launch_delta<__nv_bfloat16, 128>(float*, const Mat&, const Mat&, bool,
-                                               const FlashDims&, std::int64_t, cudaStream_t);
+                                               const FlashDims&, std::int64_t, cudaStream_t, int*,
+                                               std::int64_t);
 template void launch_delta<__half, 32>(float*, const Mat&, const Mat&, bool, const FlashDims&,
-                                       std::int64_t, cudaStream_t);
+                                       std::int64_t, cudaStream_t, int*, std::int64_t);
 template void launch_delta<__half, 64>(float*, const Mat&, const Mat&, bool, const FlashDims&,
-                                       std::int64_t, cudaStream_t);
+                                       std::int64_t, cudaStream_t, int*, std::int64_t);
 template void launch_delta<__half, 128>(float*, const Mat&, const Mat&, bool, const FlashDims&,
-                                        std::int64_t, cudaStream_t);
+                                        std::int64_t, cudaStream_t, int*, std::int64_t);
 
 }  // namespace tinyllama::cuda::flash

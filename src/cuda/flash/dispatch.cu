@@ -163,13 +163,53 @@ bool flash_hopper_kernels_available() {
 #endif
 }
 
+namespace {
+
+// The fused backward's share of the scratch, in the order the pointers are
+// carved: D, then the counters, then the accumulator, each 256-byte aligned.
+struct ScratchLayout {
+  std::int64_t rows = 0, counters = 0, acc_elems = 0;
+  std::int64_t counters_at = 0, acc_at = 0, total = 0;
+};
+
+std::int64_t round256(std::int64_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+ScratchLayout scratch_layout(const AttentionShape& s) {
+  ScratchLayout l;
+  const std::int64_t bh = static_cast<std::int64_t>(s.batch) * s.heads;
+  l.rows = bh * s.seq;
+  l.total = round256(l.rows * static_cast<std::int64_t>(sizeof(float)));
+  if ((s.head_dim == 64 || s.head_dim == 128) && flash_hopper_kernels_available()) {
+    l.counters = bh * ((s.seq + 63) / 64);
+    l.acc_elems = l.rows * s.head_dim;
+    l.counters_at = l.total;
+    l.acc_at = l.counters_at + round256(l.counters * static_cast<std::int64_t>(sizeof(int)));
+    l.total = l.acc_at + l.acc_elems * static_cast<std::int64_t>(sizeof(float));
+  }
+  return l;
+}
+
+}  // namespace
+
 std::int64_t flash_attention_scratch_bytes(const AttentionShape& s) {
-  return static_cast<std::int64_t>(s.batch) * s.heads * s.seq *
-         static_cast<std::int64_t>(sizeof(float));
+  return scratch_layout(s).total;
 }
 
 FlashScratch flash_attention_scratch(void* base, const AttentionShape& s) {
-  return {static_cast<float*>(base), static_cast<std::int64_t>(s.batch) * s.heads * s.seq};
+  const ScratchLayout l = scratch_layout(s);
+  FlashScratch f;
+  f.delta = static_cast<float*>(base);
+  f.rows = l.rows;
+  if (l.acc_elems > 0) {
+    char* bytes = static_cast<char*>(base);
+    f.dq_counters = reinterpret_cast<int*>(bytes + l.counters_at);
+    f.dq_acc = reinterpret_cast<float*>(bytes + l.acc_at);
+    f.counters = l.counters;
+    f.dq_acc_elems = l.acc_elems;
+  }
+  return f;
 }
 
 void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
@@ -301,23 +341,40 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
   args.vec = aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) && aligned16(dq) &&
              aligned16(dk) && aligned16(dv);
   args.vec_delta = aligned16(dout) && aligned16(out);
-  const bool separate_delta =
-      g_backward_delta.load(std::memory_order_relaxed) == FlashDelta::Separate;
-  args.dq_writes_delta = !separate_delta;
+  args.dq_acc = scratch.dq_acc;
+  args.dq_counters = scratch.dq_counters;
+  const std::int64_t counters = static_cast<std::int64_t>(d.batch) * d.heads * ((d.seq + 63) / 64);
+  const bool fused_ready = scratch.dq_acc != nullptr && scratch.counters >= counters &&
+                           scratch.dq_acc_elems >= rows * d.hd;
+  bool separate_delta = g_backward_delta.load(std::memory_order_relaxed) == FlashDelta::Separate;
 
   dispatch_head_dim(d.hd, name, [&](auto hd_tag) {
     constexpr int HD = decltype(hd_tag)::value;
     dispatch_float(q.dtype, name, [&](auto tag) {
       using T = typename decltype(tag)::type;
+      FlashBackwardKernel kernel = FlashBackwardKernel::Mma;
+      if constexpr (!std::is_same_v<T, float> && HD != 32)
+        kernel = backward_kernel_for<T, HD>(args);
+      if (kernel == FlashBackwardKernel::Fused && !fused_ready) {
+        kernel = FlashBackwardKernel::Specialized;  // no accumulator planned for this shape
+      }
+      // The fused kernel reads D from the delta kernel, which zeroes its counters.
+      const bool fused = kernel == FlashBackwardKernel::Fused;
+      if (fused) separate_delta = true;
+      args.dq_writes_delta = !separate_delta;
       if (separate_delta) {
-        flash::launch_delta<T, HD>(scratch.delta, dout, out, args.vec_delta, d, rows, stream);
+        flash::launch_delta<T, HD>(scratch.delta, dout, out, args.vec_delta, d, rows, stream,
+                                   fused ? scratch.dq_counters : nullptr, fused ? counters : 0);
       }
       if constexpr (std::is_same_v<T, float>) {
         flash::launch_backward_fp32<HD>(args, d, stream);
       } else if constexpr (HD == 32) {
         flash::launch_backward_tc<T, HD>(args, d, stream);
       } else {
-        switch (backward_kernel_for<T, HD>(args)) {
+        switch (kernel) {
+          case FlashBackwardKernel::Fused:
+            flash::launch_backward_fused<T, HD>(args, q, k, v, dout, d, stream);
+            break;
           case FlashBackwardKernel::Wgmma:
             flash::launch_backward_wgmma<T, HD>(args, d, stream);
             break;

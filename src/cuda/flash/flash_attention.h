@@ -11,11 +11,18 @@
 
 namespace tinyllama::cuda {
 
-// The backward's only scratch: D = rowsum(dO * O), fp32, one per query row
-// (written by the dQ kernels, or by the delta kernel: FlashDelta).
+// The backward's scratch: D = rowsum(dO * O), fp32, one per query row
+// (written by the dQ kernels, or by the delta kernel: FlashDelta); and
+// where the fused kernel can run (Hopper, head_dim 64 / 128), its dQ
+// accumulator (fp32, B * H * S * head_dim) and order counters (one per 64
+// query rows of each (batch, head)); null elsewhere.
 struct FlashScratch {
   float* delta = nullptr;
   std::int64_t rows = 0;  // capacity: B * H * S
+  float* dq_acc = nullptr;
+  int* dq_counters = nullptr;
+  std::int64_t dq_acc_elems = 0;
+  std::int64_t counters = 0;
 };
 // The head_dims the flash kernels are instantiated for (DeviceCaps reads it).
 inline constexpr int kFlashHeadDims[] = {32, 64, 128};
@@ -67,8 +74,11 @@ FlashForwardKernel flash_forward_kernel();
 // (the warp-specialised dK/dV at hd 128, backward_wgmma.cu's at hd 64),
 // else mma.sync.
 // Specialized: the dK/dV kernel warp-specialised (TMA producer, two wgmma
-// consumers), the dQ kernel as in Wgmma.
-enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized };
+// consumers), the dQ kernel as in Wgmma. Fused: one warp-specialised
+// kernel for dK, dV and dQ (five products per tile pair, not seven), dQ
+// summed across key blocks in a fixed order, after the delta kernel; it
+// needs the scratch's dQ accumulator and falls back to Specialized without.
+enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized, Fused };
 void set_flash_backward_kernel(FlashBackwardKernel k);
 // Where the backward computes D = rowsum(dO * O): InDq (the default) in the
 // dQ kernel's prologue, for its own query tile, with dQ launched before

@@ -55,6 +55,13 @@ void launch_backward_dq_wgmma(const BwdArgs& args, const FlashDims& d, cudaStrea
 template <typename T, int HD>
 void launch_backward_ws(const BwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
                         const Mat& dout, const FlashDims& d, cudaStream_t stream);
+// backward_fused.cu: dK, dV and dQ in one warp-specialised kernel, dQ
+// summed across blocks in a fixed order (dq_ordered.cuh) in
+// args.dq_acc / args.dq_counters; D and zeroed counters must come from
+// launch_delta just before it.
+template <typename T, int HD>
+void launch_backward_fused(const BwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
+                           const Mat& dout, const FlashDims& d, cudaStream_t stream);
 // fp32.cu.
 template <int HD>
 void launch_forward_fp32(const FwdArgs& args, const FlashDims& d, cudaStream_t stream);
@@ -63,9 +70,12 @@ void launch_backward_fp32(const BwdArgs& args, const FlashDims& d, cudaStream_t 
 // delta.cu, T = float, __nv_bfloat16 or __half: D = rowsum(dO * O) into
 // delta ([B*H, S], rows = B*H*S) as a kernel of its own (FlashDelta::
 // Separate); vec: every row of dout and out allows 16-byte loads.
+// counters: n_counters ints the kernel zeroes (the fused backward's dQ
+// order counters), or nullptr.
 template <typename T, int HD>
 void launch_delta(float* delta, const Mat& dout, const Mat& out, bool vec, const FlashDims& d,
-                  std::int64_t rows, cudaStream_t stream);
+                  std::int64_t rows, cudaStream_t stream, int* counters = nullptr,
+                  std::int64_t n_counters = 0);
 
 // Opting in to more than 48 KiB of dynamic shared memory is per kernel; once
 // per instantiation is enough (a failure throws and is retried next call).

@@ -41,6 +41,11 @@ struct BwdArgs {
   // RopeImpl::Fused: [seq, hd/2] (cos, sin) pairs (rope_epilogue.cuh); dQ
   // and dK leave rotated back by the inverse RoPE. nullptr: no rotation.
   const float* rope;
+  // The fused kernel's dQ (backward_fused.cu, dq_ordered.cuh): an fp32
+  // accumulator [B*H, S, HD] and a counter per (B*H, 64-row query tile),
+  // zeroed by the delta kernel before it. Unused by the other kernels.
+  float* dq_acc;
+  int* dq_counters;
   std::int64_t ldq, ldk, ldv, ld_dout, ld_out, ld_dq, ld_dk, ld_dv, ld_lse;
   int seq, heads, group;
   float scale;

@@ -57,8 +57,13 @@ struct KeyTileBlock {
   std::int64_t tok0;  // token index of (b, position 0)
 
   template <typename Args>
-  __device__ __forceinline__ explicit KeyTileBlock(const Args& a) {
-    const int kt = static_cast<int>(blockIdx.x);
+  __device__ __forceinline__ explicit KeyTileBlock(const Args& a)
+      : KeyTileBlock(a, static_cast<int>(blockIdx.x)) {}
+
+  // Key tile kt instead of blockIdx.x (the fused backward launches the last
+  // key tiles first).
+  template <typename Args>
+  __device__ __forceinline__ KeyTileBlock(const Args& a, int kt) {
     kvh = static_cast<int>(blockIdx.y);
     b = static_cast<int>(blockIdx.z);
     k0 = kt * BK;

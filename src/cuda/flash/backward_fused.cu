@@ -1,0 +1,366 @@
+// The fused Hopper backward (bf16 / fp16, sm_90a): one kernel computes dK,
+// dV and dQ, five products per (key tile, query tile) pair instead of the
+// seven of the dQ + dK/dV pair (backward_ws.cu), where the dQ kernel
+// recomputes S and dP. The block is backward_ws.cu's: 128 keys of one kv
+// head, a TMA producer warpgroup streaming the Q and dO tiles of every
+// (query head of the group, query tile) pair, two wgmma consumers of 64
+// keys each running
+//   S^T = K Q^T, dP^T = V dO^T, P^T = exp2(S^T - lse), dS^T = P^T (dP^T - D),
+//   dV += P^T dO, dK += dS^T Q.
+// Each consumer also writes its dS^T rows into a shared tile (128 keys x 64
+// queries), and once both halves are there one consumer -- the two take
+// turns -- computes the tile's dQ share over all 128 keys,
+//   dQ_n = dS K   (dS read transposed from that tile, K from the K tile),
+// and adds it into the tile's fp32 accumulator in the fixed order of
+// dq_ordered.cuh; the last block writes dQ. D = rowsum(dO * O) comes from
+// the delta kernel before it (which also zeroes the order counters), so
+// the backward is still two launches. Deterministic; rows must allow
+// 16-byte accesses.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/cuda_check.h"
+#include "cuda/flash/dq_ordered.cuh"
+#include "cuda/flash/launch.cuh"
+#include "cuda/flash/mma_tiles.cuh"
+#include "cuda/flash/params.h"
+#include "cuda/flash/prologue.cuh"
+#include "cuda/flash/rope_epilogue.cuh"
+#include "cuda/flash/tiles.cuh"
+#include "cuda/flash/tma.cuh"
+#include "cuda/flash/tma_maps.h"
+#include "cuda/flash/wgmma.cuh"
+#include "cuda/flash/wgmma_tiles.cuh"
+
+namespace tinyllama::cuda::flash {
+namespace {
+
+template <int HD, int STAGES>
+struct FusedBwd {
+  static constexpr int kThreads = 3 * 128;  // producer + two consumers
+  static constexpr int BK = 128;            // keys per block, 64 per consumer
+  static constexpr int BQ = 64;             // queries per tile
+  static constexpr int kKvBytes = BK * HD * 2;
+  static constexpr int kQBytes = BQ * HD * 2;
+  static constexpr int kDsBytes = BK * BQ * 2;  // dS^T: 128 key rows of 64 queries
+  static constexpr int kDsOffset = 2 * kKvBytes + 2 * STAGES * kQBytes;
+  static constexpr int kBarOffset = kDsOffset + 2 * kDsBytes;
+  // Barriers: K and V landed, Q and dO landed [STAGES], stage free [STAGES].
+  static constexpr std::size_t smem =
+      kSwizzleAtomBytes + kBarOffset + (1 + 2 * STAGES) * sizeof(std::uint64_t);
+};
+
+// Named barriers: 1 + c for consumer c alone, kPairBarrier for both.
+constexpr int kPairBarrier = 3;
+
+// This consumer's dS^T (64 keys from row `row0` of the shared tile, as A
+// fragments: ds[kb] holds query columns 16 kb .. 16 kb + 15) into the
+// 128-row swizzled tile: rows row0 + 16w + g and + 8, columns 8 nt + 2t.
+__device__ __forceinline__ void store_ds_rows(unsigned char* tile, int row0,
+                                              const unsigned (&ds)[4][4], int warp, int lane) {
+  const int r0 = row0 + warp * 16 + (lane >> 2);
+  const int t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    *reinterpret_cast<unsigned*>(tile + sw128_offset(128, r0, nt) + 4 * t) =
+        ds[nt >> 1][(nt & 1) * 2];
+    *reinterpret_cast<unsigned*>(tile + sw128_offset(128, r0 + 8, nt) + 4 * t) =
+        ds[nt >> 1][(nt & 1) * 2 + 1];
+  }
+}
+
+template <typename T, int HD, int STAGES>
+__global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
+    flash_bwd_fused_kernel(const __grid_constant__ CUtensorMap tq,
+                           const __grid_constant__ CUtensorMap tk,
+                           const __grid_constant__ CUtensorMap tv,
+                           const __grid_constant__ CUtensorMap tdo, const BwdArgs a) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+  using Cfg = FusedBwd<HD, STAGES>;
+  constexpr int BK = Cfg::BK, BQ = Cfg::BQ;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = align_atom(smem_raw);
+  unsigned char* s_k = smem;
+  unsigned char* s_v = smem + Cfg::kKvBytes;
+  auto s_q = [&](int stage) { return smem + 2 * Cfg::kKvBytes + stage * Cfg::kQBytes; };
+  auto s_do = [&](int stage) { return smem + 2 * Cfg::kKvBytes + (STAGES + stage) * Cfg::kQBytes; };
+  auto s_ds = [&](int buf) { return smem + Cfg::kDsOffset + buf * Cfg::kDsBytes; };
+  auto* bars = reinterpret_cast<std::uint64_t*>(smem + Cfg::kBarOffset);
+  std::uint64_t* kv_full = bars;
+  std::uint64_t* full = bars + 1;
+  std::uint64_t* empty = bars + 1 + STAGES;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = tid >> 7;
+  // The last key tiles first: dq_ordered.cuh's order needs the blocks a
+  // block waits on launched before it.
+  const KeyTileBlock<BK, BQ> blk(a, static_cast<int>(gridDim.x - 1 - blockIdx.x));
+  if (tid == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // the producer: one thread issues every copy
+    regs_dec<40>();
+    if (tid == 0) {
+      const int k_row = static_cast<int>(blk.tok0) + blk.k0;
+      mbar_expect_tx(kv_full, 2 * Cfg::kKvBytes);
+      for (int cb = 0; cb < HD / 64; ++cb) {
+        tma_load_2d(s_k + cb * BK * kSwizzleRowBytes, &tk, blk.kvh * HD + cb * 64, k_row, kv_full);
+        tma_load_2d(s_v + cb * BK * kSwizzleRowBytes, &tv, blk.kvh * HD + cb * 64, k_row, kv_full);
+      }
+      for (int it = 0; it < blk.n_it; ++it) {
+        const int stage = it % STAGES;
+        if (it >= STAGES) mbar_wait(empty + stage, ((it / STAGES) - 1) & 1);
+        const int h = blk.head_of(it, a.group);
+        const int row = static_cast<int>(blk.tok0) + blk.q0_of(it);
+        mbar_expect_tx(full + stage, 2 * Cfg::kQBytes);
+        for (int cb = 0; cb < HD / 64; ++cb) {
+          tma_load_2d(s_q(stage) + cb * BQ * kSwizzleRowBytes, &tq, h * HD + cb * 64, row,
+                      full + stage);
+          tma_load_2d(s_do(stage) + cb * BQ * kSwizzleRowBytes, &tdo, h * HD + cb * 64, row,
+                      full + stage);
+        }
+      }
+    }
+    return;
+  }
+
+  regs_inc<232>();
+  const int c = wg - 1;
+  const int wtid = tid & 127;
+  const int warp = wtid >> 5;
+  const int lane = tid & 31;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int ck0 = blk.k0 + c * 64;  // this consumer's first key
+  const int key0 = ck0 + warp * 16 + g;
+  const int key1 = key0 + 8;
+  // This consumer's rows of the K and V tiles (each 64-column block holds BK rows).
+  const unsigned k_addr = smem_u32(s_k) + c * 64 * kSwizzleRowBytes;
+  const unsigned v_addr = smem_u32(s_v) + c * 64 * kSwizzleRowBytes;
+  const int n_qt = (a.seq + BQ - 1) / BQ;
+  const int kt = blk.k0 / BK;
+  constexpr bool kSplitN = HD == 128;
+  constexpr int kDqN = kSplitN ? 64 : HD;  // dQ columns per consumer
+
+  float dk[HD / 8][4], dv[HD / 8][4];
+  zero(dk);
+  zero(dv);
+  mbar_wait(kv_full, 0);
+  for (int it = 0; it < blk.n_it; ++it) {
+    const int stage = it % STAGES;
+    const int q0 = blk.q0_of(it);
+    const int h = blk.head_of(it, a.group);
+    const std::int64_t bh = bh_row(blk.b, a.heads, h);
+    unsigned char* ds_tile = s_ds(it & 1);
+    // Wait for the stage even where there is nothing to add (see
+    // backward_ws.cu: a consumer must not run a lap ahead of the other).
+    mbar_wait(full + stage, (it / STAGES) & 1);
+    const bool active = ck0 < a.seq && q0 + BQ - 1 >= ck0;
+    const unsigned q_addr = smem_u32(s_q(stage));
+    const unsigned do_addr = smem_u32(s_do(stage));
+    unsigned p[BQ / 16][4], ds[BQ / 16][4];
+    if (active) {
+      float st[BQ / 8][4], dpt[BQ / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) {
+        const unsigned a_at = (kk >> 2) * BK * kSwizzleRowBytes + (kk & 3) * 32;
+        const unsigned b_at = (kk >> 2) * BQ * kSwizzleRowBytes + (kk & 3) * 32;
+        wgmma_ss<T, BQ, 0, 0>(st, sw128_desc(k_addr + a_at, 16, kSwizzleAtomBytes),
+                              sw128_desc(q_addr + b_at, 16, kSwizzleAtomBytes), kk > 0 ? 1 : 0);
+      }
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) {
+        const unsigned a_at = (kk >> 2) * BK * kSwizzleRowBytes + (kk & 3) * 32;
+        const unsigned b_at = (kk >> 2) * BQ * kSwizzleRowBytes + (kk & 3) * 32;
+        wgmma_ss<T, BQ, 0, 0>(dpt, sw128_desc(v_addr + a_at, 16, kSwizzleAtomBytes),
+                              sw128_desc(do_addr + b_at, 16, kSwizzleAtomBytes), kk > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+      // lse and D of this thread's query columns, while the products run.
+      float lse2[BQ / 8][2], dd[BQ / 8][2];
+#pragma unroll
+      for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int qi = q0 + nt * 8 + 2 * t + e;
+          const bool ok = qi < a.seq;
+          lse2[nt][e] = ok ? a.lse[bh * a.ld_lse + qi] * kLog2e : 0.f;
+          dd[nt][e] = ok ? a.delta[bh * a.seq + qi] : 0.f;
+        }
+      }
+      wgmma_wait<0>();
+      fence_regs(st);
+      fence_regs(dpt);
+
+      const bool need_mask = (ck0 + 63 > q0) || (q0 + BQ > a.seq);
+#pragma unroll
+      for (int nt = 0; nt < BQ / 8; ++nt) {
+        float pv[4], dsv[4];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int qi = q0 + nt * 8 + 2 * t + e;
+          float p0 = exp2f(fmaf(st[nt][e], a.scale_log2, -lse2[nt][e]));
+          float p1 = exp2f(fmaf(st[nt][2 + e], a.scale_log2, -lse2[nt][e]));
+          if (need_mask) {
+            if (key0 > qi || qi >= a.seq) p0 = 0.f;
+            if (key1 > qi || qi >= a.seq) p1 = 0.f;
+          }
+          pv[e] = p0;
+          pv[2 + e] = p1;
+          dsv[e] = p0 * (dpt[nt][e] - dd[nt][e]);
+          dsv[2 + e] = p1 * (dpt[nt][2 + e] - dd[nt][e]);
+        }
+        p[nt >> 1][(nt & 1) * 2] = pack2<T>(pv[0], pv[1]);
+        p[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(pv[2], pv[3]);
+        ds[nt >> 1][(nt & 1) * 2] = pack2<T>(dsv[0], dsv[1]);
+        ds[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(dsv[2], dsv[3]);
+      }
+    } else {
+      // No key of this consumer sees the tile: its rows of dS^T are zero,
+      // so the dQ product can run over all 128 keys unconditionally.
+#pragma unroll
+      for (int kb = 0; kb < BQ / 16; ++kb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ds[kb][e] = 0u;
+      }
+    }
+    // dS^T for the dQ product; the wgmma reads it through the async proxy.
+    store_ds_rows(ds_tile, c * 64, ds, warp, lane);
+    fence_proxy_async();
+    if (active) {
+      // dV += P^T dO and dK += dS^T Q: dO and Q read transposed (their rows
+      // are the reduction), 64-column blocks BQ rows apart.
+      wgmma_fence();
+#pragma unroll
+      for (int kb = 0; kb < BQ / 16; ++kb) {
+        wgmma_rs<T, HD, 1>(dv, p[kb],
+                           sw128_desc(do_addr + kb * 16 * kSwizzleRowBytes, BQ * kSwizzleRowBytes,
+                                      kSwizzleAtomBytes),
+                           1);
+      }
+#pragma unroll
+      for (int kb = 0; kb < BQ / 16; ++kb) {
+        wgmma_rs<T, HD, 1>(dk, ds[kb],
+                           sw128_desc(q_addr + kb * 16 * kSwizzleRowBytes, BQ * kSwizzleRowBytes,
+                                      kSwizzleAtomBytes),
+                           1);
+      }
+      wgmma_commit();
+    }
+    // Both consumers' dS^T rows are in the tile.
+    named_barrier(kPairBarrier, 256);
+    if (active) {
+      wgmma_wait<0>();
+      fence_regs(dv);
+      fence_regs(dk);
+      fence_regs(p);
+      fence_regs(ds);
+    }
+    // Every warp of this consumer is done with the Q / dO stage: release it once.
+    named_barrier(1 + c, 128);
+    if (wtid == 0) mbar_arrive(empty + stage);
+
+    // At hd 128 both consumers take 64 of dQ's columns each (fewer live
+    // registers beside dK and dV); at hd 64 they take turns with all of them.
+    if (kSplitN || c == (it & 1)) {
+      // dQ share = dS K over the block's 128 keys (rows of keys that do
+      // not see the tile are zero).
+      const unsigned ds_addr = smem_u32(ds_tile);
+      const int col0 = kSplitN ? c * 64 : 0;
+      // K's 64-column block holding column col0.
+      const unsigned kcol_addr = smem_u32(s_k) + (col0 / 64) * BK * kSwizzleRowBytes;
+      float dq[kDqN / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int kb = 0; kb < BK / 16; ++kb) {
+        wgmma_ss<T, kDqN, 1, 1>(dq,
+                                sw128_desc(ds_addr + kb * 16 * kSwizzleRowBytes,
+                                           BK * kSwizzleRowBytes, kSwizzleAtomBytes),
+                                sw128_desc(kcol_addr + kb * 16 * kSwizzleRowBytes,
+                                           BK * kSwizzleRowBytes, kSwizzleAtomBytes),
+                                kb > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(dq);
+
+      const int qt = q0 / BQ;
+      const int q_end = min(q0 + BQ, a.seq);
+      DqShare share;
+      share.order = (q_end - 1) / BK - kt;
+      share.arrivals = kSplitN ? 2 : 1;
+      share.last = kt == 0;
+      share.counter = a.dq_counters + bh * n_qt + qt;
+      share.acc = a.dq_acc + (bh * a.seq + q0) * HD + col0;
+      share.out = static_cast<T*>(a.dq) + (blk.tok0 + q0) * a.ld_dq +
+                  static_cast<std::int64_t>(h) * HD + col0;
+      share.ld_out = a.ld_dq;
+      share.rows = q_end - q0;
+      share.q0 = q0;
+      share.col0 = col0;
+      dq_add_in_order<T, HD, kDqN>(dq, share, a, warp, lane, wtid, 1 + c);
+    }
+  }
+
+  // Both consumers' dQ products read every row of K: done before the
+  // staging below overwrites this consumer's rows.
+  named_barrier(kPairBarrier, 256);
+  unsigned char* s_dk = s_k + c * 64 * kSwizzleRowBytes;
+  unsigned char* s_dv = s_v + c * 64 * kSwizzleRowBytes;
+  rope_unrotate_acc<HD>(dk, a.rope, key0, a.seq, t);
+  stage_acc_sw128<T, HD>(s_dk, BK, dk, a.scale, a.scale, warp, lane);
+  stage_acc_sw128<T, HD>(s_dv, BK, dv, 1.f, 1.f, warp, lane);
+  named_barrier(1 + c, 128);
+  const std::int64_t row = blk.tok0 + ck0;
+  const int valid = blk.k_valid - c * 64;
+  store_rows_sw128<T, HD>(
+      static_cast<T*>(a.dk) + row * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
+      s_dk, BK, valid, wtid);
+  store_rows_sw128<T, HD>(
+      static_cast<T*>(a.dv) + row * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
+      s_dv, BK, valid, wtid);
+#endif
+}
+
+}  // namespace
+
+template <typename T, int HD>
+void launch_backward_fused(const BwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
+                           const Mat& dout, const FlashDims& d, cudaStream_t stream) {
+  using Cfg = FusedBwd<HD, 2>;
+  constexpr auto kernel = flash_bwd_fused_kernel<T, HD, 2>;
+  allow_smem<kernel>(Cfg::smem);
+  const CUtensorMap tq = tma_map_2d(q, Cfg::BQ);
+  const CUtensorMap tk = tma_map_2d(k, Cfg::BK);
+  const CUtensorMap tv = tma_map_2d(v, Cfg::BK);
+  const CUtensorMap tdo = tma_map_2d(dout, Cfg::BQ);
+  launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BK), d.kv_heads, d.batch), Cfg::kThreads, Cfg::smem,
+                stream, tq, tk, tv, tdo, args);
+  CUDA_CHECK_LAUNCH();
+}
+
+#define TINYLLAMA_BWD_FUSED(T, HD)                                                               \
+  template void launch_backward_fused<T, HD>(const BwdArgs&, const Mat&, const Mat&, const Mat&, \
+                                             const Mat&, const FlashDims&, cudaStream_t);
+TINYLLAMA_BWD_FUSED(__nv_bfloat16, 64)
+TINYLLAMA_BWD_FUSED(__nv_bfloat16, 128)
+TINYLLAMA_BWD_FUSED(__half, 64)
+TINYLLAMA_BWD_FUSED(__half, 128)
+#undef TINYLLAMA_BWD_FUSED
+
+}  // namespace tinyllama::cuda::flash
