@@ -8,11 +8,13 @@
 //   S^T = K Q^T, dP^T = V dO^T, P^T = exp2(S^T - lse), dS^T = P^T (dP^T - D),
 //   dV += P^T dO, dK += dS^T Q.
 // Each consumer also writes its dS^T rows into a shared tile (128 keys x 64
-// queries), and once both halves are there one consumer -- the two take
-// turns -- computes the tile's dQ share over all 128 keys,
+// queries), and once both halves are there the block's dQ share over all
+// 128 keys is computed -- at hd 64 by one consumer, the two taking turns;
+// at hd 128 by both, 64 columns each --
 //   dQ_n = dS K   (dS read transposed from that tile, K from the K tile),
-// and adds it into the tile's fp32 accumulator in the fixed order of
-// dq_ordered.cuh; the last block writes dQ. D = rowsum(dO * O) comes from
+// and staged in shared memory. The producer warpgroup's three idle warps
+// add the staged shares into the tile's fp32 accumulator in the fixed order
+// of dq_ordered.cuh; the last block writes dQ. D = rowsum(dO * O) comes from
 // the delta kernel before it (which also zeroes the order counters), so
 // the backward is still two launches. Deterministic; rows must allow
 // 16-byte accesses.
@@ -48,15 +50,22 @@ struct FusedBwd {
   static constexpr int kKvBytes = BK * HD * 2;
   static constexpr int kQBytes = BQ * HD * 2;
   static constexpr int kDsBytes = BK * BQ * 2;  // dS^T: 128 key rows of 64 queries
+  static constexpr int kDqBytes = BQ * HD * 4;  // a staged fp32 dQ share
   static constexpr int kDsOffset = 2 * kKvBytes + 2 * STAGES * kQBytes;
-  static constexpr int kBarOffset = kDsOffset + 2 * kDsBytes;
-  // Barriers: K and V landed, Q and dO landed [STAGES], stage free [STAGES].
+  static constexpr int kDqOffset = kDsOffset + 2 * kDsBytes;
+  static constexpr int kBarOffset = kDqOffset + 2 * kDqBytes;
+  // Barriers: K and V landed, Q and dO landed [STAGES], stage free [STAGES],
+  // dQ share staged [2], dQ stage free [2].
+  static constexpr int kBars = 1 + 2 * STAGES + 4;
   static constexpr std::size_t smem =
-      kSwizzleAtomBytes + kBarOffset + (1 + 2 * STAGES) * sizeof(std::uint64_t);
+      kSwizzleAtomBytes + kBarOffset + kBars * sizeof(std::uint64_t);
 };
 
-// Named barriers: 1 + c for consumer c alone, kPairBarrier for both.
+// Named barriers: 1 + c for consumer c alone, kPairBarrier for both
+// consumers, kWriterBarrier for the producer warpgroup's dQ writers.
 constexpr int kPairBarrier = 3;
+constexpr int kWriterBarrier = 4;
+constexpr int kWriterThreads = 96;  // warps 1-3 of the producer warpgroup
 
 // This consumer's dS^T (64 keys from row `row0` of the shared tile, as A
 // fragments: ds[kb] holds query columns 16 kb .. 16 kb + 15) into the
@@ -92,10 +101,19 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
   auto s_q = [&](int stage) { return smem + 2 * Cfg::kKvBytes + stage * Cfg::kQBytes; };
   auto s_do = [&](int stage) { return smem + 2 * Cfg::kKvBytes + (STAGES + stage) * Cfg::kQBytes; };
   auto s_ds = [&](int buf) { return smem + Cfg::kDsOffset + buf * Cfg::kDsBytes; };
+  auto s_dq = [&](int buf) {
+    return reinterpret_cast<float*>(smem + Cfg::kDqOffset + buf * Cfg::kDqBytes);
+  };
   auto* bars = reinterpret_cast<std::uint64_t*>(smem + Cfg::kBarOffset);
   std::uint64_t* kv_full = bars;
   std::uint64_t* full = bars + 1;
   std::uint64_t* empty = bars + 1 + STAGES;
+  std::uint64_t* dq_full = bars + 1 + 2 * STAGES;
+  std::uint64_t* dq_empty = dq_full + 2;
+  // At hd 128 both consumers take 64 of dQ's columns each (fewer live
+  // registers beside dK and dV); at hd 64 they take turns with all of them.
+  constexpr bool kSplitN = HD == 128;
+  constexpr int kDqN = kSplitN ? 64 : HD;  // dQ columns per consumer
 
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid >> 7;
@@ -108,13 +126,48 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
       mbar_init(full + s, 1);
       mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
     }
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(dq_full + b, kSplitN ? 2 : 1);  // the consumers that staged a part
+      mbar_init(dq_empty + b, 1);               // the writers, once done
+    }
     mbar_init_fence();
   }
   __syncthreads();
 
-  if (wg == 0) {  // the producer: one thread issues every copy
-    regs_dec<40>();
-    if (tid == 0) {
+  const int n_qt = (a.seq + BQ - 1) / BQ;
+  const int kt = blk.k0 / BK;
+  // Where iteration it's dQ share goes (dq_ordered.cuh).
+  auto share_of = [&](int it) {
+    const int q0 = blk.q0_of(it);
+    const int h = blk.head_of(it, a.group);
+    const std::int64_t bh = bh_row(blk.b, a.heads, h);
+    const int q_end = min(q0 + BQ, a.seq);
+    DqShare sh;
+    sh.order = (q_end - 1) / BK - kt;
+    sh.last = kt == 0;
+    sh.counter = a.dq_counters + bh * n_qt + q0 / BQ;
+    sh.acc = a.dq_acc + (bh * a.seq + q0) * HD;
+    sh.out = static_cast<T*>(a.dq) + (blk.tok0 + q0) * a.ld_dq + static_cast<std::int64_t>(h) * HD;
+    sh.ld_out = a.ld_dq;
+    sh.rows = q_end - q0;
+    sh.q0 = q0;
+    return sh;
+  };
+
+  if (wg == 0) {  // the producer warpgroup
+    regs_dec<56>();
+    if (tid >= 32) {  // warps 1-3: the dQ writers
+      const int wid = tid - 32;
+      for (int it = 0; it < blk.n_it; ++it) {
+        const int b = it & 1;
+        mbar_wait(dq_full + b, (it >> 1) & 1);
+        dq_write_share<T, HD, kWriterThreads>(s_dq(b), share_of(it), a, wid, kWriterBarrier);
+        named_barrier(kWriterBarrier, kWriterThreads);  // every writer is done with the stage
+        if (wid == 0) mbar_arrive(dq_empty + b);
+      }
+      return;
+    }
+    if (tid == 0) {  // one thread issues every copy
       const int k_row = static_cast<int>(blk.tok0) + blk.k0;
       mbar_expect_tx(kv_full, 2 * Cfg::kKvBytes);
       for (int cb = 0; cb < HD / 64; ++cb) {
@@ -138,7 +191,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
     return;
   }
 
-  regs_inc<232>();
+  regs_inc<224>();
   const int c = wg - 1;
   const int wtid = tid & 127;
   const int warp = wtid >> 5;
@@ -151,10 +204,6 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
   // This consumer's rows of the K and V tiles (each 64-column block holds BK rows).
   const unsigned k_addr = smem_u32(s_k) + c * 64 * kSwizzleRowBytes;
   const unsigned v_addr = smem_u32(s_v) + c * 64 * kSwizzleRowBytes;
-  const int n_qt = (a.seq + BQ - 1) / BQ;
-  const int kt = blk.k0 / BK;
-  constexpr bool kSplitN = HD == 128;
-  constexpr int kDqN = kSplitN ? 64 : HD;  // dQ columns per consumer
 
   float dk[HD / 8][4], dv[HD / 8][4];
   zero(dk);
@@ -163,8 +212,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
   for (int it = 0; it < blk.n_it; ++it) {
     const int stage = it % STAGES;
     const int q0 = blk.q0_of(it);
-    const int h = blk.head_of(it, a.group);
-    const std::int64_t bh = bh_row(blk.b, a.heads, h);
+    const std::int64_t bh = bh_row(blk.b, a.heads, blk.head_of(it, a.group));
     unsigned char* ds_tile = s_ds(it & 1);
     // Wait for the stage even where there is nothing to add (see
     // backward_ws.cu: a consumer must not run a lap ahead of the other).
@@ -275,8 +323,6 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
     named_barrier(1 + c, 128);
     if (wtid == 0) mbar_arrive(empty + stage);
 
-    // At hd 128 both consumers take 64 of dQ's columns each (fewer live
-    // registers beside dK and dV); at hd 64 they take turns with all of them.
     if (kSplitN || c == (it & 1)) {
       // dQ share = dS K over the block's 128 keys (rows of keys that do
       // not see the tile are zero).
@@ -296,24 +342,14 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
                                 kb > 0 ? 1 : 0);
       }
       wgmma_commit();
+      // The writers are done with this buffer's share of two iterations ago.
+      const int b = it & 1;
+      if (it >= 2) mbar_wait(dq_empty + b, ((it >> 1) - 1) & 1);
       wgmma_wait<0>();
       fence_regs(dq);
-
-      const int qt = q0 / BQ;
-      const int q_end = min(q0 + BQ, a.seq);
-      DqShare share;
-      share.order = (q_end - 1) / BK - kt;
-      share.arrivals = kSplitN ? 2 : 1;
-      share.last = kt == 0;
-      share.counter = a.dq_counters + bh * n_qt + qt;
-      share.acc = a.dq_acc + (bh * a.seq + q0) * HD + col0;
-      share.out = static_cast<T*>(a.dq) + (blk.tok0 + q0) * a.ld_dq +
-                  static_cast<std::int64_t>(h) * HD + col0;
-      share.ld_out = a.ld_dq;
-      share.rows = q_end - q0;
-      share.q0 = q0;
-      share.col0 = col0;
-      dq_add_in_order<T, HD, kDqN>(dq, share, a, warp, lane, wtid, 1 + c);
+      stage_dq_share<HD, kDqN>(s_dq(b), dq, col0, warp, lane);
+      named_barrier(1 + c, 128);
+      if (wtid == 0) mbar_arrive(dq_full + b);
     }
   }
 

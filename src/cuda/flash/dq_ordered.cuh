@@ -13,11 +13,12 @@
 // waits on blocks launched before it, which therefore hold an SM or have
 // finished: the wait cannot deadlock.
 //
-// A block's share may be added by two warpgroups, each its own columns
-// (DqShare::arrivals 2): the tile's counter then counts two per block, and
-// each waits until both parts of every block above have arrived. The
-// counters ([B*H, query tiles], int) must be zero when the kernel starts:
-// the delta kernel that runs just before it zeroes them.
+// The consumers only stage their share in shared memory (stage_dq_share)
+// and go on; the wait, the read-add-write and the count are done by the
+// producer warpgroup's idle warps (dq_writer), so the global memory latency
+// stays off the tensor cores' path. The counters ([B*H, query tiles], int)
+// must be zero when the kernel starts: the delta kernel that runs just
+// before it zeroes them.
 #include <cstdint>
 
 #include "cuda/flash/params.h"
@@ -33,7 +34,7 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* p) {
 }
 
 // counter += v, ordered after this thread's earlier writes (and, through
-// the barrier before it, its warpgroup's).
+// the barrier before it, its group's).
 __device__ __forceinline__ void red_release_gpu_add(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
@@ -42,94 +43,88 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// The staged share: 64 rows of HD floats, row r's 8-float groups permuted
+// by r % 8 so that a warp's accumulator stores (8 rows, the same columns)
+// and the writer's float4 reads hit distinct banks.
+template <int HD>
+__device__ __forceinline__ int dq_stage_index(int row, int col) {
+  return row * HD + (col ^ ((row & 7) << 3));
+}
+
+// A warpgroup's 64 x N part of the share (the wgmma accumulator layout:
+// rows 16w + g and + 8, columns col0 + 8 dt + 2t and + 1) into the stage.
+template <int HD, int N>
+__device__ __forceinline__ void stage_dq_share(float* stage, const float (&dq)[N / 8][4], int col0,
+                                               int warp, int lane) {
+  const int r0 = warp * 16 + (lane >> 2);
+  const int t = lane & 3;
+#pragma unroll
+  for (int dt = 0; dt < N / 8; ++dt) {
+    const int col = col0 + dt * 8 + 2 * t;
+    *reinterpret_cast<float2*>(stage + dq_stage_index<HD>(r0, col)) =
+        make_float2(dq[dt][0], dq[dt][1]);
+    *reinterpret_cast<float2*>(stage + dq_stage_index<HD>(r0 + 8, col)) =
+        make_float2(dq[dt][2], dq[dt][3]);
+  }
+}
+
 // Where one block's share of one (query tile, head) goes.
 struct DqShare {
   int order;     // how many blocks add before this one (0: the first)
-  int arrivals;  // warpgroups per block that add a part of the share (1 or 2)
   bool last;     // block 0: writes the result
-  int* counter;  // the tile's counter: arrivals per block that has added
-  float* acc;    // the tile's fp32 accumulator at column col0, row stride HD
-  void* out;     // dq at the tile's first row, column col0 of this head
+  int* counter;  // the tile's counter: blocks that have added
+  float* acc;    // the tile's fp32 accumulator, [64 rows][HD]
+  void* out;     // dq at the tile's first row and this head's first column
   std::int64_t ld_out;
   int rows;  // rows of the tile inside the sequence
   int q0;    // the tile's first position
-  int col0;  // the first of the N columns this warpgroup adds
 };
 
-// A warpgroup's 64 x N part of the share in the wgmma accumulator layout
-// (rows 16w + g and 16w + g + 8, columns 8 dt + 2t and + 1 from col0),
-// added into the tile in its turn. bar_id: a named barrier of this
-// warpgroup's 128 threads.
-template <typename T, int HD, int N>
-__device__ __forceinline__ void dq_add_in_order(float (&dq)[N / 8][4], const DqShare& s,
-                                                const BwdArgs& a, int warp, int lane, int wtid,
-                                                int bar_id) {
-  const int g = lane >> 2;
-  const int t = lane & 3;
-  const int r0 = warp * 16 + g;
-  const int r1 = r0 + 8;
-  const bool ok0 = r0 < s.rows;
-  const bool ok1 = r1 < s.rows;
+// The writer: NT threads (ids wtid 0..NT-1, named barrier bar_id) add one
+// staged share into the tile in its turn, or write the tile's dQ.
+template <typename T, int HD, int NT>
+__device__ __forceinline__ void dq_write_share(const float* stage, const DqShare& s,
+                                               const BwdArgs& a, int wtid, int bar_id) {
   if (s.order > 0) {
     if (wtid == 0) {
-      while (ld_acquire_gpu(s.counter) < s.order * s.arrivals) {
+      while (ld_acquire_gpu(s.counter) < s.order) {
       }
     }
-    named_barrier(bar_id, 128);
-#pragma unroll
-    for (int dt = 0; dt < N / 8; ++dt) {
-      const int col = dt * 8 + 2 * t;
-      if (ok0) {
-        const float2 v = __ldcg(reinterpret_cast<const float2*>(s.acc + r0 * HD + col));
-        dq[dt][0] += v.x;
-        dq[dt][1] += v.y;
-      }
-      if (ok1) {
-        const float2 v = __ldcg(reinterpret_cast<const float2*>(s.acc + r1 * HD + col));
-        dq[dt][2] += v.x;
-        dq[dt][3] += v.y;
-      }
-    }
+    named_barrier(bar_id, NT);
   }
-  if (s.last) {
-    T* out = static_cast<T*>(s.out);
-    const float2* cs = reinterpret_cast<const float2*>(a.rope);
-#pragma unroll
-    for (int dt = 0; dt < N / 8; ++dt) {
-      const int col = dt * 8 + 2 * t;
-      const int pair = (s.col0 + col) / 2;
-      if (ok0) {
-        if (cs != nullptr) {
-          rope_unrotate(dq[dt][0], dq[dt][1],
-                        cs[static_cast<std::int64_t>(s.q0 + r0) * (HD / 2) + pair]);
-        }
-        *reinterpret_cast<unsigned*>(out + r0 * s.ld_out + col) =
-            pack2<T>(dq[dt][0] * a.scale, dq[dt][1] * a.scale);
-      }
-      if (ok1) {
-        if (cs != nullptr) {
-          rope_unrotate(dq[dt][2], dq[dt][3],
-                        cs[static_cast<std::int64_t>(s.q0 + r1) * (HD / 2) + pair]);
-        }
-        *reinterpret_cast<unsigned*>(out + r1 * s.ld_out + col) =
-            pack2<T>(dq[dt][2] * a.scale, dq[dt][3] * a.scale);
-      }
+  constexpr int kQuads = 64 * HD / 4;
+  const float2* cs = reinterpret_cast<const float2*>(a.rope);
+  for (int i = wtid; i < kQuads; i += NT) {
+    const int row = i / (HD / 4);
+    const int col = (i % (HD / 4)) * 4;
+    if (row >= s.rows) break;  // rows go in order: the rest are past the end too
+    float4 v = *reinterpret_cast<const float4*>(stage + dq_stage_index<HD>(row, col));
+    float* acc = s.acc + row * HD + col;
+    if (s.order > 0) {
+      const float4 prev = __ldcg(reinterpret_cast<const float4*>(acc));
+      v.x += prev.x;
+      v.y += prev.y;
+      v.z += prev.z;
+      v.w += prev.w;
     }
-    return;
+    if (!s.last) {
+      __stcg(reinterpret_cast<float4*>(acc), v);
+      continue;
+    }
+    if (cs != nullptr) {
+      const float2* pos = cs + static_cast<std::int64_t>(s.q0 + row) * (HD / 2) + col / 2;
+      rope_unrotate(v.x, v.y, pos[0]);
+      rope_unrotate(v.z, v.w, pos[1]);
+    }
+    const uint2 packed = make_uint2(pack2<T>(v.x * a.scale, v.y * a.scale),
+                                    pack2<T>(v.z * a.scale, v.w * a.scale));
+    *reinterpret_cast<uint2*>(static_cast<T*>(s.out) + row * s.ld_out + col) = packed;
   }
-#pragma unroll
-  for (int dt = 0; dt < N / 8; ++dt) {
-    const int col = dt * 8 + 2 * t;
-    if (ok0) {
-      __stcg(reinterpret_cast<float2*>(s.acc + r0 * HD + col), make_float2(dq[dt][0], dq[dt][1]));
-    }
-    if (ok1) {
-      __stcg(reinterpret_cast<float2*>(s.acc + r1 * HD + col), make_float2(dq[dt][2], dq[dt][3]));
-    }
+  if (!s.last) {
+    __threadfence();
+    named_barrier(bar_id, NT);
+    if (wtid == 0) red_release_gpu_add(s.counter, 1);
   }
-  __threadfence();
-  named_barrier(bar_id, 128);
-  if (wtid == 0) red_release_gpu_add(s.counter, 1);
 }
 
 }  // namespace tinyllama::cuda::flash
