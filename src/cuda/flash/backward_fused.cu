@@ -156,14 +156,46 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
 
   if (wg == 0) {  // the producer warpgroup
     regs_dec<56>();
-    if (tid >= 32) {  // warps 1-3: the dQ writers
+    if (tid >= 32 && kt == 0) {  // warps 1-3 of block 0: add the sums up and write dQ
       const int wid = tid - 32;
       for (int it = 0; it < blk.n_it; ++it) {
         const int b = it & 1;
         mbar_wait(dq_full + b, (it >> 1) & 1);
-        dq_write_share<T, HD, kWriterThreads>(s_dq(b), share_of(it), a, wid, kWriterBarrier);
+        dq_write_last<T, HD, kWriterThreads>(s_dq(b), share_of(it), a, wid, kWriterBarrier);
         named_barrier(kWriterBarrier, kWriterThreads);  // every writer is done with the stage
         if (wid == 0) mbar_arrive(dq_empty + b);
+      }
+      return;
+    }
+    if (tid == 32) {     // above block 0: one thread adds each share by a bulk copy
+      int pending = -1;  // the iteration whose tile is not counted on yet
+      for (int it = 0; it < blk.n_it; ++it) {
+        const int b = it & 1;
+        mbar_wait(dq_full + b, (it >> 1) & 1);
+        const DqShare sh = share_of(it);
+        const unsigned bytes = static_cast<unsigned>(sh.rows * HD * 4);
+        if (sh.order > 0) {
+          while (ld_acquire_gpu(sh.counter) < sh.order) {
+          }
+          fence_proxy_async_global();
+          bulk_add(sh.acc, s_dq(b), bytes);
+        } else {
+          bulk_store(sh.acc, s_dq(b), bytes);
+        }
+        bulk_commit();
+        bulk_wait_read<0>();
+        mbar_arrive(dq_empty + b);
+        if (pending >= 0) {
+          bulk_wait<1>();  // the previous tile's copy has landed
+          fence_proxy_async_global();
+          red_release_gpu_add(share_of(pending).counter, 1);
+        }
+        pending = it;
+      }
+      if (pending >= 0) {
+        bulk_wait<0>();
+        fence_proxy_async_global();
+        red_release_gpu_add(share_of(pending).counter, 1);
       }
       return;
     }
@@ -348,6 +380,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
       wgmma_wait<0>();
       fence_regs(dq);
       stage_dq_share<HD, kDqN>(s_dq(b), dq, col0, warp, lane);
+      fence_proxy_async();  // the bulk copy reads the stage through the async proxy
       named_barrier(1 + c, 128);
       if (wtid == 0) mbar_arrive(dq_full + b);
     }

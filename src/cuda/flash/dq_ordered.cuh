@@ -14,16 +14,20 @@
 // finished: the wait cannot deadlock.
 //
 // The consumers only stage their share in shared memory (stage_dq_share)
-// and go on; the wait, the read-add-write and the count are done by the
-// producer warpgroup's idle warps (dq_writer), so the global memory latency
-// stays off the tensor cores' path. The counters ([B*H, query tiles], int)
-// must be zero when the kernel starts: the delta kernel that runs just
-// before it zeroes them.
+// and go on; the producer warpgroup's idle warps do the rest, off the
+// tensor cores' path. In blocks above 0 one thread waits for the tile's
+// turn and adds the staged share with one bulk asynchronous copy (a plain
+// copy for the first), and counts the tile on only once the copy has
+// landed, one tile later, so the copies overlap the waits. Block 0's three
+// warps read the sum, add their share and write dQ (dq_write_last). The counters ([B*H, query
+// tiles], int) must be zero when the kernel starts: the delta kernel that runs just before it
+// zeroes them.
 #include <cstdint>
 
 #include "cuda/flash/params.h"
 #include "cuda/flash/ptx.cuh"
 #include "cuda/flash/rope_epilogue.cuh"
+#include "cuda/flash/wgmma.cuh"
 
 namespace tinyllama::cuda::flash {
 
@@ -43,13 +47,46 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// The staged share: 64 rows of HD floats, row r's 8-float groups permuted
-// by r % 8 so that a warp's accumulator stores (8 rows, the same columns)
-// and the writer's float4 reads hit distinct banks.
+// The staged share: 64 rows of HD floats, row-major, so that one bulk copy
+// moves a whole tile (the accumulator's rows are contiguous too).
 template <int HD>
 __device__ __forceinline__ int dq_stage_index(int row, int col) {
-  return row * HD + (col ^ ((row & 7) << 3));
+  return row * HD + col;
 }
+
+// Hopper's bulk asynchronous copies between shared and global memory, for
+// the writer thread: a plain copy, and a copy that adds into global memory
+// (each element once, in L2), grouped per thread.
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+__device__ __forceinline__ void bulk_store(float* dst, const float* src, unsigned bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_add(float* dst, const float* src, unsigned bytes) {
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+      "r"(smem_u32(src)), "r"(bytes)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// At most N of this thread's groups still reading shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// At most N of this thread's groups not yet complete (written).
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// Orders this thread's generic and async-proxy accesses to global memory.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+#endif
 
 // A warpgroup's 64 x N part of the share (the wgmma accumulator layout:
 // rows 16w + g and + 8, columns col0 + 8 dt + 2t and + 1) into the stage.
@@ -80,11 +117,13 @@ struct DqShare {
   int q0;    // the tile's first position
 };
 
-// The writer: NT threads (ids wtid 0..NT-1, named barrier bar_id) add one
-// staged share into the tile in its turn, or write the tile's dQ.
+// Block 0's writers: NT threads (ids wtid, named barrier bar_id) add the
+// staged share to what the blocks above added and write the tile's dQ
+// (inverse RoPE, scale, rounding). Every load is issued before the first
+// add, so the tile costs one trip to L2.
 template <typename T, int HD, int NT>
-__device__ __forceinline__ void dq_write_share(const float* stage, const DqShare& s,
-                                               const BwdArgs& a, int wtid, int bar_id) {
+__device__ __forceinline__ void dq_write_last(const float* stage, const DqShare& s,
+                                              const BwdArgs& a, int wtid, int bar_id) {
   if (s.order > 0) {
     if (wtid == 0) {
       while (ld_acquire_gpu(s.counter) < s.order) {
@@ -93,37 +132,42 @@ __device__ __forceinline__ void dq_write_share(const float* stage, const DqShare
     named_barrier(bar_id, NT);
   }
   constexpr int kQuads = 64 * HD / 4;
+  constexpr int kPer = (kQuads + NT - 1) / NT;
   const float2* cs = reinterpret_cast<const float2*>(a.rope);
-  for (int i = wtid; i < kQuads; i += NT) {
-    const int row = i / (HD / 4);
-    const int col = (i % (HD / 4)) * 4;
-    if (row >= s.rows) break;  // rows go in order: the rest are past the end too
-    float4 v = *reinterpret_cast<const float4*>(stage + dq_stage_index<HD>(row, col));
-    float* acc = s.acc + row * HD + col;
-    if (s.order > 0) {
-      const float4 prev = __ldcg(reinterpret_cast<const float4*>(acc));
-      v.x += prev.x;
-      v.y += prev.y;
-      v.z += prev.z;
-      v.w += prev.w;
+  // In batches of kBatch loads in flight: the producer warpgroup runs on
+  // few registers (the consumers hold the rest).
+  constexpr int kBatch = 4;
+#pragma unroll 1
+  for (int j0 = 0; j0 < kPer; j0 += kBatch) {
+    float4 prev[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = wtid + (j0 + j) * NT;
+      prev[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (s.order > 0 && i < kQuads && i / (HD / 4) < s.rows) {
+        prev[j] = __ldcg(reinterpret_cast<const float4*>(s.acc) + i);
+      }
     }
-    if (!s.last) {
-      __stcg(reinterpret_cast<float4*>(acc), v);
-      continue;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = wtid + (j0 + j) * NT;
+      const int row = i / (HD / 4);
+      const int col = (i % (HD / 4)) * 4;
+      if (i >= kQuads || row >= s.rows) continue;
+      float4 v = *reinterpret_cast<const float4*>(stage + dq_stage_index<HD>(row, col));
+      v.x += prev[j].x;
+      v.y += prev[j].y;
+      v.z += prev[j].z;
+      v.w += prev[j].w;
+      if (cs != nullptr) {
+        const float2* pos = cs + static_cast<std::int64_t>(s.q0 + row) * (HD / 2) + col / 2;
+        rope_unrotate(v.x, v.y, pos[0]);
+        rope_unrotate(v.z, v.w, pos[1]);
+      }
+      const uint2 packed = make_uint2(pack2<T>(v.x * a.scale, v.y * a.scale),
+                                      pack2<T>(v.z * a.scale, v.w * a.scale));
+      *reinterpret_cast<uint2*>(static_cast<T*>(s.out) + row * s.ld_out + col) = packed;
     }
-    if (cs != nullptr) {
-      const float2* pos = cs + static_cast<std::int64_t>(s.q0 + row) * (HD / 2) + col / 2;
-      rope_unrotate(v.x, v.y, pos[0]);
-      rope_unrotate(v.z, v.w, pos[1]);
-    }
-    const uint2 packed = make_uint2(pack2<T>(v.x * a.scale, v.y * a.scale),
-                                    pack2<T>(v.z * a.scale, v.w * a.scale));
-    *reinterpret_cast<uint2*>(static_cast<T*>(s.out) + row * s.ld_out + col) = packed;
-  }
-  if (!s.last) {
-    __threadfence();
-    named_barrier(bar_id, NT);
-    if (wtid == 0) red_release_gpu_add(s.counter, 1);
   }
 }
 
