@@ -12,11 +12,11 @@
 // 128 keys is computed -- at hd 64 by one consumer, the two taking turns;
 // at hd 128 by both, 64 columns each --
 //   dQ_n = dS K   (dS read transposed from that tile, K from the K tile),
-// and staged in shared memory. The producer warpgroup's three idle warps
-// add the staged shares into the tile's fp32 accumulator in the fixed order
-// of dq_ordered.cuh; the last block writes dQ. D = rowsum(dO * O) comes from
-// the delta kernel before it (which also zeroes the order counters), so
-// the backward is still two launches. Deterministic; rows must allow
+// and staged in shared memory. One thread of the producer warpgroup adds
+// the staged shares into the tile's fp32 accumulator in the fixed order of
+// dq_ordered.cuh, and a conversion kernel after it writes dQ. D =
+// rowsum(dO * O) comes from the delta kernel before it (which also zeroes
+// the order counters): three launches. Deterministic; rows must allow
 // 16-byte accesses.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -61,11 +61,8 @@ struct FusedBwd {
       kSwizzleAtomBytes + kBarOffset + kBars * sizeof(std::uint64_t);
 };
 
-// Named barriers: 1 + c for consumer c alone, kPairBarrier for both
-// consumers, kWriterBarrier for the producer warpgroup's dQ writers.
+// Named barriers: 1 + c for consumer c alone, kPairBarrier for both.
 constexpr int kPairBarrier = 3;
-constexpr int kWriterBarrier = 4;
-constexpr int kWriterThreads = 96;  // warps 1-3 of the producer warpgroup
 
 // This consumer's dS^T (64 keys from row `row0` of the shared tile, as A
 // fragments: ds[kb] holds query columns 16 kb .. 16 kb + 15) into the
@@ -128,7 +125,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
     }
     for (int b = 0; b < 2; ++b) {
       mbar_init(dq_full + b, kSplitN ? 2 : 1);  // the consumers that staged a part
-      mbar_init(dq_empty + b, 1);               // the writers, once done
+      mbar_init(dq_empty + b, 1);               // the writer thread, once read
     }
     mbar_init_fence();
   }
@@ -144,29 +141,14 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
     const int q_end = min(q0 + BQ, a.seq);
     DqShare sh;
     sh.order = (q_end - 1) / BK - kt;
-    sh.last = kt == 0;
     sh.counter = a.dq_counters + bh * n_qt + q0 / BQ;
     sh.acc = a.dq_acc + (bh * a.seq + q0) * HD;
-    sh.out = static_cast<T*>(a.dq) + (blk.tok0 + q0) * a.ld_dq + static_cast<std::int64_t>(h) * HD;
-    sh.ld_out = a.ld_dq;
     sh.rows = q_end - q0;
-    sh.q0 = q0;
     return sh;
   };
 
   if (wg == 0) {  // the producer warpgroup
     regs_dec<56>();
-    if (tid >= 32 && kt == 0) {  // warps 1-3 of block 0: add the sums up and write dQ
-      const int wid = tid - 32;
-      for (int it = 0; it < blk.n_it; ++it) {
-        const int b = it & 1;
-        mbar_wait(dq_full + b, (it >> 1) & 1);
-        dq_write_last<T, HD, kWriterThreads>(s_dq(b), share_of(it), a, wid, kWriterBarrier);
-        named_barrier(kWriterBarrier, kWriterThreads);  // every writer is done with the stage
-        if (wid == 0) mbar_arrive(dq_empty + b);
-      }
-      return;
-    }
     if (tid == 32) {     // above block 0: one thread adds each share by a bulk copy
       int pending = -1;  // the iteration whose tile is not counted on yet
       for (int it = 0; it < blk.n_it; ++it) {
@@ -190,10 +172,11 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
           fence_proxy_async_global();
           red_release_gpu_add(share_of(pending).counter, 1);
         }
-        pending = it;
+        // Block 0 adds last: nobody waits for its count.
+        if (kt > 0) pending = it;
       }
+      bulk_wait<0>();
       if (pending >= 0) {
-        bulk_wait<0>();
         fence_proxy_async_global();
         red_release_gpu_add(share_of(pending).counter, 1);
       }
@@ -406,6 +389,33 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
 #endif
 }
 
+// dQ from the accumulator the fused kernel summed into: the inverse RoPE,
+// the scale, one rounding. One thread per 4 columns of a (token, head).
+template <typename T, int HD>
+__global__ void flash_bwd_dq_convert_kernel(const BwdArgs a, std::int64_t quads) {
+  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_allow_next();
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= quads) return;
+  const int col = static_cast<int>(i % (HD / 4)) * 4;
+  const std::int64_t row = i / (HD / 4);  // (b * H + h) * S + s
+  const int pos = static_cast<int>(row % a.seq);
+  const std::int64_t bh = row / a.seq;
+  const int h = static_cast<int>(bh % a.heads);
+  const std::int64_t b = bh / a.heads;
+  float4 v = __ldcs(reinterpret_cast<const float4*>(a.dq_acc) + i);
+  if (a.rope != nullptr) {
+    const float2* cs = reinterpret_cast<const float2*>(a.rope) +
+                       static_cast<std::int64_t>(pos) * (HD / 2) + col / 2;
+    rope_unrotate(v.x, v.y, cs[0]);
+    rope_unrotate(v.z, v.w, cs[1]);
+  }
+  T* out =
+      static_cast<T*>(a.dq) + (b * a.seq + pos) * a.ld_dq + static_cast<std::int64_t>(h) * HD + col;
+  *reinterpret_cast<uint2*>(out) =
+      make_uint2(pack2<T>(v.x * a.scale, v.y * a.scale), pack2<T>(v.z * a.scale, v.w * a.scale));
+}
+
 }  // namespace
 
 template <typename T, int HD>
@@ -420,6 +430,12 @@ void launch_backward_fused(const BwdArgs& args, const Mat& q, const Mat& k, cons
   const CUtensorMap tdo = tma_map_2d(dout, Cfg::BQ);
   launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BK), d.kv_heads, d.batch), Cfg::kThreads, Cfg::smem,
                 stream, tq, tk, tv, tdo, args);
+  CUDA_CHECK_LAUNCH();
+  const std::int64_t quads = static_cast<std::int64_t>(d.batch) * d.heads * d.seq * (HD / 4);
+  constexpr int kConvertThreads = 256;
+  launch_kernel(flash_bwd_dq_convert_kernel<T, HD>,
+                static_cast<unsigned>((quads + kConvertThreads - 1) / kConvertThreads),
+                kConvertThreads, 0, stream, args, quads);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -5,9 +5,10 @@
 // tile's dQ; the shares go into an fp32 accumulator in global memory in
 // DESCENDING n: the block holding the tile's diagonal (n_last) stores its
 // share, each block below it waits on the tile's counter until the blocks
-// above it are done, adds, and counts on; block 0 adds last and writes the
-// tile's dQ itself (inverse RoPE, scale, rounding), so no conversion pass
-// follows. Descending n is also the order the blocks reach the tile in: the
+// above it are done, adds, and counts on; block 0 adds last. A conversion
+// kernel after it writes dQ (inverse RoPE, scale, rounding): done inside
+// block 0, the read of the sum sat on the longest block's path and ran
+// slower. Descending n is also the order the blocks reach the tile in: the
 // key blocks are launched highest first, and a higher block has fewer query
 // tiles before this one, so in steady state nobody waits. A block only ever
 // waits on blocks launched before it, which therefore hold an SM or have
@@ -15,11 +16,10 @@
 //
 // The consumers only stage their share in shared memory (stage_dq_share)
 // and go on; the producer warpgroup's idle warps do the rest, off the
-// tensor cores' path. In blocks above 0 one thread waits for the tile's
-// turn and adds the staged share with one bulk asynchronous copy (a plain
-// copy for the first), and counts the tile on only once the copy has
-// landed, one tile later, so the copies overlap the waits. Block 0's three
-// warps read the sum, add their share and write dQ (dq_write_last). The counters ([B*H, query
+// tensor cores' path: one thread waits for the tile's turn and adds the
+// staged share with one bulk asynchronous copy (a plain copy for the
+// first), and counts the tile on only once the copy has landed, one tile
+// later, so the copies overlap the waits. The counters ([B*H, query
 // tiles], int) must be zero when the kernel starts: the delta kernel that runs just before it
 // zeroes them.
 #include <cstdint>
@@ -108,67 +108,9 @@ __device__ __forceinline__ void stage_dq_share(float* stage, const float (&dq)[N
 // Where one block's share of one (query tile, head) goes.
 struct DqShare {
   int order;     // how many blocks add before this one (0: the first)
-  bool last;     // block 0: writes the result
   int* counter;  // the tile's counter: blocks that have added
-  float* acc;    // the tile's fp32 accumulator, [64 rows][HD]
-  void* out;     // dq at the tile's first row and this head's first column
-  std::int64_t ld_out;
-  int rows;  // rows of the tile inside the sequence
-  int q0;    // the tile's first position
+  float* acc;    // the tile's fp32 accumulator, [rows][HD]
+  int rows;      // rows of the tile inside the sequence
 };
-
-// Block 0's writers: NT threads (ids wtid, named barrier bar_id) add the
-// staged share to what the blocks above added and write the tile's dQ
-// (inverse RoPE, scale, rounding). Every load is issued before the first
-// add, so the tile costs one trip to L2.
-template <typename T, int HD, int NT>
-__device__ __forceinline__ void dq_write_last(const float* stage, const DqShare& s,
-                                              const BwdArgs& a, int wtid, int bar_id) {
-  if (s.order > 0) {
-    if (wtid == 0) {
-      while (ld_acquire_gpu(s.counter) < s.order) {
-      }
-    }
-    named_barrier(bar_id, NT);
-  }
-  constexpr int kQuads = 64 * HD / 4;
-  constexpr int kPer = (kQuads + NT - 1) / NT;
-  const float2* cs = reinterpret_cast<const float2*>(a.rope);
-  // In batches of kBatch loads in flight: the producer warpgroup runs on
-  // few registers (the consumers hold the rest).
-  constexpr int kBatch = 4;
-#pragma unroll 1
-  for (int j0 = 0; j0 < kPer; j0 += kBatch) {
-    float4 prev[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int i = wtid + (j0 + j) * NT;
-      prev[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (s.order > 0 && i < kQuads && i / (HD / 4) < s.rows) {
-        prev[j] = __ldcg(reinterpret_cast<const float4*>(s.acc) + i);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int i = wtid + (j0 + j) * NT;
-      const int row = i / (HD / 4);
-      const int col = (i % (HD / 4)) * 4;
-      if (i >= kQuads || row >= s.rows) continue;
-      float4 v = *reinterpret_cast<const float4*>(stage + dq_stage_index<HD>(row, col));
-      v.x += prev[j].x;
-      v.y += prev[j].y;
-      v.z += prev[j].z;
-      v.w += prev[j].w;
-      if (cs != nullptr) {
-        const float2* pos = cs + static_cast<std::int64_t>(s.q0 + row) * (HD / 2) + col / 2;
-        rope_unrotate(v.x, v.y, pos[0]);
-        rope_unrotate(v.z, v.w, pos[1]);
-      }
-      const uint2 packed = make_uint2(pack2<T>(v.x * a.scale, v.y * a.scale),
-                                      pack2<T>(v.z * a.scale, v.w * a.scale));
-      *reinterpret_cast<uint2*>(static_cast<T*>(s.out) + row * s.ld_out + col) = packed;
-    }
-  }
-}
 
 }  // namespace tinyllama::cuda::flash
