@@ -188,7 +188,9 @@ std::vector<OpVariant> build_registry() {
   b.attention(bwd, "flash-mma", v2, FlashPin::BackwardMma);
   b.attention(bwd, "flash-wgmma", v2, FlashPin::BackwardWgmma);
   b.attention(bwd, "flash-ws", v2, FlashPin::BackwardSpecialized);
-  b.attention(bwd, "flash-fused", v2, FlashPin::BackwardFused);
+  ImplChoice fused_backward = v2;
+  fused_backward.fused_flash_backward = true;
+  b.attention(bwd, "flash-fused", fused_backward, FlashPin::BackwardFused);
   b.attention(bwd, "flash-delta-separate", v2, FlashPin::BackwardSeparateDelta);
   b.attention(bwd, "cudnn", cudnn);
   // RoPE's backward rotation in the flash kernels' epilogues (rope fused):

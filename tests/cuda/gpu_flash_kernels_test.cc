@@ -188,8 +188,8 @@ TEST_P(GpuFlashBackwardKernels, MatchTheReference) {
   const std::string skip = backward_skip(t, pin);
   if (!skip.empty()) GTEST_SKIP() << skip;
   Harness h(t);
+  cuda::set_flash_backward_kernel(pin.kernel);  // before prepare(): the fused kernel's scratch
   const BackwardRun r(h, t, c);
-  cuda::set_flash_backward_kernel(pin.kernel);
   cuda::set_flash_backward_delta(delta.where);
   r.run_gpu(h, r.dqkv.gpu);
   const std::string what = std::string(pin.name) + " " + delta.name;
@@ -224,9 +224,9 @@ TEST_P(GpuFlashDeltaInDq, GivesTheSeparateKernelsBits) {
   const std::string skip = backward_skip(t, pin);
   if (!skip.empty()) GTEST_SKIP() << skip;
   Harness h(t);
+  cuda::set_flash_backward_kernel(pin.kernel);  // before prepare(): the fused kernel's scratch
   const BackwardRun r(h, t, c);
   const Twin separate = h.output(r.dqkv.gpu.rows, r.dqkv.gpu.cols, t, c.pad);
-  cuda::set_flash_backward_kernel(pin.kernel);
   // First the scratch's D of another dO: a row the dQ kernels left
   // unwritten would keep that D and show below.
   const Twin other_dout = h.input(r.dout.gpu.rows, r.dout.gpu.cols, t, 1.0, c.pad);
@@ -271,8 +271,8 @@ TEST_P(GpuFlashFusedBackward, RepeatsToTheBit) {
   const std::string skip = backward_skip(t, fused);
   if (!skip.empty()) GTEST_SKIP() << skip;
   Harness h(t);
+  cuda::set_flash_backward_kernel(fused.kernel);  // before prepare(): plans its accumulator
   const BackwardRun r(h, t, c);
-  cuda::set_flash_backward_kernel(fused.kernel);
   r.run_gpu(h, r.dqkv.gpu);
   const std::vector<double> first = h.device_values(r.dqkv.gpu);
   h.expect_close(r.dq, tolerance(t), "fused dq");

@@ -63,7 +63,8 @@ TEST_P(GpuFlashRopeBackward, MatchesAttentionThenRopeBackward) {
   const BatchShape shape{c.batch, c.seq};
   const StepPlan plan = test_plan(ops, precision_for(t), h.gpu(), cfg, shape);
   ASSERT_EQ(plan.ops.rope, RopeImpl::Fused) << "the plan kept the fused rotation";
-  h.gpu().prepare(cfg, shape, plan);  // builds the (cos, sin) table
+  cuda::set_flash_backward_kernel(pin.kernel);  // before prepare(): the fused kernel's scratch
+  h.gpu().prepare(cfg, shape, plan);            // builds the (cos, sin) table
 
   const Twin qkv = h.input(tokens, qd + 2 * kvd, t, 1.5, c.pad);
   const Twin q = col_block(qkv, 0, qd);
@@ -85,7 +86,6 @@ TEST_P(GpuFlashRopeBackward, MatchesAttentionThenRopeBackward) {
                           Mat{}, s);
   cpu::rope(dqkv.cpu.col_block(0, qd + kvd), c.seq, c.head_dim, cfg.rope_theta, -1);
 
-  cuda::set_flash_backward_kernel(pin.kernel);
   cuda::set_flash_backward_delta(delta.where);
   h.gpu().attention_rope_backward(AttentionImpl::Flash, dq.gpu, dk.gpu, dv.gpu, dout.gpu, q.gpu,
                                   k.gpu, v.gpu, out_saved.gpu, lse_saved.gpu, Mat{}, s,

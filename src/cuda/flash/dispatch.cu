@@ -181,7 +181,10 @@ ScratchLayout scratch_layout(const AttentionShape& s) {
   const std::int64_t bh = static_cast<std::int64_t>(s.batch) * s.heads;
   l.rows = bh * s.seq;
   l.total = round256(l.rows * static_cast<std::int64_t>(sizeof(float)));
-  if ((s.head_dim == 64 || s.head_dim == 128) && flash_hopper_kernels_available()) {
+  // Only where the fused backward is pinned when the scratch is planned (the
+  // bench and the tests pin it before prepare()): the default never runs it.
+  if (g_backward_kernel.load() == FlashBackwardKernel::Fused &&
+      (s.head_dim == 64 || s.head_dim == 128) && flash_hopper_kernels_available()) {
     l.counters = bh * ((s.seq + 63) / 64);
     l.acc_elems = l.rows * s.head_dim;
     l.counters_at = l.total;
@@ -356,7 +359,9 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
       if constexpr (!std::is_same_v<T, float> && HD != 32)
         kernel = backward_kernel_for<T, HD>(args);
       if (kernel == FlashBackwardKernel::Fused && !fused_ready) {
-        kernel = FlashBackwardKernel::Specialized;  // no accumulator planned for this shape
+        throw RuntimeFailure(std::string(name) +
+                             ": the fused backward is pinned but the attention scratch has no dQ "
+                             "accumulator for this shape: pin it before prepare()");
       }
       // The fused kernel reads D from the delta kernel, which zeroes its counters.
       const bool fused = kernel == FlashBackwardKernel::Fused;

@@ -13,9 +13,10 @@ namespace tinyllama::cuda {
 
 // The backward's scratch: D = rowsum(dO * O), fp32, one per query row
 // (written by the dQ kernels, or by the delta kernel: FlashDelta); and
-// where the fused kernel can run (Hopper, head_dim 64 / 128), its dQ
-// accumulator (fp32, B * H * S * head_dim) and order counters (one per 64
-// query rows of each (batch, head)); null elsewhere.
+// where the fused kernel is pinned when the scratch is sized (Hopper,
+// head_dim 64 / 128), its dQ accumulator (fp32, B * H * S * head_dim) and
+// order counters (one per 64 query rows of each (batch, head)); null
+// elsewhere.
 struct FlashScratch {
   float* delta = nullptr;
   std::int64_t rows = 0;  // capacity: B * H * S
@@ -76,8 +77,9 @@ FlashForwardKernel flash_forward_kernel();
 // Specialized: the dK/dV kernel warp-specialised (TMA producer, two wgmma
 // consumers), the dQ kernel as in Wgmma. Fused: one warp-specialised
 // kernel for dK, dV and dQ (five products per tile pair, not seven), dQ
-// summed across key blocks in a fixed order, after the delta kernel; it
-// needs the scratch's dQ accumulator and falls back to Specialized without.
+// summed across key blocks in a fixed order, after the delta kernel, and a
+// conversion kernel; pin it before prepare(), which then plans its dQ
+// accumulator (a call without one throws).
 enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized, Fused };
 void set_flash_backward_kernel(FlashBackwardKernel k);
 // Where the backward computes D = rowsum(dO * O): InDq (the default) in the
