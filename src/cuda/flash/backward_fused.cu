@@ -56,8 +56,7 @@ struct FusedBwd {
   static constexpr int kBarOffset = kDqOffset + 2 * kDqBytes;
   // Barriers: K and V landed, Q and dO landed [STAGES], stage free [STAGES],
   // dQ share staged [2], dQ stage free [2].
-  // dS^T tile written [2], dS^T tile free [2].
-  static constexpr int kBars = 1 + 2 * STAGES + 8;
+  static constexpr int kBars = 1 + 2 * STAGES + 4;
   static constexpr std::size_t smem =
       kSwizzleAtomBytes + kBarOffset + kBars * sizeof(std::uint64_t);
 };
@@ -108,8 +107,6 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
   std::uint64_t* empty = bars + 1 + STAGES;
   std::uint64_t* dq_full = bars + 1 + 2 * STAGES;
   std::uint64_t* dq_empty = dq_full + 2;
-  std::uint64_t* ds_full = dq_empty + 2;
-  std::uint64_t* ds_free = ds_full + 2;
   // At hd 128 both consumers take 64 of dQ's columns each (fewer live
   // registers beside dK and dV); at hd 64 they take turns with all of them.
   constexpr bool kSplitN = HD == 128;
@@ -129,8 +126,6 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
     for (int b = 0; b < 2; ++b) {
       mbar_init(dq_full + b, kSplitN ? 2 : 1);  // the consumers that staged a part
       mbar_init(dq_empty + b, 1);               // the writer thread, once read
-      mbar_init(ds_full + b, 2);                // each consumer, its rows written
-      mbar_init(ds_free + b, kSplitN ? 2 : 1);  // the consumers that read it for dQ
     }
     mbar_init_fence();
   }
@@ -307,10 +302,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
         for (int e = 0; e < 4; ++e) ds[kb][e] = 0u;
       }
     }
-    // dS^T for the dQ product, once the dQ product of two iterations ago
-    // is done with this buffer; the wgmma reads it through the async proxy.
-    const int b = it & 1;
-    if (it >= 2) mbar_wait(ds_free + b, ((it >> 1) - 1) & 1);
+    // dS^T for the dQ product; the wgmma reads it through the async proxy.
     store_ds_rows(ds_tile, c * 64, ds, warp, lane);
     fence_proxy_async();
     if (active) {
@@ -333,10 +325,8 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
       }
       wgmma_commit();
     }
-    // This consumer's dS^T rows are in the tile. Only the consumer that
-    // computes dQ waits for both halves: the other goes on to its next tile.
-    named_barrier(1 + c, 128);
-    if (wtid == 0) mbar_arrive(ds_full + b);
+    // Both consumers' dS^T rows are in the tile.
+    named_barrier(kPairBarrier, 256);
     if (active) {
       wgmma_wait<0>();
       fence_regs(dv);
@@ -356,7 +346,6 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
       // K's 64-column block holding column col0.
       const unsigned kcol_addr = smem_u32(s_k) + (col0 / 64) * BK * kSwizzleRowBytes;
       float dq[kDqN / 8][4];
-      mbar_wait(ds_full + b, (it >> 1) & 1);
       wgmma_fence();
 #pragma unroll
       for (int kb = 0; kb < BK / 16; ++kb) {
@@ -369,16 +358,14 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
       }
       wgmma_commit();
       // The writers are done with this buffer's share of two iterations ago.
+      const int b = it & 1;
       if (it >= 2) mbar_wait(dq_empty + b, ((it >> 1) - 1) & 1);
       wgmma_wait<0>();
       fence_regs(dq);
       stage_dq_share<HD, kDqN>(s_dq(b), dq, col0, warp, lane);
-      fence_proxy_async();        // the bulk copy reads the stage through the async proxy
-      named_barrier(1 + c, 128);  // also: every warp's dQ product is done with the dS^T tile
-      if (wtid == 0) {
-        mbar_arrive(dq_full + b);
-        mbar_arrive(ds_free + b);
-      }
+      fence_proxy_async();  // the bulk copy reads the stage through the async proxy
+      named_barrier(1 + c, 128);
+      if (wtid == 0) mbar_arrive(dq_full + b);
     }
   }
 
