@@ -148,6 +148,7 @@ TEST(BenchSelectOps, FamilyPassVariantAndGemm) {
                                       "attention.bwd flash-mma",
                                       "attention.bwd flash-wgmma",
                                       "attention.bwd flash-ws",
+                                      "attention.bwd flash-fused",
                                       "attention.bwd flash-delta-separate",
                                       "attention.bwd cudnn",
                                       "attention.bwd flash+rope"}));
