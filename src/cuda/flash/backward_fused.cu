@@ -38,6 +38,7 @@
 #include "cuda/flash/tma_maps.h"
 #include "cuda/flash/wgmma.cuh"
 #include "cuda/flash/wgmma_tiles.cuh"
+#include "cuda/flash/ws_key_block.cuh"
 
 namespace tinyllama::cuda::flash {
 namespace {
@@ -183,25 +184,8 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
       return;
     }
     if (tid == 0) {  // one thread issues every copy
-      const int k_row = static_cast<int>(blk.tok0) + blk.k0;
-      mbar_expect_tx(kv_full, 2 * Cfg::kKvBytes);
-      for (int cb = 0; cb < HD / 64; ++cb) {
-        tma_load_2d(s_k + cb * BK * kSwizzleRowBytes, &tk, blk.kvh * HD + cb * 64, k_row, kv_full);
-        tma_load_2d(s_v + cb * BK * kSwizzleRowBytes, &tv, blk.kvh * HD + cb * 64, k_row, kv_full);
-      }
-      for (int it = 0; it < blk.n_it; ++it) {
-        const int stage = it % STAGES;
-        if (it >= STAGES) mbar_wait(empty + stage, ((it / STAGES) - 1) & 1);
-        const int h = blk.head_of(it, a.group);
-        const int row = static_cast<int>(blk.tok0) + blk.q0_of(it);
-        mbar_expect_tx(full + stage, 2 * Cfg::kQBytes);
-        for (int cb = 0; cb < HD / 64; ++cb) {
-          tma_load_2d(s_q(stage) + cb * BQ * kSwizzleRowBytes, &tq, h * HD + cb * 64, row,
-                      full + stage);
-          tma_load_2d(s_do(stage) + cb * BQ * kSwizzleRowBytes, &tdo, h * HD + cb * 64, row,
-                      full + stage);
-        }
-      }
+      ws_produce<HD, BK, BQ, STAGES>(&tq, &tk, &tv, &tdo, blk, a, s_k, s_v, s_q(0), s_do(0),
+                                     kv_full, full, empty);
     }
     return;
   }
@@ -215,7 +199,6 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
   const int t = lane & 3;
   const int ck0 = blk.k0 + c * 64;  // this consumer's first key
   const int key0 = ck0 + warp * 16 + g;
-  const int key1 = key0 + 8;
   // This consumer's rows of the K and V tiles (each 64-column block holds BK rows).
   const unsigned k_addr = smem_u32(s_k) + c * 64 * kSwizzleRowBytes;
   const unsigned v_addr = smem_u32(s_v) + c * 64 * kSwizzleRowBytes;
@@ -238,61 +221,15 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
     unsigned p[BQ / 16][4], ds[BQ / 16][4];
     if (active) {
       float st[BQ / 8][4], dpt[BQ / 8][4];
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        const unsigned a_at = (kk >> 2) * BK * kSwizzleRowBytes + (kk & 3) * 32;
-        const unsigned b_at = (kk >> 2) * BQ * kSwizzleRowBytes + (kk & 3) * 32;
-        wgmma_ss<T, BQ, 0, 0>(st, sw128_desc(k_addr + a_at, 16, kSwizzleAtomBytes),
-                              sw128_desc(q_addr + b_at, 16, kSwizzleAtomBytes), kk > 0 ? 1 : 0);
-      }
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        const unsigned a_at = (kk >> 2) * BK * kSwizzleRowBytes + (kk & 3) * 32;
-        const unsigned b_at = (kk >> 2) * BQ * kSwizzleRowBytes + (kk & 3) * 32;
-        wgmma_ss<T, BQ, 0, 0>(dpt, sw128_desc(v_addr + a_at, 16, kSwizzleAtomBytes),
-                              sw128_desc(do_addr + b_at, 16, kSwizzleAtomBytes), kk > 0 ? 1 : 0);
-      }
-      wgmma_commit();
+      ws_scores_t<T, HD, BK, BQ>(st, dpt, k_addr, v_addr, q_addr, do_addr);
       // lse and D of this thread's query columns, while the products run.
       float lse2[BQ / 8][2], dd[BQ / 8][2];
-#pragma unroll
-      for (int nt = 0; nt < BQ / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int qi = q0 + nt * 8 + 2 * t + e;
-          const bool ok = qi < a.seq;
-          lse2[nt][e] = ok ? a.lse[bh * a.ld_lse + qi] * kLog2e : 0.f;
-          dd[nt][e] = ok ? a.delta[bh * a.seq + qi] : 0.f;
-        }
-      }
+      ws_row_stats<BQ>(lse2, dd, a, bh, q0, t);
       wgmma_wait<0>();
       fence_regs(st);
       fence_regs(dpt);
-
       const bool need_mask = (ck0 + 63 > q0) || (q0 + BQ > a.seq);
-#pragma unroll
-      for (int nt = 0; nt < BQ / 8; ++nt) {
-        float pv[4], dsv[4];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int qi = q0 + nt * 8 + 2 * t + e;
-          float p0 = exp2f(fmaf(st[nt][e], a.scale_log2, -lse2[nt][e]));
-          float p1 = exp2f(fmaf(st[nt][2 + e], a.scale_log2, -lse2[nt][e]));
-          if (need_mask) {
-            if (key0 > qi || qi >= a.seq) p0 = 0.f;
-            if (key1 > qi || qi >= a.seq) p1 = 0.f;
-          }
-          pv[e] = p0;
-          pv[2 + e] = p1;
-          dsv[e] = p0 * (dpt[nt][e] - dd[nt][e]);
-          dsv[2 + e] = p1 * (dpt[nt][2 + e] - dd[nt][e]);
-        }
-        p[nt >> 1][(nt & 1) * 2] = pack2<T>(pv[0], pv[1]);
-        p[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(pv[2], pv[3]);
-        ds[nt >> 1][(nt & 1) * 2] = pack2<T>(dsv[0], dsv[1]);
-        ds[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(dsv[2], dsv[3]);
-      }
+      ws_probs_t<T, BQ>(st, dpt, lse2, dd, p, ds, a, q0, key0, need_mask, t);
     } else {
       // No key of this consumer sees the tile: its rows of dS^T are zero,
       // so the dQ product can run over all 128 keys unconditionally.
@@ -305,26 +242,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
     // dS^T for the dQ product; the wgmma reads it through the async proxy.
     store_ds_rows(ds_tile, c * 64, ds, warp, lane);
     fence_proxy_async();
-    if (active) {
-      // dV += P^T dO and dK += dS^T Q: dO and Q read transposed (their rows
-      // are the reduction), 64-column blocks BQ rows apart.
-      wgmma_fence();
-#pragma unroll
-      for (int kb = 0; kb < BQ / 16; ++kb) {
-        wgmma_rs<T, HD, 1>(dv, p[kb],
-                           sw128_desc(do_addr + kb * 16 * kSwizzleRowBytes, BQ * kSwizzleRowBytes,
-                                      kSwizzleAtomBytes),
-                           1);
-      }
-#pragma unroll
-      for (int kb = 0; kb < BQ / 16; ++kb) {
-        wgmma_rs<T, HD, 1>(dk, ds[kb],
-                           sw128_desc(q_addr + kb * 16 * kSwizzleRowBytes, BQ * kSwizzleRowBytes,
-                                      kSwizzleAtomBytes),
-                           1);
-      }
-      wgmma_commit();
-    }
+    if (active) ws_dv_dk<T, HD, BQ>(dv, dk, p, ds, q_addr, do_addr);
     // Both consumers' dS^T rows are in the tile.
     named_barrier(kPairBarrier, 256);
     if (active) {
@@ -357,7 +275,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
                                 kb > 0 ? 1 : 0);
       }
       wgmma_commit();
-      // The writers are done with this buffer's share of two iterations ago.
+      // The writer thread is done with this buffer's share of two iterations ago.
       const int b = it & 1;
       if (it >= 2) mbar_wait(dq_empty + b, ((it >> 1) - 1) & 1);
       wgmma_wait<0>();
@@ -372,20 +290,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
   // Both consumers' dQ products read every row of K: done before the
   // staging below overwrites this consumer's rows.
   named_barrier(kPairBarrier, 256);
-  unsigned char* s_dk = s_k + c * 64 * kSwizzleRowBytes;
-  unsigned char* s_dv = s_v + c * 64 * kSwizzleRowBytes;
-  rope_unrotate_acc<HD>(dk, a.rope, key0, a.seq, t);
-  stage_acc_sw128<T, HD>(s_dk, BK, dk, a.scale, a.scale, warp, lane);
-  stage_acc_sw128<T, HD>(s_dv, BK, dv, 1.f, 1.f, warp, lane);
-  named_barrier(1 + c, 128);
-  const std::int64_t row = blk.tok0 + ck0;
-  const int valid = blk.k_valid - c * 64;
-  store_rows_sw128<T, HD>(
-      static_cast<T*>(a.dk) + row * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
-      s_dk, BK, valid, wtid);
-  store_rows_sw128<T, HD>(
-      static_cast<T*>(a.dv) + row * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
-      s_dv, BK, valid, wtid);
+  ws_store_dkdv<T, HD, BK, BQ>(dk, dv, a, blk, s_k, s_v, c, key0, warp, lane, wtid);
 #endif
 }
 

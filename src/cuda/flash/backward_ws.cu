@@ -27,6 +27,7 @@
 #include "cuda/flash/tma_maps.h"
 #include "cuda/flash/wgmma.cuh"
 #include "cuda/flash/wgmma_tiles.cuh"
+#include "cuda/flash/ws_key_block.cuh"
 
 namespace tinyllama::cuda::flash {
 namespace {
@@ -82,25 +83,8 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
   if (wg == 0) {  // the producer: one thread issues every copy
     regs_dec<40>();
     if (tid == 0) {
-      const int k_row = static_cast<int>(blk.tok0) + blk.k0;
-      mbar_expect_tx(kv_full, 2 * Cfg::kKvBytes);
-      for (int cb = 0; cb < HD / 64; ++cb) {
-        tma_load_2d(s_k + cb * BK * kSwizzleRowBytes, &tk, blk.kvh * HD + cb * 64, k_row, kv_full);
-        tma_load_2d(s_v + cb * BK * kSwizzleRowBytes, &tv, blk.kvh * HD + cb * 64, k_row, kv_full);
-      }
-      for (int it = 0; it < blk.n_it; ++it) {
-        const int stage = it % STAGES;
-        if (it >= STAGES) mbar_wait(empty + stage, ((it / STAGES) - 1) & 1);
-        const int h = blk.head_of(it, a.group);
-        const int row = static_cast<int>(blk.tok0) + blk.q0_of(it);
-        mbar_expect_tx(full + stage, 2 * Cfg::kQBytes);
-        for (int cb = 0; cb < HD / 64; ++cb) {
-          tma_load_2d(s_q(stage) + cb * BQ * kSwizzleRowBytes, &tq, h * HD + cb * 64, row,
-                      full + stage);
-          tma_load_2d(s_do(stage) + cb * BQ * kSwizzleRowBytes, &tdo, h * HD + cb * 64, row,
-                      full + stage);
-        }
-      }
+      ws_produce<HD, BK, BQ, STAGES>(&tq, &tk, &tv, &tdo, blk, a, s_k, s_v, s_q(0), s_do(0),
+                                     kv_full, full, empty);
     }
     return;
   }
@@ -114,7 +98,6 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
   const int t = lane & 3;
   const int ck0 = blk.k0 + c * 64;  // this consumer's first key
   const int key0 = ck0 + warp * 16 + g;
-  const int key1 = key0 + 8;
   // This consumer's rows of the K and V tiles (each 64-column block holds BK rows).
   const unsigned k_addr = smem_u32(s_k) + c * 64 * kSwizzleRowBytes;
   const unsigned v_addr = smem_u32(s_v) + c * 64 * kSwizzleRowBytes;
@@ -136,81 +119,18 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
       const unsigned q_addr = smem_u32(s_q(stage));
       const unsigned do_addr = smem_u32(s_do(stage));
       float st[BQ / 8][4], dpt[BQ / 8][4];
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        const unsigned a_at = (kk >> 2) * BK * kSwizzleRowBytes + (kk & 3) * 32;
-        const unsigned b_at = (kk >> 2) * BQ * kSwizzleRowBytes + (kk & 3) * 32;
-        wgmma_ss<T, BQ, 0, 0>(st, sw128_desc(k_addr + a_at, 16, kSwizzleAtomBytes),
-                              sw128_desc(q_addr + b_at, 16, kSwizzleAtomBytes), kk > 0 ? 1 : 0);
-      }
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        const unsigned a_at = (kk >> 2) * BK * kSwizzleRowBytes + (kk & 3) * 32;
-        const unsigned b_at = (kk >> 2) * BQ * kSwizzleRowBytes + (kk & 3) * 32;
-        wgmma_ss<T, BQ, 0, 0>(dpt, sw128_desc(v_addr + a_at, 16, kSwizzleAtomBytes),
-                              sw128_desc(do_addr + b_at, 16, kSwizzleAtomBytes), kk > 0 ? 1 : 0);
-      }
-      wgmma_commit();
+      ws_scores_t<T, HD, BK, BQ>(st, dpt, k_addr, v_addr, q_addr, do_addr);
       // lse and D of this thread's query columns, while the products run.
-      const std::int64_t bh = bh_row(blk.b, a.heads, blk.head_of(it, a.group));
       float lse2[BQ / 8][2], dd[BQ / 8][2];
-#pragma unroll
-      for (int nt = 0; nt < BQ / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int qi = q0 + nt * 8 + 2 * t + e;
-          const bool ok = qi < a.seq;
-          lse2[nt][e] = ok ? a.lse[bh * a.ld_lse + qi] * kLog2e : 0.f;
-          dd[nt][e] = ok ? a.delta[bh * a.seq + qi] : 0.f;
-        }
-      }
+      ws_row_stats<BQ>(lse2, dd, a, bh_row(blk.b, a.heads, blk.head_of(it, a.group)), q0, t);
       wgmma_wait<0>();
       fence_regs(st);
       fence_regs(dpt);
 
       const bool need_mask = (ck0 + 63 > q0) || (q0 + BQ > a.seq);
       unsigned p[BQ / 16][4], ds[BQ / 16][4];
-#pragma unroll
-      for (int nt = 0; nt < BQ / 8; ++nt) {
-        float pv[4], dsv[4];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int qi = q0 + nt * 8 + 2 * t + e;
-          float p0 = exp2f(fmaf(st[nt][e], a.scale_log2, -lse2[nt][e]));
-          float p1 = exp2f(fmaf(st[nt][2 + e], a.scale_log2, -lse2[nt][e]));
-          if (need_mask) {
-            if (key0 > qi || qi >= a.seq) p0 = 0.f;
-            if (key1 > qi || qi >= a.seq) p1 = 0.f;
-          }
-          pv[e] = p0;
-          pv[2 + e] = p1;
-          dsv[e] = p0 * (dpt[nt][e] - dd[nt][e]);
-          dsv[2 + e] = p1 * (dpt[nt][2 + e] - dd[nt][e]);
-        }
-        p[nt >> 1][(nt & 1) * 2] = pack2<T>(pv[0], pv[1]);
-        p[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(pv[2], pv[3]);
-        ds[nt >> 1][(nt & 1) * 2] = pack2<T>(dsv[0], dsv[1]);
-        ds[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(dsv[2], dsv[3]);
-      }
-      // dV += P^T dO and dK += dS^T Q: dO and Q read transposed (their rows
-      // are the reduction), 64-column blocks BQ rows apart.
-      wgmma_fence();
-#pragma unroll
-      for (int kb = 0; kb < BQ / 16; ++kb) {
-        wgmma_rs<T, HD, 1>(dv, p[kb],
-                           sw128_desc(do_addr + kb * 16 * kSwizzleRowBytes, BQ * kSwizzleRowBytes,
-                                      kSwizzleAtomBytes),
-                           1);
-      }
-#pragma unroll
-      for (int kb = 0; kb < BQ / 16; ++kb) {
-        wgmma_rs<T, HD, 1>(dk, ds[kb],
-                           sw128_desc(q_addr + kb * 16 * kSwizzleRowBytes, BQ * kSwizzleRowBytes,
-                                      kSwizzleAtomBytes),
-                           1);
-      }
-      wgmma_commit();
+      ws_probs_t<T, BQ>(st, dpt, lse2, dd, p, ds, a, q0, key0, need_mask, t);
+      ws_dv_dk<T, HD, BQ>(dv, dk, p, ds, q_addr, do_addr);
       wgmma_wait<0>();
       fence_regs(dv);
       fence_regs(dk);
@@ -218,25 +138,12 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
       fence_regs(ds);
     }
     // Every warp of this consumer is done with the stage: release it once.
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+    named_barrier(1 + c, 128);
     if (wtid == 0) mbar_arrive(empty + stage);
   }
 
-  // Stage through this consumer's own rows of K and V (only it read them).
-  unsigned char* s_dk = s_k + c * 64 * kSwizzleRowBytes;
-  unsigned char* s_dv = s_v + c * 64 * kSwizzleRowBytes;
-  rope_unrotate_acc<HD>(dk, a.rope, key0, a.seq, t);
-  stage_acc_sw128<T, HD>(s_dk, BK, dk, a.scale, a.scale, warp, lane);
-  stage_acc_sw128<T, HD>(s_dv, BK, dv, 1.f, 1.f, warp, lane);
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-  const std::int64_t row = blk.tok0 + ck0;
-  const int valid = blk.k_valid - c * 64;
-  store_rows_sw128<T, HD>(
-      static_cast<T*>(a.dk) + row * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
-      s_dk, BK, valid, wtid);
-  store_rows_sw128<T, HD>(
-      static_cast<T*>(a.dv) + row * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
-      s_dv, BK, valid, wtid);
+  // Through this consumer's own rows of K and V (only it read them).
+  ws_store_dkdv<T, HD, BK, BQ>(dk, dv, a, blk, s_k, s_v, c, key0, warp, lane, wtid);
 #endif
 }
 

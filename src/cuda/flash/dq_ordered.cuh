@@ -27,6 +27,7 @@
 #include "cuda/flash/params.h"
 #include "cuda/flash/ptx.cuh"
 #include "cuda/flash/rope_epilogue.cuh"
+#include "cuda/flash/tma.cuh"
 #include "cuda/flash/wgmma.cuh"
 
 namespace tinyllama::cuda::flash {
@@ -41,10 +42,6 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* p) {
 // the barrier before it, its group's).
 __device__ __forceinline__ void red_release_gpu_add(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // The staged share: 64 rows of HD floats, row-major, so that one bulk copy
