@@ -16,7 +16,7 @@ namespace {
 // prepare() for a variant; the fused flash backward is pinned meanwhile, so
 // the attention scratch is planned with its dQ accumulator.
 void prepare_for(Backend& gpu, const BenchShape& shape, const StepPlan& plan,
-                 const ImplChoice& impl) {
+                 [[maybe_unused]] const ImplChoice& impl) {
 #if defined(TINYLLAMA_HAS_CUDA)
   if (impl.fused_flash_backward) {
     cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Fused);
