@@ -4,6 +4,7 @@
 // run's options are all it reads (the weights go through the canonical
 // layout, tested with the data-parallel model).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -44,9 +45,11 @@ TrainOptions run_options(const Backend& backend, int batch, int ranks) {
 class CheckpointRanks : public ::testing::Test {
  protected:
   void SetUp() override {
+    // Per process and test: ctest runs this fixture's tests side by side,
+    // and one's TearDown must not remove another's directory.
+    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = fs::temp_directory_path() /
-           ("tinyllama_ckpt_ranks_" +
-            std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+           ("tinyllama_ckpt_ranks_" + std::to_string(::getpid()) + "_" + info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
