@@ -24,7 +24,7 @@ struct ImplChoice {
   bool fused_norm = false;            // the residual add and RMSNorm in one kernel (v3)
   bool chunked_loss = false;          // the head and loss per chunk of rows (v3)
   bool sorted_embedding_grad = true;  // the embedding gradient through a sort, not the scan
-  bool fused_rope = false;  // RoPE's backward rotation inside the flash backward (rope fused)
+  bool fused_rope = false;            // RoPE's rotations inside the flash kernels (rope fused)
   // The fused flash backward pinned while the workspaces are planned, so
   // the attention scratch holds its dQ accumulator (attention.bwd flash-fused).
   bool fused_flash_backward = false;

@@ -46,8 +46,9 @@ enum class FlashPin {
   // own (FlashDelta::Separate) instead of the dQ kernel's prologue.
   BackwardSeparateDelta
 };
-// rope (backward only): attention_rope_backward, RoPE's inverse rotation of
-// dq and dk inside the attention backward (rope fused).
+// rope: attention_rope_forward (q and k rotated as the kernels load them,
+// the rotated q, k and v's copy written out) or attention_rope_backward
+// (RoPE's inverse rotation of dq and dk inside the attention backward).
 std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl,
                                        FlashPin pin = FlashPin::None, bool rope = false);
 

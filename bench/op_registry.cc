@@ -124,6 +124,9 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_rope(c, fwd); });
   b.attention(fwd, "materialized", materialised);
   b.attention(fwd, "flash", v2);
+  // RoPE's rotation as the flash kernels load q and k (rope fused): time it
+  // against flash plus rope.fwd.
+  b.attention(fwd, "flash+rope", fused_rope);
   // Our forward's kernel families pinned (flash: the best the device runs).
   b.attention(fwd, "flash-mma", v2, FlashPin::Mma);
   // wgWxK: W warpgroups of 64 query rows per block, K keys per tile.

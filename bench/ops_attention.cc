@@ -171,6 +171,12 @@ class AttentionCase final : public OpCase {
     v_ = qkv_.col_block(qd + kvd, kvd);
     out_ = buffers_.poisoned(t, qd, act);
     lse_ = buffers_.poisoned(bh, shape_.seq, ctx.stats());
+    if (rope && pass == Pass::Forward) {  // where the rotated q, k and v's copy go
+      const Mat rot = buffers_.poisoned(t, qd + 2 * kvd, act);
+      q_rot_ = rot.col_block(0, qd);
+      k_rot_ = rot.col_block(qd, kvd);
+      v_copy_ = rot.col_block(qd + kvd, kvd);
+    }
     if (materialised) probs_ = buffers_.poisoned(bh * shape_.seq, shape_.seq, act);
     if (pass == Pass::Backward) {
       dout_ = buffers_.random(t, qd, act, -1, 1);
@@ -185,7 +191,10 @@ class AttentionCase final : public OpCase {
 
   void run() override {
     const ScopedFlashPin pinned(pin_);
-    if (pass_ == Pass::Forward) {
+    if (pass_ == Pass::Forward && rope_) {
+      ctx_.gpu.attention_rope_forward(impl_, out_, lse_, probs_, q_, k_, v_, q_rot_, k_rot_,
+                                      v_copy_, shape_, ctx_.cfg.rope_theta);
+    } else if (pass_ == Pass::Forward) {
       ctx_.gpu.attention_forward(impl_, out_, lse_, probs_, q_, k_, v_, shape_);
     } else if (rope_) {
       ctx_.gpu.attention_rope_backward(impl_, dq_, dk_, dv_, dout_, q_, k_, v_, out_, lse_, probs_,
@@ -235,8 +244,21 @@ class AttentionCase final : public OpCase {
       HostMat out(rows, static_cast<std::int64_t>(q_cols.size()));
       HostMat lse(static_cast<std::int64_t>(heads.size()), seq);
       HostMat probs(materialised ? static_cast<std::int64_t>(prob_rows.size()) : 0, seq);
-      cpu.attention_forward(reference_impl(), out.mat(), lse.mat(),
-                            materialised ? probs.mat() : Mat(), q.mat(), k.mat(), v.mat(), sub);
+      const Mat ref_probs = materialised ? probs.mat() : Mat();
+      if (rope_) {  // the composition: q and k rotated (v copied), then attention
+        HostMat q_rot(rows, static_cast<std::int64_t>(q_cols.size()));
+        HostMat k_rot(rows, static_cast<std::int64_t>(kv_cols.size()));
+        HostMat v_copy(rows, static_cast<std::int64_t>(kv_cols.size()));
+        cpu.attention_rope_forward(reference_impl(), out.mat(), lse.mat(), ref_probs, q.mat(),
+                                   k.mat(), v.mat(), q_rot.mat(), k_rot.mat(), v_copy.mat(), sub,
+                                   ctx_.cfg.rope_theta);
+        cmp.add("q_rot", gather(gpu, q_rot_, positions, q_cols), q_rot);
+        cmp.add("k_rot", gather(gpu, k_rot_, positions, kv_cols), k_rot);
+        cmp.add("v_copy", gather(gpu, v_copy_, positions, kv_cols), v_copy);
+      } else {
+        cpu.attention_forward(reference_impl(), out.mat(), lse.mat(), ref_probs, q.mat(), k.mat(),
+                              v.mat(), sub);
+      }
       cmp.add("out", gather(gpu, out_, positions, q_cols), out);
       cmp.add("lse", gather(gpu, lse_, lse_rows, all_of(seq)), lse);
       if (materialised) cmp.add("probs", gather(gpu, probs_, prob_rows, all_of(seq)), probs);
@@ -283,6 +305,7 @@ class AttentionCase final : public OpCase {
   FlashPin pin_;
   bool rope_;
   Mat qkv_, q_, k_, v_, out_, lse_, probs_;
+  Mat q_rot_, k_rot_, v_copy_;  // rope on the forward pass
   Mat dout_, dq_, dk_, dv_;
 };
 

@@ -93,6 +93,12 @@ class CudaBackend final : public Backend {
                          const AttentionShape& shape) override;
   void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v,
                           Mat out, Mat lse, Mat probs, const AttentionShape& shape) override;
+  // Flash: the rotation as the flash kernels load their Q and K tiles,
+  // through the table prepare() built (a plan with rope fused); others: the
+  // composition. The kernel bench's variant; the model rotates separately.
+  void attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+                              Mat q_rot, Mat k_rot, Mat v_copy, const AttentionShape& shape,
+                              double rope_theta) override;
   // Flash: the inverse RoPE in the flash kernels' epilogues, through the
   // table prepare() built (a plan with rope fused); others: the composition.
   void attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k,
@@ -146,6 +152,8 @@ class CudaBackend final : public Backend {
   unsigned* rms_counters_ = nullptr;       // the in-kernel sum's, after the partials
   void* attention_block_ = nullptr;
   const CudnnSdpa& prepared_cudnn(const char* op) const;
+  // Throws unless prepare() built the RoPE table for rope_theta.
+  void require_rope_table(const char* op, double rope_theta) const;
   AttentionScratch materialized_scratch_;  // the plan's attention decides which is set
   FlashScratch flash_scratch_;
   RopeTable rope_table_;  // rope fused: built once in prepare(), read by the flash backward

@@ -74,6 +74,14 @@ void CudaBackend::rope_backward(Mat dx, int seq, int head_dim, double theta) {
   cuda::rope(dx, seq, head_dim, theta, true, stream_);
 }
 
+void CudaBackend::require_rope_table(const char* op, double rope_theta) const {
+  if (rope_table_.cos_sin == nullptr || rope_table_.theta != rope_theta) {
+    throw RuntimeFailure(std::string(op) + ": no RoPE table was prepared for theta " +
+                         std::to_string(rope_theta) +
+                         " (prepare() builds it for a plan with rope fused)");
+  }
+}
+
 const CudnnSdpa& CudaBackend::prepared_cudnn(const char* op) const {
   if (cudnn_ == nullptr) {
     throw RuntimeFailure(std::string(op) +
@@ -124,6 +132,20 @@ void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv,
   throw RuntimeFailure("attention_backward: attention auto was not resolved");
 }
 
+void CudaBackend::attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q,
+                                         Mat k, Mat v, Mat q_rot, Mat k_rot, Mat v_copy,
+                                         const AttentionShape& shape, double rope_theta) {
+  if (impl != AttentionImpl::Flash) {
+    Backend::attention_rope_forward(impl, out, lse, probs, q, k, v, q_rot, k_rot, v_copy, shape,
+                                    rope_theta);
+    return;
+  }
+  require_probs_match(impl, probs, "attention_rope_forward");
+  require_rope_table("attention_rope_forward", rope_theta);
+  const FlashRopeForward rope{&rope_table_, q_rot, k_rot, v_copy};
+  flash_attention_forward(out, lse, q, k, v, shape, stream_, &rope);
+}
+
 void CudaBackend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout,
                                           Mat q, Mat k, Mat v, Mat out, Mat lse, Mat probs,
                                           const AttentionShape& shape, double rope_theta) {
@@ -133,11 +155,7 @@ void CudaBackend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Ma
     return;
   }
   require_probs_match(impl, probs, "attention_rope_backward");
-  if (rope_table_.cos_sin == nullptr || rope_table_.theta != rope_theta) {
-    throw RuntimeFailure("attention_rope_backward: no RoPE table was prepared for theta " +
-                         std::to_string(rope_theta) +
-                         " (prepare() builds it for a plan with rope fused)");
-  }
+  require_rope_table("attention_rope_backward", rope_theta);
   flash_attention_backward(flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_,
                            &rope_table_);
 }

@@ -10,6 +10,7 @@
 #include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/rope_math.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -57,10 +58,7 @@ __global__ void rope_kernel(T* x, std::int64_t ld, std::int64_t rows, std::int64
       float s, co;
       angle_sincos(pos, inv[k], &s, &co);
       s *= sign;  // the inverse rotation is the rotation by -angle
-      const float a = v[j];
-      const float b = v[j + 1];
-      v[j] = a * co - b * s;
-      v[j + 1] = a * s + b * co;
+      rope_rotate(v[j], v[j + 1], co, s);
       k = (k + 1 == half_hd) ? 0 : k + 1;
     }
     store_f32<Vec>(p, v);

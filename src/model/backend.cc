@@ -93,6 +93,17 @@ void Backend::strided_kv_attention_forward(Mat, Mat, Mat, Mat, Mat, const Attent
                        " backend has no strided attention kernel");
 }
 
+void Backend::attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
+                                     Mat v, Mat q_rot, Mat k_rot, Mat v_copy,
+                                     const AttentionShape& shape, double rope_theta) {
+  convert(q_rot, q);
+  convert(k_rot, k);
+  convert(v_copy, v);
+  rope_forward(q_rot, shape.seq, shape.head_dim, rope_theta);
+  rope_forward(k_rot, shape.seq, shape.head_dim, rope_theta);
+  attention_forward(impl, out, lse, probs, q_rot, k_rot, v_copy, shape);
+}
+
 void Backend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
                                       Mat k, Mat v, Mat out, Mat lse, Mat probs,
                                       const AttentionShape& shape, double rope_theta) {

@@ -249,6 +249,18 @@ class Backend {
   // loops instead of BLAS. The default throws RuntimeFailure.
   virtual void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
                                             const AttentionShape& shape);
+  // RoPE's forward rotation inside attention: q, k, v as the QKV GEMM wrote
+  // them (before RoPE) in; q_rot, k_rot = q, k rotated (rope_forward,
+  // rope_theta, shape.head_dim) and v_copy = v out, where a backward would
+  // read them; and attention_forward over those, as one op. The outputs
+  // must not overlap the inputs. This default is that composition (the CPU
+  // reference's implementation); the CUDA backend's flash kernels rotate
+  // their Q and K tiles as they load them. The model does not call it: it
+  // measured slower than rope_forward then attention (RopeImpl); the kernel
+  // bench keeps it as attention.fwd flash+rope.
+  virtual void attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
+                                      Mat v, Mat q_rot, Mat k_rot, Mat v_copy,
+                                      const AttentionShape& shape, double rope_theta);
   // dq, dk, dv overwritten; dk/dv sum over the query heads of each group.
   virtual void attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
                                   Mat k, Mat v, Mat out, Mat lse, Mat probs,

@@ -49,8 +49,11 @@ enum class NormImpl { Plain, Fused };
 // dq and dk after attention's backward. Fused: the backward's rotation
 // happens inside attention's backward (Backend::attention_rope_backward; on
 // CUDA, in the flash kernels' epilogues, on the fp32 accumulators before
-// rounding); the forward keeps its separate pass for now. Only with our
-// flash attention: resolve_plan turns it back to Separate for the others.
+// rounding). The forward keeps its one pass over the QKV GEMM's q|k
+// columns: rotating inside the flash forward (Backend::attention_rope_forward)
+// measured slower at every shape but the workshop's (docs/PERFORMANCE.md,
+// 2026-11-25). Only with our flash attention: resolve_plan turns it back to
+// Separate for the others.
 enum class RopeImpl { Separate, Fused };
 // The embedding gradient (the scatter-add of d(embedding output) into the
 // table rows). Sorted: the positions sorted by token id, then equal-sized

@@ -19,6 +19,7 @@
 #include "cpu/cpu_ops.h"
 #include "cuda/flash/flash_attention.h"
 #include "flash_backward_pins.h"
+#include "flash_forward_pins.h"
 #include "gpu_test_util.h"
 
 namespace tinyllama::gpu_test {
@@ -41,37 +42,14 @@ const KernelCase kCases[] = {
     {1, 513, 3, 3, 128, 0},  // MHA, one row past four 128-row tiles
 };
 
-struct Pin {
-  FlashForwardKernel kernel;
-  const char* name;
-};
-const Pin kPins[] = {{FlashForwardKernel::Mma, "mma"},
-                     {FlashForwardKernel::Wgmma1x64, "wg1x64"},
-                     {FlashForwardKernel::Wgmma1x128, "wg1x128"},
-                     {FlashForwardKernel::Wgmma2x64, "wg2x64"},
-                     {FlashForwardKernel::Wgmma2x128, "wg2x128"},
-                     {FlashForwardKernel::Paired2x64, "pair2x64"},
-                     {FlashForwardKernel::Paired2x128, "pair2x128"},
-                     {FlashForwardKernel::Overlap1x64, "ov1x64"},
-                     {FlashForwardKernel::Overlap2x64, "ov2x64"},
-                     {FlashForwardKernel::Overlap2x128, "ov2x128"},
-                     {FlashForwardKernel::Specialized64, "ws64"},
-                     {FlashForwardKernel::Specialized128, "ws128"},
-                     {FlashForwardKernel::PingPong64, "wspp64"},
-                     {FlashForwardKernel::PingPong128, "wspp128"}};
+using KernelParam = std::tuple<DType, ForwardPin, KernelCase>;
 
-using KernelParam = std::tuple<DType, Pin, KernelCase>;
-
-class GpuFlashForwardKernels : public GpuParamTest<KernelParam> {
- protected:
-  void TearDown() override { cuda::set_flash_forward_kernel(FlashForwardKernel::Best); }
-};
+class GpuFlashForwardKernels : public FlashForwardPinTest<KernelParam> {};
 
 TEST_P(GpuFlashForwardKernels, MatchTheReference) {
   const auto [t, pin, c] = GetParam();
-  if (pin.kernel != FlashForwardKernel::Mma && !cuda::flash_hopper_kernels_available()) {
-    GTEST_SKIP() << "the Hopper kernels need an sm_90 device and an sm_90a build";
-  }
+  const std::string skip = forward_skip(t, pin);
+  if (!skip.empty()) GTEST_SKIP() << skip;
   const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim};
   const std::int64_t tokens = static_cast<std::int64_t>(c.batch) * c.seq;
   const std::int64_t qd = static_cast<std::int64_t>(c.heads) * c.head_dim;
@@ -107,7 +85,7 @@ std::string kernel_name(const ::testing::TestParamInfo<KernelParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GpuFlashForwardKernels,
                          ::testing::Combine(::testing::Values(DType::BF16, DType::F16),
-                                            ::testing::ValuesIn(kPins),
+                                            ::testing::ValuesIn(kForwardPins),
                                             ::testing::ValuesIn(kCases)),
                          kernel_name);
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cuda/cuda_common.cuh"
@@ -69,6 +70,33 @@ flash::FlashDims check_flash(const char* name, const AttentionShape& s, Mat q, M
     require(m->dtype == q.dtype, name, "q, k, v and out must share one dtype");
   }
   return flash::FlashDims{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, s.heads / s.kv_heads};
+}
+
+void require_rope_table(const char* name, const RopeTable* rope, const flash::FlashDims& d) {
+  require(
+      rope != nullptr && rope->cos_sin != nullptr && rope->head_dim == d.hd && rope->seq >= d.seq,
+      name,
+      rope == nullptr ? std::string("no RoPE table")
+                      : "the RoPE table (seq " + std::to_string(rope->seq) + ", head_dim " +
+                            std::to_string(rope->head_dim) + ") does not cover seq " +
+                            std::to_string(d.seq) + ", head_dim " + std::to_string(d.hd));
+}
+
+bool same_shape(const Mat& a, const Mat& b) {
+  return a.rows == b.rows && a.cols == b.cols;
+}
+
+// Whether the bytes a and b span (first to last row) intersect.
+bool overlap(const Mat& a, const Mat& b) {
+  auto span = [](const Mat& m) {
+    const auto* p = static_cast<const char*>(m.data);
+    const std::int64_t bytes =
+        ((m.rows - 1) * m.ld + m.cols) * static_cast<std::int64_t>(dtype_size(m.dtype));
+    return std::pair<const char*, const char*>(p, p + (m.rows > 0 ? bytes : 0));
+  };
+  const auto [a0, a1] = span(a);
+  const auto [b0, b1] = span(b);
+  return a0 < b1 && b0 < a1;
 }
 
 // The softmax scale 1/sqrt(hd) times log2(e): the kernels compute scores in
@@ -216,9 +244,21 @@ FlashScratch flash_attention_scratch(void* base, const AttentionShape& s) {
 }
 
 void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, const FlashRopeForward* rope) {
   const char* name = "attention_forward (flash)";
   const flash::FlashDims d = check_flash(name, shape, q, k, v, out, lse);
+  if (rope != nullptr) {
+    require_rope_table(name, rope->table, d);
+    require(same_shape(rope->q_rot, q) && same_shape(rope->k_rot, k) && same_shape(rope->v_copy, v),
+            name, "q_rot, k_rot and v_copy must match q, k and v");
+    for (const Mat* m : {&rope->q_rot, &rope->k_rot, &rope->v_copy}) {
+      require(m->dtype == q.dtype, name, "q_rot, k_rot and v_copy must share q's dtype");
+      // Other blocks still read the unrotated rows a block writes out.
+      for (const Mat* in : {&q, &k, &v}) {
+        require(!overlap(*m, *in), name, "q_rot, k_rot and v_copy must not overlap q, k or v");
+      }
+    }
+  }
   flash::FwdArgs args{};
   args.q = q.data;
   args.k = k.data;
@@ -235,6 +275,17 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
   args.group = d.group;
   args.scale_log2 = softmax_scale_log2(d.hd);
   args.vec = aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out);
+  if (rope != nullptr) {
+    args.rope = rope->table->cos_sin;
+    args.q_rot = rope->q_rot.data;
+    args.k_rot = rope->k_rot.data;
+    args.v_copy = rope->v_copy.data;
+    args.ld_qr = rope->q_rot.ld;
+    args.ld_kr = rope->k_rot.ld;
+    args.ld_vc = rope->v_copy.ld;
+    args.vec =
+        args.vec && aligned16(rope->q_rot) && aligned16(rope->k_rot) && aligned16(rope->v_copy);
+  }
   dispatch_head_dim(d.hd, name, [&](auto hd_tag) {
     constexpr int HD = decltype(hd_tag)::value;
     dispatch_float(q.dtype, name, [&](auto tag) {
@@ -308,12 +359,7 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
   const std::int64_t rows = static_cast<std::int64_t>(d.batch) * d.heads * d.seq;
   require(scratch.delta != nullptr && scratch.rows >= rows, name,
           "attention scratch was not prepared for this shape (call prepare())");
-  if (rope != nullptr) {
-    require(rope->cos_sin != nullptr && rope->head_dim == d.hd && rope->seq >= d.seq, name,
-            "the RoPE table (seq " + std::to_string(rope->seq) + ", head_dim " +
-                std::to_string(rope->head_dim) + ") does not cover seq " + std::to_string(d.seq) +
-                ", head_dim " + std::to_string(d.hd));
-  }
+  if (rope != nullptr) require_rope_table(name, rope, d);
 
   flash::BwdArgs args{};
   args.q = q.data;

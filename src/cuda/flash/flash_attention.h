@@ -93,8 +93,17 @@ FlashDelta flash_backward_delta();
 // Whether this build and the current device can run the Hopper kernels.
 bool flash_hopper_kernels_available();
 
+// RopeImpl::Fused's forward (rope_tiles.cuh): q and k come as the QKV GEMM
+// wrote them; the kernels rotate their tiles as they load them, attend over
+// the rotated q and k, and write q_rot, k_rot (rotated) and v_copy (v's
+// copy) where the backward reads them: the bits of rope_forward on a copy
+// of q and k, then attention. Every forward kernel family does it.
+struct FlashRopeForward {
+  const RopeTable* table = nullptr;
+  Mat q_rot, k_rot, v_copy;
+};
 void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
-                             cudaStream_t stream);
+                             cudaStream_t stream, const FlashRopeForward* rope = nullptr);
 // rope: nullptr, or the table whose inverse rotation dQ and dK get before
 // they are rounded and stored (RopeImpl::Fused): the result of
 // rope_backward on them, rounded once. Every backward kernel family does it.

@@ -12,6 +12,7 @@
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
 
 namespace tinyllama::cuda::flash {
@@ -53,8 +54,17 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
   load_tile<T, BQ, HD, LDS>(s_q, gq, a.ldq, blk.q_end - blk.q0, a.vec);
   load_tile<T, BK, HD, LDS>(s_k, gk, a.ldk, min(BK, a.seq), a.vec);
   cp_async_commit();
+  const int tid = static_cast<int>(threadIdx.x);
+  if (a.rope != nullptr) {
+    rope_write_block<T, HD, kFlashThreads>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, tid);
+  }
   cp_async_wait<0>();
   __syncthreads();
+  if (a.rope != nullptr) {
+    rope_tile_padded<T, BQ, HD, LDS, kFlashThreads>(s_q, blk.q_end - blk.q0, a.rope, blk.q0, tid);
+    rope_tile_padded<T, BK, HD, LDS, kFlashThreads>(s_k, min(BK, a.seq), a.rope, 0, tid);
+    __syncthreads();
+  }
 
   // Q stays in registers for the whole key loop.
   unsigned qf[HD / 16][4];
@@ -75,6 +85,10 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
     if (kt > 0) {
       cp_async_wait<0>();
       __syncthreads();  // K[kt] landed; every warp is done with V[kt-1]
+      if (a.rope != nullptr) {
+        rope_tile_padded<T, BK, HD, LDS, kFlashThreads>(s_k, min(BK, a.seq - k0), a.rope, k0, tid);
+        __syncthreads();
+      }
     }
     load_tile<T, BK, HD, LDS>(s_v, gv + k0 * a.ldv, a.ldv, min(BK, a.seq - k0), a.vec);
     cp_async_commit();

@@ -18,6 +18,7 @@
 #include "cuda/flash/online_softmax.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
 #include "cuda/flash/wgmma.cuh"
 #include "cuda/flash/wgmma_tiles.cuh"
@@ -80,6 +81,10 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
   load_tile_sw128<T, BK, HD, kThreads>(s_k(0), gk, a.ldk, min(BK, a.seq), tid);
   load_tile_sw128<T, BK, HD, kThreads>(s_v(0), gv, a.ldv, min(BK, a.seq), tid);
   cp_async_commit();
+  if (a.rope != nullptr) {  // while the first tiles land
+    rope_write_block<T, HD, kThreads>(a, blk.tok0, blk.q0, blk.q_end, PAIR ? blk.h * WGS : blk.h,
+                                      PAIR ? WGS : 1, tid);
+  }
 
   // The thread holds rows row0 and row1.
   const int row0 = wq0 + warp * 16 + g;
@@ -101,7 +106,11 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
                                            min(BK, a.seq - k1), tid);
     }
     cp_async_commit();
-    cp_async_wait<1>();  // this thread's copies of tile kt (and Q) landed
+    cp_async_wait<1>();       // this thread's copies of tile kt (and Q) landed
+    if (a.rope != nullptr) {  // each thread its own chunks: no barrier before
+      if (kt == 0) rope_tile_sw128<T, 64, HD, 128>(s_qw, blk.q_end - wq0, a.rope, wq0, wtid);
+      rope_tile_sw128<T, BK, HD, kThreads>(s_k(stage), min(BK, a.seq - k0), a.rope, k0, tid);
+    }
     fence_proxy_async();
     __syncthreads();  // everyone's landed
 

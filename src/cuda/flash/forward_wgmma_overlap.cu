@@ -17,6 +17,7 @@
 #include "cuda/flash/online_softmax.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
 #include "cuda/flash/wgmma.cuh"
 #include "cuda/flash/wgmma_tiles.cuh"
@@ -107,7 +108,13 @@ __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
   if (blk.n_kt > 1) load_k(1);
   load_v(0);
   cp_async_commit();
+  if (a.rope != nullptr)
+    rope_write_block<T, HD, kThreads>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, tid);
   cp_async_wait<1>();
+  if (a.rope != nullptr) {  // each thread its own chunks of Q and K 0: no barrier before
+    rope_tile_sw128<T, BQ, HD, kThreads>(s_q, blk.q_end - blk.q0, a.rope, blk.q0, tid);
+    rope_tile_sw128<T, BK, HD, kThreads>(s_k(0), min(BK, a.seq), a.rope, 0, tid);
+  }
   fence_proxy_async();
   __syncthreads();
 
@@ -130,6 +137,9 @@ __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
     load_v(kt);
     cp_async_commit();
     cp_async_wait<1>();  // K of tile kt and V of tile kt - 1 landed
+    if (a.rope != nullptr) {
+      rope_tile_sw128<T, BK, HD, kThreads>(s_k(kt), min(BK, a.seq - kt * BK), a.rope, kt * BK, tid);
+    }
     fence_proxy_async();
     __syncthreads();
 

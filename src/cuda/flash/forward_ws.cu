@@ -6,7 +6,10 @@
 // when both consumers are done with it; the consumers never wait for each
 // other. The producer gives registers back (setmaxnreg) so the consumers
 // hold their accumulators without spilling. Same contract as forward_tc.cu;
-// rows must allow 16-byte accesses.
+// rows must allow 16-byte accesses. With RoPE fused (FwdArgs::rope) the
+// producer's other three warps rotate each K tile once it has landed and
+// then release it to the consumers, who rotate their own Q rows; the same
+// three warps write the rotated q, k and v's copy out at the end.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,6 +23,7 @@
 #include "cuda/flash/online_softmax.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
 #include "cuda/flash/tma.cuh"
 #include "cuda/flash/tma_maps.h"
@@ -37,9 +41,11 @@ struct WsFwd {
   static constexpr int kKvBytes = BK * HD * 2;
   static constexpr int kQBytes = 2 * kQWgBytes;
   static constexpr int kBarOffset = kQBytes + 2 * STAGES * kKvBytes;
-  // Barriers: Q landed, K landed [STAGES], V landed [STAGES], stage free [STAGES].
+  // Barriers: Q landed, K landed [STAGES], V landed [STAGES], stage free
+  // [STAGES], K rotated [STAGES] (RoPE fused only).
   static constexpr std::size_t smem =
-      kSwizzleAtomBytes + kBarOffset + (1 + 3 * STAGES) * sizeof(std::uint64_t);
+      kSwizzleAtomBytes + kBarOffset + (1 + 4 * STAGES) * sizeof(std::uint64_t);
+  static constexpr int kRotators = 96;  // the producer's warps 1-3
 };
 
 // PINGPONG: the two consumers take turns issuing their products (named
@@ -65,6 +71,7 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
   std::uint64_t* k_full = bars + 1;
   std::uint64_t* v_full = bars + 1 + STAGES;
   std::uint64_t* empty = bars + 1 + 2 * STAGES;
+  std::uint64_t* k_rotated = bars + 1 + 3 * STAGES;
 
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid >> 7;
@@ -75,6 +82,7 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
       mbar_init(k_full + s, 1);
       mbar_init(v_full + s, 1);
       mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
+      mbar_init(k_rotated + s, 1);
     }
     mbar_init_fence();
   }
@@ -106,6 +114,20 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
                       v_full + stage);
         }
       }
+    } else if (a.rope != nullptr && tid >= 32) {
+      // A stage is refilled only once both consumers released it, and they
+      // wait for its rotation first: the rotators are never a lap behind.
+      const int rt = tid - 32;
+      for (int kt = 0; kt < blk.n_kt; ++kt) {
+        const int stage = kt % STAGES;
+        mbar_wait(k_full + stage, (kt / STAGES) & 1);
+        rope_tile_sw128<T, BK, HD, Cfg::kRotators>(s_k(stage), min(BK, a.seq - kt * BK), a.rope,
+                                                   kt * BK, rt);
+        fence_proxy_async();  // the generic writes, before wgmma reads them
+        named_barrier(5, Cfg::kRotators);
+        if (rt == 0) mbar_arrive(k_rotated + stage);
+      }
+      rope_write_block<T, HD, Cfg::kRotators>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, rt);
     }
     return;
   }
@@ -145,6 +167,13 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
   zero(o);
   SoftmaxRows st;
   mbar_wait(q_full, 0);
+  if (a.rope != nullptr) {
+    rope_tile_sw128<T, 64, HD, 128>(s_qw(c), blk.q_end - wq0, a.rope, wq0, wtid);
+    fence_proxy_async();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+  }
+  // The K tile as the products read it: landed, and rotated if RoPE is fused.
+  std::uint64_t* k_ready = a.rope != nullptr ? k_rotated : k_full;
   for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int stage = kt % STAGES;
     const unsigned phase = (kt / STAGES) & 1;
@@ -154,14 +183,14 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
       // Nothing to add, but wait for the tile all the same: a consumer that
       // released stages unwaited could run a lap ahead and complete a phase
       // of `empty` with its own two arrivals.
-      mbar_wait(k_full + stage, phase);
+      mbar_wait(k_ready + stage, phase);
       mbar_wait(v_full + stage, phase);
       my_turn();
       your_turn();
       my_turn();
       your_turn();
     } else {
-      mbar_wait(k_full + stage, phase);
+      mbar_wait(k_ready + stage, phase);
       float s[BK / 8][4];
       const unsigned k_addr = smem_u32(s_k(stage));
       my_turn();

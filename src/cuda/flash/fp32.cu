@@ -13,6 +13,7 @@
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/rope_epilogue.cuh"
+#include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
 
 namespace tinyllama::cuda::flash {
@@ -51,6 +52,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
                                 static_cast<const float*>(a.q) + (blk.tok0 + blk.q0) * a.ldq +
                                     static_cast<std::int64_t>(blk.h) * HD,
                                 a.ldq, blk.q_end - blk.q0, a.vec);
+  if (a.rope != nullptr) {
+    rope_write_block<float, HD, kFlashThreads>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, tid);
+  }
 
   float o[RM][OC];
   float m[RM], l[RM];
@@ -70,6 +74,14 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
+    if (a.rope != nullptr) {
+      if (kt == 0) {
+        rope_tile_padded<float, BQ, HD, LDS, kFlashThreads>(s_q, blk.q_end - blk.q0, a.rope, blk.q0,
+                                                            tid);
+      }
+      rope_tile_padded<float, BK, HD, LDS, kFlashThreads>(s_k, kv, a.rope, k0, tid);
+      __syncthreads();
+    }
 
     float s[RM][CN];
     zero(s);

@@ -22,6 +22,16 @@ struct FwdArgs {
   int seq, heads, group;
   float scale_log2;  // 1/sqrt(hd) * log2(e): scores live in the exp2 domain
   bool vec;          // every base and row stride allows 16-byte accesses
+  // RopeImpl::Fused (rope_tiles.cuh): the [seq, hd/2] (cos, sin) table of
+  // rope_epilogue.cuh. q and k are then as the QKV GEMM wrote them: the
+  // kernel rotates its Q and K tiles as it loads them and writes q_rot,
+  // k_rot (rotated) and v_copy (v) for the backward. nullptr: q and k come
+  // rotated, the three outputs are unused.
+  const float* rope;
+  void* q_rot;
+  void* k_rot;
+  void* v_copy;
+  std::int64_t ld_qr, ld_kr, ld_vc;
 };
 
 struct BwdArgs {
