@@ -93,10 +93,11 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   toggle(cmd, "fused-optimizer", a.toggles.fused_optimizer,
          "the fused AdamW sweeps (they also write the AMP weight copy; with CUDA graphs, "
          "except fp16, one per layer beside the backward pass)");
-  value(cmd, "--attention", a.toggles.attention, "{materialized,flash,cudnn,auto}",
+  value(cmd, "--attention", a.toggles.attention, "{materialized,flash,cudnn,cudnn+flash,auto}",
         "attention implementation, overriding the preset: materialized (S x S scores, v1), "
-        "flash (our kernels, v2), cudnn (cuDNN's fused SDPA; bf16/fp16 on CUDA), auto (times "
-        "flash and cudnn at start-up, keeps the faster)")
+        "flash (our kernels, v2), cudnn (cuDNN's fused SDPA; bf16/fp16 on CUDA), cudnn+flash "
+        "(cuDNN's forward, our backward), auto (times flash and cudnn at start-up, each pass "
+        "apart, and keeps the fastest of the three)")
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--norm", a.toggles.norm, "{plain,fused}",

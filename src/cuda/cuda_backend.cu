@@ -119,6 +119,7 @@ void CudaBackend::free_workspaces() {
   flash_scratch_ = FlashScratch{};
   rope_table_ = RopeTable{};
   cudnn_ = nullptr;
+  cudnn_backward_planned_ = false;
   embedding_scratch_ = EmbeddingGradScratch{};
   workspace_bytes_ = 0;
   if (gemm_) {
@@ -195,6 +196,11 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
       break;
     case AttentionImpl::Cudnn:
       cudnn_ = &cudnn_sdpa_for(model_sdpa_layout(cfg, shape, precision_.compute));
+      cudnn_backward_planned_ = true;
+      break;
+    case AttentionImpl::CudnnFlash:  // one block: see workspace_sizes
+      cudnn_ = &cudnn_sdpa_for(model_sdpa_layout(cfg, shape, precision_.compute));
+      flash_scratch_ = flash_attention_scratch(attention_block_, as);
       break;
     case AttentionImpl::Auto:
       throw RuntimeFailure("CudaBackend::prepare: attention auto was not resolved");

@@ -158,6 +158,8 @@ class CudaBackend final : public Backend {
   FlashScratch flash_scratch_;
   RopeTable rope_table_;  // rope fused: built once in prepare(), read by the flash backward
   const CudnnSdpa* cudnn_ = nullptr;  // cudnn_sdpa_for()'s, workspace in attention_block_
+  // attention cudnn+flash plans cuDNN's forward workspace only.
+  bool cudnn_backward_planned_ = false;
   // Set when the plan's embedding gradient is sorted; empty (the scan
   // kernel, which needs none) before prepare() and for embedding_grad scan.
   EmbeddingGradScratch embedding_scratch_;

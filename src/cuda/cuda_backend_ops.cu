@@ -93,7 +93,7 @@ const CudnnSdpa& CudaBackend::prepared_cudnn(const char* op) const {
 void CudaBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k,
                                     Mat v, const AttentionShape& shape) {
   require_probs_match(impl, probs, "attention_forward");
-  switch (impl) {
+  switch (forward_attention(impl)) {
     case AttentionImpl::Materialized:
       materialized_attention_forward(*gemm_, materialized_scratch_, out, lse, probs, q, k, v, shape,
                                      stream_);
@@ -104,6 +104,7 @@ void CudaBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat pr
     case AttentionImpl::Cudnn:
       prepared_cudnn("attention_forward").forward(out, lse, q, k, v, attention_block_, stream_);
       return;
+    case AttentionImpl::CudnnFlash:  // forward_attention maps it to Cudnn
     case AttentionImpl::Auto:
       break;
   }
@@ -114,7 +115,7 @@ void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv,
                                      Mat k, Mat v, Mat out, Mat lse, Mat probs,
                                      const AttentionShape& shape) {
   require_probs_match(impl, probs, "attention_backward");
-  switch (impl) {
+  switch (backward_attention(impl)) {
     case AttentionImpl::Materialized:
       materialized_attention_backward(*gemm_, materialized_scratch_, dq, dk, dv, dout, q, k, v, out,
                                       lse, probs, shape, stream_);
@@ -123,9 +124,15 @@ void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv,
       flash_attention_backward(flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_);
       return;
     case AttentionImpl::Cudnn:
+      if (!cudnn_backward_planned_) {
+        throw RuntimeFailure(
+            "attention_backward: cuDNN's backward has no workspace here (attention cudnn+flash "
+            "plans cuDNN's forward only)");
+      }
       prepared_cudnn("attention_backward")
           .backward(dq, dk, dv, dout, q, k, v, out, lse, attention_block_, stream_);
       return;
+    case AttentionImpl::CudnnFlash:  // backward_attention maps it to Flash
     case AttentionImpl::Auto:
       break;
   }
@@ -149,7 +156,7 @@ void CudaBackend::attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, M
 void CudaBackend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout,
                                           Mat q, Mat k, Mat v, Mat out, Mat lse, Mat probs,
                                           const AttentionShape& shape, double rope_theta) {
-  if (impl != AttentionImpl::Flash) {
+  if (backward_attention(impl) != AttentionImpl::Flash) {
     Backend::attention_rope_backward(impl, dq, dk, dv, dout, q, k, v, out, lse, probs, shape,
                                      rope_theta);
     return;

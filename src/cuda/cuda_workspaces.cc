@@ -50,6 +50,13 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
       w.attention =
           cudnn_sdpa_for(model_sdpa_layout(cfg, shape, plan.precision.compute)).workspace_bytes();
       break;
+    case AttentionImpl::CudnnFlash:
+      // cuDNN's forward workspace in the forward, the flash scratch in the
+      // backward: never at once, so one block of the larger.
+      w.attention = std::max(cudnn_sdpa_for(model_sdpa_layout(cfg, shape, plan.precision.compute))
+                                 .forward_workspace_bytes(),
+                             flash_attention_scratch_bytes(as));
+      break;
     case AttentionImpl::Auto:
       throw RuntimeFailure("workspace_sizes: attention auto was not resolved");
   }

@@ -152,13 +152,14 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   const Mat probs = acts_.view(arena_, a.probs);
   if (plan_.ops.rope == RopeImpl::Fused) {
     // RoPE's backward rotation inside attention's: no "rope" op here.
-    backend_.attention_rope_backward(
-        plan_.ops.attention, d_q, d_k, d_v, d_attn, qkv.col_block(0, qd), qkv.col_block(qd, kvd),
-        qkv.col_block(qd + kvd, kvd), attn, lse, probs, as, cfg_.rope_theta);
+    backend_.attention_rope_backward(backward_attention(plan_.ops.attention), d_q, d_k, d_v, d_attn,
+                                     qkv.col_block(0, qd), qkv.col_block(qd, kvd),
+                                     qkv.col_block(qd + kvd, kvd), attn, lse, probs, as,
+                                     cfg_.rope_theta);
   } else {
-    backend_.attention_backward(plan_.ops.attention, d_q, d_k, d_v, d_attn, qkv.col_block(0, qd),
-                                qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), attn, lse,
-                                probs, as);
+    backend_.attention_backward(backward_attention(plan_.ops.attention), d_q, d_k, d_v, d_attn,
+                                qkv.col_block(0, qd), qkv.col_block(qd, kvd),
+                                qkv.col_block(qd + kvd, kvd), attn, lse, probs, as);
     ops.next("rope");
     backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
                            cfg_.rope_theta);

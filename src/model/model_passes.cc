@@ -72,9 +72,10 @@ void Model::forward_layer(int l) {
     backend_.strided_kv_attention_forward(attn, acts_.view(arena_, a.lse), qkv.col_block(0, qd),
                                           qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), as);
   } else {
-    backend_.attention_forward(plan_.ops.attention, attn, acts_.view(arena_, a.lse),
-                               acts_.view(arena_, a.probs), qkv.col_block(0, qd),
-                               qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), as);
+    backend_.attention_forward(forward_attention(plan_.ops.attention), attn,
+                               acts_.view(arena_, a.lse), acts_.view(arena_, a.probs),
+                               qkv.col_block(0, qd), qkv.col_block(qd, kvd),
+                               qkv.col_block(qd + kvd, kvd), as);
   }
   ops.next("out_proj_gemm");
   const Mat wo = compute_weight(layout_.layer(l, &LayerSlots::wo));

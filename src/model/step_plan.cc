@@ -65,8 +65,10 @@ bool reuse_attention(StepPlan& plan, const SavedAttentionChoice& saved, const st
                      const std::string& no_cudnn) {
   const std::string why = saved.chosen == AttentionImpl::Flash   ? no_flash
                           : saved.chosen == AttentionImpl::Cudnn ? no_cudnn
-                          : saved.chosen == AttentionImpl::Auto  ? "it names no implementation"
-                                                                 : "";
+                          : saved.chosen == AttentionImpl::CudnnFlash
+                              ? (!no_cudnn.empty() ? no_cudnn : no_flash)
+                          : saved.chosen == AttentionImpl::Auto ? "it names no implementation"
+                                                                : "";
   if (why.empty()) {
     plan.attention_auto = saved.how;
     plan.attention_auto.requested = true;
@@ -79,8 +81,18 @@ bool reuse_attention(StepPlan& plan, const SavedAttentionChoice& saved, const st
   return false;
 }
 
+// Of two timed implementations, the fastest pairing of their passes:
+// flash, cudnn, or cuDNN's forward with our backward. Not our forward with
+// cuDNN's backward: our backward rotates dq and dk for RoPE in its
+// epilogues (rope fused), cuDNN's leaves a pass over them.
+AttentionImpl fastest_attention(const AttentionAuto& a) {
+  const double mixed = a.cudnn.forward_ms + a.flash.backward_ms;
+  if (mixed < a.flash.total_ms() && mixed < a.cudnn.total_ms()) return AttentionImpl::CudnnFlash;
+  return a.cudnn.total_ms() < a.flash.total_ms() ? AttentionImpl::Cudnn : AttentionImpl::Flash;
+}
+
 // attention=auto: the candidates that can run, timed when there are two;
-// the faster one is kept. Neither: materialised, the one that runs anything.
+// the fastest pairing is kept. Neither: materialised, the one that runs anything.
 // On resume, the checkpoint's choice instead, untimed.
 void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
                       BatchShape shape, const std::optional<SavedAttentionChoice>& saved) {
@@ -107,7 +119,18 @@ void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig&
     a.flash = caps.time_attention(AttentionImpl::Flash, cfg, shape, plan.precision);
     a.cudnn = caps.time_attention(AttentionImpl::Cudnn, cfg, shape, plan.precision);
     a.flash_timed = a.cudnn_timed = true;
-    choice = a.cudnn.total_ms() < a.flash.total_ms() ? AttentionImpl::Cudnn : AttentionImpl::Flash;
+    choice = fastest_attention(a);
+  }
+}
+
+void resolve_mixed_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
+                             BatchShape shape) {
+  AttentionImpl& choice = plan.ops.attention;
+  const std::string no_cudnn = cudnn_unsupported(caps, cfg, shape, plan.precision);
+  if (!no_cudnn.empty()) {
+    fall_back(plan, "attention", choice, AttentionImpl::Flash, no_cudnn);
+  } else if (const std::string no_flash = flash_unsupported(caps, cfg); !no_flash.empty()) {
+    fall_back(plan, "attention", choice, AttentionImpl::Cudnn, no_flash);
   }
 }
 
@@ -118,6 +141,7 @@ void resolve_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig
     choose_attention(plan, caps, cfg, shape, saved);
     return;
   }
+  if (choice == AttentionImpl::CudnnFlash) resolve_mixed_attention(plan, caps, cfg, shape);
   if (choice == AttentionImpl::Cudnn) {
     const std::string why = cudnn_unsupported(caps, cfg, shape, plan.precision);
     // fp32, or no cuDNN: our kernels run every precision.
@@ -147,8 +171,13 @@ std::string AttentionAuto::describe(AttentionImpl chosen) const {
       return std::string(name) + " " + ms(t.total_ms()) + " (fwd " + ms(t.forward_ms) + ", bwd " +
              ms(t.backward_ms) + ")";
     };
-    out += " per layer: " + (cudnn_first ? part("cudnn", cudnn) + ", " + part("flash", flash)
-                                         : part("flash", flash) + ", " + part("cudnn", cudnn));
+    out += " per layer: ";
+    if (chosen == AttentionImpl::CudnnFlash) {
+      out += "cudnn+flash " + ms(cudnn.forward_ms + flash.backward_ms) +
+             " (cudnn's fwd, flash's bwd), ";
+    }
+    out += cudnn_first ? part("cudnn", cudnn) + ", " + part("flash", flash)
+                       : part("flash", flash) + ", " + part("cudnn", cudnn);
   }
   for (const std::string& n : notes) out += "; " + n;
   return out;
@@ -165,10 +194,19 @@ const char* impl_name(AttentionImpl v) {
       return "flash";
     case AttentionImpl::Cudnn:
       return "cudnn";
+    case AttentionImpl::CudnnFlash:
+      return "cudnn+flash";
     case AttentionImpl::Auto:
       return "auto";
   }
   return "?";
+}
+
+AttentionImpl forward_attention(AttentionImpl v) {
+  return v == AttentionImpl::CudnnFlash ? AttentionImpl::Cudnn : v;
+}
+AttentionImpl backward_attention(AttentionImpl v) {
+  return v == AttentionImpl::CudnnFlash ? AttentionImpl::Flash : v;
 }
 const char* impl_name(SwigluImpl v) {
   return v == SwigluImpl::Fused ? "fused" : "separate";
@@ -385,7 +423,7 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   }
   // After attention is resolved (auto included): only our flash backward
   // has the rotation in it.
-  if (ops.rope == RopeImpl::Fused && ops.attention != AttentionImpl::Flash) {
+  if (ops.rope == RopeImpl::Fused && backward_attention(ops.attention) != AttentionImpl::Flash) {
     fall_back(plan, "rope", ops.rope, RopeImpl::Separate,
               "the backward rotation is fused into the flash attention backward only (attention " +
                   std::string(impl_name(ops.attention)) + ")");

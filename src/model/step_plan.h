@@ -33,10 +33,17 @@ enum class DeviceKind { Cpu, Cuda };
 // part on row slices of it (the same parameters either way).
 enum class GemmGrouping { Separate, Fused };
 // Materialized: S x S probabilities stored (v1). Flash: our own kernels,
-// P recomputed from lse. Cudnn: cuDNN's fused SDPA. Auto is a request only:
-// resolve_plan times flash and cuDNN at the run's shapes and keeps the
-// faster, so a resolved plan never holds it.
-enum class AttentionImpl { Materialized, Flash, Cudnn, Auto };
+// P recomputed from lse. Cudnn: cuDNN's fused SDPA. CudnnFlash: cuDNN's
+// forward and our flash backward, which reads the forward's out and lse as
+// cuDNN writes them (the same [B*H, S] natural-log lse: the two share the
+// contract). Auto is a request only: resolve_plan times flash and cuDNN at
+// the run's shapes, each pass apart, and keeps the fastest of flash, cudnn
+// and cudnn+flash, so a resolved plan never holds it.
+enum class AttentionImpl { Materialized, Flash, Cudnn, CudnnFlash, Auto };
+// The implementation each pass runs: CudnnFlash's forward is Cudnn, its
+// backward Flash; every other choice runs both passes.
+AttentionImpl forward_attention(AttentionImpl v);
+AttentionImpl backward_attention(AttentionImpl v);
 // silu(gate) * up: one kernel, or silu then mul through a stored silu(gate).
 enum class SwigluImpl { Separate, Fused };
 // Plain: the residual add and the RMSNorm as separate ops. Fused: one kernel

@@ -52,8 +52,8 @@ SavedAttentionChoice attention_choice_from_json(const nlohmann::json& j, const s
   try {
     const std::string chosen = j.at("chosen").get<std::string>();
     bool known = false;
-    for (const AttentionImpl impl :
-         {AttentionImpl::Materialized, AttentionImpl::Flash, AttentionImpl::Cudnn}) {
+    for (const AttentionImpl impl : {AttentionImpl::Materialized, AttentionImpl::Flash,
+                                     AttentionImpl::Cudnn, AttentionImpl::CudnnFlash}) {
       if (chosen == impl_name(impl)) {
         s.chosen = impl;
         known = true;

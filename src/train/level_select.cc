@@ -82,7 +82,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
 AttentionImpl parse_attention(const std::string& value) {
   return parse_choice("--attention", value,
                       {AttentionImpl::Materialized, AttentionImpl::Flash, AttentionImpl::Cudnn,
-                       AttentionImpl::Auto});
+                       AttentionImpl::CudnnFlash, AttentionImpl::Auto});
 }
 
 NormImpl parse_norm(const std::string& value) {

@@ -38,7 +38,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--precision fp8", "--precision fp8: unknown precision 'fp8'; expected fp32, bf16"},
         BadFlag{"--ops softmax", "--ops softmax: no op 'softmax'; expected a family ("},
         BadFlag{"--ops attention.fwd:fast",
-                "has no variant 'fast'; its variants: cudnn, flash, flash-mma, flash-ov1x64"},
+                "has no variant 'fast'; its variants: cudnn, flash, flash+rope, flash-mma, "
+                "flash-ov1x64"},
         BadFlag{"--repeats 0", "--repeats 0: must be between 1 and 10000"},
         BadFlag{"--repeats ten", "--repeats ten: expected an integer"},
         BadFlag{"--warmup 0", "--warmup 0: must be at least 1"},

@@ -125,6 +125,16 @@ TEST(RopeFused, AutoThatKeepsFlashKeepsIt) {
   EXPECT_TRUE(plan.fallbacks.empty());
 }
 
+// cuDNN's forward with our backward keeps the backward's rotation.
+TEST(RopeFused, KeptWhereOurBackwardRunsAfterCudnnsForward) {
+  OpChoices ops = with_rope("v3", RopeImpl::Fused);
+  ops.attention = AttentionImpl::CudnnFlash;
+  const StepPlan plan = plan_on(cudnn_capable_caps(), ops);
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::CudnnFlash);
+  EXPECT_EQ(plan.ops.rope, RopeImpl::Fused);
+  EXPECT_TRUE(plan.fallbacks.empty());
+}
+
 struct StepResults {
   std::vector<double> losses, grads, params;
 };

@@ -298,6 +298,65 @@ TEST(StepPlan, CudnnFallsBackToFlashThenMaterialisedWithAReasonEach) {
   EXPECT_EQ(t.calls, 0);
 }
 
+// Where cuDNN's forward and our backward are each the faster of their pass,
+// auto pairs them: cudnn+flash, cuDNN's forward then our flash backward.
+TEST(StepPlan, AutoPairsCudnnsForwardWithOurBackwardWhereThatIsFastest) {
+  const Precision bf16 = Precision::amp(DType::BF16);
+  TimedCaps t;
+  t.flash = {0.30, 0.50};  // 0.80 in all
+  t.cudnn = {0.20, 0.65};  // 0.85 in all; cuDNN's forward with our backward: 0.70
+  const StepPlan plan = plan_for_choices(with_attention(AttentionImpl::Auto), bf16, t.caps(),
+                                         with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::CudnnFlash);
+  EXPECT_EQ(t.calls, 2) << "each candidate timed once, both passes";
+  EXPECT_EQ(forward_attention(plan.ops.attention), AttentionImpl::Cudnn);
+  EXPECT_EQ(backward_attention(plan.ops.attention), AttentionImpl::Flash);
+  EXPECT_TRUE(plan.fallbacks.empty());
+  const std::string line = plan.attention_auto.describe(plan.ops.attention);
+  EXPECT_EQ(line.rfind("auto chose cudnn+flash per layer: cudnn+flash 0.700 ms (cudnn's fwd, "
+                       "flash's bwd), flash 0.800 ms",
+                       0),
+            0u)
+      << line;
+  const nlohmann::json j = plan_json(plan);
+  EXPECT_EQ(j["ops"]["attention"], "cudnn+flash");
+  EXPECT_EQ(j["attention_auto"]["chosen"], "cudnn+flash");
+  // A checkpoint's copy of the choice reads back as the pairing.
+  const SavedAttentionChoice back =
+      attention_choice_from_json(attention_choice_json(plan), "ck.safetensors");
+  EXPECT_EQ(back.chosen, AttentionImpl::CudnnFlash);
+  // Every other choice runs one implementation both ways.
+  for (const AttentionImpl a :
+       {AttentionImpl::Materialized, AttentionImpl::Flash, AttentionImpl::Cudnn}) {
+    EXPECT_EQ(forward_attention(a), a);
+    EXPECT_EQ(backward_attention(a), a);
+  }
+}
+
+// --attention cudnn+flash asked for: kept where both run, else the one
+// that runs, saying why.
+TEST(StepPlan, CudnnFlashFallsBackToTheHalfThatRuns) {
+  TimedCaps t;
+  StepPlan plan =
+      plan_for_choices(with_attention(AttentionImpl::CudnnFlash), Precision::amp(DType::BF16),
+                       t.caps(), with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::CudnnFlash);
+  EXPECT_TRUE(plan.fallbacks.empty());
+  EXPECT_EQ(t.calls, 0);
+  plan = plan_for_choices(with_attention(AttentionImpl::CudnnFlash), Precision::fp32(), t.caps(),
+                          with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
+  ASSERT_EQ(plan.fallbacks.size(), 1u);
+  EXPECT_EQ(plan.fallbacks[0].describe(),
+            "attention cudnn+flash -> flash: cuDNN SDPA runs bf16 and fp16 only");
+  // head_dim 96: our flash kernels lack it, cuDNN runs both passes.
+  plan = plan_for_choices(with_attention(AttentionImpl::CudnnFlash), Precision::amp(DType::BF16),
+                          t.caps(), with_head_dim(96), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
+  ASSERT_EQ(plan.fallbacks.size(), 1u);
+  EXPECT_EQ(plan.fallbacks[0].op, "attention");
+}
+
 // On resume, attention=auto takes the checkpoint's choice and its times
 // without calling the timer, even where a new timing would choose the other
 // implementation: the resumed run must run the kernels the uninterrupted

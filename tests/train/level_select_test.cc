@@ -214,7 +214,8 @@ TEST(LevelSelect, AttentionFlagNamesAnyImplementationAndConflictsWithTheFlashPai
     apply_toggle_flags(level_preset("v2"), f);
     FAIL() << "no error";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("allowed values are materialized, flash, cudnn, auto"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "allowed values are materialized, flash, cudnn, cudnn+flash, auto"),
               std::string::npos);
   }
   f.attention = "cudnn";

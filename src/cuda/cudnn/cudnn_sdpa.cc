@@ -130,6 +130,10 @@ std::int64_t CudnnSdpa::workspace_bytes() const {
   return plans_->workspace_bytes;
 }
 
+std::int64_t CudnnSdpa::forward_workspace_bytes() const {
+  return align_up(plans_->forward.workspace_bytes);
+}
+
 void CudnnSdpa::forward(Mat out, Mat lse, Mat q, Mat k, Mat v, void* workspace,
                         cudaStream_t stream) const {
   const Plans& p = *plans_;

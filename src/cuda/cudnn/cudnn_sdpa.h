@@ -63,6 +63,9 @@ class CudnnSdpa {
   // Device workspace either pass needs (they share one); 0 allowed. Planned
   // with the backend's other workspaces: nothing is allocated in a step.
   std::int64_t workspace_bytes() const;
+  // The forward's alone (attention cudnn+flash runs no cuDNN backward): the
+  // backward's is most of workspace_bytes(), its fp32 dQ accumulator.
+  std::int64_t forward_workspace_bytes() const;
 
   // Capturable in a CUDA graph: no allocation, no host synchronisation.
   // The Mats must match the layout (shapes, dtype, strides): RuntimeFailure

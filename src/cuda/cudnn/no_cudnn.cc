@@ -39,6 +39,10 @@ std::int64_t CudnnSdpa::workspace_bytes() const {
   return 0;
 }
 
+std::int64_t CudnnSdpa::forward_workspace_bytes() const {
+  return 0;
+}
+
 void CudnnSdpa::forward(Mat, Mat, Mat, Mat, Mat, void*, cudaStream_t) const {
   throw RuntimeFailure(std::string("cuDNN SDPA: ") + kNoCudnn);
 }
