@@ -6,13 +6,15 @@
 #include <utility>
 
 #include "core/errors.h"
+#include "model/plan_choices.h"
 
 namespace tinyllama {
 namespace {
 
 // Every implementation of each op, for naming and for single_changes().
 constexpr GemmGrouping kGroupings[] = {GemmGrouping::Separate, GemmGrouping::Fused};
-// Auto is a way to choose among these, not an implementation to test.
+// Auto is a way to choose among these, and CudnnFlash pairs two of them
+// (their own tests cover it), not an implementation to test alone.
 constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionImpl::Flash,
                                          AttentionImpl::Cudnn};
 constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused};
@@ -30,158 +32,7 @@ constexpr ActivationsImpl kActivations[] = {ActivationsImpl::Stored,
                                             ActivationsImpl::RecomputeNormsSwiglu};
 constexpr KernelLaunch kKernelLaunches[] = {KernelLaunch::Plain, KernelLaunch::Pdl};
 
-std::string join_ints(const std::vector<int>& values) {
-  std::string out;
-  for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
-  return out;
-}
-
-// Replaces `choice` by `fallback` and records why.
-template <typename Impl>
-void fall_back(StepPlan& plan, const char* op, Impl& choice, Impl fallback, std::string reason) {
-  plan.fallbacks.push_back({op, impl_name(choice), impl_name(fallback), std::move(reason)});
-  choice = fallback;
-}
-
-// "" when our flash kernels run this head_dim on the device, else why not.
-std::string flash_unsupported(const DeviceCaps& caps, const ModelConfig& cfg) {
-  const std::vector<int>& dims = caps.flash_head_dims;
-  if (dims.empty() || std::find(dims.begin(), dims.end(), cfg.head_dim()) != dims.end()) return "";
-  return "the " + std::string(device_name(caps.kind)) + " flash kernels are built for head_dim " +
-         join_ints(dims) + " (this model: " + std::to_string(cfg.head_dim()) + ")";
-}
-
-std::string cudnn_unsupported(const DeviceCaps& caps, const ModelConfig& cfg, BatchShape shape,
-                              Precision precision) {
-  if (!caps.cudnn_attention) {
-    return "the " + std::string(device_name(caps.kind)) + " backend has no cuDNN";
-  }
-  return caps.cudnn_attention(cfg, shape, precision);
-}
-
-// The saved choice of attention=auto, when it can still run: taken as it
-// was, with its times, and not timed again. Else a note saying why not.
-bool reuse_attention(StepPlan& plan, const SavedAttentionChoice& saved, const std::string& no_flash,
-                     const std::string& no_cudnn) {
-  const std::string why = saved.chosen == AttentionImpl::Flash   ? no_flash
-                          : saved.chosen == AttentionImpl::Cudnn ? no_cudnn
-                          : saved.chosen == AttentionImpl::CudnnFlash
-                              ? (!no_cudnn.empty() ? no_cudnn : no_flash)
-                          : saved.chosen == AttentionImpl::Auto ? "it names no implementation"
-                                                                : "";
-  if (why.empty()) {
-    plan.attention_auto = saved.how;
-    plan.attention_auto.requested = true;
-    plan.attention_auto.reused_from = saved.from;
-    plan.ops.attention = saved.chosen;
-    return true;
-  }
-  plan.attention_auto.notes.push_back(std::string(impl_name(saved.chosen)) + " from " + saved.from +
-                                      " cannot run here (" + why + "): chosen again");
-  return false;
-}
-
-// Of two timed implementations, the fastest pairing of their passes:
-// flash, cudnn, or cuDNN's forward with our backward. Not our forward with
-// cuDNN's backward: our backward rotates dq and dk for RoPE in its
-// epilogues (rope fused), cuDNN's leaves a pass over them.
-AttentionImpl fastest_attention(const AttentionAuto& a) {
-  const double mixed = a.cudnn.forward_ms + a.flash.backward_ms;
-  if (mixed < a.flash.total_ms() && mixed < a.cudnn.total_ms()) return AttentionImpl::CudnnFlash;
-  return a.cudnn.total_ms() < a.flash.total_ms() ? AttentionImpl::Cudnn : AttentionImpl::Flash;
-}
-
-// attention=auto: the candidates that can run, timed when there are two;
-// the fastest pairing is kept. Neither: materialised, the one that runs anything.
-// On resume, the checkpoint's choice instead, untimed.
-void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                      BatchShape shape, const std::optional<SavedAttentionChoice>& saved) {
-  AttentionAuto& a = plan.attention_auto;
-  a.requested = true;
-  const std::string no_flash = flash_unsupported(caps, cfg);
-  const std::string no_cudnn = cudnn_unsupported(caps, cfg, shape, plan.precision);
-  if (saved && reuse_attention(plan, *saved, no_flash, no_cudnn)) return;
-  if (!no_flash.empty()) a.notes.push_back("flash: " + no_flash);
-  if (!no_cudnn.empty()) a.notes.push_back("cudnn: " + no_cudnn);
-  AttentionImpl& choice = plan.ops.attention;
-  if (!no_flash.empty() && !no_cudnn.empty()) {
-    choice = AttentionImpl::Materialized;
-  } else if (!no_cudnn.empty()) {
-    choice = AttentionImpl::Flash;
-  } else if (!no_flash.empty()) {
-    choice = AttentionImpl::Cudnn;
-  } else if (!caps.time_attention) {
-    // Both run but nothing can time them (a device without timers): our
-    // own kernels, the level's default.
-    a.notes.push_back("no timer on this device: flash kept untimed");
-    choice = AttentionImpl::Flash;
-  } else {
-    a.flash = caps.time_attention(AttentionImpl::Flash, cfg, shape, plan.precision);
-    a.cudnn = caps.time_attention(AttentionImpl::Cudnn, cfg, shape, plan.precision);
-    a.flash_timed = a.cudnn_timed = true;
-    choice = fastest_attention(a);
-  }
-}
-
-void resolve_mixed_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                             BatchShape shape) {
-  AttentionImpl& choice = plan.ops.attention;
-  const std::string no_cudnn = cudnn_unsupported(caps, cfg, shape, plan.precision);
-  if (!no_cudnn.empty()) {
-    fall_back(plan, "attention", choice, AttentionImpl::Flash, no_cudnn);
-  } else if (const std::string no_flash = flash_unsupported(caps, cfg); !no_flash.empty()) {
-    fall_back(plan, "attention", choice, AttentionImpl::Cudnn, no_flash);
-  }
-}
-
-void resolve_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                       BatchShape shape, const std::optional<SavedAttentionChoice>& saved) {
-  AttentionImpl& choice = plan.ops.attention;
-  if (choice == AttentionImpl::Auto) {
-    choose_attention(plan, caps, cfg, shape, saved);
-    return;
-  }
-  if (choice == AttentionImpl::CudnnFlash) resolve_mixed_attention(plan, caps, cfg, shape);
-  if (choice == AttentionImpl::Cudnn) {
-    const std::string why = cudnn_unsupported(caps, cfg, shape, plan.precision);
-    // fp32, or no cuDNN: our kernels run every precision.
-    if (!why.empty()) fall_back(plan, "attention", choice, AttentionImpl::Flash, why);
-  }
-  if (choice == AttentionImpl::Flash) {
-    const std::string why = flash_unsupported(caps, cfg);
-    if (!why.empty()) fall_back(plan, "attention", choice, AttentionImpl::Materialized, why);
-  }
-}
-
-std::string ms(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f ms", v);
-  return buf;
-}
-
 }  // namespace
-
-std::string AttentionAuto::describe(AttentionImpl chosen) const {
-  if (!requested) return "";
-  std::string out = std::string("auto chose ") + impl_name(chosen);
-  if (!reused_from.empty()) out += " (as in " + reused_from + ", not timed again)";
-  if (flash_timed && cudnn_timed) {
-    const bool cudnn_first = cudnn.total_ms() < flash.total_ms();
-    const auto part = [](const char* name, const AttentionTiming& t) {
-      return std::string(name) + " " + ms(t.total_ms()) + " (fwd " + ms(t.forward_ms) + ", bwd " +
-             ms(t.backward_ms) + ")";
-    };
-    out += " per layer: ";
-    if (chosen == AttentionImpl::CudnnFlash) {
-      out += "cudnn+flash " + ms(cudnn.forward_ms + flash.backward_ms) +
-             " (cudnn's fwd, flash's bwd), ";
-    }
-    out += cudnn_first ? part("cudnn", cudnn) + ", " + part("flash", flash)
-                       : part("flash", flash) + ", " + part("cudnn", cudnn);
-  }
-  for (const std::string& n : notes) out += "; " + n;
-  return out;
-}
 
 const char* impl_name(GemmGrouping v) {
   return v == GemmGrouping::Fused ? "fused" : "separate";
@@ -202,12 +53,6 @@ const char* impl_name(AttentionImpl v) {
   return "?";
 }
 
-AttentionImpl forward_attention(AttentionImpl v) {
-  return v == AttentionImpl::CudnnFlash ? AttentionImpl::Cudnn : v;
-}
-AttentionImpl backward_attention(AttentionImpl v) {
-  return v == AttentionImpl::CudnnFlash ? AttentionImpl::Flash : v;
-}
 const char* impl_name(SwigluImpl v) {
   return v == SwigluImpl::Fused ? "fused" : "separate";
 }

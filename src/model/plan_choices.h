@@ -1,0 +1,25 @@
+#pragma once
+// Internal to the plan's resolution (step_plan.cc, attention_plan.cc): how a
+// choice the plan cannot keep is recorded, and attention's resolution --
+// the fallbacks of an explicit choice, or attention=auto's timing and pick.
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "model/step_plan.h"
+
+namespace tinyllama {
+
+// Replaces `choice` by `fallback` and records why.
+template <typename Impl>
+void fall_back(StepPlan& plan, const char* op, Impl& choice, Impl fallback, std::string reason) {
+  plan.fallbacks.push_back({op, impl_name(choice), impl_name(fallback), std::move(reason)});
+  choice = fallback;
+}
+
+// plan.ops.attention resolved on this device: auto timed and chosen (or
+// taken from `saved` on resume), an explicit choice kept or fallen back.
+void resolve_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
+                       BatchShape shape, const std::optional<SavedAttentionChoice>& saved);
+
+}  // namespace tinyllama
