@@ -27,7 +27,9 @@ struct MmaFwd {
 // Grid (query tiles, H, B), the longest (last) query tiles first. K and V of
 // a tile are loaded in two cp.async groups so that V arrives while Q K^T and
 // the softmax run, and the next K while P V runs.
-template <typename T, int HD>
+// ROPE: a.rope is set (rope_tiles.cuh); a template argument, so that the
+// kernels without it compile as if it did not exist.
+template <typename T, int HD, bool ROPE>
 __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
     flash_fwd_mma_kernel(const FwdArgs a) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
@@ -54,13 +56,13 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
   load_tile<T, BQ, HD, LDS>(s_q, gq, a.ldq, blk.q_end - blk.q0, a.vec);
   load_tile<T, BK, HD, LDS>(s_k, gk, a.ldk, min(BK, a.seq), a.vec);
   cp_async_commit();
-  const int tid = static_cast<int>(threadIdx.x);
-  if (a.rope != nullptr) {
+  [[maybe_unused]] const int tid = static_cast<int>(threadIdx.x);
+  if constexpr (ROPE) {
     rope_write_block<T, HD, kFlashThreads>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, tid);
   }
   cp_async_wait<0>();
   __syncthreads();
-  if (a.rope != nullptr) {
+  if constexpr (ROPE) {
     rope_tile_padded<T, BQ, HD, LDS, kFlashThreads>(s_q, blk.q_end - blk.q0, a.rope, blk.q0, tid);
     rope_tile_padded<T, BK, HD, LDS, kFlashThreads>(s_k, min(BK, a.seq), a.rope, 0, tid);
     __syncthreads();
@@ -85,7 +87,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
     if (kt > 0) {
       cp_async_wait<0>();
       __syncthreads();  // K[kt] landed; every warp is done with V[kt-1]
-      if (a.rope != nullptr) {
+      if constexpr (ROPE) {
         rope_tile_padded<T, BK, HD, LDS, kFlashThreads>(s_k, min(BK, a.seq - k0), a.rope, k0, tid);
         __syncthreads();
       }
@@ -186,8 +188,13 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
 template <typename T, int HD>
 void launch_forward_tc(const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
   using Cfg = MmaFwd<T, HD>;
-  launch<flash_fwd_mma_kernel<T, HD>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::smem,
-                                      args, stream);
+  if (args.rope != nullptr) {
+    launch<flash_fwd_mma_kernel<T, HD, true>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch),
+                                              Cfg::smem, args, stream);
+    return;
+  }
+  launch<flash_fwd_mma_kernel<T, HD, false>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch),
+                                             Cfg::smem, args, stream);
 }
 
 template void launch_forward_tc<__nv_bfloat16, 32>(const FwdArgs&, const FlashDims&, cudaStream_t);

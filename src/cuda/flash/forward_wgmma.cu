@@ -42,7 +42,9 @@ struct WgmmaFwd {
       kSwizzleAtomBytes + kQBytes + static_cast<std::size_t>(2 * kStages) * kKvBytes;
 };
 
-template <typename T, int HD, int BK, int WGS, bool PAIR>
+// ROPE: a.rope is set (rope_tiles.cuh); a template argument, so that the
+// kernels without it compile as if it did not exist.
+template <typename T, int HD, int BK, int WGS, bool PAIR, bool ROPE>
 __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
     flash_fwd_wgmma_kernel(const FwdArgs a) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
@@ -81,7 +83,7 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
   load_tile_sw128<T, BK, HD, kThreads>(s_k(0), gk, a.ldk, min(BK, a.seq), tid);
   load_tile_sw128<T, BK, HD, kThreads>(s_v(0), gv, a.ldv, min(BK, a.seq), tid);
   cp_async_commit();
-  if (a.rope != nullptr) {  // while the first tiles land
+  if constexpr (ROPE) {  // while the first tiles land
     rope_write_block<T, HD, kThreads>(a, blk.tok0, blk.q0, blk.q_end, PAIR ? blk.h * WGS : blk.h,
                                       PAIR ? WGS : 1, tid);
   }
@@ -106,8 +108,8 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
                                            min(BK, a.seq - k1), tid);
     }
     cp_async_commit();
-    cp_async_wait<1>();       // this thread's copies of tile kt (and Q) landed
-    if (a.rope != nullptr) {  // each thread its own chunks: no barrier before
+    cp_async_wait<1>();    // this thread's copies of tile kt (and Q) landed
+    if constexpr (ROPE) {  // each thread its own chunks: no barrier before
       if (kt == 0) rope_tile_sw128<T, 64, HD, 128>(s_qw, blk.q_end - wq0, a.rope, wq0, wtid);
       rope_tile_sw128<T, BK, HD, kThreads>(s_k(stage), min(BK, a.seq - k0), a.rope, k0, tid);
     }
@@ -173,17 +175,26 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
 #endif
 }
 
-}  // namespace
-
-template <typename T, int HD, int BK, int WGS, bool PAIR>
-void launch_forward_wgmma(const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
+template <typename T, int HD, int BK, int WGS, bool PAIR, bool ROPE>
+void launch_wgmma_kernel(const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
   using Cfg = WgmmaFwd<HD, BK, WGS, PAIR>;
-  constexpr auto kernel = flash_fwd_wgmma_kernel<T, HD, BK, WGS, PAIR>;
+  constexpr auto kernel = flash_fwd_wgmma_kernel<T, HD, BK, WGS, PAIR, ROPE>;
   allow_smem<kernel>(Cfg::smem);
   const unsigned heads = static_cast<unsigned>(PAIR ? d.heads / WGS : d.heads);
   launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BQ), heads, d.batch), Cfg::kThreads, Cfg::smem,
                 stream, args);
   CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+template <typename T, int HD, int BK, int WGS, bool PAIR>
+void launch_forward_wgmma(const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
+  if (args.rope != nullptr) {
+    launch_wgmma_kernel<T, HD, BK, WGS, PAIR, true>(args, d, stream);
+  } else {
+    launch_wgmma_kernel<T, HD, BK, WGS, PAIR, false>(args, d, stream);
+  }
 }
 
 #define TINYLLAMA_FWD_WGMMA(T, HD)                                                           \

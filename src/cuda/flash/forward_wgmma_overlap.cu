@@ -35,7 +35,9 @@ struct OverlapFwd {
   static constexpr std::size_t smem = kSwizzleAtomBytes + kQBytes + 4 * kKvBytes;
 };
 
-template <typename T, int HD, int BK, int WGS>
+// ROPE: a.rope is set (rope_tiles.cuh); a template argument, so that the
+// kernels without it compile as if it did not exist.
+template <typename T, int HD, int BK, int WGS, bool ROPE>
 __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
     flash_fwd_wgmma_overlap_kernel(const FwdArgs a) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
@@ -108,10 +110,10 @@ __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
   if (blk.n_kt > 1) load_k(1);
   load_v(0);
   cp_async_commit();
-  if (a.rope != nullptr)
+  if constexpr (ROPE)
     rope_write_block<T, HD, kThreads>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, tid);
   cp_async_wait<1>();
-  if (a.rope != nullptr) {  // each thread its own chunks of Q and K 0: no barrier before
+  if constexpr (ROPE) {  // each thread its own chunks of Q and K 0: no barrier before
     rope_tile_sw128<T, BQ, HD, kThreads>(s_q, blk.q_end - blk.q0, a.rope, blk.q0, tid);
     rope_tile_sw128<T, BK, HD, kThreads>(s_k(0), min(BK, a.seq), a.rope, 0, tid);
   }
@@ -137,7 +139,7 @@ __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
     load_v(kt);
     cp_async_commit();
     cp_async_wait<1>();  // K of tile kt and V of tile kt - 1 landed
-    if (a.rope != nullptr) {
+    if constexpr (ROPE) {
       rope_tile_sw128<T, BK, HD, kThreads>(s_k(kt), min(BK, a.seq - kt * BK), a.rope, kt * BK, tid);
     }
     fence_proxy_async();
@@ -209,16 +211,25 @@ __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
 #endif
 }
 
-}  // namespace
-
-template <typename T, int HD, int BK, int WGS>
-void launch_forward_wgmma_overlap(const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
+template <typename T, int HD, int BK, int WGS, bool ROPE>
+void launch_overlap_kernel(const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
   using Cfg = OverlapFwd<HD, BK, WGS>;
-  constexpr auto kernel = flash_fwd_wgmma_overlap_kernel<T, HD, BK, WGS>;
+  constexpr auto kernel = flash_fwd_wgmma_overlap_kernel<T, HD, BK, WGS, ROPE>;
   allow_smem<kernel>(Cfg::smem);
   launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::kThreads, Cfg::smem,
                 stream, args);
   CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+template <typename T, int HD, int BK, int WGS>
+void launch_forward_wgmma_overlap(const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
+  if (args.rope != nullptr) {
+    launch_overlap_kernel<T, HD, BK, WGS, true>(args, d, stream);
+  } else {
+    launch_overlap_kernel<T, HD, BK, WGS, false>(args, d, stream);
+  }
 }
 
 #define TINYLLAMA_FWD_OVERLAP(T, HD)                                                          \

@@ -51,7 +51,9 @@ struct WsFwd {
 // PINGPONG: the two consumers take turns issuing their products (named
 // barriers 3 and 4), so one's softmax runs while the other's products keep
 // the tensor cores busy (FlashAttention-3's inter-warpgroup schedule).
-template <typename T, int HD, int BK, int STAGES, bool PINGPONG>
+// ROPE: a.rope is set (rope_tiles.cuh); a template argument, so that the
+// kernels without it compile as if it did not exist.
+template <typename T, int HD, int BK, int STAGES, bool PINGPONG, bool ROPE>
 __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
     flash_fwd_ws_kernel(const __grid_constant__ CUtensorMap tq,
                         const __grid_constant__ CUtensorMap tk,
@@ -114,20 +116,22 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
                       v_full + stage);
         }
       }
-    } else if (a.rope != nullptr && tid >= 32) {
-      // A stage is refilled only once both consumers released it, and they
-      // wait for its rotation first: the rotators are never a lap behind.
-      const int rt = tid - 32;
-      for (int kt = 0; kt < blk.n_kt; ++kt) {
-        const int stage = kt % STAGES;
-        mbar_wait(k_full + stage, (kt / STAGES) & 1);
-        rope_tile_sw128<T, BK, HD, Cfg::kRotators>(s_k(stage), min(BK, a.seq - kt * BK), a.rope,
-                                                   kt * BK, rt);
-        fence_proxy_async();  // the generic writes, before wgmma reads them
-        named_barrier(5, Cfg::kRotators);
-        if (rt == 0) mbar_arrive(k_rotated + stage);
+    } else if constexpr (ROPE) {
+      if (tid >= 32) {
+        // A stage is refilled only once both consumers released it, and they
+        // wait for its rotation first: the rotators are never a lap behind.
+        const int rt = tid - 32;
+        for (int kt = 0; kt < blk.n_kt; ++kt) {
+          const int stage = kt % STAGES;
+          mbar_wait(k_full + stage, (kt / STAGES) & 1);
+          rope_tile_sw128<T, BK, HD, Cfg::kRotators>(s_k(stage), min(BK, a.seq - kt * BK), a.rope,
+                                                     kt * BK, rt);
+          fence_proxy_async();  // the generic writes, before wgmma reads them
+          named_barrier(5, Cfg::kRotators);
+          if (rt == 0) mbar_arrive(k_rotated + stage);
+        }
+        rope_write_block<T, HD, Cfg::kRotators>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, rt);
       }
-      rope_write_block<T, HD, Cfg::kRotators>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, rt);
     }
     return;
   }
@@ -167,13 +171,13 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
   zero(o);
   SoftmaxRows st;
   mbar_wait(q_full, 0);
-  if (a.rope != nullptr) {
+  if constexpr (ROPE) {
     rope_tile_sw128<T, 64, HD, 128>(s_qw(c), blk.q_end - wq0, a.rope, wq0, wtid);
     fence_proxy_async();
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
   }
   // The K tile as the products read it: landed, and rotated if RoPE is fused.
-  std::uint64_t* k_ready = a.rope != nullptr ? k_rotated : k_full;
+  std::uint64_t* k_ready = ROPE ? k_rotated : k_full;
   for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int stage = kt % STAGES;
     const unsigned phase = (kt / STAGES) & 1;
@@ -249,20 +253,30 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
 #endif
 }
 
+template <typename T, int HD, int BK, int STAGES, bool PINGPONG, bool ROPE>
+void launch_ws_kernel(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv,
+                      const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
+  using Cfg = WsFwd<HD, BK, STAGES>;
+  constexpr auto kernel = flash_fwd_ws_kernel<T, HD, BK, STAGES, PINGPONG, ROPE>;
+  allow_smem<kernel>(Cfg::smem);
+  launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::kThreads, Cfg::smem,
+                stream, tq, tk, tv, args);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 template <typename T, int HD, int BK, int STAGES, bool PINGPONG>
 void launch_forward_ws(const FwdArgs& args, const Mat& q, const Mat& k, const Mat& v,
                        const FlashDims& d, cudaStream_t stream) {
-  using Cfg = WsFwd<HD, BK, STAGES>;
-  constexpr auto kernel = flash_fwd_ws_kernel<T, HD, BK, STAGES, PINGPONG>;
-  allow_smem<kernel>(Cfg::smem);
   const CUtensorMap tq = tma_map_2d(q, 64);
   const CUtensorMap tk = tma_map_2d(k, BK);
   const CUtensorMap tv = tma_map_2d(v, BK);
-  launch_kernel(kernel, dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::kThreads, Cfg::smem,
-                stream, tq, tk, tv, args);
-  CUDA_CHECK_LAUNCH();
+  if (args.rope != nullptr) {
+    launch_ws_kernel<T, HD, BK, STAGES, PINGPONG, true>(tq, tk, tv, args, d, stream);
+  } else {
+    launch_ws_kernel<T, HD, BK, STAGES, PINGPONG, false>(tq, tk, tv, args, d, stream);
+  }
 }
 
 #define TINYLLAMA_FWD_WS(T, HD)                                                                    \

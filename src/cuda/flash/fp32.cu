@@ -26,7 +26,9 @@ struct F32Fwd {
       (static_cast<std::size_t>(BQ + 2 * BK) * LDS + BQ * LDP) * sizeof(float);
 };
 
-template <int HD>
+// ROPE: a.rope is set (rope_tiles.cuh); a template argument, so that the
+// kernel without it compiles as if it did not exist.
+template <int HD, bool ROPE>
 __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdArgs a) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
   pdl_allow_next();
@@ -52,7 +54,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
                                 static_cast<const float*>(a.q) + (blk.tok0 + blk.q0) * a.ldq +
                                     static_cast<std::int64_t>(blk.h) * HD,
                                 a.ldq, blk.q_end - blk.q0, a.vec);
-  if (a.rope != nullptr) {
+  if constexpr (ROPE) {
     rope_write_block<float, HD, kFlashThreads>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, tid);
   }
 
@@ -74,7 +76,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    if (a.rope != nullptr) {
+    if constexpr (ROPE) {
       if (kt == 0) {
         rope_tile_padded<float, BQ, HD, LDS, kFlashThreads>(s_q, blk.q_end - blk.q0, a.rope, blk.q0,
                                                             tid);
@@ -347,8 +349,13 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
 template <int HD>
 void launch_forward_fp32(const FwdArgs& args, const FlashDims& d, cudaStream_t stream) {
   using Cfg = F32Fwd<HD>;
-  launch<flash_fwd_f32_kernel<HD>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::smem, args,
-                                   stream);
+  if (args.rope != nullptr) {
+    launch<flash_fwd_f32_kernel<HD, true>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch), Cfg::smem,
+                                           args, stream);
+  } else {
+    launch<flash_fwd_f32_kernel<HD, false>>(dim3(tiles(d.seq, Cfg::BQ), d.heads, d.batch),
+                                            Cfg::smem, args, stream);
+  }
 }
 
 template <int HD>
