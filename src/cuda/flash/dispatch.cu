@@ -122,11 +122,13 @@ FlashForwardKernel forward_kernel_for(const flash::FwdArgs& args) {
       return FlashForwardKernel::Wgmma2x64;  // no two heads share a kv head
     }
     if (pinned != FlashForwardKernel::Best) return pinned;
-    // The kernel bench's fastest (2026-11-24, H100, docs/PERFORMANCE.md): at
-    // hd 128 the warp-specialised kernel with its consumers taking turns; at
-    // hd 64 a pair of heads sharing K/V tiles, or one warpgroup per block.
+    // The kernel bench's fastest (H100, docs/PERFORMANCE.md): at hd 128 the
+    // warp-specialised kernel with its consumers taking turns (2026-11-24);
+    // at hd 64 one warpgroup per block, ahead of the pair of heads sharing
+    // K/V tiles at every shape measured on 2026-11-25 (S 128 to 1024, GQA 2
+    // and the 1 B config's), by 1-14 %.
     if (HD == 128) return FlashForwardKernel::PingPong128;
-    return pairs ? FlashForwardKernel::Paired2x64 : FlashForwardKernel::Wgmma1x64;
+    return FlashForwardKernel::Wgmma1x64;
   }
 }
 
