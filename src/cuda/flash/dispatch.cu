@@ -82,10 +82,6 @@ void require_rope_table(const char* name, const RopeTable* rope, const flash::Fl
                             std::to_string(d.seq) + ", head_dim " + std::to_string(d.hd));
 }
 
-bool same_shape(const Mat& a, const Mat& b) {
-  return a.rows == b.rows && a.cols == b.cols;
-}
-
 // Whether the bytes a and b span (first to last row) intersect.
 bool overlap(const Mat& a, const Mat& b) {
   auto span = [](const Mat& m) {
@@ -251,10 +247,11 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
   const flash::FlashDims d = check_flash(name, shape, q, k, v, out, lse);
   if (rope != nullptr) {
     require_rope_table(name, rope->table, d);
-    require(same_shape(rope->q_rot, q) && same_shape(rope->k_rot, k) && same_shape(rope->v_copy, v),
-            name, "q_rot, k_rot and v_copy must match q, k and v");
+    require_same_shape(name, rope->q_rot, q);
+    require_same_shape(name, rope->k_rot, k);
+    require_same_shape(name, rope->v_copy, v);
     for (const Mat* m : {&rope->q_rot, &rope->k_rot, &rope->v_copy}) {
-      require(m->dtype == q.dtype, name, "q_rot, k_rot and v_copy must share q's dtype");
+      require_dtype(name, *m, q.dtype);
       // Other blocks still read the unrotated rows a block writes out.
       for (const Mat* in : {&q, &k, &v}) {
         require(!overlap(*m, *in), name, "q_rot, k_rot and v_copy must not overlap q, k or v");
