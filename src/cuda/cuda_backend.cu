@@ -289,6 +289,7 @@ void CudaBackend::abort_capture() noexcept {
   graph_->abort();
   side_->forget_pending();
   updates_->forget_pending();
+  sorted_tokens_ = SortedTokens{};  // a sort in a discarded recording never ran
 }
 
 void CudaBackend::replay(int slot) {

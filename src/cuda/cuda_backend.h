@@ -78,6 +78,8 @@ class CudaBackend final : public Backend {
   void mul(Mat out, Mat a, Mat b) override;
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;
   void embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) override;
+  void embedding_backward_prepare(const std::int32_t* tokens, std::int64_t n,
+                                  std::int64_t vocab) override;
   std::string tuning_state() const override;
   std::string restore_tuning_state(const std::string& text) override;
   void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) override;
@@ -163,6 +165,12 @@ class CudaBackend final : public Backend {
   // Set when the plan's embedding gradient is sorted; empty (the scan
   // kernel, which needs none) before prepare() and for embedding_grad scan.
   EmbeddingGradScratch embedding_scratch_;
+  // What embedding_backward_prepare sorted into the scratch (tokens null:
+  // nothing), and its ticket on the update stream when it ran there.
+  struct SortedTokens {
+    const std::int32_t* tokens = nullptr;
+    std::int64_t n = 0, vocab = 0, ticket = -1;
+  } sorted_tokens_;
   std::int64_t workspace_bytes_ = 0;
 
   std::int64_t peak_used_ = -1;

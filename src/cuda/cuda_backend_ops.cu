@@ -4,6 +4,7 @@
 // branches are in cuda_backend.cu.
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/errors.h"
 #include "cuda/attention_choice.h"
@@ -27,11 +28,33 @@ void CudaBackend::embedding_forward(Mat out, const std::int32_t* tokens, Mat tab
 // the sort's scratch, else the scan (which is also what a backend that was
 // never prepared runs).
 void CudaBackend::embedding_backward(Mat dtable, const std::int32_t* tokens, Mat dout) {
-  if (!embedding_scratch_.empty()) {
-    cuda::embedding_backward_sorted(dtable, tokens, dout, embedding_scratch_, stream_);
-  } else {
+  const SortedTokens sorted = std::exchange(sorted_tokens_, SortedTokens{});
+  // The prepared sort writes the scratch: after it either way.
+  if (sorted.ticket >= 0) updates_->join(stream_, sorted.ticket);
+  if (embedding_scratch_.empty()) {
     cuda::embedding_backward_scan(dtable, tokens, dout, stream_);
+  } else if (sorted.tokens == tokens && sorted.n == dout.rows && sorted.vocab == dtable.rows) {
+    cuda::embedding_grad_accumulate(dtable, dout, embedding_scratch_, stream_);
+  } else {
+    cuda::embedding_backward_sorted(dtable, tokens, dout, embedding_scratch_, stream_);
   }
+}
+
+// The sort on the update stream, which has nothing to do until the first
+// layer's sweep: at the workshop's size it took 17 us of the step's tail,
+// after the last layer's backward (docs/PERFORMANCE.md, 2026-11-25).
+void CudaBackend::embedding_backward_prepare(const std::int32_t* tokens, std::int64_t n,
+                                             std::int64_t vocab) {
+  sorted_tokens_ = SortedTokens{};
+  if (embedding_scratch_.empty() || n == 0) return;
+  if (!side_enabled_) {
+    cuda::embedding_grad_sort(tokens, n, vocab, embedding_scratch_, stream_);
+    sorted_tokens_ = SortedTokens{tokens, n, vocab, -1};
+    return;
+  }
+  updates_->fork(stream_);
+  cuda::embedding_grad_sort(tokens, n, vocab, embedding_scratch_, updates_->stream());
+  sorted_tokens_ = SortedTokens{tokens, n, vocab, updates_->mark()};
 }
 
 std::string CudaBackend::tuning_state() const {

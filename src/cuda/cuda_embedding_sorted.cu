@@ -31,11 +31,21 @@ using Key = std::uint32_t;
 // Neither a token id nor the sentinel (ids are int32): "no such position".
 constexpr Key kNoKey = 0xffffffffu;
 
-// Sorted positions per chunk: 32 keeps a thread's serial work short (32 row
-// loads) and the blocks many (1024 chunks at B32 S1024). Larger batches
-// grow the chunks instead, so that the partial sums (two rows of dim floats
-// per chunk) stay within kMaxChunks rows each.
-constexpr std::int64_t kMinChunkRows = 32;
+// Sorted positions per chunk. 32 keeps a thread's serial work short (32 row
+// loads) with the blocks many (1024 chunks at B32 S1024). A small step, up
+// to kShortChunksUpTo positions, cuts chunks of 4 or 8 rows (one or two
+// rounds of kRowsInFlight loads), kSpreadChunks of them at most: at the
+// workshop's 1024 positions 32-row chunks made 32 chunks, 16 blocks of 128
+// threads on a GPU of 132 SMs, each thread adding 32 rows one after another
+// (kernel bench: 30.8 us for the gradient, 16.3 with chunks of 4; at 8192
+// positions 16-row chunks measured slower than 32, 118.5 against 111.8 us;
+// docs/PERFORMANCE.md, 2026-11-25). Larger batches grow the chunks past 32
+// instead, so that the partial sums (two rows of dim floats per chunk) stay
+// within kMaxChunks rows each.
+constexpr std::int64_t kMinChunkRows = 4;
+constexpr std::int64_t kFullChunkRows = 32;
+constexpr std::int64_t kSpreadChunks = 512;
+constexpr std::int64_t kShortChunksUpTo = 4096;
 constexpr std::int64_t kMaxChunks = 4096;
 constexpr int kRowsInFlight = 4;  // row loads a thread issues before adding them
 constexpr int kChunkThreads = 128;
@@ -57,14 +67,21 @@ std::int64_t round_up(std::int64_t a, std::int64_t b) {
 }
 
 std::int64_t chunk_rows_for(std::int64_t n) {
-  return std::max(kMinChunkRows, round_up(ceil_div(n, kMaxChunks), kMinChunkRows));
+  if (n <= kShortChunksUpTo) {
+    return std::max(kMinChunkRows, round_up(ceil_div(n, kSpreadChunks), kMinChunkRows));
+  }
+  return std::max(kFullChunkRows, round_up(ceil_div(n, kMaxChunks), kFullChunkRows));
 }
 
 // The most chunks a call of up to `positions` rows cuts. Not chunks of
 // `positions` itself: 4097 * 32 rows make 2049 chunks of 64, 4096 * 32
-// rows 4096 chunks of 32.
+// rows 4096 chunks of 32; 2048 rows make 512 chunks of 4, 2049 rows 257 of 8.
+// Short chunks make at most min(n / 4, kSpreadChunks), 32-row ones at most
+// n / 32, and no call more than kMaxChunks.
 std::int64_t max_chunks_for(std::int64_t positions) {
-  return std::min(ceil_div(positions, kMinChunkRows), kMaxChunks);
+  return std::min(std::max(std::min(ceil_div(positions, kMinChunkRows), kSpreadChunks),
+                           ceil_div(positions, kFullChunkRows)),
+                  kMaxChunks);
 }
 
 // Bits of the sort key: ids 0..vocab-1 and the sentinel `vocab`, which a
@@ -332,45 +349,75 @@ EmbeddingGradScratch EmbeddingGradScratch::assigned(void* block, std::int64_t po
   return s;
 }
 
-void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
-                               const EmbeddingGradScratch& scratch, cudaStream_t stream) {
-  const char* name = "embedding_backward (sorted)";
-  require(dtable.cols == dout.cols, name,
-          "dtable " + shape_str(dtable) + " vs dout " + shape_str(dout));
-  require_dtype(name, dtable, DType::F32);
-  if (dout.rows == 0 || dout.cols == 0) return;
+namespace {
+
+// The scratch's parts, at the offsets layout_for gives them.
+struct ScratchParts {
+  Key* keys_in;
+  Key* keys_out;
+  std::int32_t* pos_in;
+  std::int32_t* pos_out;
+  float* head;
+  float* tail;
+  void* temp;
+};
+
+ScratchParts parts_of(const EmbeddingGradScratch& scratch) {
+  const Layout l = layout_for(scratch.positions, scratch.dim, scratch.sort_bytes);
+  char* base = static_cast<char*>(scratch.block);
+  return {reinterpret_cast<Key*>(base + l.keys_in),
+          reinterpret_cast<Key*>(base + l.keys_out),
+          reinterpret_cast<std::int32_t*>(base + l.pos_in),
+          reinterpret_cast<std::int32_t*>(base + l.pos_out),
+          reinterpret_cast<float*>(base + l.head),
+          reinterpret_cast<float*>(base + l.tail),
+          base + l.temp};
+}
+
+void require_fits(const char* name, const EmbeddingGradScratch& scratch, std::int64_t n,
+                  std::int64_t dim, std::int64_t vocab) {
   require(!scratch.empty(), name, "no scratch was planned (a plan with embedding_grad sorted)");
-  const std::int64_t n = dout.rows;
-  require(n <= scratch.positions && dout.cols <= scratch.dim && dtable.rows <= scratch.vocab, name,
+  require(n <= scratch.positions && dim <= scratch.dim && vocab <= scratch.vocab, name,
           "the scratch was planned for " + std::to_string(scratch.positions) + " positions of " +
               std::to_string(scratch.dim) + " columns over " + std::to_string(scratch.vocab) +
-              " rows; this call has " + std::to_string(n) + " of " + std::to_string(dout.cols) +
-              " over " + std::to_string(dtable.rows));
-  const int bits = key_bits(dtable.rows);
+              " rows; this call has " + std::to_string(n) + " of " + std::to_string(dim) +
+              " over " + std::to_string(vocab));
+}
+
+}  // namespace
+
+void embedding_grad_sort(const std::int32_t* tokens, std::int64_t n, std::int64_t vocab,
+                         const EmbeddingGradScratch& scratch, cudaStream_t stream) {
+  const char* name = "embedding_backward (sorted): the sort";
+  if (n == 0) return;
+  require_fits(name, scratch, n, 0, vocab);
+  const int bits = key_bits(vocab);
   std::size_t temp = static_cast<std::size_t>(scratch.sort_bytes);
   // cub's storage grows with n and the bits; a smaller call fits in it, but
   // ask rather than assume.
   if (n != scratch.positions || bits != key_bits(scratch.vocab)) {
     require(sort_temp_bytes(n, bits) <= temp, name, "cub's sort needs more scratch than planned");
   }
+  const ScratchParts p = parts_of(scratch);
+  launch_kernel(sort_input_kernel, grid_for(n), kThreads, 0, stream, p.keys_in, p.pos_in, tokens,
+                vocab, n);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(p.temp, temp, p.keys_in, p.keys_out, p.pos_in,
+                                             p.pos_out, static_cast<int>(n), 0, bits, stream));
+}
 
-  const Layout l = layout_for(scratch.positions, scratch.dim, scratch.sort_bytes);
-  char* base = static_cast<char*>(scratch.block);
-  auto* keys_in = reinterpret_cast<Key*>(base + l.keys_in);
-  auto* keys_out = reinterpret_cast<Key*>(base + l.keys_out);
-  auto* pos_in = reinterpret_cast<std::int32_t*>(base + l.pos_in);
-  auto* pos_out = reinterpret_cast<std::int32_t*>(base + l.pos_out);
-  auto* head = reinterpret_cast<float*>(base + l.head);
-  auto* tail = reinterpret_cast<float*>(base + l.tail);
+void embedding_grad_accumulate(Mat dtable, Mat dout, const EmbeddingGradScratch& scratch,
+                               cudaStream_t stream) {
+  const char* name = "embedding_backward (sorted)";
+  require(dtable.cols == dout.cols, name,
+          "dtable " + shape_str(dtable) + " vs dout " + shape_str(dout));
+  require_dtype(name, dtable, DType::F32);
+  if (dout.rows == 0 || dout.cols == 0) return;
+  const std::int64_t n = dout.rows;
+  require_fits(name, scratch, n, dout.cols, dtable.rows);
+  const ScratchParts p = parts_of(scratch);
   const std::int64_t pitch = partial_pitch(scratch.dim);
   const Key sentinel = static_cast<Key>(dtable.rows);
-
-  launch_kernel(sort_input_kernel, grid_for(n), kThreads, 0, stream, keys_in, pos_in, tokens,
-                dtable.rows, n);
-  CUDA_CHECK_LAUNCH();
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + l.temp, temp, keys_in, keys_out, pos_in,
-                                             pos_out, static_cast<int>(n), 0, bits, stream));
-
   const std::int64_t chunk_rows = chunk_rows_for(n);
   const std::int64_t chunks = ceil_div(n, chunk_rows);
   dispatch_float(dout.dtype, name, [&](auto tag) {
@@ -381,8 +428,8 @@ void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
       const dim3 grid(static_cast<unsigned>(ceil_div(chunks, block.y)),
                       static_cast<unsigned>(ceil_div(ceil_div(dout.cols, Vec), block.x)));
       launch_kernel(chunk_sums_kernel<T, Vec>, grid, block, 0, stream, dtable.ptr<float>(),
-                    dtable.ld, dout.ptr<const T>(), dout.ld, keys_out, pos_out, head, tail, pitch,
-                    sentinel, n, dout.cols, chunk_rows, chunks);
+                    dtable.ld, dout.ptr<const T>(), dout.ld, p.keys_out, p.pos_out, p.head, p.tail,
+                    pitch, sentinel, n, dout.cols, chunk_rows, chunks);
       CUDA_CHECK_LAUNCH();
     });
   });
@@ -393,7 +440,7 @@ void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
     const dim3 grid(static_cast<unsigned>(chunks),
                     static_cast<unsigned>(ceil_div(ceil_div(dout.cols, Vec), block.x)));
     launch_kernel(combine_runs_kernel<Vec>, grid, block, 0, stream, dtable.ptr<float>(), dtable.ld,
-                  keys_out, head, tail, pitch, sentinel, dout.cols, chunk_rows, chunks);
+                  p.keys_out, p.head, p.tail, pitch, sentinel, dout.cols, chunk_rows, chunks);
     CUDA_CHECK_LAUNCH();
   };
   if (combine_vec(dtable) == kCombineVec) {
@@ -401,6 +448,16 @@ void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
   } else {
     combine(std::integral_constant<int, 1>{});
   }
+}
+
+void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
+                               const EmbeddingGradScratch& scratch, cudaStream_t stream) {
+  require(dtable.cols == dout.cols, "embedding_backward (sorted)",
+          "dtable " + shape_str(dtable) + " vs dout " + shape_str(dout));
+  require_dtype("embedding_backward (sorted)", dtable, DType::F32);
+  if (dout.rows == 0 || dout.cols == 0) return;
+  embedding_grad_sort(tokens, dout.rows, dtable.rows, scratch, stream);
+  embedding_grad_accumulate(dtable, dout, scratch, stream);
 }
 
 }  // namespace tinyllama::cuda

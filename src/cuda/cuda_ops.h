@@ -56,6 +56,15 @@ struct EmbeddingGradScratch {
 // Throws RuntimeFailure when the call is larger than the scratch was planned for.
 void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
                                const EmbeddingGradScratch& scratch, cudaStream_t stream);
+// Its two halves. The sort of the n positions by token id (ids outside
+// [0, vocab) last) depends on the tokens alone, so it may run long before
+// the gradient exists; the accumulation then adds dout's rows (n = its
+// rows, vocab = dtable's rows, the same as the sort's) in the sorted order
+// the scratch holds.
+void embedding_grad_sort(const std::int32_t* tokens, std::int64_t n, std::int64_t vocab,
+                         const EmbeddingGradScratch& scratch, cudaStream_t stream);
+void embedding_grad_accumulate(Mat dtable, Mat dout, const EmbeddingGradScratch& scratch,
+                               cudaStream_t stream);
 
 // cuda_rmsnorm.cu. The backward pass writes per-block partial sums of
 // dweight into `partials` (capacity floats) and adds them in a fixed order,

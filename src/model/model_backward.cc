@@ -28,9 +28,14 @@ void Model::backward_pass(bool update_layers) {
   }
   slot_sweeps_ = {-1, -1};
   OpSequence ops;
+  const ParamSlot& emb = layout_.embedding();
+  // The embedding gradient's work that needs only the tokens, beside the
+  // backward pass rather than after it (Backend::embedding_backward_prepare).
+  ops.next("embedding");
+  backend_.embedding_backward_prepare(tokens_, shape_.tokens(), grad(emb).rows);
+  ops.close();
   loss_backward();
   const Mat dnf = acts_.view(arena_, acts_.d_norm_out);
-  const ParamSlot& emb = layout_.embedding();
   const Mat d_out = acts_.view(arena_, acts_.d_residual_a);
   const Mat d_scratch = acts_.view(arena_, acts_.d_residual_b);
   ops.next("final_norm");

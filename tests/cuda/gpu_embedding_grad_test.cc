@@ -28,6 +28,9 @@ struct GradCase {
   int vocab;
   Dist dist;
   std::int64_t pad = 0;  // elements after each row of dout and of dtable
+  // Dist::ChunkEdges: the sorted kernel's chunk length at n positions (32
+  // from 16K positions up to 128K, 4 up to 2048, 8 up to 4096).
+  std::int64_t chunk = 32;
 };
 
 void PrintTo(const GradCase& c, std::ostream* os) {
@@ -82,8 +85,10 @@ std::vector<std::int32_t> ids_for(Harness& h, const GradCase& c) {
       }
       return ids;
     }
-    case Dist::ChunkEdges:  // runs of 1, just under, at, just over, two and over two chunks
-      return with_counts(h, {1, 31, 32, 33, 64, 65, 97, 2}, c.vocab, c.n);
+    case Dist::ChunkEdges: {  // runs of 1, just under, at, just over, two and over two chunks
+      const std::int64_t e = c.chunk;
+      return with_counts(h, {1, e - 1, e, e + 1, 2 * e, 2 * e + 1, 3 * e + 1, 2}, c.vocab, c.n);
+    }
   }
   return {};
 }
@@ -155,8 +160,11 @@ const GradCase kCases[] = {
     {"one_id_grown_chunks", 131079, 24, 3, Dist::OneId},
     {"zipf_gpt2_vocab", 4097, 40, 50257, Dist::Zipf},
     {"text_bytes", 8192, 512, 259, Dist::Text},
-    {"chunk_edges", 3001, 33, 100, Dist::ChunkEdges},
-    {"chunk_edges_wide", 2048, 136, 11, Dist::ChunkEdges},
+    {"chunk_edges", 16001, 33, 1000, Dist::ChunkEdges},
+    {"chunk_edges_wide", 2048, 136, 11, Dist::ChunkEdges, 0, 4},
+    {"chunk_edges_of_4", 1000, 33, 100, Dist::ChunkEdges, 0, 4},
+    {"chunk_edges_of_8", 3001, 64, 100, Dist::ChunkEdges, 0, 8},
+    {"chunk_edges_of_16", 8192, 40, 1000, Dist::ChunkEdges, 0, 16},
     {"padded_rows", 777, 64, 1000, Dist::Zipf, 3},
 };
 
@@ -265,6 +273,53 @@ TEST_F(GpuTest, BackendRunsThePlansEmbeddingGradient) {
       const Twin more_rows = h.input(c.n + 1, c.dim, DType::BF16);
       EXPECT_THROW(h.gpu().embedding_backward(dtable.gpu, more.gpu, more_rows.gpu), RuntimeFailure);
     }
+  }
+}
+
+// Backend::embedding_backward_prepare sorts the tokens ahead (on the update
+// stream when the plan runs parallel branches); the embedding_backward over
+// the same tokens then only accumulates, to the same bits as one call. A
+// call over other tokens than the prepared ones sorts its own.
+TEST_F(GpuTest, BackendSortsTheTokensAheadOfTheGradient) {
+  ModelConfig cfg;
+  cfg.vocab_size = 300;
+  cfg.hidden_dim = 64;
+  cfg.num_heads = 4;
+  cfg.num_kv_heads = 2;
+  cfg.num_layers = 1;
+  cfg.ffn_dim = 128;
+  const BatchShape shape{4, 96};
+  const GradCase c{"zipf", shape.tokens(), cfg.hidden_dim, cfg.vocab_size, Dist::Zipf};
+  for (const bool branches : {true, false}) {
+    SCOPED_TRACE(branches ? "parallel branches" : "one stream");
+    Harness h(DType::BF16);
+    StepPlan plan = plan_for_choices(level_preset("v4"), precision_for(DType::BF16), h.gpu().caps(),
+                                     cfg, shape);
+    ASSERT_EQ(plan.ops.embedding_grad, EmbeddingGradImpl::Sorted);
+    plan.parallel_branches = branches;
+    h.gpu().prepare(cfg, shape, plan);
+
+    const Tokens tok = h.tokens(ids_for(h, c));
+    const Tokens other = h.tokens(h.random_ids(c.n, c.vocab));
+    const Twin dout = h.input(c.n, c.dim, DType::BF16);
+    const Twin head = h.input(c.vocab, c.dim, DType::F32);
+    const std::vector<double> head_part = Harness::host_values(head.cpu);
+    const Twin ahead = h.from_values(c.vocab, c.dim, DType::F32, head_part);
+    const Twin whole = h.from_values(c.vocab, c.dim, DType::F32, head_part);
+    const Twin stale = h.from_values(c.vocab, c.dim, DType::F32, head_part);
+    cpu::embedding_backward(ahead.cpu, tok.cpu, dout.cpu);
+    cpu::embedding_backward(stale.cpu, other.cpu, dout.cpu);
+
+    h.gpu().embedding_backward_prepare(tok.gpu, c.n, c.vocab);
+    h.gpu().embedding_backward(ahead.gpu, tok.gpu, dout.gpu);
+    h.gpu().embedding_backward(whole.gpu, tok.gpu, dout.gpu);  // nothing prepared: all of it
+    h.gpu().embedding_backward_prepare(tok.gpu, c.n, c.vocab);
+    h.gpu().embedding_backward(stale.gpu, other.gpu, dout.gpu);  // not the prepared tokens
+    h.gpu().synchronize();
+    h.expect_close(ahead, kGradTolerance, "sorted ahead");
+    h.expect_close(stale, kGradTolerance, "other tokens than the prepared ones");
+    EXPECT_EQ(h.device_values(ahead.gpu), h.device_values(whole.gpu))
+        << "sorting ahead must not change the sum's order";
   }
 }
 
