@@ -106,13 +106,17 @@ void embedding_forward(Mat out, const std::int32_t* tokens, Mat table, cudaStrea
   });
 }
 
-void embedding_backward_scan(Mat dtable, const std::int32_t* tokens, Mat dout,
-                             cudaStream_t stream) {
-  const char* name = "embedding_backward (scan)";
+bool embedding_grad_has_work(const char* name, Mat dtable, Mat dout) {
   require(dtable.cols == dout.cols, name,
           "dtable " + shape_str(dtable) + " vs dout " + shape_str(dout));
   require_dtype(name, dtable, DType::F32);
-  if (dout.rows == 0 || dout.cols == 0) return;
+  return dout.rows > 0 && dout.cols > 0;
+}
+
+void embedding_backward_scan(Mat dtable, const std::int32_t* tokens, Mat dout,
+                             cudaStream_t stream) {
+  const char* name = "embedding_backward (scan)";
+  if (!embedding_grad_has_work(name, dtable, dout)) return;
   require(dout.rows <= 2147483647, name, "too many positions");
   dispatch_float(dout.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -409,10 +409,7 @@ void embedding_grad_sort(const std::int32_t* tokens, std::int64_t n, std::int64_
 void embedding_grad_accumulate(Mat dtable, Mat dout, const EmbeddingGradScratch& scratch,
                                cudaStream_t stream) {
   const char* name = "embedding_backward (sorted)";
-  require(dtable.cols == dout.cols, name,
-          "dtable " + shape_str(dtable) + " vs dout " + shape_str(dout));
-  require_dtype(name, dtable, DType::F32);
-  if (dout.rows == 0 || dout.cols == 0) return;
+  if (!embedding_grad_has_work(name, dtable, dout)) return;
   const std::int64_t n = dout.rows;
   require_fits(name, scratch, n, dout.cols, dtable.rows);
   const ScratchParts p = parts_of(scratch);
@@ -452,10 +449,7 @@ void embedding_grad_accumulate(Mat dtable, Mat dout, const EmbeddingGradScratch&
 
 void embedding_backward_sorted(Mat dtable, const std::int32_t* tokens, Mat dout,
                                const EmbeddingGradScratch& scratch, cudaStream_t stream) {
-  require(dtable.cols == dout.cols, "embedding_backward (sorted)",
-          "dtable " + shape_str(dtable) + " vs dout " + shape_str(dout));
-  require_dtype("embedding_backward (sorted)", dtable, DType::F32);
-  if (dout.rows == 0 || dout.cols == 0) return;
+  if (!embedding_grad_has_work("embedding_backward (sorted)", dtable, dout)) return;
   embedding_grad_sort(tokens, dout.rows, dtable.rows, scratch, stream);
   embedding_grad_accumulate(dtable, dout, scratch, stream);
 }

@@ -34,6 +34,9 @@ void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up, cudaStream_
 // [0, dtable.rows) adds nothing.
 void embedding_forward(Mat out, const std::int32_t* tokens, Mat table, cudaStream_t stream);
 void embedding_backward_scan(Mat dtable, const std::int32_t* tokens, Mat dout, cudaStream_t stream);
+// Both gradients' argument checks (throws on a mismatch); false when there
+// is nothing to add.
+bool embedding_grad_has_work(const char* name, Mat dtable, Mat dout);
 
 // cuda_embedding_sorted.cu: EmbeddingGradImpl::Sorted. Its scratch (the
 // sort's keys and positions, cub's temporary storage, per-chunk partial

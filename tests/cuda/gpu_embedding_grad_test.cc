@@ -234,10 +234,8 @@ TEST_F(GpuTest, SortedEmbeddingGradRefusesACallLargerThanPlanned) {
   EXPECT_THROW(scratch.run(dtable.gpu, tok.gpu, dout.gpu), RuntimeFailure);
 }
 
-// Through the backend: the plan's choice decides what prepare() sets up
-// (the sort's scratch is a planned workspace of its own, in the memory
-// check's figure) and which kernel embedding_backward runs.
-TEST_F(GpuTest, BackendRunsThePlansEmbeddingGradient) {
+// A model the backend tests plan for: one small layer, 300 ids.
+ModelConfig one_layer_model() {
   ModelConfig cfg;
   cfg.vocab_size = 300;
   cfg.hidden_dim = 64;
@@ -245,6 +243,14 @@ TEST_F(GpuTest, BackendRunsThePlansEmbeddingGradient) {
   cfg.num_kv_heads = 2;
   cfg.num_layers = 1;
   cfg.ffn_dim = 128;
+  return cfg;
+}
+
+// Through the backend: the plan's choice decides what prepare() sets up
+// (the sort's scratch is a planned workspace of its own, in the memory
+// check's figure) and which kernel embedding_backward runs.
+TEST_F(GpuTest, BackendRunsThePlansEmbeddingGradient) {
+  const ModelConfig cfg = one_layer_model();
   const BatchShape shape{4, 96};
   const GradCase c{"zipf", shape.tokens(), cfg.hidden_dim, cfg.vocab_size, Dist::Zipf};
   for (const EmbeddingGradImpl impl : {EmbeddingGradImpl::Sorted, EmbeddingGradImpl::Scan}) {
@@ -281,13 +287,7 @@ TEST_F(GpuTest, BackendRunsThePlansEmbeddingGradient) {
 // the same tokens then only accumulates, to the same bits as one call. A
 // call over other tokens than the prepared ones sorts its own.
 TEST_F(GpuTest, BackendSortsTheTokensAheadOfTheGradient) {
-  ModelConfig cfg;
-  cfg.vocab_size = 300;
-  cfg.hidden_dim = 64;
-  cfg.num_heads = 4;
-  cfg.num_kv_heads = 2;
-  cfg.num_layers = 1;
-  cfg.ffn_dim = 128;
+  const ModelConfig cfg = one_layer_model();
   const BatchShape shape{4, 96};
   const GradCase c{"zipf", shape.tokens(), cfg.hidden_dim, cfg.vocab_size, Dist::Zipf};
   for (const bool branches : {true, false}) {
