@@ -5,6 +5,7 @@
 // GEMMs (side_gemm) go to a second stream forked from and joined to it.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -124,6 +125,8 @@ class CudaBackend final : public Backend {
 
  private:
   void free_workspaces();
+  // rmsnorm_backward(_add)'s body: the partial rows' sum on the side branch.
+  void norm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual);
   // KernelLaunch::Pdl on (or off) for the kernels of this backend's streams.
   void set_kernel_launch(bool programmatic);
 
@@ -150,8 +153,11 @@ class CudaBackend final : public Backend {
   void* side_gemm_workspace_ = nullptr;
   void* gemm_tune_scratch_ = nullptr;  // GEMM autotuning of beta != 0 problems
   float* rms_partials_ = nullptr;
-  std::int64_t rms_partial_capacity_ = 0;  // floats
-  unsigned* rms_counters_ = nullptr;       // the in-kernel sum's, after the partials
+  std::int64_t rms_partial_capacity_ = 0;  // floats per set
+  int rms_partial_sets_ = 1;               // 2 with parallel branches: see norm_backward
+  int rms_next_set_ = 0;
+  std::array<std::int64_t, 2> rms_sum_tickets_{-1, -1};  // the side sum that last read each set
+  unsigned* rms_counters_ = nullptr;                     // the in-kernel sum's, after the partials
   void* attention_block_ = nullptr;
   const CudnnSdpa& prepared_cudnn(const char* op) const;
   // Throws unless prepare() built the RoPE table for rope_theta.

@@ -70,8 +70,34 @@ void CudaBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double e
 }
 
 void CudaBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) {
-  cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, Mat(), rms_partials_,
-                         rms_partial_capacity_, rms_counters_, stream_);
+  norm_backward(dx, dweight, dout, x, weight, rstd, Mat());
+}
+
+// The weight gradient's sum of the partial rows, where the grid is too
+// large for the in-kernel sum, runs on the side branch: only the optimizer
+// reads dweight (its sweeps order after the side branch), and the next op
+// of the backward pass need not wait for it (at B32 S1024 it was 14 us of
+// each norm's 72 on the main stream; docs/PERFORMANCE.md, 2026-11-25). The
+// next norm writes the other set of partial rows; a set is written again
+// only after the sum that read it.
+void CudaBackend::norm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
+                                Mat dresidual) {
+  const int set = rms_next_set_;
+  float* partials = rms_partials_ + set * rms_partial_capacity_;
+  if (!side_enabled_) {
+    cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dresidual, partials,
+                           rms_partial_capacity_, rms_counters_, stream_);
+    return;
+  }
+  side_->join(stream_, rms_sum_tickets_[static_cast<std::size_t>(set)]);
+  cuda::RmsnormPartialSum sum;
+  cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dresidual, partials,
+                         rms_partial_capacity_, rms_counters_, stream_, &sum);
+  if (sum.blocks == 0) return;  // summed in the kernel
+  side_->fork(stream_);
+  cuda::rmsnorm_sum_partials(sum, side_->stream());
+  rms_sum_tickets_[static_cast<std::size_t>(set)] = side_->mark();
+  rms_next_set_ = (set + 1) % rms_partial_sets_;
 }
 
 void CudaBackend::rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
@@ -85,8 +111,7 @@ void CudaBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, 
 
 void CudaBackend::rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
                                        Mat dresidual) {
-  cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dresidual, rms_partials_,
-                         rms_partial_capacity_, rms_counters_, stream_);
+  norm_backward(dx, dweight, dout, x, weight, rstd, dresidual);
 }
 
 void CudaBackend::rope_forward(Mat x, int seq, int head_dim, double theta) {

@@ -80,9 +80,21 @@ void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStrea
 // out = x * rstd * weight with a saved rstd: what rmsnorm_forward (and
 // add_rmsnorm_forward) wrote, to the bit.
 void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream);
+// The second kernel's work: `blocks` partial rows of dim floats to add, in
+// order, into dweight (blocks 0: nothing left to add).
+struct RmsnormPartialSum {
+  float* dweight = nullptr;
+  const float* partials = nullptr;
+  int blocks = 0;
+  std::int64_t dim = 0;
+};
+// With defer_sum, a second kernel is not launched but described there, for
+// the caller to run with rmsnorm_sum_partials on a stream of its choice,
+// after this call's kernel and before `partials` is written again.
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
                       float* partials, std::int64_t capacity, unsigned* counters,
-                      cudaStream_t stream);
+                      cudaStream_t stream, RmsnormPartialSum* defer_sum = nullptr);
+void rmsnorm_sum_partials(const RmsnormPartialSum& sum, cudaStream_t stream);
 // Process-wide, for the tests and the kernel bench: false makes every call
 // use the second kernel.
 void set_rmsnorm_partial_sums_in_kernel(bool on);

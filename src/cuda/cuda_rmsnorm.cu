@@ -383,7 +383,8 @@ void set_rmsnorm_partial_sums_in_kernel(bool on) {
 
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
                       float* partials, std::int64_t capacity, unsigned* counters,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, RmsnormPartialSum* defer_sum) {
+  if (defer_sum != nullptr) *defer_sum = RmsnormPartialSum{};
   const char* name = dresidual.empty() ? "rmsnorm_backward" : "rmsnorm_backward_add";
   require_same_shape(name, dx, x);
   require_same_shape(name, dout, x);
@@ -450,8 +451,18 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
     });
   });
   if (in_kernel) return;
-  launch_kernel(sum_partials_kernel, static_cast<unsigned>((dim + 31) / 32), dim3(32, kSumGroups),
-                0, stream, dweight.ptr<float>(), partials, static_cast<int>(blocks), dim);
+  const RmsnormPartialSum sum{dweight.ptr<float>(), partials, static_cast<int>(blocks), dim};
+  if (defer_sum != nullptr) {
+    *defer_sum = sum;
+    return;
+  }
+  rmsnorm_sum_partials(sum, stream);
+}
+
+void rmsnorm_sum_partials(const RmsnormPartialSum& sum, cudaStream_t stream) {
+  if (sum.blocks == 0) return;
+  launch_kernel(sum_partials_kernel, static_cast<unsigned>((sum.dim + 31) / 32),
+                dim3(32, kSumGroups), 0, stream, sum.dweight, sum.partials, sum.blocks, sum.dim);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -35,7 +35,10 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
           w.gemm_tune, shape.tokens() * cfg.hidden_dim * static_cast<std::int64_t>(sizeof(float)));
     }
   }
-  w.rms_partials = static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim *
+  // With parallel branches, two sets of partial rows: a norm's rows are
+  // summed on the side branch while the next norm writes the other set.
+  w.rms_partials = (plan.parallel_branches ? 2 : 1) *
+                       static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim *
                        static_cast<std::int64_t>(sizeof(float)) +
                    kRmsnormCounterBytes;
   const AttentionShape as = attention_shape(cfg, shape);

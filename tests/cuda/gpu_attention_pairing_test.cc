@@ -113,20 +113,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuCudnnFlashAttention,
                                             ::testing::ValuesIn(kCases)),
                          case_name);
 
-// Whole steps: head_dim 64, GQA 2, a sequence with a tail; v3's fusions
-// with rope fused, which the pairing keeps (our backward rotates dq, dk).
-ModelConfig step_config() {
-  ModelConfig c;
-  c.vocab_size = 97;
-  c.hidden_dim = 256;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.ffn_dim = 200;
-  return c;
-}
-
-constexpr BatchShape kStepShape{3, 70};
+// Whole steps of the small GQA model: v3's fusions with rope fused, which
+// the pairing keeps (our backward rotates dq, dk).
+constexpr BatchShape kStepShape = kSmallStep;
 
 OpChoices step_ops(AttentionImpl attention) {
   OpChoices ops = level_preset("v3");
@@ -140,7 +129,7 @@ class GpuCudnnFlashStep : public GpuParamTest<DType> {};
 
 TEST_P(GpuCudnnFlashStep, GradientsMatchTheReferenceAndFlashAlone) {
   const DType t = GetParam();
-  const ModelConfig cfg = step_config();
+  const ModelConfig cfg = small_gqa_config();
   const std::string no_cudnn = cuda::cudnn_attention_support(cfg, kStepShape, precision_for(t));
   if (!no_cudnn.empty()) GTEST_SKIP() << "cuDNN SDPA unavailable here: " << no_cudnn;
   CpuBackend cpu_backend;
@@ -167,14 +156,7 @@ TEST_P(GpuCudnnFlashStep, GradientsMatchTheReferenceAndFlashAlone) {
   const std::vector<double> w = weights(ref.layout());
   const std::vector<std::int32_t> batch =
       random_rows(kStepShape.batch, kStepShape.seq, cfg.vocab_size, 29);
-  const bool scaled = t == DType::F16;
-  const float loss_scale = scaled ? 1024.0f : 1.0f;
-  for (Model* m : {&ref, &pair, &flash}) {
-    m->set_params(w);
-    m->set_batch(batch);
-    m->forward();
-    m->backward(loss_scale, scaled);
-  }
+  step_each({&ref, &pair, &flash}, w, batch, t);
   // As gpu_model_test.cc: per-tensor relative 2-norm errors.
   const double tol = 5e-2;
   const auto [ref_err, ref_slot] = worst_slot(ref.layout(), pair.grads(), ref.grads());

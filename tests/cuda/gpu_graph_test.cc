@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cuda/cuda_ops.h"
 #include "gpu_model_util.h"
 #include "gpu_test_util.h"
 #include "model/model.h"
@@ -88,6 +89,28 @@ GpuRun train_on_gpu(DType t, const std::string& level, bool graphs, int steps, d
   out.launches = runner.launches();
   out.applied_updates = runner.applied_updates();
   return out;
+}
+
+// Where a norm's grid is too large for the in-kernel sum of its weight
+// gradient, the second kernel runs on the side branch, beside the rest of
+// the backward pass (CudaBackend::norm_backward). With that kernel forced
+// at every norm: the same bits as the in-kernel sum, replayed at every
+// level with parallel branches.
+TEST_F(GpuTest, NormWeightSumsOnTheSideBranchKeepTheBits) {
+  struct InKernelSumsBack {
+    ~InKernelSumsBack() { cuda::set_rmsnorm_partial_sums_in_kernel(true); }
+  } restore;
+  for (const char* level : {"v2", "v3", "v4"}) {
+    SCOPED_TRACE(level);
+    cuda::set_rmsnorm_partial_sums_in_kernel(true);
+    const GpuRun in_kernel = train_on_gpu(DType::BF16, level, true, 4, 65536.0);
+    cuda::set_rmsnorm_partial_sums_in_kernel(false);
+    const GpuRun side = train_on_gpu(DType::BF16, level, true, 4, 65536.0);
+    ASSERT_TRUE(in_kernel.replaying && side.replaying) << in_kernel.note << side.note;
+    ASSERT_TRUE(in_kernel.launches.has_value() && side.launches.has_value());
+    EXPECT_GT(side.launches->kernels, in_kernel.launches->kernels) << "the second kernels ran";
+    EXPECT_EQ(side.params, in_kernel.params);
+  }
 }
 
 using GraphParam = std::tuple<DType, bool>;  // (compute dtype, v2 toggles or v1)

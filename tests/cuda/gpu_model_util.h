@@ -4,12 +4,15 @@
 // error of a gradient or parameter block against the CPU reference.
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/rng.h"
+#include "model/config.h"
 #include "model/init.h"
+#include "model/model.h"
 #include "model/param_layout.h"
 
 namespace tinyllama::gpu_test {
@@ -57,6 +60,34 @@ inline std::pair<double, std::string> worst_slot(const ParamLayout& layout,
     }
   }
   return {worst, name};
+}
+
+// The whole-step tests' small model: head_dim 64 (the Hopper kernels where
+// they run), GQA 2, two layers, at kSmallStep: a sequence with a tail.
+inline ModelConfig small_gqa_config() {
+  ModelConfig c;
+  c.vocab_size = 97;
+  c.hidden_dim = 256;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.ffn_dim = 200;
+  return c;
+}
+inline constexpr BatchShape kSmallStep{3, 70};
+
+// One forward and backward of each model, from the same weights over the
+// same batch. Under fp16 every model takes the same loss scale (the
+// reference too, as gpu_model_test.cc), so their gradients scale alike.
+inline void step_each(std::initializer_list<Model*> models, const std::vector<double>& w,
+                      const std::vector<std::int32_t>& batch, DType t) {
+  const bool scaled = t == DType::F16;
+  for (Model* m : models) {
+    m->set_params(w);
+    m->set_batch(batch);
+    m->forward();
+    m->backward(scaled ? 1024.0f : 1.0f, scaled);
+  }
 }
 
 }  // namespace tinyllama::gpu_test

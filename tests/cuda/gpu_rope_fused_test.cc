@@ -141,20 +141,8 @@ TEST_F(GpuTest, FusedRopeWithoutItsTableIsRefused) {
   }
 }
 
-// Whole v3 steps: head_dim 64 (the Hopper kernels where available), a
-// sequence with a tail, GQA 2.
-ModelConfig v3_config() {
-  ModelConfig c;
-  c.vocab_size = 97;
-  c.hidden_dim = 256;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.ffn_dim = 200;
-  return c;
-}
-
-constexpr BatchShape kStepShape{3, 70};
+// Whole v3 steps of the small GQA model.
+constexpr BatchShape kStepShape = kSmallStep;
 
 OpChoices v3_with(RopeImpl rope) {
   OpChoices ops = level_preset("v3");
@@ -169,7 +157,7 @@ class GpuRopeFusedStep : public GpuParamTest<DType> {};
 // CPU reference (rope separate) and against the GPU's separate rotation.
 TEST_P(GpuRopeFusedStep, GradientsMatchTheReferenceAndTheSeparatePass) {
   const DType t = GetParam();
-  const ModelConfig cfg = v3_config();
+  const ModelConfig cfg = small_gqa_config();
   CpuBackend cpu_backend;
   Model ref(cfg, kStepShape,
             test_plan(v3_with(RopeImpl::Separate), Precision::fp64(), cpu_backend, cfg, kStepShape),
@@ -186,16 +174,7 @@ TEST_P(GpuRopeFusedStep, GradientsMatchTheReferenceAndTheSeparatePass) {
   const std::vector<double> w = weights(ref.layout());
   const std::vector<std::int32_t> batch =
       random_rows(kStepShape.batch, kStepShape.seq, cfg.vocab_size, 17);
-  const bool scaled = t == DType::F16;
-  const float loss_scale = scaled ? 1024.0f : 1.0f;
-  for (Model* m : {&ref, &fused, &sep}) {
-    m->set_params(w);
-    m->set_batch(batch);
-    m->forward();
-    // The reference takes the same loss scale (as gpu_model_test.cc), so
-    // all three gradients are scaled alike under fp16.
-    m->backward(loss_scale, scaled);
-  }
+  step_each({&ref, &fused, &sep}, w, batch, t);
   // As gpu_model_test.cc: per-tensor relative 2-norm errors.
   const double tol = low_precision(t) ? 5e-2 : 1e-4;
   const auto [ref_err, ref_slot] = worst_slot(ref.layout(), fused.grads(), ref.grads());
@@ -209,7 +188,7 @@ TEST_P(GpuRopeFusedStep, GradientsMatchTheReferenceAndTheSeparatePass) {
 // the rotation fused track the separate pass's.
 TEST_P(GpuRopeFusedStep, TrainsLikeTheSeparatePass) {
   const DType t = GetParam();
-  const ModelConfig cfg = v3_config();
+  const ModelConfig cfg = small_gqa_config();
   auto train = [&](RopeImpl rope) {
     const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
     OpChoices ops = level_preset("v3");
