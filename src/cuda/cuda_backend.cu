@@ -177,9 +177,13 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
     gemm_tune_scratch_ = take(w.gemm_tune, "the GEMM autotune scratch");
     gemm_->set_autotune_scratch(gemm_tune_scratch_, static_cast<std::size_t>(w.gemm_tune));
   }
-  rms_partial_sets_ = side_enabled_ ? 2 : 1;
-  rms_partial_capacity_ = (w.rms_partials - kRmsnormCounterBytes) /
-                          static_cast<std::int64_t>(sizeof(float)) / rms_partial_sets_;
+  // One set of kRmsnormPartialRows rows of hidden_dim floats, or two
+  // (workspace_sizes: where the side branch sums them).
+  const std::int64_t partial_floats =
+      (w.rms_partials - kRmsnormCounterBytes) / static_cast<std::int64_t>(sizeof(float));
+  rms_partial_sets_ =
+      partial_floats >= 2 * kRmsnormPartialRows * static_cast<std::int64_t>(cfg.hidden_dim) ? 2 : 1;
+  rms_partial_capacity_ = partial_floats / rms_partial_sets_;
   rms_sum_tickets_ = {-1, -1};
   rms_next_set_ = 0;
   rms_partials_ = static_cast<float*>(take(w.rms_partials, "RMSNorm partial sums"));

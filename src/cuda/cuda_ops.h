@@ -98,6 +98,10 @@ void rmsnorm_sum_partials(const RmsnormPartialSum& sum, cudaStream_t stream);
 // Process-wide, for the tests and the kernel bench: false makes every call
 // use the second kernel.
 void set_rmsnorm_partial_sums_in_kernel(bool on);
+// Whether a backward call over `rows` rows of `dim` (with the planned
+// kRmsnormPartialRows of partial rows) sums its partial rows in a second
+// kernel: its grid is too large for the in-kernel sum.
+bool rmsnorm_backward_sums_in_second_kernel(std::int64_t rows, std::int64_t dim);
 // cuda_residual_norm.cu: sum = a + b, out = RMSNorm(sum), in one pass.
 void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight, double eps,
                          cudaStream_t stream);

@@ -375,7 +375,24 @@ bool partial_sums_in_kernel = true;  // set_rmsnorm_partial_sums_in_kernel
 // Grids of at most this many blocks add their partial rows in the kernel:
 // two blocks per SM of an H100, the sizes whose backward is launch-bound.
 constexpr std::int64_t kInKernelSumMaxBlocks = 264;
+
+// Each warp's dw slice lives in shared memory: as many warps as 48 KB hold.
+int backward_block_warps(std::int64_t dim) {
+  return static_cast<int>(std::clamp<std::int64_t>(
+      48 * 1024 / (dim * static_cast<std::int64_t>(sizeof(float))), 1, kNormWarpsPerBlock));
+}
+
+// The backward grid: a block per partial row, at most as many as fit.
+std::int64_t backward_blocks(std::int64_t rows, std::int64_t dim, std::int64_t by_capacity) {
+  const std::int64_t warps = backward_block_warps(dim);
+  return std::max<std::int64_t>(1, std::min({static_cast<std::int64_t>(kRmsnormPartialRows),
+                                             by_capacity, (rows + warps - 1) / warps}));
+}
 }  // namespace
+
+bool rmsnorm_backward_sums_in_second_kernel(std::int64_t rows, std::int64_t dim) {
+  return backward_blocks(rows, dim, kRmsnormPartialRows) > kInKernelSumMaxBlocks;
+}
 
 void set_rmsnorm_partial_sums_in_kernel(bool on) {
   partial_sums_in_kernel = on;
@@ -408,12 +425,8 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
           "workspace not prepared for rows of " + std::to_string(dim) +
               " (prepare() sizes it from hidden_dim)");
   require(dim <= 12288, name, "rows longer than 12288 are not supported");
-  // Each warp's dw slice lives in shared memory: as many warps as 48 KB hold.
-  const int block_warps = static_cast<int>(std::clamp<std::int64_t>(
-      48 * 1024 / (dim * static_cast<std::int64_t>(sizeof(float))), 1, kNormWarpsPerBlock));
-  std::int64_t blocks = std::min<std::int64_t>(kRmsnormPartialRows, by_capacity);
-  blocks = std::max<std::int64_t>(
-      1, std::min(blocks, (x.rows + block_warps - 1) / static_cast<std::int64_t>(block_warps)));
+  const int block_warps = backward_block_warps(dim);
+  const std::int64_t blocks = backward_blocks(x.rows, dim, by_capacity);
   const bool in_kernel =
       counters != nullptr && partial_sums_in_kernel && blocks <= kInKernelSumMaxBlocks;
   // The in-kernel sum reuses the shared memory for its ticket and group sums.

@@ -35,11 +35,13 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
           w.gemm_tune, shape.tokens() * cfg.hidden_dim * static_cast<std::int64_t>(sizeof(float)));
     }
   }
-  // With parallel branches, two sets of partial rows: a norm's rows are
-  // summed on the side branch while the next norm writes the other set.
-  w.rms_partials = (plan.parallel_branches ? 2 : 1) *
-                       static_cast<std::int64_t>(kRmsnormPartialRows) * cfg.hidden_dim *
-                       static_cast<std::int64_t>(sizeof(float)) +
+  // Two sets of partial rows where the second kernel sums them on the side
+  // branch: a norm's rows are summed there while the next norm writes the
+  // other set (with one set, the next norm waits for that sum).
+  const bool side_sums = plan.parallel_branches &&
+                         rmsnorm_backward_sums_in_second_kernel(shape.tokens(), cfg.hidden_dim);
+  w.rms_partials = (side_sums ? 2 : 1) * static_cast<std::int64_t>(kRmsnormPartialRows) *
+                       cfg.hidden_dim * static_cast<std::int64_t>(sizeof(float)) +
                    kRmsnormCounterBytes;
   const AttentionShape as = attention_shape(cfg, shape);
   switch (plan.ops.attention) {
