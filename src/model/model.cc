@@ -89,9 +89,10 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
                                         dtype_size(plan_.precision.compute));
   }
   arena_ = backend_.allocate(static_cast<std::size_t>(acts_.bytes));
+  // Inputs and targets in one block: a step's batch is one copy.
   const auto token_bytes = static_cast<std::size_t>(shape_.tokens()) * sizeof(std::int32_t);
-  tokens_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
-  targets_ = static_cast<std::int32_t*>(backend_.allocate(token_bytes));
+  tokens_ = static_cast<std::int32_t*>(backend_.allocate(2 * token_bytes));
+  targets_ = tokens_ + shape_.tokens();
   overflow_flag_ = static_cast<std::int32_t*>(backend_.allocate(sizeof(std::int32_t)));
   backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
   stop_vote_ = static_cast<std::int32_t*>(backend_.allocate(sizeof(std::int32_t)));
@@ -103,8 +104,8 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
 
 Model::~Model() {
   for (void* p : {state_, compute_params_, arena_, static_cast<void*>(tokens_),
-                  static_cast<void*>(targets_), static_cast<void*>(overflow_flag_),
-                  static_cast<void*>(stop_vote_), static_cast<void*>(step_scalars_)}) {
+                  static_cast<void*>(overflow_flag_), static_cast<void*>(stop_vote_),
+                  static_cast<void*>(step_scalars_)}) {
     if (p != nullptr) backend_.release(p);
   }
 }
@@ -241,17 +242,17 @@ void Model::set_batch(const std::vector<std::int32_t>& rows) {
   if (static_cast<std::int64_t>(rows.size()) != shape_.batch * (s + 1)) {
     throw std::invalid_argument("set_batch: expected batch * (seq + 1) tokens");
   }
-  std::vector<std::int32_t> inputs(static_cast<std::size_t>(shape_.tokens()));
-  std::vector<std::int32_t> targets(inputs.size());
+  // [inputs | targets], as the block tokens_ and targets_ share holds them.
+  const std::int64_t n = shape_.tokens();
+  std::vector<std::int32_t> both(static_cast<std::size_t>(2 * n));
   for (std::int64_t b = 0; b < shape_.batch; ++b) {
     for (std::int64_t t = 0; t < s; ++t) {
-      inputs[b * s + t] = rows[b * (s + 1) + t];
-      targets[b * s + t] = rows[b * (s + 1) + t + 1];
+      both[static_cast<std::size_t>(b * s + t)] = rows[static_cast<std::size_t>(b * (s + 1) + t)];
+      both[static_cast<std::size_t>(n + b * s + t)] =
+          rows[static_cast<std::size_t>(b * (s + 1) + t + 1)];
     }
   }
-  const std::size_t bytes = inputs.size() * sizeof(std::int32_t);
-  backend_.upload_async(tokens_, inputs.data(), bytes);
-  backend_.upload_async(targets_, targets.data(), bytes);
+  backend_.upload_async(tokens_, both.data(), both.size() * sizeof(std::int32_t));
 }
 
 void Model::stage_step(float loss_scale, bool check_overflow, const AdamWHyper& hp) {

@@ -281,8 +281,8 @@ class Model {
   std::array<std::int64_t, 2> slot_sweeps_{-1, -1};
   bool head_backward_done_ = false;  // by forward_pass (Chunked), for backward_pass
   void* arena_ = nullptr;
-  std::int32_t* tokens_ = nullptr;         // [B*S] inputs (device)
-  std::int32_t* targets_ = nullptr;        // [B*S] targets (device)
+  std::int32_t* tokens_ = nullptr;         // [B*S] inputs (device), then the targets
+  std::int32_t* targets_ = nullptr;        // [B*S] targets: tokens_ + B*S, the same block
   std::int32_t* overflow_flag_ = nullptr;  // set by flag_nonfinite (device)
   std::int32_t* stop_vote_ = nullptr;      // data parallel: stage_stop_vote (device)
   StepScalars* step_scalars_ = nullptr;    // the staged per-step values (device)
