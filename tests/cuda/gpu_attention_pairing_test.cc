@@ -118,10 +118,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuCudnnFlashAttention,
 constexpr BatchShape kStepShape = kSmallStep;
 
 OpChoices step_ops(AttentionImpl attention) {
-  OpChoices ops = level_preset("v3");
+  OpChoices ops = eager_v3(RopeImpl::Fused);
   ops.attention = attention;
-  ops.rope = RopeImpl::Fused;
-  ops.execution = Execution::Eager;  // forward / backward called one by one
   return ops;
 }
 

@@ -14,6 +14,7 @@
 #include "model/init.h"
 #include "model/model.h"
 #include "model/param_layout.h"
+#include "model/step_plan.h"
 
 namespace tinyllama::gpu_test {
 
@@ -75,6 +76,15 @@ inline ModelConfig small_gqa_config() {
   return c;
 }
 inline constexpr BatchShape kSmallStep{3, 70};
+
+// v3's choices with the given rotation, run eagerly: the tests call
+// forward and backward one by one.
+inline OpChoices eager_v3(RopeImpl rope) {
+  OpChoices ops = level_preset("v3");
+  ops.rope = rope;
+  ops.execution = Execution::Eager;
+  return ops;
+}
 
 // One forward and backward of each model, from the same weights over the
 // same batch. Under fp16 every model takes the same loss scale (the

@@ -144,13 +144,6 @@ TEST_F(GpuTest, FusedRopeWithoutItsTableIsRefused) {
 // Whole v3 steps of the small GQA model.
 constexpr BatchShape kStepShape = kSmallStep;
 
-OpChoices v3_with(RopeImpl rope) {
-  OpChoices ops = level_preset("v3");
-  ops.rope = rope;
-  ops.execution = Execution::Eager;  // forward / backward called one by one
-  return ops;
-}
-
 class GpuRopeFusedStep : public GpuParamTest<DType> {};
 
 // The gradients of one step with the rotation fused, against the float64
@@ -159,18 +152,20 @@ TEST_P(GpuRopeFusedStep, GradientsMatchTheReferenceAndTheSeparatePass) {
   const DType t = GetParam();
   const ModelConfig cfg = small_gqa_config();
   CpuBackend cpu_backend;
-  Model ref(cfg, kStepShape,
-            test_plan(v3_with(RopeImpl::Separate), Precision::fp64(), cpu_backend, cfg, kStepShape),
-            cpu_backend);
+  Model ref(
+      cfg, kStepShape,
+      test_plan(eager_v3(RopeImpl::Separate), Precision::fp64(), cpu_backend, cfg, kStepShape),
+      cpu_backend);
   const std::unique_ptr<Backend> fused_backend = make_cuda_backend(precision_for(t));
   const std::unique_ptr<Backend> sep_backend = make_cuda_backend(precision_for(t));
   const StepPlan fused_plan =
-      test_plan(v3_with(RopeImpl::Fused), precision_for(t), *fused_backend, cfg, kStepShape);
+      test_plan(eager_v3(RopeImpl::Fused), precision_for(t), *fused_backend, cfg, kStepShape);
   ASSERT_EQ(fused_plan.ops.rope, RopeImpl::Fused);
   Model fused(cfg, kStepShape, fused_plan, *fused_backend);
-  Model sep(cfg, kStepShape,
-            test_plan(v3_with(RopeImpl::Separate), precision_for(t), *sep_backend, cfg, kStepShape),
-            *sep_backend);
+  Model sep(
+      cfg, kStepShape,
+      test_plan(eager_v3(RopeImpl::Separate), precision_for(t), *sep_backend, cfg, kStepShape),
+      *sep_backend);
   const std::vector<double> w = weights(ref.layout());
   const std::vector<std::int32_t> batch =
       random_rows(kStepShape.batch, kStepShape.seq, cfg.vocab_size, 17);
