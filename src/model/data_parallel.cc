@@ -1,5 +1,6 @@
 #include "model/data_parallel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -35,12 +36,13 @@ void copy_slots(const ParamLayout& from, const void* src, const ParamLayout& to,
   for (std::size_t i = 0; i < from.slots().size(); ++i) {
     const ParamSlot& a = from.slots()[i];
     const ParamSlot& b = to.slots()[i];
-    if (a.stored_numel() != b.stored_numel()) {
+    if (a.rows != b.rows || a.cols != b.cols) {
       throw std::invalid_argument("copy_slots: slot " + a.name + " differs");
     }
+    const std::int64_t rows = std::min(a.stored_rows, b.stored_rows);
     std::memcpy(out + static_cast<std::size_t>(b.offset) * elem,
                 in + static_cast<std::size_t>(a.offset) * elem,
-                static_cast<std::size_t>(a.stored_numel()) * elem);
+                static_cast<std::size_t>(rows * a.cols) * elem);
   }
 }
 

@@ -50,7 +50,9 @@ BucketShard shard_of(ParamSpan bucket, const DataParallel& dp, int rank);
 
 // Copies every slot's stored elements (elem bytes each) from a block laid
 // out by `from` into one laid out by `to` (same model, other padding);
-// dst's padding is left as it was.
+// dst's padding is left as it was. Where the two reserve different rows for
+// a slot (VocabRows), only the rows both reserve are copied: a padded
+// embedding's extra rows are dropped, or left as they were in dst.
 void copy_slots(const ParamLayout& from, const void* src, const ParamLayout& to, void* dst,
                 std::size_t elem);
 

@@ -52,7 +52,7 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
       comm_(plan.parallel.enabled ? collectives : nullptr),
       layout_(cfg, plan.parallel.span_align()),
       grad_layout_(layout_, plan.ops.grad_buffers),
-      canonical_(cfg),
+      canonical_(cfg, 1, VocabRows::Exact),
       non_layer_spans_(layout_.non_layer_spans()),
       acts_(cfg, shape, plan) {
   cfg_.validate();

@@ -77,13 +77,16 @@ class Model {
   std::vector<double> adam_m() const;
   std::vector<double> adam_v() const;
   // The training state exactly, as raw master-dtype bytes (checkpoints):
-  // the master weights and both AdamW moments, padding included, in the
-  // single-rank layout (ParamLayout(cfg), state_elements() long) whatever
-  // the ranks, so a checkpoint resumes on any number of them. Setting the
-  // weights refreshes their compute copy under AMP.
+  // the master weights and both AdamW moments in state_layout(), the
+  // single-rank layout with the embedding's vocab_size rows only
+  // (VocabRows::Exact), whatever the ranks, so a checkpoint resumes on any
+  // number of them and never holds the LM head's padded rows. Setting a
+  // block zeroes those rows and every other padding, as in a new model, and
+  // setting the weights refreshes their compute copy under AMP.
   enum class StateBlock { Params, AdamM, AdamV };
   std::vector<std::uint8_t> state_bytes(StateBlock block) const;
   void set_state_bytes(StateBlock block, const std::vector<std::uint8_t>& bytes);
+  const ParamLayout& state_layout() const { return canonical_; }
   std::int64_t state_elements() const { return canonical_.total(); }
   // This rank's connection to the others; null in a single-process run.
   Collectives* collectives() const { return comm_; }
@@ -257,7 +260,7 @@ class Model {
   Collectives* comm_ = nullptr;  // data parallel: the other ranks
   ParamLayout layout_;
   GradLayout grad_layout_;
-  ParamLayout canonical_;  // the single-rank layout checkpoints use
+  ParamLayout canonical_;  // state_layout(): single rank, vocab_size rows
   // layout_.non_layer_spans(), kept so that no step allocates for them.
   std::vector<ParamSpan> non_layer_spans_;
   ActivationPlan acts_;

@@ -10,11 +10,12 @@ namespace tinyllama {
 // for fp32 so vectorised kernels and cuBLASLt see aligned pointers.
 constexpr std::int64_t kSlotAlign = 64;
 
-ParamLayout::ParamLayout(const ModelConfig& cfg, std::int64_t span_align)
+ParamLayout::ParamLayout(const ModelConfig& cfg, std::int64_t span_align, VocabRows vocab_rows)
     : cfg_(cfg), span_align_(span_align) {
   if (span_align_ < 1) throw std::invalid_argument("ParamLayout: span_align must be >= 1");
   const std::int64_t d = cfg.hidden_dim;
-  embedding_ = add("embedding", cfg.vocab_size, d, false, cfg.padded_vocab());
+  embedding_ = add("embedding", cfg.vocab_size, d, false,
+                   vocab_rows == VocabRows::Padded ? cfg.padded_vocab() : cfg.vocab_size);
   close_span();
   for (int l = 0; l < cfg.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";

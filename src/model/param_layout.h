@@ -37,6 +37,11 @@ struct LayerSlots {
   int attn_norm, wqkv, wo, ffn_norm, wgu, wdown;  // indices into ParamLayout::slots
 };
 
+// How many rows the embedding reserves: Padded, ModelConfig::padded_vocab()
+// (the layout the model computes in); Exact, vocab_size (what checkpoints
+// hold, so that the padding the GEMMs want never shows in a file).
+enum class VocabRows { Padded, Exact };
+
 class ParamLayout {
  public:
   // span_align: every span (each layer's, the embedding's, the final
@@ -44,7 +49,8 @@ class ParamLayout {
   // data-parallel run can cut each one into equal aligned shards
   // (DataParallel::span_align); 1 (one rank) adds no padding. The values a
   // layout holds do not depend on it: only where the slots sit.
-  explicit ParamLayout(const ModelConfig& cfg, std::int64_t span_align = 1);
+  explicit ParamLayout(const ModelConfig& cfg, std::int64_t span_align = 1,
+                       VocabRows vocab_rows = VocabRows::Padded);
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
   const ParamSlot& embedding() const { return slots_[embedding_]; }

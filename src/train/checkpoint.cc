@@ -1,14 +1,18 @@
 #include "train/checkpoint.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
+#include <map>
 #include <regex>
 #include <utility>
 
 #include "core/errors.h"
 #include "io/hf_weights.h"
 #include "io/safetensors.h"
+#include "model/data_parallel.h"
 #include "model/step_plan_json.h"
 
 namespace tinyllama {
@@ -17,7 +21,20 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kFormat = "tinyllama-checkpoint";
-constexpr const char* kVersion = "1";
+// 2: a tensor per parameter and block ("params.embedding", [vocab_size,
+// D]). 1, still read: one flat tensor per block ("params", "adam_m",
+// "adam_v") in ParamLayout(cfg), the embedding's padded rows included.
+constexpr const char* kVersion = "2";
+constexpr const char* kVersionFlat = "1";
+
+struct BlockName {
+  Model::StateBlock block;
+  const char* name;
+};
+// In the order gather_checkpoint_state reads them.
+constexpr BlockName kBlocks[] = {{Model::StateBlock::Params, "params"},
+                                 {Model::StateBlock::AdamM, "adam_m"},
+                                 {Model::StateBlock::AdamV, "adam_v"}};
 
 std::string real_text(double x) {
   char text[32];
@@ -51,28 +68,109 @@ std::vector<std::pair<std::string, std::string>> run_identity(const TrainOptions
            p.mixed() ? std::string(dtype_name(p.compute)) : std::string("off (fp32)")}};
 }
 
-TensorData raw_tensor(const Model& model, Model::StateBlock block) {
-  TensorData t;
-  t.dtype = hf_dtype(model.precision().master);
-  t.bytes = model.state_bytes(block);
-  t.shape = {model.state_elements()};
-  return t;
+std::string tensor_name(const BlockName& b, const ParamSlot& slot) {
+  return std::string(b.name) + "." + slot.name;
+}
+
+// Block `b` of the model's state as one [rows, cols] tensor per parameter,
+// appended to `out`: the slots of Model::state_layout() (the embedding's
+// vocab_size rows), without the padding between them.
+void append_block(const Model& model, const BlockName& b, NamedTensors& out) {
+  const std::vector<std::uint8_t> flat = model.state_bytes(b.block);
+  const std::size_t elem = dtype_size(model.precision().master);
+  for (const ParamSlot& slot : model.state_layout().slots()) {
+    TensorData t;
+    t.dtype = hf_dtype(model.precision().master);
+    t.shape = {slot.rows, slot.cols};
+    const auto begin = flat.begin() + static_cast<std::ptrdiff_t>(slot.offset * elem);
+    t.bytes.assign(begin, begin + static_cast<std::ptrdiff_t>(slot.numel() * elem));
+    out.emplace_back(tensor_name(b, slot), std::move(t));
+  }
+}
+
+// The version-2 tensors of `path` as the model's state blocks, in
+// Model::state_layout(). Every tensor must be there, in the model's dtype
+// and shape, and nothing else.
+std::map<std::string, TensorData> fitting_tensors(const std::string& path, const Model& model,
+                                                  NamedTensors file) {
+  std::map<std::string, TensorData> by_name;
+  for (auto& [name, t] : file) by_name.emplace(name, std::move(t));
+  std::size_t expected = 0;
+  for (const BlockName& b : kBlocks) {
+    for (const ParamSlot& slot : model.state_layout().slots()) {
+      const std::string name = tensor_name(b, slot);
+      const auto it = by_name.find(name);
+      if (it == by_name.end()) throw RuntimeFailure(path + ": tensor '" + name + "' is missing");
+      if (it->second.dtype != hf_dtype(model.precision().master) ||
+          it->second.shape != std::vector<std::int64_t>{slot.rows, slot.cols}) {
+        throw RuntimeFailure(path + ": tensor '" + name + "' does not fit this model");
+      }
+      ++expected;
+    }
+  }
+  if (by_name.size() != expected) {
+    throw RuntimeFailure(path + ": holds tensors this model does not have");
+  }
+  return by_name;
+}
+
+void load_tensors(const std::string& path, Model& model) {
+  std::map<std::string, TensorData> tensors = fitting_tensors(path, model, read_safetensors(path));
+  const std::size_t elem = dtype_size(model.precision().master);
+  const ParamLayout& layout = model.state_layout();
+  for (const BlockName& b : kBlocks) {
+    std::vector<std::uint8_t> flat(static_cast<std::size_t>(layout.total()) * elem, 0);
+    for (const ParamSlot& slot : layout.slots()) {
+      TensorData& t = tensors.at(tensor_name(b, slot));
+      std::copy(t.bytes.begin(), t.bytes.end(),
+                flat.begin() + static_cast<std::ptrdiff_t>(slot.offset * elem));
+      t.bytes = {};  // freed as it is copied: a block is held twice at most
+    }
+    model.set_state_bytes(b.block, flat);
+  }
+}
+
+// Version 1: each block flat in ParamLayout(cfg), whose embedding reserves
+// padded_vocab() rows; they are dropped here (set_state_bytes zeroes them).
+void load_flat_tensors(const std::string& path, Model& model) {
+  const ParamLayout padded(model.config());
+  const std::size_t elem = dtype_size(model.precision().master);
+  const NamedTensors file = read_safetensors(path);
+  if (file.size() != std::size(kBlocks)) {
+    throw RuntimeFailure(path + ": holds " + std::to_string(file.size()) +
+                         " tensors, not params, adam_m and adam_v");
+  }
+  for (const auto& [name, t] : file) {
+    const BlockName* b = nullptr;
+    for (const BlockName& known : kBlocks) {
+      if (name == known.name) b = &known;
+    }
+    if (b == nullptr || t.dtype != hf_dtype(model.precision().master) ||
+        t.shape != std::vector<std::int64_t>{padded.total()}) {
+      throw RuntimeFailure(path + ": tensor '" + name + "' does not fit this model");
+    }
+    std::vector<std::uint8_t> flat(static_cast<std::size_t>(model.state_elements()) * elem, 0);
+    copy_slots(padded, t.bytes.data(), model.state_layout(), flat.data(), elem);
+    model.set_state_bytes(b->block, flat);
+  }
 }
 
 // The checkpoint's "state" metadata, after checking that `path` is a
-// checkpoint this build reads.
-nlohmann::json read_state(const std::string& path) {
+// checkpoint this build reads; its format version into `version`.
+nlohmann::json read_state(const std::string& path, std::string* version = nullptr) {
   const std::map<std::string, std::string> meta = read_safetensors_metadata(path);
   const auto format = meta.find("format");
   const auto state_text = meta.find("state");
   if (format == meta.end() || format->second != kFormat || state_text == meta.end()) {
     throw UsageError("--resume " + path + ": not a tinyllama checkpoint");
   }
-  if (meta.count("version") == 0 || meta.at("version") != kVersion) {
+  if (meta.count("version") == 0 ||
+      (meta.at("version") != kVersion && meta.at("version") != kVersionFlat)) {
     throw UsageError("--resume " + path + ": checkpoint format version " +
                      (meta.count("version") ? meta.at("version") : "?") + ", this build reads " +
-                     kVersion);
+                     kVersionFlat + " and " + kVersion);
   }
+  if (version != nullptr) *version = meta.at("version");
   try {
     return nlohmann::json::parse(state_text->second);
   } catch (const nlohmann::json::exception& e) {
@@ -112,10 +210,7 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
 void gather_checkpoint_state(const Model& model) {
   // save_checkpoint's reads, in its order: each is a collective when the
   // optimizer is sharded.
-  for (Model::StateBlock block :
-       {Model::StateBlock::Params, Model::StateBlock::AdamM, Model::StateBlock::AdamV}) {
-    (void)model.state_bytes(block);
-  }
+  for (const BlockName& b : kBlocks) (void)model.state_bytes(b.block);
 }
 
 std::string save_checkpoint(const std::string& dir, const Model& model,
@@ -130,9 +225,8 @@ std::string save_checkpoint(const std::string& dir, const Model& model,
   if (opts.plan.attention_auto.requested) {
     meta["attention_auto"] = attention_choice_json(opts.plan);
   }
-  const NamedTensors tensors = {{"params", raw_tensor(model, Model::StateBlock::Params)},
-                                {"adam_m", raw_tensor(model, Model::StateBlock::AdamM)},
-                                {"adam_v", raw_tensor(model, Model::StateBlock::AdamV)}};
+  NamedTensors tensors;
+  for (const BlockName& b : kBlocks) append_block(model, b, tensors);
   std::string path = checkpoint_path(dir, state.steps_done);
   write_safetensors(path, tensors,
                     {{"format", kFormat}, {"version", kVersion}, {"state", meta.dump()}});
@@ -163,7 +257,8 @@ std::optional<SavedAttentionChoice> saved_attention_choice(const std::string& pa
 }
 
 CheckpointState load_checkpoint(const std::string& path, Model& model, const TrainOptions& opts) {
-  const nlohmann::json s = read_state(path);
+  std::string version;
+  const nlohmann::json s = read_state(path, &version);
   try {
     const nlohmann::json& saved = s.at("run");
     for (const auto& [flag, value] : run_identity(opts)) {
@@ -186,16 +281,10 @@ CheckpointState load_checkpoint(const std::string& path, Model& model, const Tra
     out.clean_steps = s.at("clean_steps").get<int>();
     out.sampler = s.at("sampler");
     out.tuning = s.value("tuning", std::string());
-    for (auto& [name, t] : read_safetensors(path)) {
-      const Model::StateBlock block = name == "params"   ? Model::StateBlock::Params
-                                      : name == "adam_m" ? Model::StateBlock::AdamM
-                                                         : Model::StateBlock::AdamV;
-      if ((name != "params" && name != "adam_m" && name != "adam_v") ||
-          t.dtype != hf_dtype(model.precision().master) ||
-          t.shape != std::vector<std::int64_t>{model.state_elements()}) {
-        throw RuntimeFailure(path + ": tensor '" + name + "' does not fit this model");
-      }
-      model.set_state_bytes(block, t.bytes);
+    if (version == kVersionFlat) {
+      load_flat_tensors(path, model);
+    } else {
+      load_tensors(path, model);
     }
     return out;
   } catch (const nlohmann::json::exception& e) {

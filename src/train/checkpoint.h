@@ -3,11 +3,13 @@
 // (--checkpoint-dir, --resume). One safetensors file per checkpoint,
 // DIR/ckpt-<steps>.safetensors, written atomically (io/atomic_file.h), so a
 // checkpoint is complete or absent: the master weights and both AdamW
-// moments as raw master-dtype bytes (tensors "params", "adam_m", "adam_v"),
-// and in the metadata the step count, AdamW's update count, the loss
-// scaler, the batch source's position and generator, the run's config, and
-// what the run chose by timing (the GEMM algorithms, attention=auto's
-// implementation), which a resumed run takes instead of timing again.
+// moments as raw master-dtype bytes, one [rows, cols] tensor per parameter
+// ("params.embedding", "adam_m.layers.0.wqkv", ...; the embedding with its
+// vocab_size rows, never the LM head's padding), and in the metadata the
+// step count, AdamW's update count, the loss scaler, the batch source's
+// position and generator, the run's config, and what the run chose by
+// timing (the GEMM algorithms, attention=auto's implementation), which a
+// resumed run takes instead of timing again.
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,9 +55,11 @@ std::string latest_checkpoint(const std::string& dir);
 // UsageError for a file that is not a checkpoint.
 std::optional<SavedAttentionChoice> saved_attention_choice(const std::string& path);
 
-// Loads a checkpoint into model and returns its state. A checkpoint of
-// another model, batch shape, precision or learning rate is a UsageError
-// naming the flag and both values.
+// Loads a checkpoint into model and returns its state; the embedding's
+// padded rows are zero after it, as in a new model. Reads format version 1
+// too (one flat tensor per block, padded rows included, which it drops). A
+// checkpoint of another model, batch shape, precision or learning rate is a
+// UsageError naming the flag and both values.
 CheckpointState load_checkpoint(const std::string& path, Model& model, const TrainOptions& opts);
 
 }  // namespace tinyllama
