@@ -65,6 +65,8 @@ StepPlan plan_for(const ModelConfig& cfg, BatchShape batch, const ImplChoice& im
   ops.embedding_grad =
       impl.sorted_embedding_grad ? EmbeddingGradImpl::Sorted : EmbeddingGradImpl::Scan;
   ops.rope = impl.fused_rope ? RopeImpl::Fused : RopeImpl::Separate;
+  ops.activations =
+      impl.recompute_norms ? ActivationsImpl::RecomputeNorms : ActivationsImpl::Stored;
   ops.execution = Execution::Graph;
   return plan_for_choices(ops, precision, caps, cfg, batch);
 }

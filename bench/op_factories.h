@@ -44,7 +44,10 @@ enum class FlashPin {
   BackwardFused,
   // The default backward kernels with D = rowsum(dO * O) in a kernel of its
   // own (FlashDelta::Separate) instead of the dQ kernel's prologue.
-  BackwardSeparateDelta
+  BackwardSeparateDelta,
+  // The dK/dV and dQ kernels' blocks in one grid (FlashBackwardKernel::
+  // OneLaunch).
+  BackwardOneLaunch
 };
 // rope: attention_rope_forward (q and k rotated as the kernels load them,
 // the rotated q, k and v's copy written out) or attention_rope_backward
@@ -56,6 +59,8 @@ std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionIm
 // separate_sum (backward): the weight gradient's partial rows added by a
 // second kernel on every grid.
 std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass, bool separate_sum = false);
+// rmsnorm_apply: a norm's output remade from its saved rstd.
+std::unique_ptr<OpCase> make_rmsnorm_apply(BenchContext& ctx);
 std::unique_ptr<OpCase> make_rope(BenchContext& ctx, Pass pass);
 
 // ops_residual_norm.cc: NormImpl::Fused's residual add + RMSNorm.

@@ -108,6 +108,8 @@ std::vector<OpVariant> build_registry() {
   chunked_loss.chunked_loss = true;
   ImplChoice fused_rope;
   fused_rope.fused_rope = true;
+  ImplChoice recompute_norms;
+  recompute_norms.recompute_norms = true;
   ImplChoice scan_embedding_grad;
   scan_embedding_grad.sorted_embedding_grad = false;
   const Pass fwd = Pass::Forward;
@@ -182,6 +184,8 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
   b.add("rmsnorm.bwd", "separate-sum", "backward/layer0/ffn_norm", v2,
         [=](BenchContext& c) { return make_rmsnorm(c, bwd, true); });
+  b.add("rmsnorm.apply", "recompute", "backward/layer0/ffn_norm_recompute", recompute_norms,
+        [](BenchContext& c) { return make_rmsnorm_apply(c); });
   b.add("residual_norm.bwd", "fused", "backward/layer0/ffn_residual_norm", fused_norm,
         [=](BenchContext& c) { return make_residual_norm(c, bwd); });
   b.gemm(Linear::OutProj, GemmPass::InputGrad);
@@ -191,6 +195,7 @@ std::vector<OpVariant> build_registry() {
   b.attention(bwd, "flash-mma", v2, FlashPin::BackwardMma);
   b.attention(bwd, "flash-wgmma", v2, FlashPin::BackwardWgmma);
   b.attention(bwd, "flash-ws", v2, FlashPin::BackwardSpecialized);
+  b.attention(bwd, "flash-one-launch", v2, FlashPin::BackwardOneLaunch);
   ImplChoice fused_backward = v2;
   fused_backward.fused_flash_backward = true;
   b.attention(bwd, "flash-fused", fused_backward, FlashPin::BackwardFused);
@@ -314,6 +319,7 @@ const std::vector<std::pair<std::string, std::string>>& ops_measured_elsewhere()
        "lm_head_gemm.dgrad (the same GEMM, per chunk of rows under loss=chunked)"},
       {"forward/ffn_residual_norm", "residual_norm.fwd (the same kernel at the same shape)"},
       {"backward/attn_residual_norm", "residual_norm.bwd (the same kernel at the same shape)"},
+      {"backward/attn_norm_recompute", "rmsnorm.apply (the same kernel at the same shape)"},
       {"optimizer/adamw", "adamw (layer 0's parameters; the other spans sweep the same kernel)"},
       {"optimizer/refresh_weights", "adamw per-tensor (its convert of the layer's weights)"},
       {"backward/overflow_check", "not benched: fp16 loss scaling's scan of the gradients"},

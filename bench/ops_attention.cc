@@ -69,6 +69,7 @@ cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
     case FlashPin::BackwardSpecialized:
     case FlashPin::BackwardFused:
     case FlashPin::BackwardSeparateDelta:
+    case FlashPin::BackwardOneLaunch:
       break;
   }
   return cuda::FlashForwardKernel::Best;
@@ -84,6 +85,8 @@ cuda::FlashBackwardKernel pinned_backward(FlashPin pin) {
       return cuda::FlashBackwardKernel::Specialized;
     case FlashPin::BackwardFused:
       return cuda::FlashBackwardKernel::Fused;
+    case FlashPin::BackwardOneLaunch:
+      return cuda::FlashBackwardKernel::OneLaunch;
     default:
       return cuda::FlashBackwardKernel::Best;
   }
@@ -128,7 +131,7 @@ std::string pin_unavailable(const BenchContext& ctx, Pass pass, FlashPin pin) {
   if (pin == FlashPin::None) return "";
   const bool backward_pin = pin == FlashPin::BackwardMma || pin == FlashPin::BackwardWgmma ||
                             pin == FlashPin::BackwardSpecialized ||
-                            pin == FlashPin::BackwardFused ||
+                            pin == FlashPin::BackwardFused || pin == FlashPin::BackwardOneLaunch ||
                             pin == FlashPin::BackwardSeparateDelta;
   if (backward_pin != (pass == Pass::Backward)) return "pins the other pass's kernels";
   if (ctx.gpu.name() != "cuda") return "a CUDA kernel family";

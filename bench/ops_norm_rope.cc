@@ -99,6 +99,46 @@ class RmsNormCase final : public OpCase {
   }
 };
 
+// out = x * rstd * weight from a saved rstd: what the backward pass runs
+// to remake a norm's output instead of keeping it (--activations
+// recompute_norms).
+class RmsNormApplyCase final : public OpCase {
+ public:
+  explicit RmsNormApplyCase(BenchContext& ctx) : ctx_(ctx), buffers_(ctx.gpu, ctx.seed) {
+    const std::int64_t t = ctx.tokens();
+    const std::int64_t d = ctx.cfg.hidden_dim;
+    x_ = buffers_.random(t, d, ctx.act(), -2, 2);
+    weight_ = buffers_.random(1, d, ctx.act(), 0.5, 1.5);
+    rstd_ = buffers_.random(t, 1, ctx.stats(), 0.5, 2);  // any positive rstd is valid
+    out_ = buffers_.poisoned(t, d, ctx.act());
+  }
+
+  void run() override { ctx_.gpu.rmsnorm_apply(out_, x_, weight_, rstd_); }
+
+  CheckResult check() override {
+    Backend& gpu = ctx_.gpu;
+    const std::int64_t t = x_.rows;
+    const std::int64_t d = x_.cols;
+    const Index rows = leading_rows(t, d, ctx_.check_elements);
+    const Index cols = all_of(d);
+    HostMat x = gather(gpu, x_, rows, cols);
+    HostMat rstd = gather(gpu, rstd_, rows, all_of(1));
+    HostMat weight = download(gpu, weight_);
+    run();
+    HostMat out(static_cast<std::int64_t>(rows.size()), d);
+    CpuBackend cpu;
+    cpu.rmsnorm_apply(out.mat(), x.mat(), weight.mat(), rstd.mat());
+    Comparison cmp;
+    cmp.add("out", gather(gpu, out_, rows, cols), out);
+    return cmp.result(rows_scope(rows, t));
+  }
+
+ private:
+  BenchContext& ctx_;
+  DeviceBuffers buffers_;
+  Mat x_, weight_, rstd_, out_;
+};
+
 class RopeCase final : public OpCase {
  public:
   RopeCase(BenchContext& ctx, Pass pass) : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass) {
@@ -150,6 +190,10 @@ class RopeCase final : public OpCase {
 
 std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass, bool separate_sum) {
   return std::make_unique<RmsNormCase>(ctx, pass, separate_sum);
+}
+
+std::unique_ptr<OpCase> make_rmsnorm_apply(BenchContext& ctx) {
+  return std::make_unique<RmsNormApplyCase>(ctx);
 }
 
 std::unique_ptr<OpCase> make_rope(BenchContext& ctx, Pass pass) {

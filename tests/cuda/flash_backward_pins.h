@@ -19,7 +19,8 @@ struct BackwardPin {
 inline const BackwardPin kBackwardPins[] = {{cuda::FlashBackwardKernel::Mma, "mma"},
                                             {cuda::FlashBackwardKernel::Wgmma, "wgmma"},
                                             {cuda::FlashBackwardKernel::Specialized, "ws"},
-                                            {cuda::FlashBackwardKernel::Fused, "fused"}};
+                                            {cuda::FlashBackwardKernel::Fused, "fused"},
+                                            {cuda::FlashBackwardKernel::OneLaunch, "onelaunch"}};
 
 // D in the dQ kernel's prologue (the default) or in a kernel of its own.
 struct DeltaPin {

@@ -1,354 +1,58 @@
 // The Hopper backward (bf16 / fp16, sm_90a): backward_tc.cu's two
-// deterministic kernels with every product on wgmma. One warpgroup per
-// block, 64-row tiles on both sides, operands in 128-byte-swizzled shared
-// memory; the probabilities and dS go from the accumulators straight into
-// the A registers of the next products.
-//   dK/dV, per (key tile, kv head, batch), over the group's heads and the
-//   query tiles at or after the key tile:
-//     S^T = K Q^T, dP^T = V dO^T, P^T = exp2(S^T - lse), dS^T = P^T (dP^T - D),
-//     dV += P^T dO, dK += dS^T Q (times scale at the end);
-//   dQ, per (query tile, head, batch), first (its prologue can write D):
-//     S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K.
+// deterministic kernels with every product on wgmma, one role per launch:
+// dQ first (its prologue can write D), then dK/dV reading that D. The block
+// bodies (tiles, products, masks, epilogues) are in
+// backward_wgmma_bodies.cuh, shared with backward_one_launch.cu.
 // Rows must allow 16-byte accesses (the dispatcher sends others to
 // backward_tc.cu).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-
 #include "cuda/cuda_check.h"
-#include "cuda/flash/delta_rows.cuh"
+#include "cuda/flash/backward_wgmma_bodies.cuh"
 #include "cuda/flash/launch.cuh"
-#include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
-#include "cuda/flash/rope_epilogue.cuh"
-#include "cuda/flash/tiles.cuh"
-#include "cuda/flash/wgmma.cuh"
-#include "cuda/flash/wgmma_tiles.cuh"
 
 namespace tinyllama::cuda::flash {
 namespace {
 
-constexpr int kTile = 64;        // rows of every tile, keys and queries
-constexpr int kWgThreads = 128;  // one warpgroup
-
-template <int HD>
-struct WgmmaBwd {
-  static constexpr int kTileBytes = kTile * HD * 2;
-  // dK/dV: K, V, and two stages of Q and dO; then two stages of lse and D.
-  static constexpr std::size_t dkdv_smem =
-      kSwizzleAtomBytes + 6 * kTileBytes + 4 * kTile * sizeof(float);
-  // dQ: Q, dO, and two stages of K and V.
-  static constexpr std::size_t dq_smem = kSwizzleAtomBytes + 6 * kTileBytes;
-};
-
-// acc (+)= A B^T over the head dim: A and B are 64 x HD swizzled tiles (both
-// K-major), acc is 64 x 64.
-template <typename T, int HD>
-__device__ __forceinline__ void abt(float (&acc)[kTile / 8][4], unsigned a_addr, unsigned b_addr) {
-#if defined(TINYLLAMA_WGMMA_AVAILABLE)
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    const unsigned at = (kk >> 2) * kTile * kSwizzleRowBytes + (kk & 3) * 32;
-    wgmma_ss<T, kTile, 0, 0>(acc, sw128_desc(a_addr + at, 16, kSwizzleAtomBytes),
-                             sw128_desc(b_addr + at, 16, kSwizzleAtomBytes), kk > 0 ? 1 : 0);
-  }
-#endif
-}
-
-// acc += P B: P (64 x 64) in A fragments, B a 64 x HD swizzled tile read
-// transposed (its rows are the reduction).
-template <typename T, int HD>
-__device__ __forceinline__ void pb(float (&acc)[HD / 8][4], const unsigned (&p)[kTile / 16][4],
-                                   unsigned b_addr) {
-#if defined(TINYLLAMA_WGMMA_AVAILABLE)
-#pragma unroll
-  for (int kb = 0; kb < kTile / 16; ++kb) {
-    wgmma_rs<T, HD, 1>(acc, p[kb],
-                       sw128_desc(b_addr + kb * 16 * kSwizzleRowBytes, kTile * kSwizzleRowBytes,
-                                  kSwizzleAtomBytes),
-                       1);
-  }
-#endif
-}
+using wgmma_bwd::kTile;
+using wgmma_bwd::kWgThreads;
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(kWgThreads) flash_bwd_dkdv_wgmma_kernel(const BwdArgs a) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
   pdl_allow_next();
-#if defined(TINYLLAMA_WGMMA_AVAILABLE)
-  using Cfg = WgmmaBwd<HD>;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = align_atom(smem_raw);
-  unsigned char* s_k = smem;
-  unsigned char* s_v = smem + Cfg::kTileBytes;
-  auto s_q = [&](int stage) { return smem + (2 + stage) * Cfg::kTileBytes; };
-  auto s_do = [&](int stage) { return smem + (4 + stage) * Cfg::kTileBytes; };
-  float* s_lse = reinterpret_cast<float*>(smem + 6 * Cfg::kTileBytes);  // [2][64]
-  float* s_d = s_lse + 2 * kTile;                                       // [2][64]
-
-  const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid >> 5;
-  const int lane = tid & 31;
-  const int g = lane >> 2;
-  const int t = lane & 3;
-  const KeyTileBlock<kTile, kTile> blk(a);
-  const T* gq = static_cast<const T*>(a.q) + blk.tok0 * a.ldq;
-  const T* gdo = static_cast<const T*>(a.dout) + blk.tok0 * a.ld_dout;
-
-  auto load_stage = [&](int it, int stage) {
-    const int h = blk.head_of(it, a.group);
-    const int q0 = blk.q0_of(it);
-    const int valid = min(kTile, a.seq - q0);
-    load_tile_sw128<T, kTile, HD, kWgThreads>(
-        s_q(stage), gq + q0 * a.ldq + static_cast<std::int64_t>(h) * HD, a.ldq, valid, tid);
-    load_tile_sw128<T, kTile, HD, kWgThreads>(
-        s_do(stage), gdo + q0 * a.ld_dout + static_cast<std::int64_t>(h) * HD, a.ld_dout, valid,
-        tid);
-    const std::int64_t bh = bh_row(blk.b, a.heads, h);
-    if (tid < kTile) {
-      const bool ok = tid < valid;
-      cp_async_4(s_lse + stage * kTile + tid, a.lse + bh * a.ld_lse + q0 + (ok ? tid : 0), ok);
-    } else {
-      const int r = tid - kTile;
-      const bool ok = r < valid;
-      cp_async_4(s_d + stage * kTile + r, a.delta + bh * a.seq + q0 + (ok ? r : 0), ok);
-    }
-  };
-
-  const std::int64_t kv_row = blk.tok0 + blk.k0;
-  load_tile_sw128<T, kTile, HD, kWgThreads>(
-      s_k, static_cast<const T*>(a.k) + kv_row * a.ldk + static_cast<std::int64_t>(blk.kvh) * HD,
-      a.ldk, blk.k_valid, tid);
-  load_tile_sw128<T, kTile, HD, kWgThreads>(
-      s_v, static_cast<const T*>(a.v) + kv_row * a.ldv + static_cast<std::int64_t>(blk.kvh) * HD,
-      a.ldv, blk.k_valid, tid);
-  load_stage(0, 0);
-  cp_async_commit();
-
-  float dk[HD / 8][4], dv[HD / 8][4];
-  zero(dk);
-  zero(dv);
-  const int key0 = blk.k0 + warp * 16 + g;
-  const int key1 = key0 + 8;
-  const unsigned k_addr = smem_u32(s_k);
-  const unsigned v_addr = smem_u32(s_v);
-
-  for (int it = 0; it < blk.n_it; ++it) {
-    const int stage = it & 1;
-    __syncthreads();  // every warp is done with the stage the prefetch refills
-    if (it + 1 < blk.n_it) load_stage(it + 1, stage ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>();
-    fence_proxy_async();
-    __syncthreads();
-    const int q0 = blk.q0_of(it);
-    const unsigned q_addr = smem_u32(s_q(stage));
-    const unsigned do_addr = smem_u32(s_do(stage));
-    const float* cl = s_lse + stage * kTile;
-    const float* cd = s_d + stage * kTile;
-
-    float st[kTile / 8][4], dpt[kTile / 8][4];
-    wgmma_fence();
-    abt<T, HD>(st, k_addr, q_addr);
-    abt<T, HD>(dpt, v_addr, do_addr);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(st);
-    fence_regs(dpt);
-
-    // Masked: keys after the query (causal) and query rows past the end,
-    // whose zero-filled lse would otherwise give P = 1.
-    const bool need_mask = (blk.k0 + kTile - 1 > q0) || (q0 + kTile > a.seq);
-    unsigned p[kTile / 16][4], ds[kTile / 16][4];
-#pragma unroll
-    for (int nt = 0; nt < kTile / 8; ++nt) {
-      float pv[4], dsv[4];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int ci = nt * 8 + 2 * t + e;
-        const int qi = q0 + ci;
-        const float lse2 = cl[ci] * kLog2e;
-        const float dd = cd[ci];
-        float p0 = exp2f(fmaf(st[nt][e], a.scale_log2, -lse2));
-        float p1 = exp2f(fmaf(st[nt][2 + e], a.scale_log2, -lse2));
-        if (need_mask) {
-          if (key0 > qi || qi >= a.seq) p0 = 0.f;
-          if (key1 > qi || qi >= a.seq) p1 = 0.f;
-        }
-        pv[e] = p0;
-        pv[2 + e] = p1;
-        dsv[e] = p0 * (dpt[nt][e] - dd);
-        dsv[2 + e] = p1 * (dpt[nt][2 + e] - dd);
-      }
-      p[nt >> 1][(nt & 1) * 2] = pack2<T>(pv[0], pv[1]);
-      p[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(pv[2], pv[3]);
-      ds[nt >> 1][(nt & 1) * 2] = pack2<T>(dsv[0], dsv[1]);
-      ds[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(dsv[2], dsv[3]);
-    }
-    wgmma_fence();
-    pb<T, HD>(dv, p, do_addr);
-    pb<T, HD>(dk, ds, q_addr);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(dv);
-    fence_regs(dk);
-    fence_regs(p);
-    fence_regs(ds);
-  }
-
-  __syncthreads();  // K and V are read by every warp's products: done before staging
-  rope_unrotate_acc<HD>(dk, a.rope, key0, a.seq, t);
-  stage_acc_sw128<T, HD>(s_k, kTile, dk, a.scale, a.scale, warp, lane);
-  stage_acc_sw128<T, HD>(s_v, kTile, dv, 1.f, 1.f, warp, lane);
-  __syncthreads();
-  store_rows_sw128<T, HD>(
-      static_cast<T*>(a.dk) + kv_row * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
-      s_k, kTile, blk.k_valid, tid);
-  store_rows_sw128<T, HD>(
-      static_cast<T*>(a.dv) + kv_row * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
-      s_v, kTile, blk.k_valid, tid);
-#endif
+  wgmma_bwd::dkdv_body<T, HD, false>(a, KeyTileBlock<kTile, kTile>(a));
 }
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(kWgThreads) flash_bwd_dq_wgmma_kernel(const BwdArgs a) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
   pdl_allow_next();
-#if defined(TINYLLAMA_WGMMA_AVAILABLE)
-  using Cfg = WgmmaBwd<HD>;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = align_atom(smem_raw);
-  unsigned char* s_q = smem;
-  unsigned char* s_do = smem + Cfg::kTileBytes;
-  auto s_k = [&](int tile) { return smem + (2 + (tile & 1)) * Cfg::kTileBytes; };
-  auto s_v = [&](int tile) { return smem + (4 + (tile & 1)) * Cfg::kTileBytes; };
-
-  const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid >> 5;
-  const int lane = tid & 31;
-  const int g = lane >> 2;
-  const int t = lane & 3;
-  const QueryTileBlock<kTile, kTile> blk(a);
-  const T* gk =
-      static_cast<const T*>(a.k) + blk.tok0 * a.ldk + static_cast<std::int64_t>(blk.kvh) * HD;
-  const T* gv =
-      static_cast<const T*>(a.v) + blk.tok0 * a.ldv + static_cast<std::int64_t>(blk.kvh) * HD;
-  auto load_kv = [&](int tile) {
-    const int k0 = tile * kTile;
-    const int valid = min(kTile, a.seq - k0);
-    load_tile_sw128<T, kTile, HD, kWgThreads>(s_k(tile), gk + k0 * a.ldk, a.ldk, valid, tid);
-    load_tile_sw128<T, kTile, HD, kWgThreads>(s_v(tile), gv + k0 * a.ldv, a.ldv, valid, tid);
-  };
-
-  const std::int64_t q_row = blk.tok0 + blk.q0;
-  const int q_valid = blk.q_end - blk.q0;
-  load_tile_sw128<T, kTile, HD, kWgThreads>(
-      s_q, static_cast<const T*>(a.q) + q_row * a.ldq + static_cast<std::int64_t>(blk.h) * HD,
-      a.ldq, q_valid, tid);
-  load_tile_sw128<T, kTile, HD, kWgThreads>(
-      s_do,
-      static_cast<const T*>(a.dout) + q_row * a.ld_dout + static_cast<std::int64_t>(blk.h) * HD,
-      a.ld_dout, q_valid, tid);
-  load_kv(0);
-  cp_async_commit();
-
-  const int row0 = blk.q0 + warp * 16 + g;
-  const int row1 = row0 + 8;
-  const std::int64_t bh = bh_row(blk.b, a.heads, blk.h);
-  // D, while the tiles above load.
-  dq_tile_delta<T, HD, kWgThreads>(a, bh, q_row, blk.h, blk.q0, q_valid, tid);
-  // Rows past the end get lse 0 and D 0: their P is finite and never stored.
-  const float lse2_0 = row0 < a.seq ? a.lse[bh * a.ld_lse + row0] * kLog2e : 0.f;
-  const float lse2_1 = row1 < a.seq ? a.lse[bh * a.ld_lse + row1] * kLog2e : 0.f;
-  const float d0 = row0 < a.seq ? a.delta[bh * a.seq + row0] : 0.f;
-  const float d1 = row1 < a.seq ? a.delta[bh * a.seq + row1] : 0.f;
-  const unsigned q_addr = smem_u32(s_q);
-  const unsigned do_addr = smem_u32(s_do);
-
-  float dq[HD / 8][4];
-  zero(dq);
-  for (int kt = 0; kt < blk.n_kt; ++kt) {
-    const int k0 = kt * kTile;
-    __syncthreads();  // every warp is done with the tiles the prefetch replaces
-    if (kt + 1 < blk.n_kt) load_kv(kt + 1);
-    cp_async_commit();
-    cp_async_wait<1>();
-    fence_proxy_async();
-    __syncthreads();
-    const unsigned k_addr = smem_u32(s_k(kt));
-    const unsigned v_addr = smem_u32(s_v(kt));
-
-    float s[kTile / 8][4], dp[kTile / 8][4];
-    wgmma_fence();
-    abt<T, HD>(s, q_addr, k_addr);
-    abt<T, HD>(dp, do_addr, v_addr);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(s);
-    fence_regs(dp);
-
-    const bool diag = k0 + kTile - 1 > blk.q0;
-    unsigned ds[kTile / 16][4];
-#pragma unroll
-    for (int nt = 0; nt < kTile / 8; ++nt) {
-      float dsv[4];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = k0 + nt * 8 + 2 * t + e;
-        float p0 = exp2f(fmaf(s[nt][e], a.scale_log2, -lse2_0));
-        float p1 = exp2f(fmaf(s[nt][2 + e], a.scale_log2, -lse2_1));
-        if (diag) {
-          if (col > row0) p0 = 0.f;
-          if (col > row1) p1 = 0.f;
-        }
-        dsv[e] = p0 * (dp[nt][e] - d0);
-        dsv[2 + e] = p1 * (dp[nt][2 + e] - d1);
-      }
-      ds[nt >> 1][(nt & 1) * 2] = pack2<T>(dsv[0], dsv[1]);
-      ds[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(dsv[2], dsv[3]);
-    }
-    wgmma_fence();
-    pb<T, HD>(dq, ds, k_addr);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(dq);
-    fence_regs(ds);
-  }
-
-  __syncthreads();  // Q is read by every warp's products: done before staging
-  rope_unrotate_acc<HD>(dq, a.rope, row0, a.seq, t);
-  stage_acc_sw128<T, HD>(s_q, kTile, dq, a.scale, a.scale, warp, lane);
-  __syncthreads();
-  store_rows_sw128<T, HD>(
-      static_cast<T*>(a.dq) + q_row * a.ld_dq + static_cast<std::int64_t>(blk.h) * HD, a.ld_dq, s_q,
-      kTile, q_valid, tid);
-#endif
+  wgmma_bwd::dq_body<T, HD>(a, QueryTileBlock<kTile, kTile>(a));
 }
 
 }  // namespace
 
 template <typename T, int HD>
 void launch_backward_dq_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream) {
-  using Cfg = WgmmaBwd<HD>;
+  using Cfg = wgmma_bwd::Smem<HD>;
   constexpr auto dq = flash_bwd_dq_wgmma_kernel<T, HD>;
-  allow_smem<dq>(Cfg::dq_smem);
-  launch_kernel(dq, dim3(tiles(d.seq, kTile), d.heads, d.batch), kWgThreads, Cfg::dq_smem, stream,
-                args);
+  allow_smem<dq>(Cfg::dq);
+  launch_kernel(dq, dim3(tiles(d.seq, kTile), d.heads, d.batch), kWgThreads, Cfg::dq, stream, args);
   CUDA_CHECK_LAUNCH();
 }
 
 template <typename T, int HD>
 void launch_backward_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream) {
-  using Cfg = WgmmaBwd<HD>;
+  using Cfg = wgmma_bwd::Smem<HD>;
   constexpr auto dkdv = flash_bwd_dkdv_wgmma_kernel<T, HD>;
   // dQ first: with dq_writes_delta its prologue writes the D that dK/dV reads.
   launch_backward_dq_wgmma<T, HD>(args, d, stream);
-  allow_smem<dkdv>(Cfg::dkdv_smem);
-  launch_kernel(dkdv, dim3(tiles(d.seq, kTile), d.kv_heads, d.batch), kWgThreads, Cfg::dkdv_smem,
+  allow_smem<dkdv>(Cfg::dkdv(false));
+  launch_kernel(dkdv, dim3(tiles(d.seq, kTile), d.kv_heads, d.batch), kWgThreads, Cfg::dkdv(false),
                 stream, args);
   CUDA_CHECK_LAUNCH();
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_env.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/flash/flash_attention.h"
 #include "cuda/flash/launch.cuh"
@@ -130,15 +132,58 @@ FlashForwardKernel forward_kernel_for(const flash::FwdArgs& args) {
 
 std::atomic<FlashBackwardKernel> g_backward_kernel{FlashBackwardKernel::Best};
 
+// The current device's SM count, asked once per device.
+int current_sm_count() {
+  static std::once_flag once;
+  static std::vector<int> sms;
+  std::call_once(once, [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+    for (int dev = 0; dev < count; ++dev) {
+      int n = 0;
+      if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) n = 0;
+      sms.push_back(n);
+    }
+  });
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= static_cast<int>(sms.size())) {
+    return 0;
+  }
+  return sms[static_cast<std::size_t>(dev)];
+}
+
+// Whether the one-launch backward runs by default: where its grid (the
+// dK/dV and dQ blocks of 64 rows together) is at most kOneLaunchBlocksPerSm
+// blocks per SM. In two launches each kernel's last wave leaves SMs idle
+// and their latencies add up; one grid fills those gaps. On larger grids
+// the gaps matter less than what one launch costs: every block takes the
+// dK/dV role's registers (two blocks per SM where dQ alone fits three), and
+// the dK/dV blocks sum D themselves. The kernel bench on the H100
+// (docs/PERFORMANCE.md, 2026-11-25 third session): 3-22 % faster up to
+// 1536 blocks (B8 S128 to S1024, B32 S256, GQA 2 and MHA), 5-11 % slower
+// from 3072 (B32 S512, B64 S256, B32 S1024).
+// TINYLLAMA_FLASH_ONE_LAUNCH=off keeps the two launches everywhere (the
+// A/B runs of that section); read once.
+constexpr long long kOneLaunchBlocksPerSm = 12;
+bool one_launch_by_default(const flash::FlashDims& d) {
+  static const bool allowed = env_flag(std::getenv("TINYLLAMA_FLASH_ONE_LAUNCH"), true);
+  const long long tiles = (d.seq + 63) / 64;
+  const long long blocks = tiles * (d.heads + d.kv_heads) * d.batch;
+  return allowed && blocks <= kOneLaunchBlocksPerSm * current_sm_count();
+}
+
 // The backward's kernels for this call: Mma where the Hopper ones cannot run.
 template <typename T, int HD>
-FlashBackwardKernel backward_kernel_for(const flash::BwdArgs& args) {
+FlashBackwardKernel backward_kernel_for(const flash::BwdArgs& args, const flash::FlashDims& d) {
   if constexpr (std::is_same_v<T, float> || HD == 32) {
     return FlashBackwardKernel::Mma;
   } else {
     if (!args.vec || !flash_hopper_kernels_available()) return FlashBackwardKernel::Mma;
     const FlashBackwardKernel pinned = g_backward_kernel.load(std::memory_order_relaxed);
     if (pinned != FlashBackwardKernel::Best) return pinned;
+    // Grids of a few waves at head_dim 64: both roles in one launch, side
+    // by side (at head_dim 128 the warp-specialised dK/dV below is faster).
+    if (HD == 64 && one_launch_by_default(d)) return FlashBackwardKernel::OneLaunch;
     // The kernel bench's faster (2026-11-24, H100): the warp-specialised
     // dK/dV at hd 128, the one-warpgroup kernels at hd 64.
     return HD == 128 ? FlashBackwardKernel::Specialized : FlashBackwardKernel::Wgmma;
@@ -402,7 +447,7 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
       using T = typename decltype(tag)::type;
       FlashBackwardKernel kernel = FlashBackwardKernel::Mma;
       if constexpr (!std::is_same_v<T, float> && HD != 32)
-        kernel = backward_kernel_for<T, HD>(args);
+        kernel = backward_kernel_for<T, HD>(args, d);
       if (kernel == FlashBackwardKernel::Fused && !fused_ready) {
         throw RuntimeFailure(std::string(name) +
                              ": the fused backward is pinned but the attention scratch has no dQ "
@@ -430,6 +475,9 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
             break;
           case FlashBackwardKernel::Specialized:
             flash::launch_backward_ws<T, HD>(args, q, k, v, dout, d, stream);
+            break;
+          case FlashBackwardKernel::OneLaunch:
+            flash::launch_backward_one_launch<T, HD>(args, d, stream);
             break;
           default:
             flash::launch_backward_tc<T, HD>(args, d, stream);

@@ -79,8 +79,10 @@ FlashForwardKernel flash_forward_kernel();
 // kernel for dK, dV and dQ (five products per tile pair, not seven), dQ
 // summed across key blocks in a fixed order, after the delta kernel, and a
 // conversion kernel; pin it before prepare(), which then plans its dQ
-// accumulator (a call without one throws).
-enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized, Fused };
+// accumulator (a call without one throws). OneLaunch: Wgmma's two kernels
+// as one grid, side by side (the dK/dV blocks compute D themselves); Best
+// takes it at head_dim 64 where the grid is at most 12 blocks per SM.
+enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized, Fused, OneLaunch };
 void set_flash_backward_kernel(FlashBackwardKernel k);
 // Where the backward computes D = rowsum(dO * O): InDq (the default) in the
 // dQ kernel's prologue, for its own query tile, with dQ launched before

@@ -49,6 +49,10 @@ void launch_backward_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t
 // Its dQ kernel alone.
 template <typename T, int HD>
 void launch_backward_dq_wgmma(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
+// backward_one_launch.cu: the two kernels above as one grid, the dK/dV
+// blocks computing D themselves (no order between the roles).
+template <typename T, int HD>
+void launch_backward_one_launch(const BwdArgs& args, const FlashDims& d, cudaStream_t stream);
 // backward_ws.cu: the dQ kernel above, then dK/dV warp-specialised (a TMA
 // producer streams Q and dO, two wgmma consumers own 64 keys each);
 // q, k, v, dout: the operands (for their tensor maps).

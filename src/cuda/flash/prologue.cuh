@@ -30,11 +30,18 @@ struct QueryTileBlock {
   std::int64_t tok0;  // token index of (b, position 0)
 
   template <typename Args>
-  __device__ __forceinline__ explicit QueryTileBlock(const Args& a) {
+  __device__ __forceinline__ explicit QueryTileBlock(const Args& a)
+      : QueryTileBlock(a, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                       static_cast<int>(blockIdx.z)) {}
+
+  // Grid position (x, head, batch) given, not read from blockIdx (the
+  // one-launch backward numbers its blocks itself).
+  template <typename Args>
+  __device__ __forceinline__ QueryTileBlock(const Args& a, int x, int head, int batch) {
     const int n_qt = (a.seq + BQ - 1) / BQ;
-    const int qt = n_qt - 1 - static_cast<int>(blockIdx.x);
-    h = static_cast<int>(blockIdx.y);
-    b = static_cast<int>(blockIdx.z);
+    const int qt = n_qt - 1 - x;
+    h = head;
+    b = batch;
     kvh = h / a.group;
     q0 = qt * BQ;
     q_end = min(q0 + BQ, a.seq);
@@ -63,9 +70,14 @@ struct KeyTileBlock {
   // Key tile kt instead of blockIdx.x (the fused backward launches the last
   // key tiles first).
   template <typename Args>
-  __device__ __forceinline__ KeyTileBlock(const Args& a, int kt) {
-    kvh = static_cast<int>(blockIdx.y);
-    b = static_cast<int>(blockIdx.z);
+  __device__ __forceinline__ KeyTileBlock(const Args& a, int kt)
+      : KeyTileBlock(a, kt, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)) {}
+
+  // Key tile, kv head and batch given (the one-launch backward).
+  template <typename Args>
+  __device__ __forceinline__ KeyTileBlock(const Args& a, int kt, int kv_head, int batch) {
+    kvh = kv_head;
+    b = batch;
     k0 = kt * BK;
     k_valid = min(BK, a.seq - k0);
     const int n_qt = (a.seq + BQ - 1) / BQ;
