@@ -22,6 +22,8 @@ const AttnCase kCases[] = {
     {2, 100, 4, 1, 32},   // GQA 4 (one kv head)
     {3, 64, 2, 2, 64},    // no GQA, S a multiple of 32
     {1, 129, 4, 2, 128},  // S just past a multiple of 128
+    {2, 45, 6, 2, 64},    // GQA 3
+    {1, 70, 3, 1, 128},   // GQA 3 (one kv head), head_dim 128
 };
 
 void PrintTo(const AttnCase& c, std::ostream* os) {

@@ -21,22 +21,25 @@ struct FlashCase {
 };
 
 const FlashCase kCases[] = {
-    {1, 1, 2, 2, 32, 0},     // one position: softmax over a single score
-    {3, 1, 4, 1, 128, 2},    // one position, GQA 4
-    {3, 7, 4, 2, 64, 0},     // a fraction of one tile
-    {1, 7, 8, 2, 128, 2},    //
-    {1, 33, 4, 4, 128, 0},   // just past a 32-row tile
-    {3, 33, 8, 2, 32, 2},    //
-    {3, 100, 4, 1, 64, 2},   // GQA 4 with one kv head
-    {1, 100, 2, 2, 32, 0},   //
-    {1, 129, 8, 4, 64, 0},   // just past two 64-row tiles
-    {3, 129, 2, 1, 128, 2},  //
-    {1, 257, 4, 2, 128, 0},  // five 64-row tiles, the last one of 1 row
-    {3, 257, 4, 4, 64, 2},   //
-    {1, 257, 8, 2, 32, 0},   //
-    {2, 128, 8, 4, 64, 0},   // the workshop's heads (H8 K4 hd64), exact tiles
-    {1, 1024, 2, 1, 64, 0},  // many key tiles: the online softmax rescales often
-    {2, 300, 4, 2, 64, 0},   // a 44-row tail of 64-row tiles on the 16-byte path
+    {1, 1, 2, 2, 32, 0},      // one position: softmax over a single score
+    {3, 1, 4, 1, 128, 2},     // one position, GQA 4
+    {3, 7, 4, 2, 64, 0},      // a fraction of one tile
+    {1, 7, 8, 2, 128, 2},     //
+    {1, 33, 4, 4, 128, 0},    // just past a 32-row tile
+    {3, 33, 8, 2, 32, 2},     //
+    {3, 100, 4, 1, 64, 2},    // GQA 4 with one kv head
+    {1, 100, 2, 2, 32, 0},    //
+    {1, 129, 8, 4, 64, 0},    // just past two 64-row tiles
+    {3, 129, 2, 1, 128, 2},   //
+    {1, 257, 4, 2, 128, 0},   // five 64-row tiles, the last one of 1 row
+    {3, 257, 4, 4, 64, 2},    //
+    {1, 257, 8, 2, 32, 0},    //
+    {2, 128, 8, 4, 64, 0},    // the workshop's heads (H8 K4 hd64), exact tiles
+    {1, 1024, 2, 1, 64, 0},   // many key tiles: the online softmax rescales often
+    {2, 300, 4, 2, 64, 0},    // a 44-row tail of 64-row tiles on the 16-byte path
+    {2, 77, 6, 2, 64, 0},     // GQA 3, a 13-row tail
+    {1, 200, 12, 4, 128, 2},  // GQA 3 at head_dim 128
+    {3, 65, 3, 1, 32, 0},     // GQA 3 with one kv head
 };
 
 void PrintTo(const FlashCase& c, std::ostream* os) {
