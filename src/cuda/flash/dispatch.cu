@@ -152,24 +152,31 @@ int current_sm_count() {
   return sms[static_cast<std::size_t>(dev)];
 }
 
-// Whether the one-launch backward runs by default: where its grid (the
-// dK/dV and dQ blocks of 64 rows together) is at most kOneLaunchBlocksPerSm
-// blocks per SM. In two launches each kernel's last wave leaves SMs idle
-// and their latencies add up; one grid fills those gaps. On larger grids
-// the gaps matter less than what one launch costs: every block takes the
-// dK/dV role's registers (two blocks per SM where dQ alone fits three), and
-// the dK/dV blocks sum D themselves. The kernel bench on the H100
-// (docs/PERFORMANCE.md, 2026-11-25 third session): 3-22 % faster up to
-// 1536 blocks (B8 S128 to S1024, B32 S256, GQA 2 and MHA), 5-11 % slower
-// from 3072 (B32 S512, B64 S256, B32 S1024).
+// Whether the one-launch backward runs by default. In two launches each
+// kernel's last wave leaves SMs idle and their latencies add up; one grid
+// fills those gaps. What one launch costs: every block takes the dK/dV
+// role's registers and shared memory, and the dK/dV blocks sum D
+// themselves. The kernel bench (docs/PERFORMANCE.md, 2026-11-27, H100 and
+// H200) draws the line:
+//  * head_dim 64: where both roles' blocks together are at most
+//    kOneLaunchBlocksPerSm per SM. 4-25 % faster than the two wgmma
+//    kernels up to 1536 blocks (B8 S128 to S1024, B32 S256, GQA 2 and MHA),
+//    5-11 % slower from 3072 (B32 S512, B32 S1024, 1 B).
+//  * head_dim 128 (against the warp-specialised dK/dV): where the dK/dV
+//    blocks alone are at most one per SM (few kv heads: GQA 3-4 at short
+//    sequences or small batches), 3-22 % faster; with 256 dK/dV blocks
+//    (MHA at B16 S128 and B8 S256, GQA 4 at B4 S2048) 19-45 % slower.
 // TINYLLAMA_FLASH_ONE_LAUNCH=off keeps the two launches everywhere (the
 // A/B runs of that section); read once.
 constexpr long long kOneLaunchBlocksPerSm = 12;
-bool one_launch_by_default(const flash::FlashDims& d) {
+bool one_launch_by_default(const flash::FlashDims& d, int head_dim) {
   static const bool allowed = env_flag(std::getenv("TINYLLAMA_FLASH_ONE_LAUNCH"), true);
+  if (!allowed) return false;
   const long long tiles = (d.seq + 63) / 64;
-  const long long blocks = tiles * (d.heads + d.kv_heads) * d.batch;
-  return allowed && blocks <= kOneLaunchBlocksPerSm * current_sm_count();
+  const long long dkdv_blocks = tiles * d.kv_heads * d.batch;
+  const long long sms = current_sm_count();
+  if (head_dim == 128) return dkdv_blocks <= sms;
+  return tiles * (d.heads + d.kv_heads) * d.batch <= kOneLaunchBlocksPerSm * sms;
 }
 
 // The backward's kernels for this call: Mma where the Hopper ones cannot run.
@@ -181,9 +188,9 @@ FlashBackwardKernel backward_kernel_for(const flash::BwdArgs& args, const flash:
     if (!args.vec || !flash_hopper_kernels_available()) return FlashBackwardKernel::Mma;
     const FlashBackwardKernel pinned = g_backward_kernel.load(std::memory_order_relaxed);
     if (pinned != FlashBackwardKernel::Best) return pinned;
-    // Grids of a few waves at head_dim 64: both roles in one launch, side
-    // by side (at head_dim 128 the warp-specialised dK/dV below is faster).
-    if (HD == 64 && one_launch_by_default(d)) return FlashBackwardKernel::OneLaunch;
+    // Grids too small for two launches to fill: both roles in one launch,
+    // side by side.
+    if (one_launch_by_default(d, HD)) return FlashBackwardKernel::OneLaunch;
     // The kernel bench's faster (2026-11-24, H100): the warp-specialised
     // dK/dV at hd 128, the one-warpgroup kernels at hd 64.
     return HD == 128 ? FlashBackwardKernel::Specialized : FlashBackwardKernel::Wgmma;

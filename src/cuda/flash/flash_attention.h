@@ -81,7 +81,7 @@ FlashForwardKernel flash_forward_kernel();
 // conversion kernel; pin it before prepare(), which then plans its dQ
 // accumulator (a call without one throws). OneLaunch: Wgmma's two kernels
 // as one grid, side by side (the dK/dV blocks compute D themselves); Best
-// takes it at head_dim 64 where the grid is at most 12 blocks per SM.
+// takes it where two launches cannot fill the GPU (dispatch.cu says where).
 enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized, Fused, OneLaunch };
 void set_flash_backward_kernel(FlashBackwardKernel k);
 // Where the backward computes D = rowsum(dO * O): InDq (the default) in the
