@@ -161,11 +161,11 @@ int current_sm_count() {
 //  * head_dim 64: where both roles' blocks together are at most
 //    kOneLaunchBlocksPerSm per SM. 4-25 % faster than the two wgmma
 //    kernels up to 1536 blocks (B8 S128 to S1024, B32 S256, GQA 2 and MHA),
-//    5-11 % slower from 3072 (B32 S512, B32 S1024, 1 B).
+//    6-12 % slower from 3072 (B32 S512, B32 S1024, 1 B).
 //  * head_dim 128 (against the warp-specialised dK/dV): where the dK/dV
 //    blocks alone are at most one per SM (few kv heads: GQA 3-4 at short
-//    sequences or small batches), 3-22 % faster; with 256 dK/dV blocks
-//    (MHA at B16 S128 and B8 S256, GQA 4 at B4 S2048) 19-45 % slower.
+//    sequences or small batches), 2-22 % faster; with 256 dK/dV blocks
+//    (MHA at B16 S128 and B8 S256, GQA 4 at B4 S2048) 19-46 % slower.
 // TINYLLAMA_FLASH_ONE_LAUNCH=off keeps the two launches everywhere (the
 // A/B runs of that section); read once.
 constexpr long long kOneLaunchBlocksPerSm = 12;
