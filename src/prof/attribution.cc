@@ -4,6 +4,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "prof/overlap.h"
+
 namespace tinyllama::prof {
 namespace {
 
@@ -230,6 +232,7 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
     return op;
   };
 
+  const std::vector<std::int64_t> beside = time_beside_other_streams(gpu->kernels);
   for (std::size_t i = 0; i < gpu->kernels.size(); ++i) {
     const KernelRecord& k = gpu->kernels[i];
     int api = -1, range = -1;
@@ -240,6 +243,7 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
       OpTime& t = a.ops[op];
       ++t.kernels;
       t.gpu_ns += k.duration_ns();
+      t.beside_ns += beside[i];
       if (k.graph_node != 0) ++a.graph_kernels;
     }
     a.kernel_in_step.push_back(inside);

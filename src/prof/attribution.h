@@ -33,6 +33,9 @@ struct OpTime {
   std::int64_t kernels = 0;  // kernels attributed to the op
   std::int64_t transfers = 0;
   std::int64_t gpu_ns = 0;  // kernel + memcpy/memset time attributed to the op
+  // Of its kernels' time, the part during which kernels ran on another
+  // stream of the device (prof/overlap.h).
+  std::int64_t beside_ns = 0;
 };
 
 struct Attribution {

@@ -7,11 +7,10 @@
 #include <utility>
 
 #include "prof/kernel_stats.h"
+#include "prof/overlap.h"
 
 namespace tinyllama::prof {
 namespace {
-
-using Interval = std::pair<std::int64_t, std::int64_t>;  // [start, end)
 
 bool starts_with_nocase(std::string_view s, std::string_view prefix) {
   if (s.size() < prefix.size()) return false;
@@ -23,33 +22,6 @@ bool starts_with_nocase(std::string_view s, std::string_view prefix) {
 
 void drop_prefix(std::string_view& s, std::string_view prefix) {
   if (s.substr(0, prefix.size()) == prefix) s.remove_prefix(prefix.size());
-}
-
-// Sorted, disjoint, non-empty intervals covering what `spans` cover.
-std::vector<Interval> merged(std::vector<Interval> spans) {
-  std::sort(spans.begin(), spans.end());
-  std::vector<Interval> out;
-  for (const Interval& s : spans) {
-    if (s.second <= s.first) continue;
-    if (!out.empty() && s.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, s.second);
-    } else {
-      out.push_back(s);
-    }
-  }
-  return out;
-}
-
-// Nanoseconds of [begin, end) that the sorted disjoint `cover` covers.
-std::int64_t covered_ns(const std::vector<Interval>& cover, std::int64_t begin, std::int64_t end) {
-  // The first interval that ends after `begin`: the ends rise with the starts.
-  auto it = std::upper_bound(cover.begin(), cover.end(), begin,
-                             [](std::int64_t t, const Interval& c) { return t < c.second; });
-  std::int64_t ns = 0;
-  for (; it != cover.end() && it->first < end; ++it) {
-    ns += std::min(end, it->second) - std::max(begin, it->first);
-  }
-  return ns;
 }
 
 }  // namespace
@@ -84,28 +56,9 @@ std::vector<bool> communication_kernels(const std::vector<KernelRecord>& kernels
 
 std::vector<std::int64_t> hidden_behind_compute(const std::vector<KernelRecord>& kernels,
                                                 const std::vector<bool>& communication) {
-  std::vector<std::int64_t> hidden(kernels.size(), 0);
-  // The streams that carry communication, per device; each gets the union
-  // of the compute on the device's other streams.
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> comm_by_stream;
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    if (communication[i]) comm_by_stream[{kernels[i].device, kernels[i].stream}].push_back(i);
-  }
-  for (const auto& [where, members] : comm_by_stream) {
-    std::vector<Interval> compute;
-    for (std::size_t i = 0; i < kernels.size(); ++i) {
-      const KernelRecord& k = kernels[i];
-      if (!communication[i] && k.device == where.first && k.stream != where.second) {
-        compute.emplace_back(k.start_ns, k.end_ns);
-      }
-    }
-    const std::vector<Interval> cover = merged(std::move(compute));
-    for (std::size_t i : members) {
-      const KernelRecord& k = kernels[i];
-      if (k.end_ns > k.start_ns) hidden[i] = covered_ns(cover, k.start_ns, k.end_ns);
-    }
-  }
-  return hidden;
+  std::vector<bool> compute(communication.size());
+  for (std::size_t i = 0; i < communication.size(); ++i) compute[i] = !communication[i];
+  return time_beside_other_streams(kernels, compute, communication);
 }
 
 CommunicationFigures communication_figures(const GpuActivity& gpu, const Attribution& a) {

@@ -64,6 +64,7 @@ void add_time(OpTime& sum, const OpTime& t) {
   sum.kernels += t.kernels;
   sum.transfers += t.transfers;
   sum.gpu_ns += t.gpu_ns;
+  sum.beside_ns += t.beside_ns;
 }
 
 // Which clock an op's achieved rates come from.
@@ -119,6 +120,15 @@ json op_row_json(const OpRow& r, TimeSource source, double steps,
   const bool gpu = source == TimeSource::GpuKernels;
   j["gpu_ms_per_step"] = nullable(gpu, static_cast<double>(r.time.gpu_ns) / steps / 1e6);
   j["kernels_per_step"] = nullable(gpu, static_cast<double>(r.time.kernels) / steps);
+  // How much of the op's kernel time shared the GPU with another stream's
+  // kernels (a captured step's parallel branches): time that ran slower
+  // than alone, or was hidden behind the main stream (prof/overlap.h).
+  const bool has_kernels = gpu && r.time.gpu_ns > 0;
+  j["beside_other_streams_ms_per_step"] =
+      nullable(gpu, static_cast<double>(r.time.beside_ns) / steps / 1e6);
+  j["beside_other_streams_pct"] =
+      nullable(has_kernels, 100.0 * static_cast<double>(r.time.beside_ns) /
+                                static_cast<double>(std::max<i64>(r.time.gpu_ns, 1)));
   j["time_ms_per_step"] = nullable(timed, static_cast<double>(time_ns) / steps / 1e6);
   // FLOPs per ns are GFLOP/s; bytes per ns are GB/s.
   const double flops_total = static_cast<double>(r.flops) * steps;

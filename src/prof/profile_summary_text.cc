@@ -154,7 +154,7 @@ std::string format_profile_summary(const json& j) {
     out += "  ops (" + source + " time per step, slowest first)\n";
     out += "    " + pad("op", 32) + lpad("ms", 9) + lpad("GFLOP", 10) + lpad("MB", 10) +
            lpad("TFLOP/s", 9) + lpad("GB/s", 9) + lpad("FLOP/B", 8) + lpad("roof %", 8) +
-           "  bound\n";
+           "  bound  " + lpad("beside %", 8) + "\n";
     for (std::size_t i = 0; i < ops.size() && i < 20; ++i) {
       const json& o = ops[i];
       const json gflop = o["flops_per_step"].is_number()
@@ -169,7 +169,8 @@ std::string format_profile_summary(const json& j) {
              lpad(num(o["achieved_gbps"], "%.4g"), 9) +
              lpad(num(o["arithmetic_intensity"], "%.1f"), 8) +
              lpad(num(o["pct_of_roof"], "%.0f"), 8) + "  " +
-             (o["bound"].is_string() ? o["bound"].get<std::string>() : std::string("-")) + "\n";
+             pad(o["bound"].is_string() ? o["bound"].get<std::string>() : std::string("-"), 7) +
+             lpad(num(o["beside_other_streams_pct"], "%.0f"), 8) + "\n";
     }
     if (ops.size() > 20) {
       out += "    ... " + std::to_string(ops.size() - 20) + " more in summary.json\n";

@@ -246,6 +246,34 @@ TEST(Communication, SummaryJsonTextAndOpRows) {
       << text;
 }
 
+// Every op row says how much of its kernel time ran beside another
+// stream's kernels: the wgrad GEMMs beside the collectives and each other.
+TEST(Communication, OpRowsSayHowMuchRanBesideOtherStreams) {
+  const DataParallelStep s;
+  const ProfileInputs in = inputs(s, true);
+  const json j = profile_summary(in, attribute(in.ranges, in.gpu), {});
+  bool found = false;
+  for (const json& o : j["ops"]) {
+    if (o["op"] != "backward/down_gemm_wgrad") continue;
+    found = true;
+    // [1100, 1500) on stream 7: [1400, 1500) beside stream 9's kernel;
+    // [1550, 1700) on 7: 50 beside 9, 50 beside 8; [1650, 1850) on 8: 150
+    // beside streams 7 and 9 (counted once).
+    EXPECT_DOUBLE_EQ(o["gpu_ms_per_step"].get<double>(), 0.75);
+    EXPECT_DOUBLE_EQ(o["beside_other_streams_ms_per_step"].get<double>(), 0.35);
+    EXPECT_NEAR(o["beside_other_streams_pct"].get<double>(), 100.0 * 350 / 750, 1e-9);
+  }
+  EXPECT_TRUE(found);
+  const std::string text = format_profile_summary(j);
+  EXPECT_NE(text.find("  bound  beside %\n"), std::string::npos) << text;
+
+  // Without kernel statistics the figure is absent, not zero.
+  ProfileInputs host_only = inputs(s, true);
+  host_only.gpu = nullptr;
+  const json h = profile_summary(host_only, attribute(host_only.ranges, nullptr), {});
+  for (const json& o : h["ops"]) EXPECT_TRUE(o["beside_other_streams_pct"].is_null()) << o["op"];
+}
+
 TEST(Communication, NoNcclKernelsNoLineAndANoteWhenDataParallel) {
   DataParallelStep s;
   std::erase_if(s.gpu.kernels,
