@@ -151,10 +151,11 @@ std::string format_profile_summary(const json& j) {
   });
   if (!ops.empty()) {
     const std::string source = j["op_time_source"] == "gpu_kernels" ? "GPU kernel" : "host";
-    out += "  ops (" + source + " time per step, slowest first)\n";
-    out += "    " + pad("op", 32) + lpad("ms", 9) + lpad("GFLOP", 10) + lpad("MB", 10) +
-           lpad("TFLOP/s", 9) + lpad("GB/s", 9) + lpad("FLOP/B", 8) + lpad("roof %", 8) +
-           "  bound  " + lpad("beside %", 8) + "\n";
+    out += "  ops (" + source +
+           " time per step, slowest first; kernels: the kernels it ran per step)\n";
+    out += "    " + pad("op", 32) + lpad("ms", 9) + lpad("kernels", 8) + lpad("GFLOP", 10) +
+           lpad("MB", 10) + lpad("TFLOP/s", 9) + lpad("GB/s", 9) + lpad("FLOP/B", 8) +
+           lpad("roof %", 8) + "  bound  " + lpad("beside %", 8) + "\n";
     for (std::size_t i = 0; i < ops.size() && i < 20; ++i) {
       const json& o = ops[i];
       const json gflop = o["flops_per_step"].is_number()
@@ -164,7 +165,8 @@ std::string format_profile_summary(const json& j) {
                               ? json(o["bytes_per_step"].get<double>() / 1e6)
                               : json(nullptr);
       out += "    " + pad(shorten(o["op"].get<std::string>(), 32), 32) +
-             lpad(num(o["time_ms_per_step"], "%.3f"), 9) + lpad(num(gflop, "%.3g"), 10) +
+             lpad(num(o["time_ms_per_step"], "%.3f"), 9) +
+             lpad(num(o["kernels_per_step"], "%.4g"), 8) + lpad(num(gflop, "%.3g"), 10) +
              lpad(num(mbytes, "%.3g"), 10) + lpad(num(o["achieved_tflops"], "%.3g"), 9) +
              lpad(num(o["achieved_gbps"], "%.4g"), 9) +
              lpad(num(o["arithmetic_intensity"], "%.1f"), 8) +
