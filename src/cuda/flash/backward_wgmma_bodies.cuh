@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/cuda_vec.cuh"
 #include "cuda/flash/delta_rows.cuh"
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
@@ -83,26 +84,19 @@ __device__ __forceinline__ void pb(float (&acc)[HD / 8][4], const unsigned (&p)[
 template <typename T, int HD>
 __device__ __forceinline__ void tile_delta_sw128(float* d, const unsigned char* s_do,
                                                  const unsigned char* s_o, int tid) {
-  constexpr int kPer = 16 / static_cast<int>(sizeof(T));
+  constexpr int kPer = kMaxVec<T>;  // elements of one 16-byte chunk
   constexpr int kChunks = HD / kPer;
   const int r = tid >> 1;
   const int half = tid & 1;
   float acc = 0.f;
 #pragma unroll
   for (int i = 0; i < kChunks / 2; ++i) {
-    const int chunk = half * (kChunks / 2) + i;
-    const int off = sw128_offset(kTile, r, chunk);
-    const uint4 gu = *reinterpret_cast<const uint4*>(s_do + off);
-    const uint4 ou = *reinterpret_cast<const uint4*>(s_o + off);
-    const unsigned gw[4] = {gu.x, gu.y, gu.z, gu.w};
-    const unsigned ow[4] = {ou.x, ou.y, ou.z, ou.w};
+    const int off = sw128_offset(kTile, r, half * (kChunks / 2) + i);
+    float g[kPer], o[kPer];
+    load_f32<kPer>(reinterpret_cast<const T*>(s_do + off), g);
+    load_f32<kPer>(reinterpret_cast<const T*>(s_o + off), o);
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const float2 gf = unpack2<T>(gw[w]);
-      const float2 of = unpack2<T>(ow[w]);
-      acc = fmaf(gf.x, of.x, acc);
-      acc = fmaf(gf.y, of.y, acc);
-    }
+    for (int e = 0; e < kPer; ++e) acc = fmaf(g[e], o[e], acc);
   }
   acc += __shfl_xor_sync(0xffffffffu, acc, 1);
   if (half == 0) d[r] = acc;
@@ -139,21 +133,20 @@ __device__ __forceinline__ void dkdv_body(const BwdArgs& a, const KeyTileBlock<k
     load_tile_sw128<T, kTile, HD, kWgThreads>(
         s_do(stage), gdo + q0 * a.ld_dout + static_cast<std::int64_t>(h) * HD, a.ld_dout, valid,
         tid);
-    const std::int64_t bh = bh_row(blk.b, a.heads, h);
     if constexpr (OWN_DELTA) {
       load_tile_sw128<T, kTile, HD, kWgThreads>(s_o(stage),
                                                 static_cast<const T*>(a.out) +
                                                     (blk.tok0 + q0) * a.ld_out +
                                                     static_cast<std::int64_t>(h) * HD,
                                                 a.ld_out, valid, tid);
-      if (tid < kTile) {
-        const bool ok = tid < valid;
-        cp_async_4(s_lse + stage * kTile + tid, a.lse + bh * a.ld_lse + q0 + (ok ? tid : 0), ok);
-      }
-    } else if (tid < kTile) {
+    }
+    // The first 64 threads load the tile's lse; without OWN_DELTA the other
+    // 64 its D, which the dQ kernel wrote.
+    const std::int64_t bh = bh_row(blk.b, a.heads, h);
+    if (tid < kTile) {
       const bool ok = tid < valid;
       cp_async_4(s_lse + stage * kTile + tid, a.lse + bh * a.ld_lse + q0 + (ok ? tid : 0), ok);
-    } else {
+    } else if (!OWN_DELTA) {
       const int r = tid - kTile;
       const bool ok = r < valid;
       cp_async_4(s_d + stage * kTile + r, a.delta + bh * a.seq + q0 + (ok ? r : 0), ok);

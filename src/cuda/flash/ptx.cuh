@@ -86,18 +86,4 @@ __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {
   return *reinterpret_cast<const unsigned*>(&v);
 }
 
-// pack2's inverse: the two 16-bit values of one register as floats.
-template <typename T>
-__device__ __forceinline__ float2 unpack2(unsigned u);
-
-template <>
-__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(unsigned u) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
-}
-
-template <>
-__device__ __forceinline__ float2 unpack2<__half>(unsigned u) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&u));
-}
-
 }  // namespace tinyllama::cuda::flash
