@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_check.h"
 #include "cuda/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
@@ -67,6 +68,23 @@ std::string programmatic_launch_unsupported() {
            ", without the device-side waits programmatic launches need";
   }
   return "";
+}
+
+int current_device_sm_count() {
+  static std::once_flag once;
+  static std::vector<int> sms;
+  std::call_once(once, [] {
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    for (int dev = 0; dev < count; ++dev) {
+      int n = 0;
+      CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+      sms.push_back(n);
+    }
+  });
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  return sms.at(static_cast<std::size_t>(dev));
 }
 
 }  // namespace tinyllama::cuda

@@ -24,4 +24,8 @@ bool programmatic_launch(cudaStream_t stream);
 // for an older architecture has no wait in it, so it must run plainly).
 std::string programmatic_launch_unsupported();
 
+// The current device's SM count, for grids sized to the GPU; asked of the
+// driver once per device.
+int current_device_sm_count();
+
 }  // namespace tinyllama::cuda

@@ -24,6 +24,7 @@
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_launch.cuh"
+#include "cuda/cuda_launch.h"
 #include "cuda/cuda_vec.cuh"
 #include "cuda/decode/decode_ops.h"
 
@@ -239,16 +240,6 @@ __global__ void __launch_bounds__(kWarps * 32) fused_gemv_kernel(FusedArgs<T, O>
   }
 }
 
-int sm_count() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
-  }();
-  return count;
-}
-
 // One wave of the blocks that fit on the GPU at once (a warp takes further
 // units in turn, its block's staged input reused), or fewer when there are
 // fewer units.
@@ -270,7 +261,7 @@ int wave_blocks(Kernel kernel, std::size_t shared, int units) {
     }
     per_sm = it->second;
   }
-  return std::min((units + kWarps - 1) / kWarps, std::max(1, per_sm) * sm_count());
+  return std::min((units + kWarps - 1) / kWarps, std::max(1, per_sm) * current_device_sm_count());
 }
 
 // Launches the kernel for T's 16-byte width when x, w (and the norm weight)

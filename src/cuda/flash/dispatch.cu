@@ -14,6 +14,7 @@
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_env.h"
+#include "cuda/cuda_launch.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/flash/flash_attention.h"
 #include "cuda/flash/launch.cuh"
@@ -132,26 +133,6 @@ FlashForwardKernel forward_kernel_for(const flash::FwdArgs& args) {
 
 std::atomic<FlashBackwardKernel> g_backward_kernel{FlashBackwardKernel::Best};
 
-// The current device's SM count, asked once per device.
-int current_sm_count() {
-  static std::once_flag once;
-  static std::vector<int> sms;
-  std::call_once(once, [] {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    for (int dev = 0; dev < count; ++dev) {
-      int n = 0;
-      if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) n = 0;
-      sms.push_back(n);
-    }
-  });
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= static_cast<int>(sms.size())) {
-    return 0;
-  }
-  return sms[static_cast<std::size_t>(dev)];
-}
-
 // Whether the one-launch backward runs by default. In two launches each
 // kernel's last wave leaves SMs idle and their latencies add up; one grid
 // fills those gaps. What one launch costs: every block takes the dK/dV
@@ -174,7 +155,7 @@ bool one_launch_by_default(const flash::FlashDims& d, int head_dim) {
   if (!allowed) return false;
   const long long tiles = (d.seq + 63) / 64;
   const long long dkdv_blocks = tiles * d.kv_heads * d.batch;
-  const long long sms = current_sm_count();
+  const long long sms = current_device_sm_count();
   if (head_dim == 128) return dkdv_blocks <= sms;
   return tiles * (d.heads + d.kv_heads) * d.batch <= kOneLaunchBlocksPerSm * sms;
 }
