@@ -58,6 +58,7 @@ StepPlan plan_for(const ModelConfig& cfg, BatchShape batch, const ImplChoice& im
   ops.qkv_gemm = impl.fused_qkv ? GemmGrouping::Fused : GemmGrouping::Separate;
   ops.gate_up_gemm = impl.fused_ffn ? GemmGrouping::Fused : GemmGrouping::Separate;
   ops.swiglu = impl.fused_ffn ? SwigluImpl::Fused : SwigluImpl::Separate;
+  if (impl.swiglu_gemm) ops.swiglu = SwigluImpl::Gemm;
   ops.attention = impl.attention;
   ops.optimizer = impl.fused_optimizer ? OptimizerImpl::FusedPerLayer : OptimizerImpl::PerTensor;
   ops.norm = impl.fused_norm ? NormImpl::Fused : NormImpl::Plain;

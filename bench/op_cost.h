@@ -26,6 +26,7 @@ struct ImplChoice {
   bool sorted_embedding_grad = true;  // the embedding gradient through a sort, not the scan
   bool fused_rope = false;            // RoPE's rotations inside the flash kernels (rope fused)
   bool recompute_norms = false;       // the norms' outputs remade in the backward (rmsnorm_apply)
+  bool swiglu_gemm = false;           // SwiGLU in the GEMMs' epilogues (swiglu gemm)
   // The fused flash backward pinned while the workspaces are planned, so
   // the attention scratch holds its dQ accumulator (attention.bwd flash-fused).
   bool fused_flash_backward = false;

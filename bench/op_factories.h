@@ -68,6 +68,11 @@ std::unique_ptr<OpCase> make_residual_norm(BenchContext& ctx, Pass pass);
 
 // ops_elementwise.cc: SwiGLU fused or as silu and mul; the residual add.
 std::unique_ptr<OpCase> make_swiglu(BenchContext& ctx, Pass pass, bool fused);
+// The GEMM beside the SwiGLU and the SwiGLU (forward: the gate/up GEMM;
+// backward: the down projection's data gradient): in one kernel
+// (Backend::gemm_swiglu_*, in_epilogue) or as the GEMM then the fused
+// kernel (the composition the other levels run).
+std::unique_ptr<OpCase> make_swiglu_gemm(BenchContext& ctx, Pass pass, bool in_epilogue);
 std::unique_ptr<OpCase> make_residual_add(BenchContext& ctx);
 
 // ops_loss_embedding.cc. The embedding's tokens uniform over the

@@ -110,6 +110,8 @@ std::vector<OpVariant> build_registry() {
   fused_rope.fused_rope = true;
   ImplChoice recompute_norms;
   recompute_norms.recompute_norms = true;
+  ImplChoice swiglu_gemm;
+  swiglu_gemm.swiglu_gemm = true;
   ImplChoice scan_embedding_grad;
   scan_embedding_grad.sorted_embedding_grad = false;
   const Pass fwd = Pass::Forward;
@@ -160,6 +162,12 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_swiglu(c, fwd, true); });
   b.add("swiglu.fwd", "silu+mul", "forward/layer0/swiglu", unfused_ffn,
         [=](BenchContext& c) { return make_swiglu(c, fwd, false); });
+  // The gate/up GEMM and the SwiGLU: cuBLASLt then the kernel, against one
+  // kernel with the SwiGLU in its epilogue (swiglu gemm).
+  b.add("gate_up+swiglu.fwd", "gemm+fused", "forward/layer0/gate_up_gemm", swiglu_gemm,
+        [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, false); });
+  b.add("gate_up+swiglu.fwd", "epilogue", "forward/layer0/gate_up_gemm", swiglu_gemm,
+        [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true); });
   b.gemm(Linear::Down, GemmPass::Forward);
   b.gemm(Linear::LmHead, GemmPass::Forward);
   b.add("cross_entropy.fwd", "", "forward/cross_entropy", v2,
@@ -178,6 +186,10 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_swiglu(c, bwd, true); });
   b.add("swiglu.bwd", "silu+mul", "backward/layer0/swiglu", unfused_ffn,
         [=](BenchContext& c) { return make_swiglu(c, bwd, false); });
+  b.add("down_dgrad+swiglu.bwd", "gemm+fused", "backward/layer0/down_gemm_dgrad", swiglu_gemm,
+        [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, false); });
+  b.add("down_dgrad+swiglu.bwd", "epilogue", "backward/layer0/down_gemm_dgrad", swiglu_gemm,
+        [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true); });
   b.gemm(Linear::GateUp, GemmPass::InputGrad);
   b.gemm(Linear::GateUp, GemmPass::WeightGrad);
   b.add("rmsnorm.bwd", "", "backward/layer0/ffn_norm", v2,

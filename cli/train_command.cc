@@ -128,6 +128,15 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "normalise: v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
+  value(cmd, "--swiglu", a.toggles.swiglu, "{separate,fused,gemm}",
+        "SwiGLU: separate (silu, then a multiply: v1), fused (one kernel each way: v2, v3) or "
+        "gemm (inside the GEMMs beside it: the gate/up GEMM writes silu(g)*u beside g and u, and "
+        "the down projection's data-gradient GEMM writes d_gate and d_up without storing "
+        "d_hidden; a Hopper kernel, bf16/fp16, FFN width a multiple of 64, else fused with a "
+        "note; measured slower than fused so far, so no preset takes it: docs/PERFORMANCE.md). "
+        "Applied after --enable/--disable-swiglu-fusion")
+      ->default_str("the preset's")
+      ->group("Level toggles");
   value(cmd, "--rope", a.toggles.rope, "{separate,fused}",
         "RoPE: separate (a rotation pass over q|k forward and over dq|dk backward) or fused "
         "(the backward's rotation inside the flash attention backward, before rounding; the "

@@ -28,7 +28,7 @@ const std::vector<Switchable>& switchables() {
        "on",
        "off"},
       {"swiglu_fusion",
-       [](const OpChoices& o) { return o.swiglu == SwigluImpl::Fused; },
+       [](const OpChoices& o) { return o.swiglu != SwigluImpl::Separate; },
        {"--enable-swiglu-fusion"},
        {"--disable-swiglu-fusion"},
        "on",

@@ -111,6 +111,11 @@ class CudaBackend final : public Backend {
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;
   void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) override;
+  // One Hopper kernel each (cuda/swiglu_gemm) where it takes the operands,
+  // else the composed default.
+  void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu) override;
+  void gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w_down,
+                            Mat gate_up) override;
   void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) override;
   void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                               float scale) override;

@@ -10,6 +10,7 @@
 #include "cuda/attention_choice.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/swiglu_gemm/swiglu_gemm.h"
 
 namespace tinyllama::cuda {
 
@@ -238,6 +239,23 @@ void CudaBackend::swiglu_forward(Mat out, Mat gate, Mat up) {
 
 void CudaBackend::swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) {
   cuda::swiglu_backward(dgate, dup, dout, gate, up, stream_);
+}
+
+void CudaBackend::gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu) {
+  if (!cuda::swiglu_gemm_unsupported(x.dtype, x.cols, hidden.cols).empty()) {
+    Backend::gemm_swiglu_forward(gate_up, hidden, x, w_gu);
+    return;
+  }
+  cuda::gemm_swiglu_forward(gate_up, hidden, x, w_gu, stream_);
+}
+
+void CudaBackend::gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w_down,
+                                       Mat gate_up) {
+  if (!cuda::swiglu_gemm_unsupported(d_out.dtype, d_out.cols, w_down.cols).empty()) {
+    Backend::gemm_swiglu_backward(d_gate_up, d_hidden, d_out, w_down, gate_up);
+    return;
+  }
+  cuda::gemm_swiglu_backward(d_gate_up, d_out, w_down, gate_up, stream_);
 }
 
 void CudaBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) {

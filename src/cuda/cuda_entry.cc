@@ -17,6 +17,7 @@
 #include "cuda/cuda_workspaces.h"
 #include "cuda/decode/cuda_decoder.h"
 #include "cuda/flash/flash_attention.h"
+#include "cuda/swiglu_gemm/swiglu_gemm.h"
 
 #if __has_include(<cudnn.h>)
 #include <cudnn.h>
@@ -56,6 +57,9 @@ DeviceCaps cuda_device_caps() {
   caps.cudnn_attention = cuda::cudnn_attention_support;
   caps.time_attention = cuda::time_attention;
   caps.no_programmatic_launch = cuda::programmatic_launch_unsupported();
+  caps.swiglu_gemm = [](const ModelConfig& cfg, Precision precision) {
+    return cuda::swiglu_gemm_unsupported(precision.compute, cfg.hidden_dim, cfg.ffn_dim);
+  };
   caps.workspaces = [](const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
     return cuda::workspace_sizes(cfg, shape, plan, cuda::gemm_autotune_enabled()).list();
   };

@@ -50,6 +50,20 @@ void Backend::gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c) {
   add(d, d, c);
 }
 
+void Backend::gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu) {
+  const std::int64_t f = hidden.cols;
+  gemm(gate_up, x, false, w_gu, true, 1.0f, 0.0f);
+  swiglu_forward(hidden, gate_up.col_block(0, f), gate_up.col_block(f, f));
+}
+
+void Backend::gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w_down,
+                                   Mat gate_up) {
+  const std::int64_t f = d_hidden.cols;
+  gemm(d_hidden, d_out, false, w_down, false, 1.0f, 0.0f);
+  swiglu_backward(d_gate_up.col_block(0, f), d_gate_up.col_block(f, f), d_hidden,
+                  gate_up.col_block(0, f), gate_up.col_block(f, f));
+}
+
 std::int64_t Backend::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                                 float beta) {
   gemm(c, a, trans_a, b, trans_b, alpha, beta);

@@ -286,6 +286,15 @@ class Backend {
   // Fused: out = silu(gate) * up.
   virtual void swiglu_forward(Mat out, Mat gate, Mat up) = 0;
   virtual void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) = 0;
+  // SwigluImpl::Gemm, forward: gate_up [N, 2F] = x w_gu^T (gate in columns
+  // [0, F), up in [F, 2F)), then hidden [N, F] = silu(gate) * up. The
+  // default is those two ops; a backend with one kernel for both overrides.
+  virtual void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu);
+  // Backward: d_hidden = d_out w_down (w_down [D, F]), then swiglu_backward
+  // into d_gate_up's halves from gate_up's. The default stores d_hidden in
+  // the given buffer; a fused override need not touch it.
+  virtual void gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w_down,
+                                    Mat gate_up);
 
   // --- loss ------------------------------------------------------------------
   // losses[i] = logsumexp(logits[i]) - logits[i][targets[i]]  ([rows,1] stats dtype)

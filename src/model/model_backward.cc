@@ -93,7 +93,7 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
     // gradient, was joined by that layer's attention norm backward.
     // The forward's own op on the same inputs: the same bits.
     ops.next("swiglu_recompute");
-    if (plan_.ops.swiglu == SwigluImpl::Fused) {
+    if (plan_.ops.swiglu != SwigluImpl::Separate) {  // Gemm's epilogue computes it so too
       backend_.swiglu_forward(hidden, gate, up);
     } else {  // the forward's mul, of the silu(g) it kept and u
       backend_.mul(hidden, acts_.view(arena_, a.silu_gate), up);
@@ -103,22 +103,27 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   ops.next("down_gemm_wgrad");
   const std::int64_t down_ticket =
       backend_.side_gemm(grad(wdown), d_out, true, hidden, false, 1.0f, 0.0f);
-  ops.next("down_gemm_dgrad");
-  backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
-
   const Mat d_gu = acts_.view(arena_, acts_.d_gate_up);
   const Mat d_gate = d_gu.col_block(0, f);
   const Mat d_up = d_gu.col_block(f, f);
-  backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
-  ops.next("swiglu");
-  if (plan_.ops.swiglu == SwigluImpl::Fused) {
-    backend_.swiglu_backward(d_gate, d_up, d_hidden, gate, up);
+  ops.next("down_gemm_dgrad");
+  if (plan_.ops.swiglu == SwigluImpl::Gemm) {
+    // The SwiGLU backward in this GEMM's epilogue: no "swiglu" op.
+    backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
+    backend_.gemm_swiglu_backward(d_gu, d_hidden, d_out, compute_weight(wdown), gu);
   } else {
-    const Mat s = acts_.view(arena_, a.silu_gate);
-    const Mat d_s = acts_.view(arena_, acts_.d_silu_gate);
-    backend_.mul(d_up, d_hidden, s);
-    backend_.mul(d_s, d_hidden, up);
-    backend_.silu_backward(d_gate, d_s, gate);
+    backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
+    backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
+    ops.next("swiglu");
+    if (plan_.ops.swiglu == SwigluImpl::Fused) {
+      backend_.swiglu_backward(d_gate, d_up, d_hidden, gate, up);
+    } else {
+      const Mat s = acts_.view(arena_, a.silu_gate);
+      const Mat d_s = acts_.view(arena_, acts_.d_silu_gate);
+      backend_.mul(d_up, d_hidden, s);
+      backend_.mul(d_s, d_hidden, up);
+      backend_.silu_backward(d_gate, d_s, gate);
+    }
   }
   if (recompute_norms()) {
     // The shared norm2's last reader, the layer above's gate/up weight

@@ -101,16 +101,22 @@ void Model::forward_layer(int l) {
   const Mat hidden = acts_.view(arena_, a.ffn_hidden);
   const int f = cfg_.ffn_dim;
   ops.next("gate_up_gemm");
-  ffn_up_forward(l);
-  const Mat gate = gu.col_block(0, f);
-  const Mat up = gu.col_block(f, f);
-  ops.next("swiglu");
-  if (plan_.ops.swiglu == SwigluImpl::Fused) {
-    backend_.swiglu_forward(hidden, gate, up);
+  if (plan_.ops.swiglu == SwigluImpl::Gemm && !plan_.faults.naive_swiglu) {
+    // silu(g) * u in the GEMM's epilogue: no "swiglu" op.
+    backend_.gemm_swiglu_forward(gu, hidden, n2,
+                                 compute_weight(layout_.layer(l, &LayerSlots::wgu)));
   } else {
-    const Mat s = acts_.view(arena_, a.silu_gate);
-    backend_.silu_forward(s, gate);
-    backend_.mul(hidden, s, up);
+    ffn_up_forward(l);
+    const Mat gate = gu.col_block(0, f);
+    const Mat up = gu.col_block(f, f);
+    ops.next("swiglu");
+    if (plan_.ops.swiglu == SwigluImpl::Separate) {
+      const Mat s = acts_.view(arena_, a.silu_gate);
+      backend_.silu_forward(s, gate);
+      backend_.mul(hidden, s, up);
+    } else {
+      backend_.swiglu_forward(hidden, gate, up);
+    }
   }
   ops.next("down_gemm");
   const Mat wdown = compute_weight(layout_.layer(l, &LayerSlots::wdown));

@@ -17,7 +17,7 @@ constexpr GemmGrouping kGroupings[] = {GemmGrouping::Separate, GemmGrouping::Fus
 // (their own tests cover it), not an implementation to test alone.
 constexpr AttentionImpl kAttentions[] = {AttentionImpl::Materialized, AttentionImpl::Flash,
                                          AttentionImpl::Cudnn};
-constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused};
+constexpr SwigluImpl kSwiglus[] = {SwigluImpl::Separate, SwigluImpl::Fused, SwigluImpl::Gemm};
 constexpr NormImpl kNorms[] = {NormImpl::Plain, NormImpl::Fused};
 constexpr RopeImpl kRopes[] = {RopeImpl::Separate, RopeImpl::Fused};
 constexpr EmbeddingGradImpl kEmbeddingGrads[] = {EmbeddingGradImpl::Scan,
@@ -54,7 +54,15 @@ const char* impl_name(AttentionImpl v) {
 }
 
 const char* impl_name(SwigluImpl v) {
-  return v == SwigluImpl::Fused ? "fused" : "separate";
+  switch (v) {
+    case SwigluImpl::Separate:
+      return "separate";
+    case SwigluImpl::Fused:
+      return "fused";
+    case SwigluImpl::Gemm:
+      return "gemm";
+  }
+  return "?";
 }
 const char* impl_name(NormImpl v) {
   return v == NormImpl::Fused ? "fused" : "plain";
@@ -272,6 +280,15 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
     fall_back(plan, "rope", ops.rope, RopeImpl::Separate,
               "the backward rotation is fused into the flash attention backward only (attention " +
                   std::string(impl_name(ops.attention)) + ")");
+  }
+  if (ops.swiglu == SwigluImpl::Gemm) {
+    const std::string why =
+        ops.gate_up_gemm != GemmGrouping::Fused
+            ? std::string(
+                  "the gate/up GEMM's epilogue needs both halves in one GEMM (gate_up_gemm "
+                  "separate)")
+            : (caps.swiglu_gemm ? caps.swiglu_gemm(cfg, plan.precision) : std::string());
+    if (!why.empty()) fall_back(plan, "swiglu", ops.swiglu, SwigluImpl::Fused, why);
   }
   if (ops.execution == Execution::Graph && !caps.graphs) {
     fall_back(plan, "execution", ops.execution, Execution::Eager,

@@ -45,7 +45,14 @@ enum class AttentionImpl { Materialized, Flash, Cudnn, CudnnFlash, Auto };
 AttentionImpl forward_attention(AttentionImpl v);
 AttentionImpl backward_attention(AttentionImpl v);
 // silu(gate) * up: one kernel, or silu then mul through a stored silu(gate).
-enum class SwigluImpl { Separate, Fused };
+// Gemm: the SwiGLU inside the GEMMs beside it (forward: the gate/up GEMM's
+// epilogue writes silu(g) * u beside g and u; backward: the down
+// projection's data-gradient GEMM's epilogue turns d_hidden into d_gate and
+// d_up without storing it). Backend::gemm_swiglu_forward/backward; the CPU
+// composes them from the GEMM and the fused kernels. Needs the fused gate/up
+// GEMM; on CUDA a Hopper kernel (sm_90a, bf16/fp16, F a multiple of 64),
+// else fused with a note.
+enum class SwigluImpl { Separate, Fused, Gemm };
 // Plain: the residual add and the RMSNorm as separate ops. Fused: one kernel
 // adds the sublayer's output into the residual stream and normalises the
 // sum (across the layer boundary too: a block's last add feeds the next
@@ -228,6 +235,9 @@ struct DeviceCaps {
       time_attention;
   // The backend's workspaces for a resolved plan; unset: none.
   std::function<std::vector<Workspace>(const ModelConfig&, BatchShape, const StepPlan&)> workspaces;
+  // "" when the backend runs SwiGLU inside its GEMMs (SwigluImpl::Gemm) for
+  // this model and precision, else why not; unset: it composes them (CPU).
+  std::function<std::string(const ModelConfig&, Precision)> swiglu_gemm;
   // "" when the device takes programmatic dependent launches
   // (KernelLaunch::Pdl), else why not.
   std::string no_programmatic_launch = "the cpu backend launches no kernels";

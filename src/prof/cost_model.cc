@@ -227,7 +227,9 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
 
   const bool fused_qkv = plan.ops.qkv_gemm == GemmGrouping::Fused;
   const bool fused_gate_up = plan.ops.gate_up_gemm == GemmGrouping::Fused;
-  const bool fused_swiglu = plan.ops.swiglu == SwigluImpl::Fused;
+  const bool fused_swiglu = plan.ops.swiglu != SwigluImpl::Separate;
+  // SwigluImpl::Gemm: the SwiGLU's work is inside the GEMMs beside it.
+  const bool swiglu_in_gemm = plan.ops.swiglu == SwigluImpl::Gemm;
   const bool fused_norm = plan.ops.norm == NormImpl::Fused;
   const bool adds_in_gemms = plan.ops.epilogue == GemmEpilogue::Residual;
   const bool fused_rope = plan.ops.rope == RopeImpl::Fused;
@@ -257,11 +259,19 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
       b.add("attn_residual", OpKind::Elementwise, add(s, t, d));
       b.add("ffn_norm", OpKind::Elementwise, rmsnorm_forward(s, t, d));
     }
-    b.add("gate_up_gemm", OpKind::Gemm,
-          fused_gate_up ? linear_forward(s, t, d, {2 * f}) : linear_forward(s, t, d, {f, f}));
-    // Fused: silu(g)·u reads g, u and writes h; unfused writes and rereads silu(g).
-    b.add("swiglu", OpKind::Elementwise,
-          {kSwigluForwardFlops * t * f, (fused_swiglu ? 3 : 5) * t * f * s.c});
+    if (swiglu_in_gemm) {
+      // The epilogue also writes h, from the g and u it holds. Its few
+      // flops are left out: a GEMM op's flops are model work (MFU).
+      Cost gemm = linear_forward(s, t, d, {2 * f});
+      gemm.bytes += t * f * s.c;
+      b.add("gate_up_gemm", OpKind::Gemm, gemm);
+    } else {
+      b.add("gate_up_gemm", OpKind::Gemm,
+            fused_gate_up ? linear_forward(s, t, d, {2 * f}) : linear_forward(s, t, d, {f, f}));
+      // Fused: silu(g)·u reads g, u and writes h; unfused writes and rereads silu(g).
+      b.add("swiglu", OpKind::Elementwise,
+            {kSwigluForwardFlops * t * f, (fused_swiglu ? 3 : 5) * t * f * s.c});
+    }
     if (adds_in_gemms) {
       b.add("down_gemm", OpKind::Gemm, linear_forward_add(s, t, f, d));
     } else if (fused_norm) {
@@ -337,12 +347,21 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
       b.add("swiglu_recompute", OpKind::Elementwise,
             {(fused_swiglu ? kSwigluForwardFlops : 1) * t * f, 3 * t * f * s.c});
     }
-    b.add("down_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, f, {d}));
-    b.add("down_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, f, {d}));
-    // Fused: reads dh, g, u, writes dg, du. Unfused: three ops of three
-    // tensors each (du = dh·s, ds = dh·u, dg = silu'(g)·ds).
-    b.add("swiglu", OpKind::Elementwise,
-          {kSwigluBackwardFlops * t * f, (fused_swiglu ? 5 : 9) * t * f * s.c});
+    if (swiglu_in_gemm) {
+      // The epilogue reads g and u and writes dg and du instead of writing dh
+      // (its flops left out, as in the forward).
+      Cost dgrad = linear_dgrad(s, t, f, {d});
+      dgrad.bytes += 3 * t * f * s.c;
+      b.add("down_gemm_dgrad", OpKind::Gemm, dgrad);
+      b.add("down_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, f, {d}));
+    } else {
+      b.add("down_gemm_dgrad", OpKind::Gemm, linear_dgrad(s, t, f, {d}));
+      b.add("down_gemm_wgrad", OpKind::Gemm, linear_wgrad(s, t, f, {d}));
+      // Fused: reads dh, g, u, writes dg, du. Unfused: three ops of three
+      // tensors each (du = dh·s, ds = dh·u, dg = silu'(g)·ds).
+      b.add("swiglu", OpKind::Elementwise,
+            {kSwigluBackwardFlops * t * f, (fused_swiglu ? 5 : 9) * t * f * s.c});
+    }
     if (recompute_norms) b.add("ffn_norm_recompute", OpKind::Elementwise, rmsnorm_apply(s, t, d));
     b.add("gate_up_gemm_dgrad", OpKind::Gemm,
           fused_gate_up ? linear_dgrad(s, t, d, {2 * f}) : linear_dgrad(s, t, d, {f, f}));

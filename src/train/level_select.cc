@@ -73,6 +73,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   if (!flags.loss.empty()) ops.loss = parse_loss(flags.loss);
   if (!flags.activations.empty()) ops.activations = parse_activations(flags.activations);
   if (!flags.gemm_epilogue.empty()) ops.epilogue = parse_gemm_epilogue(flags.gemm_epilogue);
+  if (!flags.swiglu.empty()) ops.swiglu = parse_swiglu(flags.swiglu);
   if (!flags.rope.empty()) ops.rope = parse_rope(flags.rope);
   if (!flags.grad_buffers.empty()) ops.grad_buffers = parse_grad_buffers(flags.grad_buffers);
   if (!flags.kernel_launch.empty()) ops.kernel_launch = parse_kernel_launch(flags.kernel_launch);
@@ -101,6 +102,11 @@ ActivationsImpl parse_activations(const std::string& value) {
 
 GemmEpilogue parse_gemm_epilogue(const std::string& value) {
   return parse_choice("--gemm-epilogue", value, {GemmEpilogue::None, GemmEpilogue::Residual});
+}
+
+SwigluImpl parse_swiglu(const std::string& value) {
+  return parse_choice("--swiglu", value,
+                      {SwigluImpl::Separate, SwigluImpl::Fused, SwigluImpl::Gemm});
 }
 
 RopeImpl parse_rope(const std::string& value) {

@@ -36,6 +36,9 @@ struct ToggleFlags {
   std::string activations;
   // --gemm-epilogue none|residual; empty: not given.
   std::string gemm_epilogue;
+  // --swiglu separate|fused|gemm; empty: not given. Applied after
+  // --enable/--disable-swiglu-fusion.
+  std::string swiglu;
   // --rope separate|fused; empty: not given.
   std::string rope;
   // --grad-buffers full|ring; empty: not given.
@@ -54,6 +57,8 @@ LossImpl parse_loss(const std::string& value);
 ActivationsImpl parse_activations(const std::string& value);
 // "none" or "residual"; UsageError naming them otherwise.
 GemmEpilogue parse_gemm_epilogue(const std::string& value);
+// "separate", "fused" or "gemm"; UsageError naming them otherwise.
+SwigluImpl parse_swiglu(const std::string& value);
 // "separate" or "fused"; UsageError naming them otherwise.
 RopeImpl parse_rope(const std::string& value);
 // "full" or "ring"; UsageError naming them otherwise.
