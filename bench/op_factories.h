@@ -71,8 +71,11 @@ std::unique_ptr<OpCase> make_swiglu(BenchContext& ctx, Pass pass, bool fused);
 // The GEMM beside the SwiGLU and the SwiGLU (forward: the gate/up GEMM;
 // backward: the down projection's data gradient): in one kernel
 // (Backend::gemm_swiglu_*, in_epilogue) or as the GEMM then the fused
-// kernel (the composition the other levels run).
-std::unique_ptr<OpCase> make_swiglu_gemm(BenchContext& ctx, Pass pass, bool in_epilogue);
+// kernel (the composition the other levels run); `kernel` pins one of the
+// epilogue kernels (cuda::SwigluGemmKernel) or leaves the default's choice.
+enum class SwigluGemmPin { Best, PingPong, TwoBlocks };
+std::unique_ptr<OpCase> make_swiglu_gemm(BenchContext& ctx, Pass pass, bool in_epilogue,
+                                         SwigluGemmPin kernel = SwigluGemmPin::Best);
 std::unique_ptr<OpCase> make_residual_add(BenchContext& ctx);
 
 // ops_loss_embedding.cc. The embedding's tokens uniform over the

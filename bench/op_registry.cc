@@ -168,6 +168,10 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, false); });
   b.add("gate_up+swiglu.fwd", "epilogue", "forward/layer0/gate_up_gemm", swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true); });
+  b.add("gate_up+swiglu.fwd", "epilogue-pingpong", "forward/layer0/gate_up_gemm", swiglu_gemm,
+        [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true, SwigluGemmPin::PingPong); });
+  b.add("gate_up+swiglu.fwd", "epilogue-2blocks", "forward/layer0/gate_up_gemm", swiglu_gemm,
+        [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true, SwigluGemmPin::TwoBlocks); });
   b.gemm(Linear::Down, GemmPass::Forward);
   b.gemm(Linear::LmHead, GemmPass::Forward);
   b.add("cross_entropy.fwd", "", "forward/cross_entropy", v2,
@@ -190,6 +194,11 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, false); });
   b.add("down_dgrad+swiglu.bwd", "epilogue", "backward/layer0/down_gemm_dgrad", swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true); });
+  b.add("down_dgrad+swiglu.bwd", "epilogue-pingpong", "backward/layer0/down_gemm_dgrad",
+        swiglu_gemm,
+        [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true, SwigluGemmPin::PingPong); });
+  b.add("down_dgrad+swiglu.bwd", "epilogue-2blocks", "backward/layer0/down_gemm_dgrad", swiglu_gemm,
+        [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true, SwigluGemmPin::TwoBlocks); });
   b.gemm(Linear::GateUp, GemmPass::InputGrad);
   b.gemm(Linear::GateUp, GemmPass::WeightGrad);
   b.add("rmsnorm.bwd", "", "backward/layer0/ffn_norm", v2,

@@ -7,9 +7,14 @@
 // bf16 and fp16 (the Hopper kernel), fp32 and an FFN width off 64 (the
 // composed fallback). The cuBLASLt + elementwise composition on the same
 // device is measured beside it: the fused result must be as close to the
-// reference as the tolerance allows and close to the composition.
+// reference as the tolerance allows and close to the composition. Both
+// kernels (ping-pong and the two-block form) run each case; the
+// shapes include more tiles than SMs (N 2100 x F 1536: 17 x 12 tiles) so
+// that the persistent kernel's blocks take several tiles each and both
+// consumers take turns.
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cpu/cpu_ops.h"
@@ -23,6 +28,13 @@ namespace {
 using SwigluGemmParam = std::tuple<DType, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
 
 class GpuSwigluGemm : public GpuParamTest<SwigluGemmParam> {};
+
+// Both kernels, each pinned in turn, then the default, so that the
+// comparison with the composition below is the default's.
+constexpr std::pair<cuda::SwigluGemmKernel, const char*> kKernels[] = {
+    {cuda::SwigluGemmKernel::TwoBlocks, "two-blocks"},
+    {cuda::SwigluGemmKernel::PingPong, "ping-pong"},
+    {cuda::SwigluGemmKernel::Best, "default"}};
 
 // The values of m rounded to dtype t, as a twin (a stored GEMM output).
 Twin rounded(Harness& h, const Twin& m, DType t, std::int64_t pad) {
@@ -44,9 +56,15 @@ TEST_P(GpuSwigluGemm, ForwardMatchesGemmThenSwiglu) {
   cpu::convert(gu.cpu, gu_stored.cpu);
   cpu::swiglu_forward(hidden.cpu, gu.cpu.col_block(0, f), gu.cpu.col_block(f, f));
 
-  h.gpu().gemm_swiglu_forward(gu.gpu, hidden.gpu, x.gpu, w.gpu);
-  h.expect_close(gu, tolerance(t), "gemm_swiglu_forward gate_up");
-  h.expect_close(hidden, tolerance(t), "gemm_swiglu_forward hidden");
+  for (const auto& [kernel, name] : kKernels) {
+    cuda::set_swiglu_gemm_kernel(kernel);
+    h.poison(gu.gpu);
+    h.poison(hidden.gpu);
+    h.gpu().gemm_swiglu_forward(gu.gpu, hidden.gpu, x.gpu, w.gpu);
+    h.expect_close(gu, tolerance(t), std::string(name) + " gemm_swiglu_forward gate_up");
+    h.expect_close(hidden, tolerance(t), std::string(name) + " gemm_swiglu_forward hidden");
+  }
+  cuda::set_swiglu_gemm_kernel(cuda::SwigluGemmKernel::Best);
 
   // The composition (cuBLASLt, then the SwiGLU kernel) on the same inputs.
   const Twin gu2 = h.output(n, 2 * f, t, pad);
@@ -74,8 +92,13 @@ TEST_P(GpuSwigluGemm, BackwardMatchesGemmThenSwigluBackward) {
   cpu::swiglu_backward(d_gu.cpu.col_block(0, f), d_gu.cpu.col_block(f, f), dh_stored.cpu,
                        gu.cpu.col_block(0, f), gu.cpu.col_block(f, f));
 
-  h.gpu().gemm_swiglu_backward(d_gu.gpu, d_hidden.gpu, d_out.gpu, w_down.gpu, gu.gpu);
-  h.expect_close(d_gu, tolerance(t), "gemm_swiglu_backward d_gate_up");
+  for (const auto& [kernel, name] : kKernels) {
+    cuda::set_swiglu_gemm_kernel(kernel);
+    h.poison(d_gu.gpu);
+    h.gpu().gemm_swiglu_backward(d_gu.gpu, d_hidden.gpu, d_out.gpu, w_down.gpu, gu.gpu);
+    h.expect_close(d_gu, tolerance(t), std::string(name) + " gemm_swiglu_backward d_gate_up");
+  }
+  cuda::set_swiglu_gemm_kernel(cuda::SwigluGemmKernel::Best);
 
   const Twin d_gu2 = h.output(n, 2 * f, t, pad);
   h.gpu().Backend::gemm_swiglu_backward(d_gu2.gpu, d_hidden.gpu, d_out.gpu, w_down.gpu, gu.gpu);
@@ -96,6 +119,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuSwigluGemm,
                                            SwigluGemmParam{DType::BF16, 130, 72, 192, 8},
                                            SwigluGemmParam{DType::BF16, 300, 512, 1024, 0},
                                            SwigluGemmParam{DType::BF16, 257, 768, 2048, 16},
+                                           SwigluGemmParam{DType::BF16, 2100, 200, 1536, 8},
                                            SwigluGemmParam{DType::F16, 1, 64, 64, 8},
                                            SwigluGemmParam{DType::F16, 130, 72, 192, 0},
                                            SwigluGemmParam{DType::F16, 300, 512, 1024, 8},

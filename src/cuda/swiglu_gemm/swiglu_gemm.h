@@ -9,8 +9,9 @@
 //             be but never stored, then d_gate = dh u s (1 + g (1 - s)) and
 //             d_up = dh g s, s = sigmoid(g), as swiglu_backward computes them.
 // Both are TMA-fed wgmma GEMMs with the SwiGLU in the epilogue
-// (swiglu_gemm.cu); the products sum in another order than cuBLASLt's, so
-// the results match the unfused ops within a GEMM's rounding, not to the bit.
+// (kernel_pingpong.cu, kernel_two_blocks.cu); the products sum in another
+// order than cuBLASLt's, so the results match the unfused ops within a
+// GEMM's rounding, not to the bit.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -23,6 +24,14 @@ namespace tinyllama::cuda {
 // the plan's fallback note): no sm_90a build or no 9.0 device, not bf16 /
 // fp16, F not a multiple of 64, rows not 16-byte aligned.
 std::string swiglu_gemm_unsupported(DType dtype, std::int64_t hidden_dim, std::int64_t ffn_dim);
+
+// Which kernel runs: PingPong (persistent, a producer warpgroup, two
+// consumers taking turns), TwoBlocks (two blocks an SM, no producer), or
+// Best (the default): the one the kernel bench measured faster each way,
+// ping-pong forward and two blocks backward (H100, docs/PERFORMANCE.md).
+// Process-wide, for the kernel bench and the tests.
+enum class SwigluGemmKernel { Best, PingPong, TwoBlocks };
+void set_swiglu_gemm_kernel(SwigluGemmKernel kernel);
 
 // gate_up [N, 2F], hidden [N, F], x [N, D], w_gu [2F, D].
 void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu, cudaStream_t stream);
