@@ -119,7 +119,8 @@ FP16_LOSS_SCALE = 65536.0
 # Together they cover K = H (MHA), K = H/2 (GQA), K = 1 (MQA), head_dim 8 to
 # 32, sequence lengths that are not powers of two (one above 32, i.e. more
 # than one attention tile), a vocab that is not a multiple of anything, and
-# three layers (gradients through more than one residual hand-off).
+# three layers (gradients through more than one residual hand-off), and one
+# FFN width the Hopper SwiGLU GEMM takes.
 CONFIGS = {
     "mha": dict(vocab=101, dim=48, layers=2, heads=4, kv_heads=4, ffn=80,
                 seq=19, batch=3, seed=1234),
@@ -129,6 +130,11 @@ CONFIGS = {
                 seq=13, batch=4, seed=9001),
     "hd32": dict(vocab=83, dim=64, layers=1, heads=2, kv_heads=1, ffn=112,
                  seq=37, batch=2, seed=4242),
+    # An FFN width that is a multiple of 64 (192: one and a half 128-column
+    # tiles), where --swiglu gemm's Hopper kernel runs instead of falling
+    # back; a hidden width off the 64-wide k step, 87 rows off the 128-row tile.
+    "ffn192": dict(vocab=61, dim=72, layers=2, heads=4, kv_heads=2, ffn=192,
+                   seq=29, batch=3, seed=31337),
 }
 
 
