@@ -47,9 +47,9 @@ struct EpiArgs {
   int ffn;   // F
   int k;     // D, the reduction
   void* gu;  // forward: written; backward: read (gate, up)
-  long ld_gu;
+  std::int64_t ld_gu;
   void* out;  // forward: hidden [N, F]; backward: d_gate_up [N, 2F]
-  long ld_out;
+  std::int64_t ld_out;
 };
 
 template <typename T>
