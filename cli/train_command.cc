@@ -129,7 +129,7 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--swiglu", a.toggles.swiglu, "{separate,fused,gemm}",
-        "SwiGLU: separate (silu, then a multiply: v1), fused (one kernel each way: v2, v3) or "
+        "SwiGLU: separate (silu, then a multiply: v1), fused (one kernel each way: v2-v4) or "
         "gemm (inside the GEMMs beside it: the gate/up GEMM writes silu(g)*u beside g and u, and "
         "the down projection's data-gradient GEMM writes d_gate and d_up without storing "
         "d_hidden; a Hopper kernel, bf16/fp16, FFN width a multiple of 64, else fused with a "
