@@ -4,6 +4,7 @@
 #include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/swiglu_math.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -19,10 +20,6 @@ struct View {
 template <typename T>
 View<T> view(const Mat& m) {
   return View<T>{m.ptr<T>(), m.ld};
-}
-
-__device__ __forceinline__ float sigmoid(float x) {
-  return 1.f / (1.f + expf(-x));
 }
 
 // Every elementwise op is a functor over fp32 values; one kernel walks the
@@ -41,7 +38,7 @@ struct SiluBackwardOp {  // (dout, x) -> dx
   }
 };
 struct SwigluForwardOp {  // (gate, up) -> silu(gate) * up
-  __device__ float operator()(float g, float u) const { return g * sigmoid(g) * u; }
+  __device__ float operator()(float g, float u) const { return swiglu_value(g, u); }
 };
 
 template <typename T, int Vec, typename Op>
@@ -94,11 +91,7 @@ __global__ void swiglu_backward_kernel(View<T> dgate, View<T> dup, View<const T>
     load_f32<Vec>(&gate.at(r, c), g);
     load_f32<Vec>(&up.at(r, c), u);
 #pragma unroll
-    for (int k = 0; k < Vec; ++k) {
-      const float s = sigmoid(g[k]);
-      dg[k] = dh[k] * u[k] * s * (1.f + g[k] * (1.f - s));
-      du[k] = dh[k] * g[k] * s;
-    }
+    for (int k = 0; k < Vec; ++k) swiglu_grads(dh[k], g[k], u[k], dg[k], du[k]);
     store_f32<Vec>(&dgate.at(r, c), dg);
     store_f32<Vec>(&dup.at(r, c), du);
   }

@@ -24,7 +24,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
     }
   });
   if (fn == nullptr)
-    throw RuntimeFailure("flash attention: the driver has no cuTensorMapEncodeTiled");
+    throw RuntimeFailure("TMA tensor map: the driver has no cuTensorMapEncodeTiled");
   return fn;
 }
 
@@ -46,7 +46,7 @@ CUtensorMap tma_map_2d(const Mat& m, int box_rows) {
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    throw RuntimeFailure("flash attention: cuTensorMapEncodeTiled failed (" + std::to_string(r) +
+    throw RuntimeFailure("TMA tensor map: cuTensorMapEncodeTiled failed (" + std::to_string(r) +
                          ") for a " + std::to_string(m.rows) + " x " + std::to_string(m.cols) +
                          " matrix");
   }

@@ -1,5 +1,6 @@
 #pragma once
-// Host side of the TMA copies (tma.cuh): a tensor map per operand, built at
+// Host side of the TMA copies (tma.cuh), for the flash kernels and the SwiGLU
+// GEMMs (cuda/swiglu_gemm): a tensor map per operand, built at
 // each call from its Mat (cheap, host only; passed to the kernel by value,
 // so a captured graph keeps its own). The driver's encoder is reached
 // through the runtime, so nothing links libcuda directly.

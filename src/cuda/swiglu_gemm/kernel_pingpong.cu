@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   std::uint64_t* empty = full + kStages;
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid >> 7;
-  const int m_tiles = (a.rows + kBM - 1) / kBM;
-  const int n_tiles = tiles_n(E, a.ffn);
+  const int m_tiles = tiles_m(a);
+  const int n_tiles = tiles_n(E, a);
   const int total = m_tiles * n_tiles;
   const int first = static_cast<int>(blockIdx.x);
   const int step = static_cast<int>(gridDim.x);
@@ -122,9 +122,7 @@ void launch_pingpong(const CUtensorMap& ta, const CUtensorMap& tb, const EpiArgs
                      cudaStream_t stream) {
   constexpr auto kernel = pingpong_kernel<T, E>;
   flash::allow_smem<kernel>(kSmem);
-  const int m_tiles = (args.rows + kBM - 1) / kBM;
-  const int total = m_tiles * tiles_n(E, args.ffn);
-  const int grid = std::min(total, current_device_sm_count());
+  const int grid = std::min(tiles_total(E, args), current_device_sm_count());
   launch_kernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), kSmem, stream, ta, tb,
                 args);
   CUDA_CHECK_LAUNCH();

@@ -31,8 +31,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   std::uint64_t* empty = full + kStages;
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid >> 7;
-  const int m_tiles = (a.rows + kBM - 1) / kBM;
-  const TileIndex tile = tile_of(static_cast<int>(blockIdx.x), m_tiles, tiles_n(E, a.ffn));
+  const TileIndex tile = tile_of(static_cast<int>(blockIdx.x), tiles_m(a), tiles_n(E, a));
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -93,9 +92,8 @@ void launch_two_blocks(const CUtensorMap& ta, const CUtensorMap& tb, const EpiAr
                        cudaStream_t stream) {
   constexpr auto kernel = two_blocks_kernel<T, E>;
   flash::allow_smem<kernel>(kSmem);
-  const int m_tiles = (args.rows + kBM - 1) / kBM;
-  launch_kernel(kernel, dim3(static_cast<unsigned>(m_tiles * tiles_n(E, args.ffn))), dim3(kThreads),
-                kSmem, stream, ta, tb, args);
+  launch_kernel(kernel, dim3(static_cast<unsigned>(tiles_total(E, args))), dim3(kThreads), kSmem,
+                stream, ta, tb, args);
   CUDA_CHECK_LAUNCH();
 }
 

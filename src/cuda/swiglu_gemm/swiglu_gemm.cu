@@ -26,7 +26,7 @@ using swiglu_gemm::EpiArgs;
 std::atomic<SwigluGemmKernel> g_kernel{SwigluGemmKernel::Best};
 
 template <typename T, Epi E>
-void launch(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, cudaStream_t stream) {
+void launch_typed(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, cudaStream_t stream) {
   const CUtensorMap ta = flash::tma_map_2d(a_mat, swiglu_gemm::kBM);
   const CUtensorMap tb = flash::tma_map_2d(b_mat, 64);
   SwigluGemmKernel kernel = g_kernel.load();
@@ -40,6 +40,16 @@ void launch(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, cudaStream_
     swiglu_gemm::launch_two_blocks<T, E>(ta, tb, args, stream);
   } else {
     swiglu_gemm::launch_pingpong<T, E>(ta, tb, args, stream);
+  }
+}
+
+// The bf16 or fp16 instantiation, by the operands' dtype (checked before).
+template <Epi E>
+void launch(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, cudaStream_t stream) {
+  if (a_mat.dtype == DType::BF16) {
+    launch_typed<__nv_bfloat16, E>(a_mat, b_mat, args, stream);
+  } else {
+    launch_typed<__half, E>(a_mat, b_mat, args, stream);
   }
 }
 
@@ -89,11 +99,7 @@ void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu, cudaStream_t 
                      gate_up.ld,
                      hidden.data,
                      hidden.ld};
-  if (x.dtype == DType::BF16) {
-    launch<__nv_bfloat16, Epi::Forward>(x, w_gu, args, stream);
-  } else {
-    launch<__half, Epi::Forward>(x, w_gu, args, stream);
-  }
+  launch<Epi::Forward>(x, w_gu, args, stream);
 }
 
 void gemm_swiglu_backward(Mat d_gate_up, Mat d_out, Mat w_down, Mat gate_up, cudaStream_t stream) {
@@ -112,11 +118,7 @@ void gemm_swiglu_backward(Mat d_gate_up, Mat d_out, Mat w_down, Mat gate_up, cud
                      gate_up.ld,
                      d_gate_up.data,
                      d_gate_up.ld};
-  if (d_out.dtype == DType::BF16) {
-    launch<__nv_bfloat16, Epi::Backward>(d_out, w_down, args, stream);
-  } else {
-    launch<__half, Epi::Backward>(d_out, w_down, args, stream);
-  }
+  launch<Epi::Backward>(d_out, w_down, args, stream);
 }
 
 }  // namespace tinyllama::cuda

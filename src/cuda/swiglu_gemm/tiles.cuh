@@ -22,6 +22,7 @@
 #include "cuda/flash/tma.cuh"
 #include "cuda/flash/wgmma.cuh"
 #include "cuda/flash/wgmma_tiles.cuh"
+#include "cuda/swiglu_math.cuh"
 
 namespace tinyllama::cuda::swiglu_gemm {
 
@@ -63,11 +64,6 @@ __device__ __forceinline__ float2 unpack2<__half>(unsigned v) {
   return __half22float2(*reinterpret_cast<const __half2*>(&v));
 }
 
-// As the elementwise kernels compute it (cuda_elementwise.cu).
-__device__ __forceinline__ float sigmoid_f(float x) {
-  return 1.f / (1.f + expf(-x));
-}
-
 // The tile of block-order index `bid`: groups of kGroupRows row tiles, the
 // row tile fastest.
 struct TileIndex {
@@ -81,8 +77,16 @@ __device__ __forceinline__ TileIndex tile_of(int bid, int m_tiles, int n_tiles) 
   return {first_m + (bid % per_group) % rows_in_group, (bid % per_group) / rows_in_group};
 }
 
-__host__ __device__ inline int tiles_n(Epi e, int ffn) {
-  return e == Epi::Forward ? ffn / 64 : (ffn + kBN - 1) / kBN;
+// Tiles down the rows, across the columns, and in all: a forward tile
+// writes 64 columns of hidden, a backward tile 128 of d_hidden.
+__host__ __device__ inline int tiles_m(const EpiArgs& a) {
+  return (a.rows + kBM - 1) / kBM;
+}
+__host__ __device__ inline int tiles_n(Epi e, const EpiArgs& a) {
+  return e == Epi::Forward ? a.ffn / 64 : (a.ffn + kBN - 1) / kBN;
+}
+__host__ __device__ inline int tiles_total(Epi e, const EpiArgs& a) {
+  return tiles_m(a) * tiles_n(e, a);
 }
 
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
@@ -156,7 +160,7 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kBN / 8][4], int row
         const float2 gv = unpack2<T>(gp);
         const float2 uv = unpack2<T>(up);
         *reinterpret_cast<unsigned*>(h_row + c) =
-            flash::pack2<T>(gv.x * sigmoid_f(gv.x) * uv.x, gv.y * sigmoid_f(gv.y) * uv.y);
+            flash::pack2<T>(swiglu_value(gv.x, uv.x), swiglu_value(gv.y, uv.y));
       }
     }
   } else {
@@ -184,13 +188,11 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kBN / 8][4], int row
           const float2 dh = unpack2<T>(flash::pack2<T>(acc[nt][2 * half], acc[nt][2 * half + 1]));
           const float2 gv = unpack2<T>(gp[i]);
           const float2 uv = unpack2<T>(up[i]);
-          const float s0 = sigmoid_f(gv.x);
-          const float s1 = sigmoid_f(gv.y);
-          *reinterpret_cast<unsigned*>(d_row + c) =
-              flash::pack2<T>(dh.x * uv.x * s0 * (1.f + gv.x * (1.f - s0)),
-                              dh.y * uv.y * s1 * (1.f + gv.y * (1.f - s1)));
-          *reinterpret_cast<unsigned*>(d_row + a.ffn + c) =
-              flash::pack2<T>(dh.x * gv.x * s0, dh.y * gv.y * s1);
+          float dg0, du0, dg1, du1;
+          swiglu_grads(dh.x, gv.x, uv.x, dg0, du0);
+          swiglu_grads(dh.y, gv.y, uv.y, dg1, du1);
+          *reinterpret_cast<unsigned*>(d_row + c) = flash::pack2<T>(dg0, dg1);
+          *reinterpret_cast<unsigned*>(d_row + a.ffn + c) = flash::pack2<T>(du0, du1);
         }
       }
     }
