@@ -326,6 +326,21 @@ std::int64_t CudaBackend::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool tran
   return side_->mark();
 }
 
+void CudaBackend::fork_side_gemms() {
+  if (side_enabled_) side_->fork(stream_);
+}
+
+std::int64_t CudaBackend::side_gemm_from_fork(Mat c, Mat a, bool trans_a, Mat b, bool trans_b,
+                                              float alpha, float beta) {
+  if (!side_enabled_) {
+    gemm_->run(c, a, trans_a, b, trans_b, alpha, beta);
+    return 0;
+  }
+  // The side stream already waits at the fork point (fork_side_gemms).
+  side_gemm_->run(c, a, trans_a, b, trans_b, alpha, beta);
+  return side_->mark();
+}
+
 void CudaBackend::join_side_gemm(std::int64_t ticket) {
   if (side_enabled_) side_->join(stream_, ticket);
 }

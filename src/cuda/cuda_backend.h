@@ -66,6 +66,9 @@ class CudaBackend final : public Backend {
   // On the side stream when the plan has parallel branches, else gemm().
   std::int64_t side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                          float beta) override;
+  void fork_side_gemms() override;
+  std::int64_t side_gemm_from_fork(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
+                                   float beta) override;
   void join_side_gemm(std::int64_t ticket) override;
   void join_side_gemms() override;
   std::int64_t side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,

@@ -70,6 +70,11 @@ std::int64_t Backend::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b,
   return 0;
 }
 
+std::int64_t Backend::side_gemm_from_fork(Mat c, Mat a, bool trans_a, Mat b, bool trans_b,
+                                          float alpha, float beta) {
+  return side_gemm(c, a, trans_a, b, trans_b, alpha, beta);
+}
+
 void Backend::replay(int /*slot*/) {
   throw RuntimeFailure("the " + name() + " backend has no captured graph to replay");
 }

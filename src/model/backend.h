@@ -185,6 +185,18 @@ class Backend {
   // default runs gemm() at once and returns ticket 0.
   virtual std::int64_t side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                                  float beta);
+  // The point side_gemm_from_fork() starts after: the ops issued before this
+  // call.
+  virtual void fork_side_gemms() {}
+  // side_gemm() that starts after the ops issued before the last
+  // fork_side_gemms() rather than after every op issued before it. The
+  // input-gradient GEMM on the critical path is issued first, between the
+  // two calls, and so launched first: a weight-gradient GEMM launched
+  // ahead of it takes the SMs it needs, and it waits. The caller makes sure
+  // that nothing issued since the fork writes what this GEMM reads. The
+  // default is side_gemm().
+  virtual std::int64_t side_gemm_from_fork(Mat c, Mat a, bool trans_a, Mat b, bool trans_b,
+                                           float alpha, float beta);
   // Orders every op issued after this call after the side GEMM `ticket`
   // (and all side GEMMs issued before it).
   virtual void join_side_gemm(std::int64_t /*ticket*/) {}

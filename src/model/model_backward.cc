@@ -100,19 +100,26 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
     }
   }
   const ParamSlot& wdown = layout_.layer(l, &LayerSlots::wdown);
-  ops.next("down_gemm_wgrad");
-  const std::int64_t down_ticket =
-      backend_.side_gemm(grad(wdown), d_out, true, hidden, false, 1.0f, 0.0f);
   const Mat d_gu = acts_.view(arena_, acts_.d_gate_up);
   const Mat d_gate = d_gu.col_block(0, f);
   const Mat d_up = d_gu.col_block(f, f);
+  // The weight gradient reads d_out and hidden, which the input gradient
+  // (d_hidden, d_gate_up) leaves alone: issued after it, from before it.
+  backend_.fork_side_gemms();
+  auto down_wgrad = [&] {
+    ops.next("down_gemm_wgrad");
+    return backend_.side_gemm_from_fork(grad(wdown), d_out, true, hidden, false, 1.0f, 0.0f);
+  };
   ops.next("down_gemm_dgrad");
+  std::int64_t down_ticket = 0;
   if (plan_.ops.swiglu == SwigluImpl::Gemm) {
     // The SwiGLU backward in this GEMM's epilogue: no "swiglu" op.
     backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
     backend_.gemm_swiglu_backward(d_gu, d_hidden, d_out, compute_weight(wdown), gu);
+    down_ticket = down_wgrad();
   } else {
     backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
+    down_ticket = down_wgrad();
     backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
     ops.next("swiglu");
     if (plan_.ops.swiglu == SwigluImpl::Fused) {
@@ -145,10 +152,11 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   const Mat attn = acts_.view(arena_, a.attn_out);
   const Mat d_attn = acts_.view(arena_, acts_.d_attn);
   const ParamSlot& wo = layout_.layer(l, &LayerSlots::wo);
-  ops.next("out_proj_gemm_wgrad");
-  tickets.out_proj = backend_.side_gemm(grad(wo), d_h, true, attn, false, 1.0f, 0.0f);
+  backend_.fork_side_gemms();
   ops.next("out_proj_gemm_dgrad");
   backend_.gemm(d_attn, d_h, false, compute_weight(wo), false, 1.0f, 0.0f);
+  ops.next("out_proj_gemm_wgrad");
+  tickets.out_proj = backend_.side_gemm_from_fork(grad(wo), d_h, true, attn, false, 1.0f, 0.0f);
 
   const Mat qkv = acts_.view(arena_, a.qkv);
   const Mat d_qkv = acts_.view(arena_, acts_.d_qkv);
@@ -250,24 +258,26 @@ std::int64_t Model::projection_backward(Mat d_in, Mat in, Mat d_out, const Param
   const Mat w = compute_weight(slot);
   const Mat dw = grad(slot);
   OpSequence ops;
+  // The input gradient first (the critical path), the weight gradient
+  // beside it from before it: it reads d_out and in, which d_in is not.
+  backend_.fork_side_gemms();
   if (grouping == GemmGrouping::Fused) {
-    ops.next(wgrad_op);
-    const std::int64_t ticket = backend_.side_gemm(dw, d_out, true, in, false, 1.0f, 0.0f);
     ops.next(dgrad_op);
     backend_.gemm(d_in, d_out, false, w, false, 1.0f, 0.0f);
-    return ticket;
+    ops.next(wgrad_op);
+    return backend_.side_gemm_from_fork(dw, d_out, true, in, false, 1.0f, 0.0f);
   }
-  // Every wgrad slice, then every dgrad slice: the same results as
+  // Every dgrad slice, then every wgrad slice: the same results as
   // interleaving them (they touch different buffers), as two marked ops.
+  ops.next(dgrad_op);
+  separate_dgrad(d_in, d_out, w, parts);
   ops.next(wgrad_op);
   std::int64_t ticket = 0;
   for (int i = 0; i < parts.count; ++i) {
-    ticket = backend_.side_gemm(dw.row_block(parts.starts[i], parts.widths[i]),
-                                d_out.col_block(parts.starts[i], parts.widths[i]), true, in, false,
-                                1.0f, 0.0f);
+    ticket = backend_.side_gemm_from_fork(dw.row_block(parts.starts[i], parts.widths[i]),
+                                          d_out.col_block(parts.starts[i], parts.widths[i]), true,
+                                          in, false, 1.0f, 0.0f);
   }
-  ops.next(dgrad_op);
-  separate_dgrad(d_in, d_out, w, parts);
   return ticket;
 }
 

@@ -48,17 +48,19 @@ void Model::loss_backward() {
   // staged scalars when the kernel runs.
   ops.next("cross_entropy");
   backend_.cross_entropy_backward(logits, logits, targets_, step_scalars_);
-  // Every weight gradient is a side GEMM, issued before the input gradient
-  // of the same layer so that the two can run together. The tied head
-  // writes the embedding gradient first; the embedding lookup accumulates
-  // into it at the end, after the join. Over the padded vocabulary: the
-  // padding columns of dlogits still hold the forward's zero logits, so the
-  // padding rows' gradient is zero.
-  ops.next("lm_head_gemm_wgrad");
-  backend_.side_gemm(lm_head_grad(), padded_logits(logits), true, nf, false, 1.0f, 0.0f);
+  // Every weight gradient is a side GEMM that can run beside the input
+  // gradient of the same layer, issued after it from before it
+  // (Backend::side_gemm_from_fork). The tied head writes the embedding
+  // gradient first; the embedding lookup accumulates into it at the end,
+  // after the join. Over the padded vocabulary: the padding columns of
+  // dlogits still hold the forward's zero logits, so the padding rows'
+  // gradient is zero.
+  backend_.fork_side_gemms();
   ops.next("lm_head_gemm_dgrad");
   backend_.gemm(acts_.view(arena_, acts_.d_norm_out), padded_logits(logits), false,
                 lm_head_weight(), false, 1.0f, 0.0f);
+  ops.next("lm_head_gemm_wgrad");
+  backend_.side_gemm_from_fork(lm_head_grad(), padded_logits(logits), true, nf, false, 1.0f, 0.0f);
 }
 
 void Model::chunked_head(bool head_gradients) {
@@ -83,12 +85,13 @@ void Model::chunked_head(bool head_gradients) {
       continue;
     }
     backend_.cross_entropy_fused(losses.row_block(r0, rows), logits, targets_ + r0, step_scalars_);
-    ops.next("lm_head_gemm_wgrad");
-    reader = backend_.side_gemm(lm_head_grad(), padded_logits(logits), true, x, false, 1.0f,
-                                r0 == 0 ? 0.0f : 1.0f);
+    backend_.fork_side_gemms();
     ops.next("lm_head_gemm_dgrad");
     backend_.gemm(dnf.row_block(r0, rows), padded_logits(logits), false, lm_head_weight(), false,
                   1.0f, 0.0f);
+    ops.next("lm_head_gemm_wgrad");
+    reader = backend_.side_gemm_from_fork(lm_head_grad(), padded_logits(logits), true, x, false,
+                                          1.0f, r0 == 0 ? 0.0f : 1.0f);
   }
 }
 

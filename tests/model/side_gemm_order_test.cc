@@ -14,6 +14,7 @@
 
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
+#include "model/fork_point_gemms.h"
 #include "model/init.h"
 #include "model/late_side_gemms.h"
 #include "model/model.h"
@@ -147,6 +148,42 @@ TEST_P(SideGemmOrder, EarliestAndLatestLayerUpdatesGiveTheInOrderResult) {
     EXPECT_EQ(late.deferred_updates(), 2 * tiny_config().num_layers);
     EXPECT_FALSE(same_bits(got.front().params, got.back().params));
   }
+}
+
+// The weight-gradient GEMMs issued after their input gradient start from
+// before it (Backend::side_gemm_from_fork): run at that fork point, they
+// must find their operands unchanged by what was issued in between.
+void expect_fork_point_result(const OpChoices& level) {
+  CpuBackend in_order;
+  const std::vector<State> expected = train(in_order, level, [] {});
+  ForkPointGemms early;
+  const std::vector<State> got = train(early, level, [] {});
+  ASSERT_EQ(expected.size(), got.size());
+  for (std::size_t s = 0; s < got.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s + 1));
+    EXPECT_TRUE(same_bits(expected[s].grads, got[s].grads)) << "gradients differ";
+    EXPECT_TRUE(same_bits(expected[s].params, got[s].params)) << "weights differ";
+  }
+  // Not vacuous: every weight gradient but the LM head's chunks came from a
+  // fork point (the LM head's too: one chunk at this size).
+  const int per_layer = (level.qkv_gemm == GemmGrouping::Fused ? 1 : 3) +
+                        (level.gate_up_gemm == GemmGrouping::Fused ? 1 : 2) + 2;
+  EXPECT_EQ(early.from_fork(), 2 * (1 + tiny_config().num_layers * per_layer));
+}
+
+TEST_P(SideGemmOrder, ForkPointExecutionGivesTheInOrderResult) {
+  expect_fork_point_result(v2_with(std::get<0>(GetParam()), std::get<1>(GetParam())));
+}
+
+TEST(SideGemmOrderLevels, ForkPointExecutionGivesTheInOrderResultAtV3AndV4) {
+  for (const char* name : {"v3", "v4"}) {
+    SCOPED_TRACE(name);
+    expect_fork_point_result(level_preset(name));
+  }
+  OpChoices gemm_swiglu = level_preset("v4");
+  gemm_swiglu.swiglu = SwigluImpl::Gemm;  // the down GEMM's input gradient writes d_gate_up too
+  SCOPED_TRACE("v4, swiglu gemm");
+  expect_fork_point_result(gemm_swiglu);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fusions, SideGemmOrder,
