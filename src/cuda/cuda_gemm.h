@@ -116,6 +116,12 @@ class GemmRunner {
                         const Mat& b, void* d, const void* c, float alpha, float beta);
   void tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, const Mat& b, float alpha,
             float beta, const void* c_in);
+  // The median time of one launch of `algo` (ms), from kTimed timings of a
+  // batch of launches; -1 when a launch or (graph timing) the capture fails.
+  float time_launches(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
+                      const Mat& b, void* d, const void* c, float alpha, float beta);
+  float time_in_graph(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
+                      const Mat& b, void* d, const void* c, float alpha, float beta);
 
   cublasLtHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -127,6 +133,8 @@ class GemmRunner {
   bool autotune_ = true;
   bool wide_search_ = false;
   bool verbose_ = false;
+  bool graph_timing_ =
+      true;  // TINYLLAMA_GEMM_TUNE_TIMING: graph (default: short problems) or events
   int tuned_problems_ = 0;
   std::vector<cudaEvent_t> events_;  // autotune timing, created at first use
   std::map<Key, Plan> plans_;
