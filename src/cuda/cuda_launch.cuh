@@ -67,4 +67,16 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t
                   std::forward<Args>(args)...);
 }
 
+// Opting in to more than 48 KiB of dynamic shared memory is per kernel; once
+// per instantiation is enough (a failure throws and is retried next call).
+template <auto Kernel>
+void allow_smem(std::size_t bytes) {
+  static const bool done = [bytes] {
+    CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(bytes)));
+    return true;
+  }();
+  (void)done;
+}
+
 }  // namespace tinyllama::cuda

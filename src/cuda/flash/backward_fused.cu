@@ -26,7 +26,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/arch/tma_maps.h"
 #include "cuda/cuda_check.h"
+#include "cuda/flash/arch.cuh"
 #include "cuda/flash/dq_ordered.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
@@ -34,10 +36,6 @@
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/rope_epilogue.cuh"
 #include "cuda/flash/tiles.cuh"
-#include "cuda/flash/tma.cuh"
-#include "cuda/flash/tma_maps.h"
-#include "cuda/flash/wgmma.cuh"
-#include "cuda/flash/wgmma_tiles.cuh"
 #include "cuda/flash/ws_key_block.cuh"
 
 namespace tinyllama::cuda::flash {

@@ -22,14 +22,13 @@
 #include <cstdint>
 
 #include "cuda/cuda_vec.cuh"
+#include "cuda/flash/arch.cuh"
 #include "cuda/flash/delta_rows.cuh"
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/rope_epilogue.cuh"
 #include "cuda/flash/tiles.cuh"
-#include "cuda/flash/wgmma.cuh"
-#include "cuda/flash/wgmma_tiles.cuh"
 
 namespace tinyllama::cuda::flash::wgmma_bwd {
 

@@ -24,11 +24,9 @@
 // zeroes them.
 #include <cstdint>
 
+#include "cuda/flash/arch.cuh"
 #include "cuda/flash/params.h"
-#include "cuda/flash/ptx.cuh"
 #include "cuda/flash/rope_epilogue.cuh"
-#include "cuda/flash/tma.cuh"
-#include "cuda/flash/wgmma.cuh"
 
 namespace tinyllama::cuda::flash {
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/flash/arch.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/online_softmax.cuh"
@@ -20,8 +21,6 @@
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
-#include "cuda/flash/wgmma.cuh"
-#include "cuda/flash/wgmma_tiles.cuh"
 
 namespace tinyllama::cuda::flash {
 namespace {

@@ -13,14 +13,13 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/flash/arch.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/online_softmax.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
-#include "cuda/flash/wgmma.cuh"
-#include "cuda/flash/wgmma_tiles.cuh"
 
 namespace tinyllama::cuda::flash {
 namespace {

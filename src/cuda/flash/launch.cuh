@@ -2,9 +2,10 @@
 // How dispatch.cu reaches kernels that live in other translation units: one
 // host launcher per kernel family, each defined and explicitly instantiated
 // beside its kernels (T: the element types it serves, HD: 32, 64, 128), and
-// the helpers the launchers share (grid arithmetic, the dynamic shared
-// memory opt-in, the launch with its error check). Kernels themselves stay
-// in unnamed namespaces: nothing outside their file names them.
+// the helpers the launchers share (grid arithmetic, the launch with its
+// error check; the dynamic shared memory opt-in is cuda_launch.cuh's).
+// Kernels themselves stay in unnamed namespaces: nothing outside their file
+// names them.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -80,18 +81,6 @@ template <typename T, int HD>
 void launch_delta(float* delta, const Mat& dout, const Mat& out, bool vec, const FlashDims& d,
                   std::int64_t rows, cudaStream_t stream, int* counters = nullptr,
                   std::int64_t n_counters = 0);
-
-// Opting in to more than 48 KiB of dynamic shared memory is per kernel; once
-// per instantiation is enough (a failure throws and is retried next call).
-template <auto Kernel>
-void allow_smem(std::size_t bytes) {
-  static const bool done = [bytes] {
-    CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(bytes)));
-    return true;
-  }();
-  (void)done;
-}
 
 template <auto Kernel, typename Args>
 void launch(dim3 grid, std::size_t smem, const Args& args, cudaStream_t stream) {

@@ -5,7 +5,7 @@
 // with P taken straight from score accumulators), stage_acc (accumulators to
 // a shared staging tile as T) and the reductions over the 4 lanes (a quad)
 // that hold one accumulator row. A block is 4 warps; each warp owns 16 rows.
-#include "cuda/flash/ptx.cuh"
+#include "cuda/flash/arch.cuh"
 
 namespace tinyllama::cuda::flash {
 

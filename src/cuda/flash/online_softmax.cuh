@@ -8,8 +8,8 @@
 // n-tiles 2k and 2k + 1 is the A layout of k-step k).
 #include <cmath>
 
+#include "cuda/flash/arch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
-#include "cuda/flash/ptx.cuh"
 
 namespace tinyllama::cuda::flash {
 

@@ -26,9 +26,8 @@
 #include <cstdint>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/flash/arch.cuh"
 #include "cuda/flash/params.h"
-#include "cuda/flash/ptx.cuh"
-#include "cuda/flash/wgmma.cuh"
 #include "cuda/rope_math.cuh"
 
 namespace tinyllama::cuda::flash {

@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/flash/arch.cuh"
 #include "cuda/flash/params.h"
-#include "cuda/flash/ptx.cuh"
 
 namespace tinyllama::cuda::flash {
 

@@ -15,13 +15,11 @@
 
 #include <cstdint>
 
+#include "cuda/flash/arch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/rope_epilogue.cuh"
-#include "cuda/flash/tma.cuh"
-#include "cuda/flash/wgmma.cuh"
-#include "cuda/flash/wgmma_tiles.cuh"
 
 namespace tinyllama::cuda::flash {
 

@@ -11,7 +11,6 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_launch.h"
-#include "cuda/flash/launch.cuh"
 #include "cuda/swiglu_gemm/kernels.h"
 #include "cuda/swiglu_gemm/tiles.cuh"
 
@@ -35,7 +34,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const EpiArgs a) {
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = flash::align_atom(smem_raw);
+  unsigned char* smem = arch::align_atom(smem_raw);
   auto* full = reinterpret_cast<std::uint64_t*>(smem + kStages * kStageBytes);
   std::uint64_t* empty = full + kStages;
   const int tid = static_cast<int>(threadIdx.x);
@@ -51,31 +50,31 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      flash::mbar_init(&full[s], 1);
-      flash::mbar_init(&empty[s], 1);
+      arch::mbar_init(&full[s], 1);
+      arch::mbar_init(&empty[s], 1);
     }
-    flash::mbar_init_fence();
+    arch::mbar_init_fence();
   }
   __syncthreads();
   pdl_wait_previous();  // first read of global memory: PDL (cuda/cuda_launch.cuh)
   pdl_allow_next();
 
   if (wg == 0) {  // the producer
-    flash::regs_dec<40>();
+    arch::regs_dec<40>();
     if (tid == 0) {
       int g = 0;  // k steps issued by this block, over its tiles
       for (int i = first; i < total; i += step) {
         const TileIndex tile = tile_of(i, m_tiles, n_tiles);
         for (int kt = 0; kt < nk; ++kt, ++g) {
           const int s = g % kStages;
-          if (g >= kStages) flash::mbar_wait(&empty[s], ((g / kStages) - 1) & 1);
+          if (g >= kStages) arch::mbar_wait(&empty[s], ((g / kStages) - 1) & 1);
           issue_kstep<E>(a_tile(s), b_tile(s), &ta, &tb, a.ffn, tile.tm, tile.tn, kt, &full[s]);
         }
       }
     }
     return;
   }
-  flash::regs_inc<232>();
+  arch::regs_inc<232>();
   const int c = wg - 1;
   const int wg_tid = tid & 127;
   int local = 0;  // this block's tiles so far, both consumers'
@@ -83,28 +82,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     if ((local & 1) != c) continue;
     const TileIndex tile = tile_of(i, m_tiles, n_tiles);
     const int g0 = local * nk;
-    if (local > 0) flash::named_barrier(kTurnBarrier + c, 256);  // the other's products are issued
+    if (local > 0) arch::named_barrier(kTurnBarrier + c, 256);  // the other's products are issued
     // Not zeroed: the first product ignores its old values (scale_d 0).
     float acc0[kBN / 8][4], acc1[kBN / 8][4];
     for (int kt = 0; kt < nk; ++kt) {
       const int g = g0 + kt;
       const int s = g % kStages;
-      flash::mbar_wait(&full[s], (g / kStages) & 1);
+      arch::mbar_wait(&full[s], (g / kStages) & 1);
       const unsigned a_addr = smem_u32(a_tile(s));
       const unsigned b_addr = smem_u32(b_tile(s));
-      flash::wgmma_fence();
+      arch::wgmma_fence();
       mma_kstep<T, E>(acc0, a_addr, b_addr, kt == 0);
       mma_kstep<T, E>(acc1, a_addr + 64 * kSwizzleRowBytes, b_addr, kt == 0);
-      flash::wgmma_commit();
-      flash::wgmma_wait<1>();  // the step before this one has been read
-      if (kt > 0 && wg_tid == 0) flash::mbar_arrive(&empty[(g - 1) % kStages]);
+      arch::wgmma_commit();
+      arch::wgmma_wait<1>();  // the step before this one has been read
+      if (kt > 0 && wg_tid == 0) arch::mbar_arrive(&empty[(g - 1) % kStages]);
     }
-    flash::wgmma_wait<0>();
-    if (wg_tid == 0) flash::mbar_arrive(&empty[(g0 + nk - 1) % kStages]);
+    arch::wgmma_wait<0>();
+    if (wg_tid == 0) arch::mbar_arrive(&empty[(g0 + nk - 1) % kStages]);
     // The tensor cores to the other consumer, if the block has a next tile.
     if (i + step < total) named_barrier_arrive(kTurnBarrier + (c ^ 1), 256);
-    flash::fence_regs(acc0);
-    flash::fence_regs(acc1);
+    arch::fence_regs(acc0);
+    arch::fence_regs(acc1);
     epilogue<T, E>(acc0, tile.tm * kBM, tile.tn, a, wg_tid);
     epilogue<T, E>(acc1, tile.tm * kBM + 64, tile.tn, a, wg_tid);
   }
@@ -121,7 +120,7 @@ template <typename T, Epi E>
 void launch_pingpong(const CUtensorMap& ta, const CUtensorMap& tb, const EpiArgs& args,
                      cudaStream_t stream) {
   constexpr auto kernel = pingpong_kernel<T, E>;
-  flash::allow_smem<kernel>(kSmem);
+  allow_smem<kernel>(kSmem);
   const int grid = std::min(tiles_total(E, args), current_device_sm_count());
   launch_kernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), kSmem, stream, ta, tb,
                 args);

@@ -9,7 +9,6 @@
 // the fused kernel (docs/PERFORMANCE.md): kept for the bench.
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_launch.cuh"
-#include "cuda/flash/launch.cuh"
 #include "cuda/swiglu_gemm/kernels.h"
 #include "cuda/swiglu_gemm/tiles.cuh"
 
@@ -26,7 +25,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                       const __grid_constant__ CUtensorMap tb, const EpiArgs a) {
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = flash::align_atom(smem_raw);
+  unsigned char* smem = arch::align_atom(smem_raw);
   auto* full = reinterpret_cast<std::uint64_t*>(smem + kStages * kStageBytes);
   std::uint64_t* empty = full + kStages;
   const int tid = static_cast<int>(threadIdx.x);
@@ -35,10 +34,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      flash::mbar_init(&full[s], 1);
-      flash::mbar_init(&empty[s], 2);
+      arch::mbar_init(&full[s], 1);
+      arch::mbar_init(&empty[s], 2);
     }
-    flash::mbar_init_fence();
+    arch::mbar_init_fence();
   }
   __syncthreads();
   pdl_wait_previous();  // first read of global memory: PDL (cuda/cuda_launch.cuh)
@@ -60,23 +59,23 @@ __global__ void __launch_bounds__(kThreads, 2)
   float acc[kBN / 8][4];
   for (int kt = 0; kt < nk; ++kt) {
     const int s = kt % kStages;
-    flash::mbar_wait(&full[s], (kt / kStages) & 1);
-    flash::wgmma_fence();
+    arch::mbar_wait(&full[s], (kt / kStages) & 1);
+    arch::wgmma_fence();
     mma_kstep<T, E>(acc, smem_u32(a_tile(s)) + wg * 64 * kSwizzleRowBytes, smem_u32(b_tile(s)),
                     kt == 0);
-    flash::wgmma_commit();
-    flash::wgmma_wait<1>();  // the step before this one has been read
+    arch::wgmma_commit();
+    arch::wgmma_wait<1>();  // the step before this one has been read
     if (kt > 0) {
       const int prev = (kt - 1) % kStages;
-      if ((tid & 127) == 0) flash::mbar_arrive(&empty[prev]);
+      if ((tid & 127) == 0) arch::mbar_arrive(&empty[prev]);
       if (tid == 0 && kt - 1 + kStages < nk) {
-        flash::mbar_wait(&empty[prev], ((kt - 1) / kStages) & 1);
+        arch::mbar_wait(&empty[prev], ((kt - 1) / kStages) & 1);
         issue(kt - 1 + kStages);
       }
     }
   }
-  flash::wgmma_wait<0>();
-  flash::fence_regs(acc);
+  arch::wgmma_wait<0>();
+  arch::fence_regs(acc);
   epilogue<T, E>(acc, tile.tm * kBM + wg * 64, tile.tn, a, tid & 127);
 #else
   (void)ta;
@@ -91,7 +90,7 @@ template <typename T, Epi E>
 void launch_two_blocks(const CUtensorMap& ta, const CUtensorMap& tb, const EpiArgs& args,
                        cudaStream_t stream) {
   constexpr auto kernel = two_blocks_kernel<T, E>;
-  flash::allow_smem<kernel>(kSmem);
+  allow_smem<kernel>(kSmem);
   launch_kernel(kernel, dim3(static_cast<unsigned>(tiles_total(E, args))), dim3(kThreads), kSmem,
                 stream, ta, tb, args);
   CUDA_CHECK_LAUNCH();

@@ -11,9 +11,9 @@
 #include <initializer_list>
 #include <string>
 
+#include "cuda/arch/tma_maps.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/flash/flash_attention.h"
-#include "cuda/flash/tma_maps.h"
 #include "cuda/swiglu_gemm/kernels.h"
 #include "cuda/swiglu_gemm/swiglu_gemm.h"
 
@@ -27,8 +27,8 @@ std::atomic<SwigluGemmKernel> g_kernel{SwigluGemmKernel::Best};
 
 template <typename T, Epi E>
 void launch_typed(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, cudaStream_t stream) {
-  const CUtensorMap ta = flash::tma_map_2d(a_mat, swiglu_gemm::kBM);
-  const CUtensorMap tb = flash::tma_map_2d(b_mat, 64);
+  const CUtensorMap ta = arch::tma_map_2d(a_mat, swiglu_gemm::kBM);
+  const CUtensorMap tb = arch::tma_map_2d(b_mat, 64);
   SwigluGemmKernel kernel = g_kernel.load();
   if (kernel == SwigluGemmKernel::Best) {
     // The forward's epilogue (writes only) hides under the ping-pong

@@ -18,18 +18,18 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/flash/ptx.cuh"
-#include "cuda/flash/tma.cuh"
-#include "cuda/flash/wgmma.cuh"
-#include "cuda/flash/wgmma_tiles.cuh"
+#include "cuda/arch/ptx.cuh"
+#include "cuda/arch/tma.cuh"
+#include "cuda/arch/wgmma.cuh"
+#include "cuda/arch/wgmma_tiles.cuh"
 #include "cuda/swiglu_math.cuh"
 
 namespace tinyllama::cuda::swiglu_gemm {
 
-using flash::kSwizzleAtomBytes;
-using flash::kSwizzleRowBytes;
-using flash::smem_u32;
-using flash::sw128_desc;
+using arch::kSwizzleAtomBytes;
+using arch::kSwizzleRowBytes;
+using arch::smem_u32;
+using arch::sw128_desc;
 
 constexpr int kBM = 128;  // rows of a block's tile (tokens)
 constexpr int kBN = 128;  // columns of the accumulator tile
@@ -96,14 +96,14 @@ template <Epi E>
 __device__ __forceinline__ void issue_kstep(unsigned char* a_tile, unsigned char* b_tile,
                                             const CUtensorMap* ta, const CUtensorMap* tb, int ffn,
                                             int tm, int tn, int kt, std::uint64_t* bar) {
-  flash::mbar_expect_tx(bar, kStageBytes);
-  flash::tma_load_2d(a_tile, ta, kt * kBK, tm * kBM, bar);
+  arch::mbar_expect_tx(bar, kStageBytes);
+  arch::tma_load_2d(a_tile, ta, kt * kBK, tm * kBM, bar);
   if constexpr (E == Epi::Forward) {  // 64 gate rows, then their 64 up rows
-    flash::tma_load_2d(b_tile, tb, kt * kBK, tn * 64, bar);
-    flash::tma_load_2d(b_tile + kBTileBytes / 2, tb, kt * kBK, ffn + tn * 64, bar);
+    arch::tma_load_2d(b_tile, tb, kt * kBK, tn * 64, bar);
+    arch::tma_load_2d(b_tile + kBTileBytes / 2, tb, kt * kBK, ffn + tn * 64, bar);
   } else {  // k rows of w_down, two 64-column boxes
-    flash::tma_load_2d(b_tile, tb, tn * kBN, kt * kBK, bar);
-    flash::tma_load_2d(b_tile + kBTileBytes / 2, tb, tn * kBN + 64, kt * kBK, bar);
+    arch::tma_load_2d(b_tile, tb, tn * kBN, kt * kBK, bar);
+    arch::tma_load_2d(b_tile + kBTileBytes / 2, tb, tn * kBN + 64, kt * kBK, bar);
   }
 }
 
@@ -117,13 +117,13 @@ __device__ __forceinline__ void mma_kstep(float (&acc)[kBN / 8][4], unsigned a_a
     const std::uint64_t da = sw128_desc(a_addr + kk * 32, 16, kSwizzleAtomBytes);
     const int scale = first && kk == 0 ? 0 : 1;
     if constexpr (E == Epi::Forward) {
-      flash::wgmma_ss<T, kBN, 0, 0>(acc, da, sw128_desc(b_addr + kk * 32, 16, kSwizzleAtomBytes),
-                                    scale);
+      arch::wgmma_ss<T, kBN, 0, 0>(acc, da, sw128_desc(b_addr + kk * 32, 16, kSwizzleAtomBytes),
+                                   scale);
     } else {
-      flash::wgmma_ss<T, kBN, 0, 1>(acc, da,
-                                    sw128_desc(b_addr + kk * 16 * kSwizzleRowBytes,
-                                               kBK * kSwizzleRowBytes, kSwizzleAtomBytes),
-                                    scale);
+      arch::wgmma_ss<T, kBN, 0, 1>(acc, da,
+                                   sw128_desc(b_addr + kk * 16 * kSwizzleRowBytes,
+                                              kBK * kSwizzleRowBytes, kSwizzleAtomBytes),
+                                   scale);
     }
   }
 }
@@ -153,14 +153,14 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kBN / 8][4], int row
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const int c = tn * 64 + nt * 8 + 2 * t;
-        const unsigned gp = flash::pack2<T>(acc[nt][2 * half], acc[nt][2 * half + 1]);
-        const unsigned up = flash::pack2<T>(acc[nt + 8][2 * half], acc[nt + 8][2 * half + 1]);
+        const unsigned gp = arch::pack2<T>(acc[nt][2 * half], acc[nt][2 * half + 1]);
+        const unsigned up = arch::pack2<T>(acc[nt + 8][2 * half], acc[nt + 8][2 * half + 1]);
         *reinterpret_cast<unsigned*>(gu_row + c) = gp;
         *reinterpret_cast<unsigned*>(gu_row + a.ffn + c) = up;
         const float2 gv = unpack2<T>(gp);
         const float2 uv = unpack2<T>(up);
         *reinterpret_cast<unsigned*>(h_row + c) =
-            flash::pack2<T>(swiglu_value(gv.x, uv.x), swiglu_value(gv.y, uv.y));
+            arch::pack2<T>(swiglu_value(gv.x, uv.x), swiglu_value(gv.y, uv.y));
       }
     }
   } else {
@@ -185,14 +185,14 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kBN / 8][4], int row
           const int c = tn * kBN + nt * 8 + 2 * t;
           if (c >= a.ffn) continue;
           // d_hidden as a stored GEMM output would be: rounded to T.
-          const float2 dh = unpack2<T>(flash::pack2<T>(acc[nt][2 * half], acc[nt][2 * half + 1]));
+          const float2 dh = unpack2<T>(arch::pack2<T>(acc[nt][2 * half], acc[nt][2 * half + 1]));
           const float2 gv = unpack2<T>(gp[i]);
           const float2 uv = unpack2<T>(up[i]);
           float dg0, du0, dg1, du1;
           swiglu_grads(dh.x, gv.x, uv.x, dg0, du0);
           swiglu_grads(dh.y, gv.y, uv.y, dg1, du1);
-          *reinterpret_cast<unsigned*>(d_row + c) = flash::pack2<T>(dg0, dg1);
-          *reinterpret_cast<unsigned*>(d_row + a.ffn + c) = flash::pack2<T>(du0, du1);
+          *reinterpret_cast<unsigned*>(d_row + c) = arch::pack2<T>(dg0, dg1);
+          *reinterpret_cast<unsigned*>(d_row + a.ffn + c) = arch::pack2<T>(du0, du1);
         }
       }
     }

@@ -1,5 +1,6 @@
 #pragma once
-// Hopper's asynchronous copies for the warp-specialised flash kernels: the
+// Hopper's asynchronous copies for the warp-specialised kernels (flash
+// attention, the SwiGLU GEMMs): the
 // tensor memory accelerator (TMA: one thread starts a whole 2-D tile copy,
 // written into shared memory in the 128-byte swizzle the wgmma descriptors
 // read) and the shared-memory barriers (mbarrier) that say when a copy has
@@ -9,10 +10,10 @@
 
 #include <cstdint>
 
-#include "cuda/flash/ptx.cuh"
-#include "cuda/flash/wgmma.cuh"
+#include "cuda/arch/ptx.cuh"
+#include "cuda/arch/wgmma.cuh"
 
-namespace tinyllama::cuda::flash {
+namespace tinyllama::cuda::arch {
 
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
@@ -72,4 +73,4 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-}  // namespace tinyllama::cuda::flash
+}  // namespace tinyllama::cuda::arch

@@ -1,4 +1,4 @@
-#include "cuda/flash/tma_maps.h"
+#include "cuda/arch/tma_maps.h"
 
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -8,7 +8,7 @@
 
 #include "core/errors.h"
 
-namespace tinyllama::cuda::flash {
+namespace tinyllama::cuda::arch {
 namespace {
 
 PFN_cuTensorMapEncodeTiled_v12000 encoder() {
@@ -53,4 +53,4 @@ CUtensorMap tma_map_2d(const Mat& m, int box_rows) {
   return map;
 }
 
-}  // namespace tinyllama::cuda::flash
+}  // namespace tinyllama::cuda::arch

@@ -1,14 +1,15 @@
 #pragma once
-// The inline PTX the flash kernels are built from: cp.async (global to
+// The inline PTX the tensor-core kernels (cuda/flash, cuda/swiglu_gemm) are
+// built from: cp.async (global to
 // shared memory without a register round trip, zero-filling rows past the
 // end), ldmatrix (shared memory to MMA fragments), mma.sync m16n8k16 in bf16
 // and fp16 with fp32 accumulators, and pack2 (two floats to one register of
 // 16-bit values). Kept apart so that the kernels read as tiling and
-// arithmetic; nothing here knows about attention.
+// arithmetic; nothing here knows about attention or GEMMs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-namespace tinyllama::cuda::flash {
+namespace tinyllama::cuda::arch {
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -86,4 +87,4 @@ __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {
   return *reinterpret_cast<const unsigned*>(&v);
 }
 
-}  // namespace tinyllama::cuda::flash
+}  // namespace tinyllama::cuda::arch

@@ -7,7 +7,7 @@
 // instruction ignore d's old values. Compiled only for sm_90a.
 #include <cstdint>
 
-namespace tinyllama::cuda::flash {
+namespace tinyllama::cuda::arch {
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -189,4 +189,4 @@ __device__ __forceinline__ void wgmma_rs_f16_n128(float (&d)[16][4], const unsig
 
 #endif
 
-}  // namespace tinyllama::cuda::flash
+}  // namespace tinyllama::cuda::arch

@@ -8,7 +8,7 @@
 
 #include "core/mat.h"
 
-namespace tinyllama::cuda::flash {
+namespace tinyllama::cuda::arch {
 
 // The columns [col0, col0 + cols) of every row of m (bf16 / fp16, rows
 // 16-byte aligned) as 64-column boxes of box_rows rows, 128-byte swizzled;
@@ -16,4 +16,4 @@ namespace tinyllama::cuda::flash {
 // refuses.
 CUtensorMap tma_map_2d(const Mat& m, int box_rows);
 
-}  // namespace tinyllama::cuda::flash
+}  // namespace tinyllama::cuda::arch

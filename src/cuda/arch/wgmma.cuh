@@ -1,5 +1,5 @@
 #pragma once
-// Hopper's warpgroup MMA (wgmma) for the flash kernels: the shared-memory
+// Hopper's warpgroup MMA (wgmma) for the tensor-core kernels: the shared-memory
 // matrix descriptors of 128-byte-swizzled tiles, the fences and group
 // commits that order the asynchronous MMAs, and the m64nNk16 instructions
 // with fp32 accumulators (A from shared memory or from registers, B from
@@ -17,14 +17,14 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda/flash/ptx.cuh"
-#include "cuda/flash/wgmma_ops.cuh"
+#include "cuda/arch/ptx.cuh"
+#include "cuda/arch/wgmma_ops.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TINYLLAMA_WGMMA_AVAILABLE 1
 #endif
 
-namespace tinyllama::cuda::flash {
+namespace tinyllama::cuda::arch {
 
 constexpr int kSwizzleRowBytes = 128;  // one row of a 64-column block
 constexpr int kSwizzleAtomBytes = 1024;
@@ -127,4 +127,4 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const unsigned (&
 #endif
 }
 
-}  // namespace tinyllama::cuda::flash
+}  // namespace tinyllama::cuda::arch

@@ -7,10 +7,10 @@
 // the others.
 #include <cstdint>
 
-#include "cuda/flash/ptx.cuh"
-#include "cuda/flash/wgmma.cuh"
+#include "cuda/arch/ptx.cuh"
+#include "cuda/arch/wgmma.cuh"
 
-namespace tinyllama::cuda::flash {
+namespace tinyllama::cuda::arch {
 
 // The first swizzle-atom boundary (1024 bytes) at or after the dynamic
 // shared memory's start: the kernels ask for one atom of slack.
@@ -74,4 +74,4 @@ __device__ __forceinline__ void store_rows_sw128(T* dst, std::int64_t ld, const 
   }
 }
 
-}  // namespace tinyllama::cuda::flash
+}  // namespace tinyllama::cuda::arch
