@@ -12,7 +12,9 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_env.h"
+#include "cuda/cuda_event_timer.h"
 #include "cuda/cuda_gemm_search.h"
+#include "cuda/cuda_gemm_timing.h"
 #include "cuda/cuda_graph.h"
 
 namespace tinyllama::cuda {
@@ -89,20 +91,12 @@ enum KeyField {
   kKeyFields
 };
 
-// Autotune timing: launches per candidate before timing, and timings (the
-// median counts). Graph timing: each timing is one replay of a graph of
-// kGraphBatch launches back to back, as the captured step runs them. At the
-// workshop's sizes a GEMM takes 4-12 us: timed one launch at a time between
-// events, the launch and event overhead was as large as the kernel and the
-// choice among candidates within a microsecond of each other mostly noise
-// (docs/PERFORMANCE.md, 2026-11-27 third session).
+// Autotune: launches per candidate before timing it (cuda_gemm_timing.h).
 // Graph timing is for problems whose first candidate times below
 // kGraphTimingBelowMs one launch at a time: there it changed the workshop
 // step (1-2 %); above it the two ways chose differently within the spread
 // (B32 S1024, the GPT-2 size), and the older one is kept.
 constexpr int kWarmups = 2;
-constexpr int kTimed = 5;
-constexpr int kGraphBatch = 10;
 constexpr float kGraphTimingBelowMs = 0.05f;
 
 // Algorithms chosen by timing, shared by every runner of the process (the
@@ -252,6 +246,11 @@ GemmRunner::GemmRunner() {
   graph_timing_ = timing == nullptr || std::strcmp(timing, "events") != 0;
 }
 
+void GemmRunner::set_stream(cudaStream_t stream) {
+  stream_ = stream;
+  timer_.reset();  // its events record on the stream it was made for
+}
+
 GemmRunner::~GemmRunner() {
   // Destructors must not throw: errors while tearing down are ignored.
   for (auto& [key, plan] : plans_) {
@@ -259,9 +258,6 @@ GemmRunner::~GemmRunner() {
     cublasLtMatrixLayoutDestroy(plan.b);
     cublasLtMatrixLayoutDestroy(plan.c);
     cublasLtMatmulDescDestroy(plan.desc);
-  }
-  for (cudaEvent_t e : events_) {
-    if (e != nullptr) cudaEventDestroy(e);
   }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
@@ -365,10 +361,7 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
   // The untuned choice (plan.algo, the heuristic's rank 0) is candidate 0.
   if (candidates.empty()) return;
   if (wide_search_) candidates = wide_candidates(desc, candidates, kMaxWideCandidates);
-  if (events_.empty()) {
-    events_.assign(2 * kTimed, nullptr);
-    for (cudaEvent_t& e : events_) CUDA_CHECK(cudaEventCreate(&e));
-  }
+  if (!timer_) timer_ = make_event_timer(gemm_timing_marks(), stream_);
   constexpr float kInvalid = -1.f;
   std::vector<float> times(candidates.size(), kInvalid);
   bool timing_decided = false;
@@ -387,17 +380,20 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
       cudaGetLastError();  // a refused launch leaves no sticky error: clear it
       continue;
     }
+    const auto once = [&] {
+      return launch(plan, cand, a, b, target, source, alpha, beta) == CUBLAS_STATUS_SUCCESS;
+    };
     // The first candidate that runs decides the problem's timing: graph
     // timing where its launches are short, one at a time otherwise.
     float t = -1.f;
     if (!timing_decided) {
-      t = time_launches(plan, cand, a, b, target, source, alpha, beta);
+      t = time_launches_one_by_one(once, stream_, *timer_);
       if (t < 0.f) continue;
       timing_decided = true;
       use_graph = graph_timing_ && t < kGraphTimingBelowMs;
     }
-    if (use_graph) t = time_in_graph(plan, cand, a, b, target, source, alpha, beta);
-    if (t < 0.f) t = time_launches(plan, cand, a, b, target, source, alpha, beta);
+    if (use_graph) t = time_launches_in_graph(once, stream_, *timer_);
+    if (t < 0.f) t = time_launches_one_by_one(once, stream_, *timer_);
     if (t >= 0.f) times[i] = t;
   }
   std::size_t best = candidates.size();
@@ -436,72 +432,6 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
                  what.c_str(), candidates.size(), tune_ms, use_graph ? "graph" : "events", line,
                  algo_label(plan.algo).c_str());
   }
-}
-
-float GemmRunner::time_launches(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
-                                const Mat& b, void* d, const void* c, float alpha, float beta) {
-  bool ok = true;
-  int timed = 0;
-  for (; timed < kTimed && ok; ++timed) {
-    const auto e = static_cast<std::size_t>(2 * timed);
-    CUDA_CHECK(cudaEventRecord(events_[e], stream_));
-    ok = launch(plan, algo, a, b, d, c, alpha, beta) == CUBLAS_STATUS_SUCCESS;
-    CUDA_CHECK(cudaEventRecord(events_[e + 1], stream_));
-  }
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (!ok) {
-    cudaGetLastError();
-    return -1.f;
-  }
-  float ms[kTimed];
-  for (int r = 0; r < kTimed; ++r) {
-    const auto e = static_cast<std::size_t>(2 * r);
-    CUDA_CHECK(cudaEventElapsedTime(&ms[r], events_[e], events_[e + 1]));
-  }
-  std::sort(ms, ms + kTimed);
-  return ms[kTimed / 2];
-}
-
-float GemmRunner::time_in_graph(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
-                                const Mat& b, void* d, const void* c, float alpha, float beta) {
-  // Thread-local capture: other threads' CUDA calls are not ours to refuse.
-  if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-    cudaGetLastError();
-    return -1.f;
-  }
-  bool ok = true;
-  for (int i = 0; i < kGraphBatch && ok; ++i) {
-    ok = launch(plan, algo, a, b, d, c, alpha, beta) == CUBLAS_STATUS_SUCCESS;
-  }
-  cudaGraph_t graph = nullptr;
-  ok = cudaStreamEndCapture(stream_, &graph) == cudaSuccess && ok;
-  cudaGraphExec_t exec = nullptr;
-  ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-  if (graph != nullptr) cudaGraphDestroy(graph);
-  if (!ok) {
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
-    cudaGetLastError();  // a refused capture leaves no sticky error: clear it
-    return -1.f;
-  }
-  struct ExecGuard {
-    cudaGraphExec_t e;
-    ~ExecGuard() { cudaGraphExecDestroy(e); }
-  } guard{exec};
-  CUDA_CHECK(cudaGraphLaunch(exec, stream_));  // untimed: uploads the graph
-  float ms[kTimed];
-  for (int r = 0; r < kTimed; ++r) {
-    const auto e = static_cast<std::size_t>(2 * r);
-    CUDA_CHECK(cudaEventRecord(events_[e], stream_));
-    CUDA_CHECK(cudaGraphLaunch(exec, stream_));
-    CUDA_CHECK(cudaEventRecord(events_[e + 1], stream_));
-  }
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  for (int r = 0; r < kTimed; ++r) {
-    const auto e = static_cast<std::size_t>(2 * r);
-    CUDA_CHECK(cudaEventElapsedTime(&ms[r], events_[e], events_[e + 1]));
-  }
-  std::sort(ms, ms + kTimed);
-  return ms[kTimed / 2] / kGraphBatch;
 }
 
 GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {

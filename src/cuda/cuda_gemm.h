@@ -13,8 +13,9 @@
 //
 // Autotuning (on by default; env TINYLLAMA_GEMM_AUTOTUNE=0 turns it off): at
 // a problem's first use outside a stream capture, up to kMaxCandidates of
-// the heuristic's algorithms are timed with CUDA events on the stream and
-// the fastest is kept (the heuristic's rank 0 for fp32 is often a slow
+// the heuristic's algorithms are timed with CUDA events on the stream (one
+// launch at a time, or in a graph of launches where they are short:
+// cuda_gemm_timing.h) and the fastest is kept (the heuristic's rank 0 for fp32 is often a slow
 // align1 SIMT kernel with a split-K reduction). Candidates with beta == 0
 // run into the real c (c is not read, and the chosen algorithm runs once
 // more last); with beta != 0 they run into the autotune scratch, and a
@@ -32,10 +33,15 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "core/mat.h"
 #include "cuda/cuda_gemm_search.h"
+
+namespace tinyllama {
+class EventTimer;  // model/backend.h
+}  // namespace tinyllama
 
 namespace tinyllama::cuda {
 
@@ -56,7 +62,7 @@ class GemmRunner {
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
 
-  void set_stream(cudaStream_t stream) { stream_ = stream; }
+  void set_stream(cudaStream_t stream);
   void set_workspace(void* p, std::size_t bytes) {
     workspace_ = p;
     workspace_bytes_ = bytes;
@@ -116,12 +122,6 @@ class GemmRunner {
                         const Mat& b, void* d, const void* c, float alpha, float beta);
   void tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, const Mat& b, float alpha,
             float beta, const void* c_in);
-  // The median time of one launch of `algo` (ms), from kTimed timings of a
-  // batch of launches; -1 when a launch or (graph timing) the capture fails.
-  float time_launches(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
-                      const Mat& b, void* d, const void* c, float alpha, float beta);
-  float time_in_graph(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,
-                      const Mat& b, void* d, const void* c, float alpha, float beta);
 
   cublasLtHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -136,7 +136,7 @@ class GemmRunner {
   bool graph_timing_ =
       true;  // TINYLLAMA_GEMM_TUNE_TIMING: graph (default: short problems) or events
   int tuned_problems_ = 0;
-  std::vector<cudaEvent_t> events_;  // autotune timing, created at first use
+  std::unique_ptr<EventTimer> timer_;  // autotune timing, created at first use
   std::map<Key, Plan> plans_;
 };
 

@@ -231,9 +231,10 @@ class Model {
   std::int64_t qkv_backward(int l, Mat dn1);
   void ffn_up_forward(int l);
   std::int64_t ffn_up_backward(int l, Mat dn2);
-  // Their shared body: d(in) = d(out) · W and d(W) = d(out)ᵀ · in (on the
-  // side branch), one GEMM each under GemmGrouping::Fused, else per part;
-  // wgrad_op / dgrad_op name the two marked ops.
+  // Their shared body, and the out-projection's (Fused, no parts):
+  // d(in) = d(out) · W and d(W) = d(out)ᵀ · in (on the side branch), one
+  // GEMM each under GemmGrouping::Fused, else per part; wgrad_op / dgrad_op
+  // name the two marked ops.
   std::int64_t projection_backward(Mat d_in, Mat in, Mat d_out, const ParamSlot& slot,
                                    GemmGrouping grouping, const RowParts& parts,
                                    const char* wgrad_op, const char* dgrad_op);

@@ -151,12 +151,9 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   // Attention half: h = x + Wo(attn(rope(q), rope(k), v)).
   const Mat attn = acts_.view(arena_, a.attn_out);
   const Mat d_attn = acts_.view(arena_, acts_.d_attn);
-  const ParamSlot& wo = layout_.layer(l, &LayerSlots::wo);
-  backend_.fork_side_gemms();
-  ops.next("out_proj_gemm_dgrad");
-  backend_.gemm(d_attn, d_h, false, compute_weight(wo), false, 1.0f, 0.0f);
-  ops.next("out_proj_gemm_wgrad");
-  tickets.out_proj = backend_.side_gemm_from_fork(grad(wo), d_h, true, attn, false, 1.0f, 0.0f);
+  tickets.out_proj =
+      projection_backward(d_attn, attn, d_h, layout_.layer(l, &LayerSlots::wo), GemmGrouping::Fused,
+                          RowParts{}, "out_proj_gemm_wgrad", "out_proj_gemm_dgrad");
 
   const Mat qkv = acts_.view(arena_, a.qkv);
   const Mat d_qkv = acts_.view(arena_, acts_.d_qkv);

@@ -82,6 +82,16 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
+// Step by step, the gradients and the weights to the bit.
+void expect_same_states(const std::vector<State>& expected, const std::vector<State>& got) {
+  ASSERT_EQ(expected.size(), got.size());
+  for (std::size_t s = 0; s < got.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s + 1));
+    EXPECT_TRUE(same_bits(expected[s].grads, got[s].grads)) << "gradients differ";
+    EXPECT_TRUE(same_bits(expected[s].params, got[s].params)) << "weights differ";
+  }
+}
+
 // (qkv_fusion, swiglu_fusion): the unfused forms issue several side GEMMs
 // per projection.
 class SideGemmOrder : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
@@ -102,12 +112,7 @@ TEST_P(SideGemmOrder, LatestAllowedExecutionGivesTheInOrderResult) {
   const std::vector<State> got =
       train(late, level, [&] { EXPECT_EQ(late.pending(), 0u) << "unjoined after backward"; });
 
-  ASSERT_EQ(expected.size(), got.size());
-  for (std::size_t s = 0; s < got.size(); ++s) {
-    SCOPED_TRACE("step " + std::to_string(s + 1));
-    EXPECT_TRUE(same_bits(expected[s].grads, got[s].grads)) << "gradients differ";
-    EXPECT_TRUE(same_bits(expected[s].params, got[s].params)) << "weights differ";
-  }
+  expect_same_states(expected, got);
   // Not vacuous: every weight gradient went through side_gemm (LM head and
   // four projections per layer, more slices when unfused), and several
   // were held back at once.
@@ -138,12 +143,7 @@ TEST_P(SideGemmOrder, EarliestAndLatestLayerUpdatesGiveTheInOrderResult) {
         },
         /*whole_steps=*/true);
 
-    ASSERT_EQ(expected.size(), got.size());
-    for (std::size_t s = 0; s < got.size(); ++s) {
-      SCOPED_TRACE("step " + std::to_string(s + 1));
-      EXPECT_TRUE(same_bits(expected[s].grads, got[s].grads)) << "gradients differ";
-      EXPECT_TRUE(same_bits(expected[s].params, got[s].params)) << "weights differ";
-    }
+    expect_same_states(expected, got);
     // Not vacuous: every layer of both steps went through side_adamw_fused.
     EXPECT_EQ(late.deferred_updates(), 2 * tiny_config().num_layers);
     EXPECT_FALSE(same_bits(got.front().params, got.back().params));
@@ -158,12 +158,7 @@ void expect_fork_point_result(const OpChoices& level) {
   const std::vector<State> expected = train(in_order, level, [] {});
   ForkPointGemms early;
   const std::vector<State> got = train(early, level, [] {});
-  ASSERT_EQ(expected.size(), got.size());
-  for (std::size_t s = 0; s < got.size(); ++s) {
-    SCOPED_TRACE("step " + std::to_string(s + 1));
-    EXPECT_TRUE(same_bits(expected[s].grads, got[s].grads)) << "gradients differ";
-    EXPECT_TRUE(same_bits(expected[s].params, got[s].params)) << "weights differ";
-  }
+  expect_same_states(expected, got);
   // Not vacuous: every weight gradient but the LM head's chunks came from a
   // fork point (the LM head's too: one chunk at this size).
   const int per_layer = (level.qkv_gemm == GemmGrouping::Fused ? 1 : 3) +
