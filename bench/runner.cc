@@ -46,10 +46,14 @@ OpResult run_one(const OpVariant& entry, Backend& gpu, const BenchShape& shape, 
   r.variant = entry.variant;
   r.cost_path = entry.cost_path;
   try {
-    // An attention the device cannot run here falls back in the plan: the
-    // variant is skipped with the plan's reason rather than timed as another.
+    // An attention the device cannot run here falls back in the plan: an
+    // attention variant is skipped with the plan's reason rather than timed
+    // as another. The other ops do not run attention, so they run under the
+    // plan's fallback (at a head_dim the flash kernels lack, a norm or a
+    // GEMM is still timed).
     const StepPlan plan = plan_for(shape.cfg, shape.batch, entry.impl, precision, gpu.caps());
-    if (plan.ops.attention != entry.impl.attention) {
+    const bool attention_op = entry.op.rfind("attention.", 0) == 0;
+    if (attention_op && plan.ops.attention != entry.impl.attention) {
       r.skipped = "the plan chose another attention";
       for (const Fallback& f : plan.fallbacks) {
         if (f.op == "attention") {
