@@ -2,7 +2,7 @@
 // float64 reference in the same mode, on shapes that stress the tiling:
 // sequence lengths that are not multiples of the 32/64-row tiles (1, 7, 33,
 // 100, 129, 257, 300) and one long enough for many key tiles, head dims
-// 32/64/128, GQA ratios 1/2/4, batch 1 to 3. q/k/v (dq/dk/dv) are column blocks of one
+// 32/64/96/128, GQA ratios 1/2/3/4, batch 1 to 3. q/k/v (dq/dk/dv) are column blocks of one
 // qkv (d_qkv) buffer as the model lays them out; half the cases pad every
 // row by 2 elements, so the kernels take their unaligned (element-wise) load
 // path, the other half their 16-byte path. Device outputs start as NaN.
@@ -40,6 +40,10 @@ const FlashCase kCases[] = {
     {2, 77, 6, 2, 64, 0},     // GQA 3, a 13-row tail
     {1, 200, 12, 4, 128, 2},  // GQA 3 at head_dim 128
     {3, 65, 3, 1, 32, 0},     // GQA 3 with one kv head
+    {2, 97, 6, 2, 96, 0},     // head_dim 96 (mma.sync / fp32 only): GQA 3, a 33-row tail
+    {3, 1, 4, 1, 96, 2},      // one position, GQA 4
+    {1, 257, 8, 8, 96, 0},    // MHA, five 64-row tiles
+    {2, 130, 4, 2, 96, 2},    //
 };
 
 void PrintTo(const FlashCase& c, std::ostream* os) {
@@ -180,7 +184,7 @@ TEST_P(GpuFlashVsMaterialised, FlashAgreesWithMaterialisedAttention) {
   const DType t = GetParam();
   for (const AttentionShape& s :
        {AttentionShape{2, 77, 4, 2, 64}, AttentionShape{1, 130, 8, 2, 128},
-        AttentionShape{3, 45, 4, 4, 32}}) {
+        AttentionShape{3, 45, 4, 4, 32}, AttentionShape{2, 70, 6, 2, 96}}) {
     SCOPED_TRACE("B" + std::to_string(s.batch) + " S" + std::to_string(s.seq) + " H" +
                  std::to_string(s.heads) + " K" + std::to_string(s.kv_heads) + " hd" +
                  std::to_string(s.head_dim));

@@ -93,13 +93,15 @@ INSTANTIATE_TEST_SUITE_P(Families, GpuFlashForwardKernels,
 // warp-specialised dK/dV kernel; fp32's own kernels), each with D computed
 // in the dQ kernel's prologue (the default) and by the separate delta
 // kernel, from the reference's forward results rounded to the dtype the
-// model saves. The forward's cases, and two more: head_dim 32 (mma.sync and
-// fp32 only) and rows 2 elements longer than their width (not 16-byte
-// aligned: mma.sync with element loads, D summed a warp per row).
+// model saves. The forward's cases, and four more: head_dim 32 and 96
+// (mma.sync and fp32 only) and rows 2 elements longer than their width (not
+// 16-byte aligned: mma.sync with element loads, D summed a warp per row).
 std::vector<KernelCase> backward_cases() {
   std::vector<KernelCase> cases(std::begin(kCases), std::end(kCases));
   cases.push_back({2, 97, 4, 2, 32, 0});  // head_dim 32, a 33-row tail, GQA 2
   cases.push_back({1, 70, 4, 2, 64, 2});  // unaligned rows
+  cases.push_back({2, 97, 6, 2, 96, 0});  // head_dim 96: D on 16 lanes a row, 4 of them idle
+  cases.push_back({1, 70, 4, 2, 96, 2});  // head_dim 96, unaligned rows
   return cases;
 }
 

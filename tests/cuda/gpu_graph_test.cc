@@ -27,11 +27,11 @@ namespace tinyllama::gpu_test {
 namespace {
 
 // Awkward on purpose: S and vocab prime, B odd, F not a multiple of 64.
-// head_dim 32 is the smallest the flash kernels support (32/64/128).
-ModelConfig awkward_config(int kv_heads) {
+// head_dim 32 is the smallest the flash kernels support (32/64/96/128).
+ModelConfig awkward_config(int kv_heads, int head_dim = 32) {
   ModelConfig c;
   c.vocab_size = 101;
-  c.hidden_dim = 192;
+  c.hidden_dim = 6 * head_dim;
   c.num_layers = 2;
   c.num_heads = 6;
   c.num_kv_heads = kv_heads;
@@ -226,8 +226,8 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuGraphRun,
                          graph_name);
 
 // (index into level_variants(): each level and each single change of it,
-// kv heads, compute dtype)
-using ComboParam = std::tuple<int, int, DType>;
+// kv heads, compute dtype, head_dim)
+using ComboParam = std::tuple<int, int, DType, int>;
 
 class GpuToggleCombo : public GpuParamTest<ComboParam> {};
 
@@ -236,9 +236,9 @@ class GpuToggleCombo : public GpuParamTest<ComboParam> {};
 // the same batch. lr 0 keeps the weights where both sides started, so the
 // comparison is of one step's loss and gradients, not of two trajectories.
 TEST_P(GpuToggleCombo, LossAndGradientsMatchTheCpuReference) {
-  const auto [index, kv_heads, t] = GetParam();
+  const auto [index, kv_heads, t, head_dim] = GetParam();
   const PlanVariant variant = level_variants()[static_cast<std::size_t>(index)];
-  const ModelConfig cfg = awkward_config(kv_heads);
+  const ModelConfig cfg = awkward_config(kv_heads, head_dim);
 
   const std::unique_ptr<Backend> gpu_backend = make_cuda_backend(precision_for(t));
   const StepPlan plan = test_plan(variant.ops, precision_for(t), *gpu_backend, cfg, kShape);
@@ -275,18 +275,29 @@ TEST_P(GpuToggleCombo, LossAndGradientsMatchTheCpuReference) {
 }
 
 std::string combo_name(const ::testing::TestParamInfo<ComboParam>& info) {
-  const auto [index, kv, t] = info.param;
+  const auto [index, kv, t, head_dim] = info.param;
   std::string name = level_variants()[static_cast<std::size_t>(index)].name;
   for (char& c : name) {
     if (c == ' ' || c == '=') c = '_';
   }
-  return name + "_K" + std::to_string(kv) + "_" + dtype_label(t);
+  return name + "_K" + std::to_string(kv) + "_" + dtype_label(t) +
+         (head_dim != 32 ? "_hd" + std::to_string(head_dim) : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     LevelsAndSingleChanges, GpuToggleCombo,
     ::testing::Combine(::testing::Range(0, static_cast<int>(level_variants().size())),
-                       ::testing::Values(2, 3), ::testing::Values(DType::F32, DType::BF16)),
+                       ::testing::Values(2, 3), ::testing::Values(DType::F32, DType::BF16),
+                       ::testing::Values(32)),
+    combo_name);
+
+// head_dim 96, which only the mma.sync and fp32 flash kernels run: each
+// level (the first entries of level_variants()) at GQA 2 and 3.
+INSTANTIATE_TEST_SUITE_P(
+    LevelsAtHeadDim96, GpuToggleCombo,
+    ::testing::Combine(::testing::Range(0, static_cast<int>(implemented_levels().size())),
+                       ::testing::Values(2, 3), ::testing::Values(DType::F32, DType::BF16),
+                       ::testing::Values(96)),
     combo_name);
 
 class GpuGraphCapture : public GpuTest {};

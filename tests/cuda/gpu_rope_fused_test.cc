@@ -38,6 +38,7 @@ const RopeCase kCases[] = {
     {2, 200, 8, 2, 64, 0},   // a 72-row tail, GQA 4
     {1, 300, 4, 2, 128, 8},  // GQA 2, a tail of 44 rows
     {2, 97, 4, 2, 32, 0},    // head_dim 32 (the mma.sync / fp32 kernels only)
+    {2, 97, 6, 2, 96, 8},    // head_dim 96 (likewise): GQA 3, padded rows
     {1, 1030, 2, 1, 64, 0},  // positions past 1000: angles of ~1e3 rad
 };
 

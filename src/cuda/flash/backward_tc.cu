@@ -24,8 +24,8 @@ namespace {
 
 template <typename T, int HD>
 struct MmaDkdv {
-  // A 32-row query tile at hd 128 keeps dK, dV, S^T and dP^T in registers.
-  static constexpr int BK = 64, BQ = HD == 128 ? 32 : 64, LDS = MmaTile<HD>::LDS;
+  // A 32-row query tile at hd 96 and 128 keeps dK, dV, S^T and dP^T in registers.
+  static constexpr int BK = 64, BQ = HD > 64 ? 32 : 64, LDS = MmaTile<HD>::LDS;
   static constexpr std::size_t smem =
       static_cast<std::size_t>(2 * BK + 4 * BQ) * LDS * sizeof(T) + 4 * BQ * sizeof(float);
 };
@@ -300,5 +300,7 @@ template void launch_backward_tc<__nv_bfloat16, 128>(const BwdArgs&, const Flash
 template void launch_backward_tc<__half, 32>(const BwdArgs&, const FlashDims&, cudaStream_t);
 template void launch_backward_tc<__half, 64>(const BwdArgs&, const FlashDims&, cudaStream_t);
 template void launch_backward_tc<__half, 128>(const BwdArgs&, const FlashDims&, cudaStream_t);
+template void launch_backward_tc<__nv_bfloat16, 96>(const BwdArgs&, const FlashDims&, cudaStream_t);
+template void launch_backward_tc<__half, 96>(const BwdArgs&, const FlashDims&, cudaStream_t);
 
 }  // namespace tinyllama::cuda::flash

@@ -126,5 +126,12 @@ template void launch_delta<__half, 64>(float*, const Mat&, const Mat&, bool, con
                                        std::int64_t, cudaStream_t, int*, std::int64_t);
 template void launch_delta<__half, 128>(float*, const Mat&, const Mat&, bool, const FlashDims&,
                                         std::int64_t, cudaStream_t, int*, std::int64_t);
+template void launch_delta<float, 96>(float*, const Mat&, const Mat&, bool, const FlashDims&,
+                                      std::int64_t, cudaStream_t, int*, std::int64_t);
+template void launch_delta<__nv_bfloat16, 96>(float*, const Mat&, const Mat&, bool,
+                                              const FlashDims&, std::int64_t, cudaStream_t, int*,
+                                              std::int64_t);
+template void launch_delta<__half, 96>(float*, const Mat&, const Mat&, bool, const FlashDims&,
+                                       std::int64_t, cudaStream_t, int*, std::int64_t);
 
 }  // namespace tinyllama::cuda::flash

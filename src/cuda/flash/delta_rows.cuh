@@ -15,18 +15,30 @@ namespace tinyllama::cuda::flash {
 
 // The 16-byte layout: kLanes consecutive lanes share one row, kVec elements
 // each, and reduce it with kLanes-lane shuffles (32 / kLanes rows a warp).
+// A row of kParts vectors takes the power of two of lanes at or above it;
+// the lanes past its end add zeros (hd 96: 12 vectors in bf16 on 16 lanes).
 template <typename T, int HD>
 struct DeltaVec {
   static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  static constexpr int kLanes = HD / kVec;
-  static_assert(kLanes >= 1 && kLanes <= 32 && 32 % kLanes == 0,
-                "a row must be a power-of-two share of a warp");
+  static constexpr int kParts = HD / kVec;
+  static constexpr int kLanes = kParts <= 1    ? 1
+                                : kParts <= 2  ? 2
+                                : kParts <= 4  ? 4
+                                : kParts <= 8  ? 8
+                                : kParts <= 16 ? 16
+                                               : 32;
+  static_assert(HD % kVec == 0 && kParts >= 1 && kParts <= 32,
+                "a row must be whole 16-byte vectors, at most a warp of them");
 };
 
-// Lane `part`'s share of one row: its kVec products, summed in order.
+// Lane `part`'s share of one row: its kVec products, summed in order (0 for
+// a lane past the row's end).
 template <typename T, int HD>
 __device__ __forceinline__ float delta_vec_share(const T* dout_row, const T* out_row, int part) {
   constexpr int kVec = DeltaVec<T, HD>::kVec;
+  if constexpr (DeltaVec<T, HD>::kParts != DeltaVec<T, HD>::kLanes) {
+    if (part >= DeltaVec<T, HD>::kParts) return 0.f;
+  }
   float g[kVec], o[kVec];
   load_f32<kVec>(dout_row + part * kVec, g);
   load_f32<kVec>(out_row + part * kVec, o);

@@ -23,10 +23,10 @@
 namespace tinyllama::cuda {
 namespace {
 
-// The instantiated head_dims: kFlashHeadDims (cuda_ops.h) lists the same
-// three, and resolve_plan falls back to materialised attention for others.
-static_assert(sizeof(kFlashHeadDims) / sizeof(kFlashHeadDims[0]) == 3 && kFlashHeadDims[0] == 32 &&
-                  kFlashHeadDims[1] == 64 && kFlashHeadDims[2] == 128,
+// The instantiated head_dims: kFlashHeadDims (flash_attention.h) lists the
+// same four, and resolve_plan falls back to materialised attention for others.
+static_assert(sizeof(kFlashHeadDims) / sizeof(kFlashHeadDims[0]) == 4 && kFlashHeadDims[0] == 32 &&
+                  kFlashHeadDims[1] == 64 && kFlashHeadDims[2] == 96 && kFlashHeadDims[3] == 128,
               "dispatch_head_dim and kFlashHeadDims must list the same head_dims");
 
 template <typename Fn>
@@ -38,14 +38,17 @@ void dispatch_head_dim(int hd, const char* op, Fn&& fn) {
     case 64:
       fn(std::integral_constant<int, 64>{});
       return;
+    case 96:
+      fn(std::integral_constant<int, 96>{});
+      return;
     case 128:
       fn(std::integral_constant<int, 128>{});
       return;
     default:
       break;
   }
-  throw RuntimeFailure(std::string(op) + ": flash attention on CUDA supports head_dim 32, 64 or " +
-                       "128, got " + std::to_string(hd));
+  throw RuntimeFailure(std::string(op) + ": flash attention on CUDA supports head_dim 32, 64, 96 " +
+                       "or 128, got " + std::to_string(hd));
 }
 
 bool aligned16(const Mat& m) {
@@ -110,7 +113,7 @@ std::atomic<FlashForwardKernel> g_forward_kernel{FlashForwardKernel::Best};
 // kernel bench behind the default), or Mma for the Ampere-style kernel.
 template <typename T, int HD>
 FlashForwardKernel forward_kernel_for(const flash::FwdArgs& args) {
-  if constexpr (std::is_same_v<T, float> || HD == 32) {
+  if constexpr (std::is_same_v<T, float> || !flash::hopper_head_dim(HD)) {
     return FlashForwardKernel::Mma;
   } else {
     if (!args.vec || !flash_hopper_kernels_available()) return FlashForwardKernel::Mma;
@@ -163,7 +166,7 @@ bool one_launch_by_default(const flash::FlashDims& d, int head_dim) {
 // The backward's kernels for this call: Mma where the Hopper ones cannot run.
 template <typename T, int HD>
 FlashBackwardKernel backward_kernel_for(const flash::BwdArgs& args, const flash::FlashDims& d) {
-  if constexpr (std::is_same_v<T, float> || HD == 32) {
+  if constexpr (std::is_same_v<T, float> || !flash::hopper_head_dim(HD)) {
     return FlashBackwardKernel::Mma;
   } else {
     if (!args.vec || !flash_hopper_kernels_available()) return FlashBackwardKernel::Mma;
@@ -324,7 +327,7 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
       using T = typename decltype(tag)::type;
       if constexpr (std::is_same_v<T, float>) {
         flash::launch_forward_fp32<HD>(args, d, stream);
-      } else if constexpr (HD == 32) {
+      } else if constexpr (!flash::hopper_head_dim(HD)) {
         flash::launch_forward_tc<T, HD>(args, d, stream);
       } else {
         switch (forward_kernel_for<T, HD>(args)) {
@@ -434,7 +437,7 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
     dispatch_float(q.dtype, name, [&](auto tag) {
       using T = typename decltype(tag)::type;
       FlashBackwardKernel kernel = FlashBackwardKernel::Mma;
-      if constexpr (!std::is_same_v<T, float> && HD != 32)
+      if constexpr (!std::is_same_v<T, float> && flash::hopper_head_dim(HD))
         kernel = backward_kernel_for<T, HD>(args, d);
       if (kernel == FlashBackwardKernel::Fused && !fused_ready) {
         throw RuntimeFailure(std::string(name) +
@@ -451,7 +454,7 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
       }
       if constexpr (std::is_same_v<T, float>) {
         flash::launch_backward_fp32<HD>(args, d, stream);
-      } else if constexpr (HD == 32) {
+      } else if constexpr (!flash::hopper_head_dim(HD)) {
         flash::launch_backward_tc<T, HD>(args, d, stream);
       } else {
         switch (kernel) {

@@ -1,7 +1,7 @@
 #pragma once
 // Causal GQA flash attention (level v2) behind the Backend contract with an
 // empty probs Mat: no S x S buffer, the backward recomputes P from lse.
-// head_dim 32, 64 or 128; any seq >= 1. Implemented in dispatch.cu.
+// head_dim 32, 64, 96 or 128; any seq >= 1. Implemented in dispatch.cu.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -26,7 +26,7 @@ struct FlashScratch {
   std::int64_t counters = 0;
 };
 // The head_dims the flash kernels are instantiated for (DeviceCaps reads it).
-inline constexpr int kFlashHeadDims[] = {32, 64, 128};
+inline constexpr int kFlashHeadDims[] = {32, 64, 96, 128};
 // RopeImpl::Fused's angles: (cos, sin) of position p's angle for pair i at
 // cos_sin[2 (p * head_dim / 2 + i)], fp32, for positions [0, seq); built by
 // rope_table() (cuda_ops.h) from the same double-precision angles as the

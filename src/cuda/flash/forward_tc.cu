@@ -203,5 +203,7 @@ template void launch_forward_tc<__nv_bfloat16, 128>(const FwdArgs&, const FlashD
 template void launch_forward_tc<__half, 32>(const FwdArgs&, const FlashDims&, cudaStream_t);
 template void launch_forward_tc<__half, 64>(const FwdArgs&, const FlashDims&, cudaStream_t);
 template void launch_forward_tc<__half, 128>(const FwdArgs&, const FlashDims&, cudaStream_t);
+template void launch_forward_tc<__nv_bfloat16, 96>(const FwdArgs&, const FlashDims&, cudaStream_t);
+template void launch_forward_tc<__half, 96>(const FwdArgs&, const FlashDims&, cudaStream_t);
 
 }  // namespace tinyllama::cuda::flash

@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
 template <int HD>
 struct F32Dkdv {
   // Keys are the rows (RM per thread); query columns CN per thread.
-  static constexpr int BK = 32, BQ = HD == 128 ? 32 : 64, RM = 4, CN = BQ / 16,
+  static constexpr int BK = 32, BQ = HD > 64 ? 32 : 64, RM = 4, CN = BQ / 16,
                        LDS = F32Tile<HD>::LDS, LDP = BQ + 4;
   static constexpr std::size_t smem =
       (static_cast<std::size_t>(2 * BK + 2 * BQ) * LDS + 2 * BK * LDP + 2 * BQ) * sizeof(float);
@@ -375,5 +375,7 @@ template void launch_forward_fp32<128>(const FwdArgs&, const FlashDims&, cudaStr
 template void launch_backward_fp32<32>(const BwdArgs&, const FlashDims&, cudaStream_t);
 template void launch_backward_fp32<64>(const BwdArgs&, const FlashDims&, cudaStream_t);
 template void launch_backward_fp32<128>(const BwdArgs&, const FlashDims&, cudaStream_t);
+template void launch_forward_fp32<96>(const FwdArgs&, const FlashDims&, cudaStream_t);
+template void launch_backward_fp32<96>(const BwdArgs&, const FlashDims&, cudaStream_t);
 
 }  // namespace tinyllama::cuda::flash

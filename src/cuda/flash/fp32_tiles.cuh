@@ -16,9 +16,11 @@ namespace tinyllama::cuda::flash {
 template <int HD>
 struct F32Tile {
   static constexpr int LDS = HD + 4;
-  // Output columns of a thread: cg*W + 16*W*j + e, float4 (or float2 at hd 32)
-  // reads of V rows that cover a contiguous 64 (32) floats per half-warp.
-  static constexpr int W = HD / 16 >= 4 ? 4 : HD / 16;
+  // Output columns of a thread: cg*W + 16*W*j + e, float4 (or float2 where
+  // HD / 16 is not a multiple of 4: hd 32 and 96) reads of V rows that cover
+  // a contiguous 64 (32) floats per half-warp.
+  static_assert(HD % 32 == 0, "a thread's columns come in float2 or float4 groups");
+  static constexpr int W = (HD / 16) % 4 == 0 ? 4 : 2;
   static constexpr int J = HD / 16 / W;
   static constexpr int OC = HD / 16;  // output columns per thread
 };

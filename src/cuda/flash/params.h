@@ -67,9 +67,17 @@ struct BwdArgs {
 
 // Register budgets where ptxas' own choice under __launch_bounds__ spills a
 // few bytes (it aims at 128 registers at hd 64 and 168 at hd 128): enough to
-// hold the accumulators, low enough to keep 2-4 blocks per SM.
+// hold the accumulators, low enough to keep 2-4 blocks per SM. hd 96 takes
+// hd 128's: its accumulators are three quarters of those.
 constexpr int flash_reg_budget(int hd, int at128, int at64, int at32) {
-  return hd == 128 ? at128 : hd == 64 ? at64 : at32;
+  return hd > 64 ? at128 : hd > 32 ? at64 : at32;
+}
+
+// The head_dims the Hopper (wgmma, TMA) kernels are built for; the others
+// (32, 96) run the mma.sync kernels in bf16/fp16, and every head_dim runs
+// the fp32 kernels in fp32.
+constexpr bool hopper_head_dim(int hd) {
+  return hd == 64 || hd == 128;
 }
 
 struct FlashDims {
