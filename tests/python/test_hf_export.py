@@ -57,7 +57,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_parity import read_safetensors  # noqa: E402  (no safetensors package needed)
+from parity_io import read_safetensors  # noqa: E402  (no safetensors package needed)
 
 TOL = 1e-5
 SKIPPED = 77

@@ -24,7 +24,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_parity  # noqa: E402  (its safetensors reader and binary runner)
+import parity_binary  # noqa: E402  (the parity check's binary runner and dump reader)
 
 CFG = dict(vocab=64, dim=32, layers=2, heads=4, kv_heads=2, ffn=96, seq=16, batch=3, seed=7)
 LOSS_TOL = 1e-5  # relative, fp32 against fp32
@@ -98,10 +98,10 @@ def main():
     peer = load_peer(args.peer_script)
     with tempfile.TemporaryDirectory() as work:
         run_args = argparse.Namespace(binary=args.binary, device="cpu", amp="none", extra_args="")
-        outputs = test_parity.run_binary(test_parity.binary_command(run_args, CFG, work, 1), CFG,
-                                         work, 300)
-    init = test_parity.arrays(outputs["init"])
-    ref_grads = test_parity.arrays(outputs["grads_step1"])
+        outputs = parity_binary.run_binary(parity_binary.binary_command(run_args, CFG, work, 1),
+                                           CFG, work, 300)
+    init = parity_binary.arrays(outputs["init"])
+    ref_grads = parity_binary.arrays(outputs["grads_step1"])
     rows = outputs["batches"]["step1"][1]
     ref_loss = outputs["report"]["losses"][0]
 
