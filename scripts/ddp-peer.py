@@ -16,6 +16,10 @@ Usage:
 
   python3 scripts/ddp-peer.py ...   # no torchrun: world 1, no process group
 
+The model is in scripts/peer/ddp_model.py and the setup helpers (notes, the
+GQA path, the optimizer, the token pool) in scripts/peer/ddp_setup.py; this
+file has the command line and the training loop.
+
 The script sets NCCL_NVLS_ENABLE=0 itself before any process group exists;
 export it in the calling shell too, so that torchrun's agent and anything
 else started alongside see the same setting.
@@ -100,17 +104,12 @@ import time  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
-# DESIGN.md section 1 constants.
-RMS_EPS = 1e-6
-ROPE_THETA = 10000.0
-INIT_STD = 0.02
-ADAMW_BETAS = (0.9, 0.999)
-ADAMW_EPS = 1e-8
-WEIGHT_DECAY = 0.01
-# Batches per rank in the synthetic pool (cycled through).
-POOL_BATCHES = 8
+# The model and the setup helpers live beside torch_peer.py in scripts/peer/.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer"))
+from ddp_model import HAVE_SDPA, TinyLlama  # noqa: E402
+from ddp_setup import (POOL_BATCHES, Notes, choose_gqa, fmt_int, make_data,  # noqa: E402
+                       make_optimizer, nccl_version)
 
 
 # --------------------------------------------------------------------------
@@ -199,254 +198,6 @@ def parse_args(argv=None):
         fail("--num-heads %d must be divisible by --num-kv-heads %d"
              % (args.num_heads, args.num_kv_heads))
     return args
-
-
-# --------------------------------------------------------------------------
-# The model (DESIGN.md section 1)
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x):
-        # Statistics in fp32 whatever the input dtype; the residual stream is
-        # fp32 here anyway (fp32 embedding + autocast GEMM outputs).
-        xf = x.float()
-        y = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + RMS_EPS)
-        return (y * self.weight.float()).to(x.dtype)
-
-
-def rope_tables(seq_len, head_dim):
-    """cos, sin [S, 1, hd/2] fp32: pair i at position p turns by p * theta^(-2i/hd)."""
-    i = torch.arange(head_dim // 2, dtype=torch.float64)
-    inv_freq = ROPE_THETA ** (-2.0 * i / head_dim)
-    angle = torch.arange(seq_len, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    return angle.cos().float()[:, None, :], angle.sin().float()[:, None, :]
-
-
-def apply_rope(x, cos, sin):
-    """x [B, S, heads, hd]: interleaved pairs (2i, 2i+1) rotate, computed in fp32."""
-    xf = x.float().reshape(*x.shape[:-1], x.shape[-1] // 2, 2)
-    a, b = xf[..., 0], xf[..., 1]
-    out = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)
-    return out.flatten(-2).to(x.dtype)
-
-
-HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
-
-
-def sdpa_takes_enable_gqa():
-    if not HAVE_SDPA:
-        return False
-    q = torch.zeros(1, 2, 2, 4)
-    kv = torch.zeros(1, 1, 2, 4)
-    try:
-        F.scaled_dot_product_attention(q, kv, kv, is_causal=True, enable_gqa=True)
-        return True
-    except TypeError:
-        return False
-    except RuntimeError:
-        return False
-
-
-def written_out_attention(q, k, v):
-    """Causal attention without SDPA (torch < 2.0 only: smoke tests)."""
-    hd = q.shape[-1]
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
-    s = q.shape[-2]
-    future = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(diagonal=1)
-    scores = scores.masked_fill(future, float("-inf"))
-    return torch.softmax(scores.float(), dim=-1).to(v.dtype) @ v
-
-
-class Attention(nn.Module):
-    def __init__(self, cfg, gqa_native):
-        super().__init__()
-        self.h, self.k = cfg["num_heads"], cfg["num_kv_heads"]
-        self.hd = cfg["hidden_dim"] // self.h
-        d = cfg["hidden_dim"]
-        # One QKV GEMM: q rows, then k, then v (tinyllama's Wqkv layout).
-        self.wqkv = nn.Linear(d, (self.h + 2 * self.k) * self.hd, bias=False)
-        self.wo = nn.Linear(self.h * self.hd, d, bias=False)
-        self.gqa_native = gqa_native
-
-    def forward(self, x, cos, sin):
-        bsz, seq, _ = x.shape
-        h, k, hd = self.h, self.k, self.hd
-        q, kk, v = self.wqkv(x).split((h * hd, k * hd, k * hd), dim=-1)
-        q = apply_rope(q.view(bsz, seq, h, hd), cos, sin).transpose(1, 2)
-        kk = apply_rope(kk.view(bsz, seq, k, hd), cos, sin).transpose(1, 2)
-        v = v.view(bsz, seq, k, hd).transpose(1, 2)
-        if k != h and not self.gqa_native:
-            # Query head j reads kv head j // (H/K): repeat_interleave semantics.
-            kk = kk.repeat_interleave(h // k, dim=1)
-            v = v.repeat_interleave(h // k, dim=1)
-        if not HAVE_SDPA:
-            out = written_out_attention(q, kk, v)
-        elif k != h and self.gqa_native:
-            out = F.scaled_dot_product_attention(q, kk, v, is_causal=True, enable_gqa=True)
-        else:
-            out = F.scaled_dot_product_attention(q, kk, v, is_causal=True)
-        return self.wo(out.transpose(1, 2).reshape(bsz, seq, h * hd))
-
-
-class SwiGLU(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        d, f = cfg["hidden_dim"], cfg["ffn_dim"]
-        self.ffn = f
-        # One gate/up GEMM: gate rows, then up (tinyllama's Wgu layout).
-        self.wgu = nn.Linear(d, 2 * f, bias=False)
-        self.wdown = nn.Linear(f, d, bias=False)
-
-    def forward(self, x):
-        gate, up = self.wgu(x).split((self.ffn, self.ffn), dim=-1)
-        return self.wdown(F.silu(gate) * up)
-
-
-class Block(nn.Module):
-    def __init__(self, cfg, gqa_native):
-        super().__init__()
-        self.n1 = RMSNorm(cfg["hidden_dim"])
-        self.attn = Attention(cfg, gqa_native)
-        self.n2 = RMSNorm(cfg["hidden_dim"])
-        self.ffn = SwiGLU(cfg)
-
-    def forward(self, x, cos, sin):
-        h = x + self.attn(self.n1(x), cos, sin)
-        return h + self.ffn(self.n2(h))
-
-
-class TinyLlama(nn.Module):
-    """Returns the mean cross-entropy of next-token prediction."""
-
-    def __init__(self, cfg, gqa_native):
-        super().__init__()
-        self.vocab = cfg["vocab"]
-        self.embed = nn.Embedding(cfg["vocab"], cfg["hidden_dim"])
-        self.blocks = nn.ModuleList(Block(cfg, gqa_native) for _ in range(cfg["num_layers"]))
-        self.norm = RMSNorm(cfg["hidden_dim"])
-        cos, sin = rope_tables(cfg["seq_len"], cfg["hidden_dim"] // cfg["num_heads"])
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
-        for mod in self.modules():
-            if isinstance(mod, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(mod.weight, mean=0.0, std=INIT_STD)
-
-    def forward(self, inputs, targets):
-        x = self.embed(inputs)
-        for block in self.blocks:
-            x = block(x, self.rope_cos, self.rope_sin)
-        logits = F.linear(self.norm(x), self.embed.weight)  # tied LM head
-        return F.cross_entropy(logits.reshape(-1, self.vocab), targets.reshape(-1))
-
-
-# --------------------------------------------------------------------------
-# Helpers
-
-
-class Notes:
-    def __init__(self, rank):
-        self.rank = rank
-        self.items = []
-
-    def add(self, text, all_ranks=False):
-        self.items.append(text)
-        if self.rank == 0 or all_ranks:
-            prefix = "note" if self.rank == 0 else "note[rank %d]" % self.rank
-            print("%s: %s" % (prefix, text), file=sys.stderr, flush=True)
-
-
-def choose_gqa(args, device, notes):
-    """True: SDPA enable_gqa=True; False: repeat_interleave K/V (or MHA)."""
-    h, k = args.num_heads, args.num_kv_heads
-    hd = args.hidden_dim // h
-    if k == h:
-        return False, "mha"
-    if not HAVE_SDPA:
-        notes.add("this torch has no F.scaled_dot_product_attention: written-out attention "
-                  "with repeated K/V (smoke tests only, not a fair peer)")
-        return False, "repeat (no sdpa)"
-    takes = sdpa_takes_enable_gqa()
-    if args.gqa == "repeat":
-        return False, "repeat"
-    if args.gqa == "native":
-        if not takes:
-            notes.add("--gqa native: this torch's SDPA has no enable_gqa; repeating K/V instead")
-            return False, "repeat"
-        return True, "native"
-    # auto: native only where the flash kernel takes it; elsewhere SDPA would
-    # route enable_gqa to the math backend, slower than repeating K/V.
-    if not takes:
-        return False, "repeat"
-    if device.type != "cuda" or args.amp != "bf16":
-        return False, "repeat"
-    if not torch.backends.cuda.flash_sdp_enabled() or hd > 256 or hd % 8 != 0:
-        return False, "repeat"
-    verdict = None
-    try:
-        from torch.backends.cuda import SDPAParams, can_use_flash_attention
-        q = torch.zeros(1, h, args.seq_len, hd, device=device, dtype=torch.bfloat16,
-                        requires_grad=True)
-        kv = torch.zeros(1, k, args.seq_len, hd, device=device, dtype=torch.bfloat16,
-                         requires_grad=True)
-        try:
-            params = SDPAParams(q, kv, kv, None, 0.0, True, True)
-        except TypeError:
-            params = None  # a torch whose SDPAParams cannot express GQA
-        if params is not None:
-            verdict = bool(can_use_flash_attention(params, False))
-        del q, kv
-    except Exception:  # an older torch without the probe: trust the heuristic
-        verdict = None
-    if verdict is False:
-        notes.add("flash attention cannot take this GQA shape: repeating K/V")
-        return False, "repeat"
-    return True, "native"
-
-
-def make_optimizer(params, args, device, notes):
-    kw = dict(lr=args.lr, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=WEIGHT_DECAY)
-    if device.type == "cuda":
-        try:
-            return torch.optim.AdamW(params, fused=True, **kw), "fused"
-        except (TypeError, RuntimeError, ValueError) as err:
-            notes.add("fused AdamW unavailable (%s): foreach AdamW" % str(err).splitlines()[0])
-            try:
-                return torch.optim.AdamW(params, foreach=True, **kw), "foreach"
-            except TypeError:
-                pass
-    return torch.optim.AdamW(params, **kw), "default"
-
-
-def make_data(args, device, rank):
-    """(inputs, targets) [POOL, B, S] int64 on the device, uniform in [1, vocab)."""
-    gen = torch.Generator()
-    # A distinct stream per rank, and distinct from the weights' seed.
-    gen.manual_seed((args.seed * 1000003 + 7919 * (rank + 1)) % (2 ** 63))
-    rows = torch.randint(1, args.vocab, (POOL_BATCHES, args.batch_size, args.seq_len + 1),
-                         generator=gen, dtype=torch.long)
-    inputs = rows[:, :, :-1].contiguous().to(device)
-    targets = rows[:, :, 1:].contiguous().to(device)
-    return inputs, targets
-
-
-def nccl_version():
-    try:
-        v = torch.cuda.nccl.version()
-    except Exception:
-        return None
-    if isinstance(v, (tuple, list)):
-        return ".".join(str(x) for x in v)
-    if isinstance(v, int):  # old torch: major*1000 + minor*100 + patch (or *10000 + ...)
-        return str(v)
-    return str(v)
-
-
-def fmt_int(x):
-    return "{:,.0f}".format(x)
 
 
 # --------------------------------------------------------------------------
