@@ -214,14 +214,20 @@ TEST(BenchOnCpu, AFailingOpIsReportedAndTheBenchGoesOn) {
   EXPECT_NE(format_run(report, report.runs.front()).find("ERROR: CUDA error"), std::string::npos);
 }
 
-TEST(BenchOnCpu, FlashIsSkippedWhereItsKernelsHaveNoHeadDim) {
+// The ops of `list` at the tiny shape widened to D48, head_dim 24, on a
+// backend whose flash kernels lack that head_dim.
+BenchReport run_at_head_dim_24(const std::string& list) {
   BenchOptions options = tiny_options();
   ShapeOverrides o;
   o.hidden_dim = 48;  // hd 24
   options.shapes = {apply_overrides(tiny(), o)};
-  options.ops = select_ops("attention.fwd:materialized,attention.fwd:flash,attention.fwd:cudnn");
+  options.ops = select_ops(list);
+  return run_on(options, [](Precision) { return std::make_unique<FlashLimitedCpu>(); });
+}
+
+TEST(BenchOnCpu, FlashIsSkippedWhereItsKernelsHaveNoHeadDim) {
   const BenchReport report =
-      run_on(options, [](Precision) { return std::make_unique<FlashLimitedCpu>(); });
+      run_at_head_dim_24("attention.fwd:materialized,attention.fwd:flash,attention.fwd:cudnn");
   const std::vector<OpResult>& ops = report.runs.front().ops;
   ASSERT_EQ(ops.size(), 3u);
   EXPECT_TRUE(ops[0].ok());  // materialised runs at any head_dim
@@ -234,13 +240,8 @@ TEST(BenchOnCpu, FlashIsSkippedWhereItsKernelsHaveNoHeadDim) {
 // The ops that run no attention are timed at a head_dim the flash kernels
 // lack (they were all skipped there, for the attention their preset names).
 TEST(BenchOnCpu, OpsWithoutAttentionRunWhereFlashHasNoHeadDim) {
-  BenchOptions options = tiny_options();
-  ShapeOverrides o;
-  o.hidden_dim = 48;  // hd 24
-  options.shapes = {apply_overrides(tiny(), o)};
-  options.ops = select_ops("rmsnorm.bwd,swiglu.fwd,qkv_gemm.fwd,rope.fwd,attention.bwd:flash");
   const BenchReport report =
-      run_on(options, [](Precision) { return std::make_unique<FlashLimitedCpu>(); });
+      run_at_head_dim_24("rmsnorm.bwd,swiglu.fwd,qkv_gemm.fwd,rope.fwd,attention.bwd:flash");
   const std::vector<OpResult>& ops = report.runs.front().ops;
   ASSERT_GE(ops.size(), 5u);
   for (const OpResult& r : ops) {
