@@ -25,7 +25,7 @@ FP16_LOSS_SCALE = 65536.0
 # Small, fixed, deliberately irregular shapes: they must run in seconds on
 # two CPU cores, and odd sizes catch indexing bugs that powers of two hide.
 # Together they cover K = H (MHA), K = H/2 (GQA), K = 1 (MQA), head_dim 8 to
-# 32, sequence lengths that are not powers of two (one above 32, i.e. more
+# 96, sequence lengths that are not powers of two (one above 32, i.e. more
 # than one attention tile), a vocab that is not a multiple of anything, and
 # three layers (gradients through more than one residual hand-off), and one
 # FFN width the Hopper SwiGLU GEMM takes.
@@ -43,4 +43,11 @@ CONFIGS = {
     # back; a hidden width off the 64-wide k step, 87 rows off the 128-row tile.
     "ffn192": dict(vocab=61, dim=72, layers=2, heads=4, kv_heads=2, ffn=192,
                    seq=29, batch=3, seed=31337),
+    # The head_dims the CUDA flash kernels run besides 32 (the widths above
+    # fall back to materialised attention there): 64, Hopper's wgmma kernels,
+    # over 70 positions (past one 64-row tile); 96, the mma.sync and fp32 ones.
+    "hd64": dict(vocab=71, dim=128, layers=2, heads=2, kv_heads=1, ffn=160,
+                 seq=70, batch=2, seed=2024),
+    "hd96": dict(vocab=59, dim=192, layers=1, heads=2, kv_heads=2, ffn=128,
+                 seq=41, batch=2, seed=96),
 }
