@@ -1,10 +1,11 @@
 #pragma once
 // How far a result may sit from the float64 CPU reference, and how that
-// distance is measured: the definitions of tests/python/test_parity.py
-// (its module docstring explains each), kept here once so that the
-// `validate` command, `train --validate-setup` and the C++ tests judge by
-// the same rules. tests/model/tolerance_test.cc checks that the Python
-// script still states the same numbers.
+// distance is measured: the definitions of the parity test
+// (tests/python/test_parity.py's docstring explains each; the numbers are in
+// parity_config.py, the metrics in parity_compare.py), kept here once so
+// that the `validate` command, `train --validate-setup` and the C++ tests
+// judge by the same rules. tests/model/tolerance_test.cc checks that the
+// Python constants still state the same numbers.
 #include <string>
 #include <vector>
 

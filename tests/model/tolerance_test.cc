@@ -1,5 +1,5 @@
 // The tolerances `validate` judges by are the parity test's: the numbers are
-// read back from tests/python/test_parity.py, and each metric is checked on
+// read back from tests/python/parity_config.py, and each metric is checked on
 // values whose answer is known by construction.
 #include <gtest/gtest.h>
 
@@ -15,9 +15,10 @@
 namespace tinyllama {
 namespace {
 
-// The value assigned to `name` at the start of a line of the parity script.
+// The value assigned to `name` at the start of a line of the parity
+// script's constants.
 double parity_constant(const std::string& name) {
-  std::ifstream in(std::string(TINYLLAMA_SOURCE_DIR) + "/tests/python/test_parity.py");
+  std::ifstream in(std::string(TINYLLAMA_SOURCE_DIR) + "/tests/python/parity_config.py");
   std::stringstream text;
   text << in.rdbuf();
   const std::string s = text.str();
