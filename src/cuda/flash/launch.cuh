@@ -2,9 +2,9 @@
 // How dispatch.cu reaches kernels that live in other translation units: one
 // host launcher per kernel family, each defined and explicitly instantiated
 // beside its kernels (T: the element types it serves, HD: 32, 64, 96, 128;
-// the Hopper families 64 and 128 only), and
-// the helpers the launchers share (grid arithmetic, the launch with its
-// error check; the dynamic shared memory opt-in is cuda_launch.cuh's).
+// the Hopper families 64 and 128 only), and the helpers the launchers share
+// (grid arithmetic, the launch with its error check; the dynamic shared
+// memory opt-in is cuda_launch.cuh's).
 // Kernels themselves stay in unnamed namespaces: nothing outside their file
 // names them.
 #include <cuda_runtime.h>
