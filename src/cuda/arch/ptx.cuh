@@ -3,9 +3,9 @@
 // built from: cp.async (global to
 // shared memory without a register round trip, zero-filling rows past the
 // end), ldmatrix (shared memory to MMA fragments), mma.sync m16n8k16 in bf16
-// and fp16 with fp32 accumulators, and pack2 (two floats to one register of
-// 16-bit values). Kept apart so that the kernels read as tiling and
-// arithmetic; nothing here knows about attention or GEMMs.
+// and fp16 with fp32 accumulators, pack2 (two floats to one register of
+// 16-bit values), and a global acquire load and release add. Kept apart so that the kernels read as
+// tiling and arithmetic; nothing here knows about attention or GEMMs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -85,6 +85,20 @@ template <>
 __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {
   const __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const unsigned*>(&v);
+}
+
+// A 32-bit load with acquire semantics at GPU scope: reads after it see
+// what the writer released before its matching release.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// counter += v, ordered after this thread's earlier writes (and, through
+// a barrier before it, its group's).
+__device__ __forceinline__ void red_release_gpu_add(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
 }  // namespace tinyllama::cuda::arch

@@ -71,20 +71,18 @@ __device__ __forceinline__ void fence_proxy_async() {
 
 // Keeps the compiler from moving reads or writes of accumulators across a
 // wgmma_wait: the asynchronous MMA owns them until then.
-template <int R, int C>
-__device__ __forceinline__ void fence_regs(float (&x)[R][C]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-#pragma unroll
-    for (int j = 0; j < C; ++j) asm volatile("" : "+f"(x[i][j])::"memory");
-  }
+__device__ __forceinline__ void fence_reg(float& x) {
+  asm volatile("" : "+f"(x)::"memory");
 }
-template <int R, int C>
-__device__ __forceinline__ void fence_regs(unsigned (&x)[R][C]) {
+__device__ __forceinline__ void fence_reg(unsigned& x) {
+  asm volatile("" : "+r"(x)::"memory");
+}
+template <typename E, int R, int C>
+__device__ __forceinline__ void fence_regs(E (&x)[R][C]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) {
 #pragma unroll
-    for (int j = 0; j < C; ++j) asm volatile("" : "+r"(x[i][j])::"memory");
+    for (int j = 0; j < C; ++j) fence_reg(x[i][j]);
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The building blocks the flash kernels are written in (cuda/arch/: inline
-// PTX for cp.async, ldmatrix and mma.sync; mbarriers, TMA and wgmma on
-// Hopper; swizzled tiles), called unqualified from the flash namespace.
+// PTX for cp.async, ldmatrix and mma.sync; mbarriers, TMA, bulk copies and
+// wgmma on Hopper; swizzled tiles), called unqualified from the flash namespace.
+#include "cuda/arch/bulk.cuh"
 #include "cuda/arch/ptx.cuh"
 #include "cuda/arch/tma.cuh"
 #include "cuda/arch/wgmma.cuh"

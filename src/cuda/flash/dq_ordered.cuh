@@ -30,58 +30,12 @@
 
 namespace tinyllama::cuda::flash {
 
-__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// counter += v, ordered after this thread's earlier writes (and, through
-// the barrier before it, its group's).
-__device__ __forceinline__ void red_release_gpu_add(int* p, int v) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
 // The staged share: 64 rows of HD floats, row-major, so that one bulk copy
 // moves a whole tile (the accumulator's rows are contiguous too).
 template <int HD>
 __device__ __forceinline__ int dq_stage_index(int row, int col) {
   return row * HD + col;
 }
-
-// Hopper's bulk asynchronous copies between shared and global memory, for
-// the writer thread: a plain copy, and a copy that adds into global memory
-// (each element once, in L2), grouped per thread.
-#if defined(TINYLLAMA_WGMMA_AVAILABLE)
-__device__ __forceinline__ void bulk_store(float* dst, const float* src, unsigned bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
-               "r"(smem_u32(src)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_add(float* dst, const float* src, unsigned bytes) {
-  asm volatile(
-      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
-      "r"(smem_u32(src)), "r"(bytes)
-      : "memory");
-}
-__device__ __forceinline__ void bulk_commit() {
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-// At most N of this thread's groups still reading shared memory.
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-// At most N of this thread's groups not yet complete (written).
-template <int N>
-__device__ __forceinline__ void bulk_wait() {
-  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
-}
-// Orders this thread's generic and async-proxy accesses to global memory.
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
-#endif
 
 // A warpgroup's 64 x N part of the share (the wgmma accumulator layout:
 // rows 16w + g and + 8, columns col0 + 8 dt + 2t and + 1) into the stage.
