@@ -99,19 +99,6 @@ enum KeyField {
 constexpr int kWarmups = 2;
 constexpr float kGraphTimingBelowMs = 0.05f;
 
-// Algorithms chosen by timing, shared by every runner of the process (the
-// key holds the device), so that two backends run the same algorithms.
-// cublasLtMatmulAlgo_t is plain data, valid with any handle of one library.
-struct TunedAlgos {
-  std::mutex mutex;
-  std::map<std::array<std::int64_t, kKeyFields>, cublasLtMatmulAlgo_t> algos;
-};
-
-TunedAlgos& tuned_algos() {
-  static TunedAlgos t;
-  return t;
-}
-
 const char* type_label(std::int64_t t) {
   switch (static_cast<cudaDataType_t>(t)) {
     case CUDA_R_32F:
@@ -152,83 +139,8 @@ bool reduces_in_fp32(const cublasLtMatmulAlgo_t& algo) {
 
 }  // namespace
 
-static_assert(kKeyFields == 22, "GemmRunner::Key (cuda_gemm.h) has one entry per KeyField");
-
-void GemmRunner::forget_tuned_choices() {
-  TunedAlgos& tuned = tuned_algos();
-  const std::lock_guard<std::mutex> lock(tuned.mutex);
-  tuned.algos.clear();
-}
-
-namespace {
-
-std::string tuning_signature() {
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  return "cublaslt " + std::to_string(cublasLtGetVersion()) + "\ngpu " + prop.name + "\n";
-}
-
-constexpr const char* kTuningHeader = "tinyllama-gemm-tuning 1\n";
-
-}  // namespace
-
-std::string GemmRunner::export_tuned_choices() {
-  std::string out = std::string(kTuningHeader) + tuning_signature();
-  TunedAlgos& tuned = tuned_algos();
-  const std::lock_guard<std::mutex> lock(tuned.mutex);
-  for (const auto& [key, algo] : tuned.algos) {
-    for (std::int64_t field : key) out += std::to_string(field) + " ";
-    const auto* bytes = reinterpret_cast<const unsigned char*>(&algo);
-    char hex[3];
-    for (std::size_t i = 0; i < sizeof(algo); ++i) {
-      std::snprintf(hex, sizeof hex, "%02x", bytes[i]);
-      out += hex;
-    }
-    out += "\n";
-  }
-  return out;
-}
-
-std::string GemmRunner::import_tuned_choices(const std::string& text) {
-  const std::string head = std::string(kTuningHeader) + tuning_signature();
-  if (text.compare(0, head.size(), head) != 0) {
-    return "the GEMM choices were tuned with another cuBLASLt or GPU (or are damaged)";
-  }
-  std::map<std::array<std::int64_t, kKeyFields>, cublasLtMatmulAlgo_t> parsed;
-  std::size_t pos = head.size();
-  while (pos < text.size()) {
-    const std::size_t end = text.find('\n', pos);
-    if (end == std::string::npos) return "the GEMM choices are damaged (an unfinished line)";
-    const std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    std::array<std::int64_t, kKeyFields> key{};
-    std::size_t at = 0;
-    for (std::int64_t& field : key) {
-      const std::size_t space = line.find(' ', at);
-      if (space == std::string::npos) return "the GEMM choices are damaged (a short key)";
-      char* stop = nullptr;
-      field = std::strtoll(line.c_str() + at, &stop, 10);
-      if (stop != line.c_str() + space) return "the GEMM choices are damaged (a key field)";
-      at = space + 1;
-    }
-    cublasLtMatmulAlgo_t algo{};
-    if (line.size() - at != 2 * sizeof(algo)) return "the GEMM choices are damaged (an algorithm)";
-    auto* bytes = reinterpret_cast<unsigned char*>(&algo);
-    for (std::size_t i = 0; i < sizeof(algo); ++i) {
-      const std::string pair = line.substr(at + 2 * i, 2);
-      char* stop = nullptr;
-      bytes[i] = static_cast<unsigned char>(std::strtoul(pair.c_str(), &stop, 16));
-      if (stop != pair.c_str() + 2) return "the GEMM choices are damaged (not hex)";
-    }
-    parsed[key] = algo;
-  }
-  TunedAlgos& tuned = tuned_algos();
-  const std::lock_guard<std::mutex> lock(tuned.mutex);
-  for (const auto& [key, algo] : parsed) tuned.algos[key] = algo;
-  return "";
-}
+static_assert(kKeyFields == std::tuple_size_v<GemmTuningKey>,
+              "GemmTuningKey (cuda_gemm_tuned.h) has one entry per KeyField");
 
 bool gemm_autotune_enabled() {
   return env_flag(std::getenv("TINYLLAMA_GEMM_AUTOTUNE"), true);
@@ -411,7 +323,7 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
   plan.algo = candidates[best];
   ++tuned_problems_;
   {
-    TunedAlgos& tuned = tuned_algos();
+    TunedGemmAlgos& tuned = tuned_gemm_algos();
     const std::lock_guard<std::mutex> lock(tuned.mutex);
     tuned.algos[key] = plan.algo;
   }
@@ -457,7 +369,7 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   plan.c = make_layout(key[kTypeC], key[kM], key[kN], key[kLdC], key[kBatch], key[kStrideC]);
 
   if (autotune_) {
-    TunedAlgos& tuned = tuned_algos();
+    TunedGemmAlgos& tuned = tuned_gemm_algos();
     const std::lock_guard<std::mutex> lock(tuned.mutex);
     const auto hit = tuned.algos.find(key);
     if (hit != tuned.algos.end()) {

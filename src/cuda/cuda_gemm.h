@@ -38,6 +38,7 @@
 
 #include "core/mat.h"
 #include "cuda/cuda_gemm_search.h"
+#include "cuda/cuda_gemm_tuned.h"
 
 namespace tinyllama {
 class EventTimer;  // model/backend.h
@@ -114,7 +115,7 @@ class GemmRunner {
     cublasLtMatmulAlgo_t algo{};
     bool settled = false;  // false: rank 0 for now, to be timed at an eager use
   };
-  using Key = std::array<std::int64_t, 22>;
+  using Key = GemmTuningKey;
   Plan& plan_for(const Key& key);
   GemmProblemDesc problem(const Plan& plan, const Key& key) const;
   // d = alpha * op(a) * op(b) + beta * c; c == d in place.
