@@ -317,13 +317,8 @@ void CudaBackend::gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat 
 
 std::int64_t CudaBackend::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                                     float beta) {
-  if (!side_enabled_) {
-    gemm_->run(c, a, trans_a, b, trans_b, alpha, beta);
-    return 0;
-  }
-  side_->fork(stream_);
-  side_gemm_->run(c, a, trans_a, b, trans_b, alpha, beta);
-  return side_->mark();
+  fork_side_gemms();
+  return side_gemm_from_fork(c, a, trans_a, b, trans_b, alpha, beta);
 }
 
 void CudaBackend::fork_side_gemms() {
