@@ -6,7 +6,6 @@
 // the weight-gradient GEMMs of the layer two below (which overwrite the
 // slot) would let the sweep read the wrong layer's gradient. The CPU
 // counterpart, with the side work deferred, is tests/model/grad_ring_test.cc.
-#include <cstring>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -17,6 +16,7 @@
 #include "gpu_model_util.h"
 #include "gpu_test_util.h"
 #include "model/model.h"
+#include "model/same_bits.h"
 #include "train/options.h"
 #include "train/run_setup.h"
 #include "train/step_runner.h"
@@ -75,10 +75,6 @@ RingRun train(DType t, const std::string& level, GradBuffers buffers) {
   out.note = runner.note();
   out.memory = model.memory();
   return out;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 using RingParam = std::tuple<DType, std::string>;  // (compute dtype, level)

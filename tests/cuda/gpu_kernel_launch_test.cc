@@ -29,6 +29,7 @@
 #include "gpu_model_util.h"
 #include "gpu_test_util.h"
 #include "model/model.h"
+#include "model/same_bits.h"
 #include "train/step_runner.h"
 
 namespace tinyllama::gpu_test {
@@ -89,10 +90,6 @@ Trajectory train(OpChoices ops, KernelLaunch launch, DType t, const InjectedFaul
   out.replaying = runner.replaying();
   out.note = runner.note();
   return out;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 // Plain, then PDL, of the same choices: the same bits after every step.

@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "model/test_plans.h"
 #include "random_batch.h"
+#include "same_bits.h"
 #include "whole_step.h"
 
 namespace tinyllama {
@@ -63,11 +64,6 @@ std::vector<Snapshot> train(const OpChoices& ops, Precision precision, bool whol
     out.push_back({model.params(), model.adam_m(), model.adam_v()});
   }
   return out;
-}
-
-// Bitwise equality (EXPECT_EQ on doubles would also accept -0 == +0).
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 class FusedOptimizer : public ::testing::TestWithParam<DType> {};

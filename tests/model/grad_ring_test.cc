@@ -7,7 +7,6 @@
 // captured graph with branches, is tests/cuda/gpu_grad_ring_test.cc.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "model/model.h"
 #include "model/test_plans.h"
 #include "random_batch.h"
+#include "same_bits.h"
 #include "whole_step.h"
 
 namespace tinyllama {
@@ -61,10 +61,6 @@ std::vector<State> train(Backend& backend, const OpChoices& ops, Precision preci
     out.push_back({model.params(), model.adam_m(), model.adam_v()});
   }
   return out;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 void expect_same_states(const std::vector<State>& expected, const std::vector<State>& got) {

@@ -8,7 +8,6 @@
 // without a GPU.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "model/late_side_gemms.h"
 #include "model/model.h"
 #include "model/test_plans.h"
+#include "same_bits.h"
 #include "whole_step.h"
 
 namespace tinyllama {
@@ -76,10 +76,6 @@ std::vector<State> train(Backend& backend, const OpChoices& ops,
     out.back().params = model.params();
   }
   return out;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 // Step by step, the gradients and the weights to the bit.

@@ -20,6 +20,7 @@
 #include "cpu/cpu_backend.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "model/same_bits.h"
 #include "train/checkpoint.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
@@ -66,11 +67,6 @@ std::vector<double> losses(const TrainSummary& s) {
   std::vector<double> out;
   for (const StepRecord& r : s.steps) out.push_back(r.loss);
   return out;
-}
-
-// Bitwise equality (EXPECT_EQ on doubles would also accept -0 == +0).
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 // The flat indices of the embedding's padded rows in `model`'s layout.
