@@ -284,11 +284,22 @@ void CudaBackend::upload_async(void* dst, const void* host_src, std::size_t byte
   uploader_->upload(dst, host_src, bytes);
 }
 
+// Side work left unjoined (a norm's partial-row sum, which only the
+// optimizer reads) is joined into the main stream at both ends of a
+// recording: before it, because a wait inside a capture on an event recorded
+// outside it is an error, and at its end, because a capture with unjoined
+// work fails, and an event recorded in it cannot be waited on outside. A
+// training step joins its side work itself; the kernel bench warms an op up
+// eagerly and then records the op alone.
 void CudaBackend::begin_capture() {
+  side_->join_all(stream_);
+  updates_->join_all(stream_);
   graph_->begin();
 }
 
 GraphStats CudaBackend::end_capture(bool instantiate, int slot) {
+  side_->join_all(stream_);
+  updates_->join_all(stream_);
   return graph_->end(instantiate, slot);
 }
 
