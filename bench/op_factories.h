@@ -55,16 +55,22 @@ enum class FlashPin {
 std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl,
                                        FlashPin pin = FlashPin::None, bool rope = false);
 
+// The RMSNorm backward's kernels pinned to what the current ones replaced:
+// SeparateSum adds the weight gradient's partial rows in a second kernel on
+// every grid; OneWarp runs long rows (more than 32 * 4 vectors) on the
+// one-warp shared-memory kernel instead of the team kernel.
+enum class NormBackwardPin { None, SeparateSum, OneWarp };
+
 // ops_norm_rope.cc
-// separate_sum (backward): the weight gradient's partial rows added by a
-// second kernel on every grid.
-std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass, bool separate_sum = false);
+std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass,
+                                     NormBackwardPin pin = NormBackwardPin::None);
 // rmsnorm_apply: a norm's output remade from its saved rstd.
 std::unique_ptr<OpCase> make_rmsnorm_apply(BenchContext& ctx);
 std::unique_ptr<OpCase> make_rope(BenchContext& ctx, Pass pass);
 
 // ops_residual_norm.cc: NormImpl::Fused's residual add + RMSNorm.
-std::unique_ptr<OpCase> make_residual_norm(BenchContext& ctx, Pass pass);
+std::unique_ptr<OpCase> make_residual_norm(BenchContext& ctx, Pass pass,
+                                           NormBackwardPin pin = NormBackwardPin::None);
 
 // ops_elementwise.cc: SwiGLU fused or as silu and mul; the residual add.
 std::unique_ptr<OpCase> make_swiglu(BenchContext& ctx, Pass pass, bool fused);

@@ -204,11 +204,15 @@ std::vector<OpVariant> build_registry() {
   b.add("rmsnorm.bwd", "", "backward/layer0/ffn_norm", v2,
         [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
   b.add("rmsnorm.bwd", "separate-sum", "backward/layer0/ffn_norm", v2,
-        [=](BenchContext& c) { return make_rmsnorm(c, bwd, true); });
+        [=](BenchContext& c) { return make_rmsnorm(c, bwd, NormBackwardPin::SeparateSum); });
+  b.add("rmsnorm.bwd", "one-warp", "backward/layer0/ffn_norm", v2,
+        [=](BenchContext& c) { return make_rmsnorm(c, bwd, NormBackwardPin::OneWarp); });
   b.add("rmsnorm.apply", "recompute", "backward/layer0/ffn_norm_recompute", recompute_norms,
         [](BenchContext& c) { return make_rmsnorm_apply(c); });
   b.add("residual_norm.bwd", "fused", "backward/layer0/ffn_residual_norm", fused_norm,
         [=](BenchContext& c) { return make_residual_norm(c, bwd); });
+  b.add("residual_norm.bwd", "one-warp", "backward/layer0/ffn_residual_norm", fused_norm,
+        [=](BenchContext& c) { return make_residual_norm(c, bwd, NormBackwardPin::OneWarp); });
   b.gemm(Linear::OutProj, GemmPass::InputGrad);
   b.gemm(Linear::OutProj, GemmPass::WeightGrad);
   b.attention(bwd, "materialized", materialised);

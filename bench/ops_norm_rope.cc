@@ -4,23 +4,20 @@
 #include <string>
 
 #include "bench/device_buffers.h"
+#include "bench/norm_pin.h"
 #include "bench/op_factories.h"
 #include "bench/reference.h"
 #include "cpu/cpu_backend.h"
-#if defined(TINYLLAMA_HAS_CUDA)
-#include "cuda/cuda_ops.h"
-#endif
 
 namespace tinyllama::bench {
 namespace {
 
 class RmsNormCase final : public OpCase {
  public:
-  // separate_sum: the backward's weight-gradient partial rows added by a
-  // second kernel even where its own last blocks would (the variant the
-  // in-kernel sum replaced, kept to time beside it).
-  RmsNormCase(BenchContext& ctx, Pass pass, bool separate_sum)
-      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass), separate_sum_(separate_sum) {
+  // pin (backward): a kernel the current ones replaced, kept to time beside
+  // them (op_factories.h).
+  RmsNormCase(BenchContext& ctx, Pass pass, NormBackwardPin pin)
+      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass), pin_(pin) {
     const std::int64_t t = ctx.tokens();
     const std::int64_t d = ctx.cfg.hidden_dim;
     const DType act = ctx.act();
@@ -42,9 +39,8 @@ class RmsNormCase final : public OpCase {
     if (pass_ == Pass::Forward) {
       ctx_.gpu.rmsnorm_forward(out_, rstd_, x_, weight_, ctx_.cfg.rms_eps);
     } else {
-      pin_separate_sum(separate_sum_);
+      const ScopedNormPin pinned(pin_);
       ctx_.gpu.rmsnorm_backward(dx_, dweight_, dout_, x_, weight_, rstd_);
-      pin_separate_sum(false);
     }
   }
 
@@ -87,16 +83,8 @@ class RmsNormCase final : public OpCase {
   BenchContext& ctx_;
   DeviceBuffers buffers_;
   Pass pass_;
-  bool separate_sum_;
+  NormBackwardPin pin_;
   Mat x_, weight_, out_, rstd_, dout_, dx_, dweight_;
-
-  static void pin_separate_sum(bool on) {
-#if defined(TINYLLAMA_HAS_CUDA)
-    cuda::set_rmsnorm_partial_sums_in_kernel(!on);
-#else
-    (void)on;
-#endif
-  }
 };
 
 // out = x * rstd * weight from a saved rstd: what the backward pass runs
@@ -188,8 +176,8 @@ class RopeCase final : public OpCase {
 
 }  // namespace
 
-std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass, bool separate_sum) {
-  return std::make_unique<RmsNormCase>(ctx, pass, separate_sum);
+std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass, NormBackwardPin pin) {
+  return std::make_unique<RmsNormCase>(ctx, pass, pin);
 }
 
 std::unique_ptr<OpCase> make_rmsnorm_apply(BenchContext& ctx) {

@@ -1,9 +1,11 @@
 #include "cuda/cuda_launch.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/cuda_check.h"
@@ -85,6 +87,20 @@ int current_device_sm_count() {
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   return sms.at(static_cast<std::size_t>(dev));
+}
+
+int resident_blocks_per_sm(const void* kernel, int block_threads, std::size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, std::size_t>, int> per_sm_of;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(kernel, block_threads, smem);
+  auto it = per_sm_of.find(key);
+  if (it == per_sm_of.end()) {
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_threads, smem));
+    it = per_sm_of.emplace(key, std::max(1, per_sm)).first;
+  }
+  return it->second;
 }
 
 }  // namespace tinyllama::cuda

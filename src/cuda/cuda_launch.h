@@ -8,6 +8,7 @@
 // otherwise. cuda_launch.cuh's launch_kernel() reads it.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <string>
 
 namespace tinyllama::cuda {
@@ -27,5 +28,11 @@ std::string programmatic_launch_unsupported();
 // The current device's SM count, for grids sized to the GPU; asked of the
 // driver once per device.
 int current_device_sm_count();
+
+// Blocks of `kernel` (a __global__ function) of `block_threads` threads and
+// `smem` bytes of dynamic shared memory that one SM holds at once, at least
+// 1; asked of the runtime once per kernel and sizes (an eager step asks for
+// every launch).
+int resident_blocks_per_sm(const void* kernel, int block_threads, std::size_t smem);
 
 }  // namespace tinyllama::cuda

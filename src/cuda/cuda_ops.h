@@ -98,6 +98,10 @@ void rmsnorm_sum_partials(const RmsnormPartialSum& sum, cudaStream_t stream);
 // Process-wide, for the tests and the kernel bench: false makes every call
 // use the second kernel.
 void set_rmsnorm_partial_sums_in_kernel(bool on);
+// Process-wide, for the tests and the kernel bench: false sends rows of more
+// than 32 * 4 vectors to the one-warp shared-memory kernel that the team
+// kernel (cuda_rmsnorm_team.cuh) replaced there.
+void set_rmsnorm_backward_teams(bool on);
 // Whether a backward call over `rows` rows of `dim` (with the planned
 // kRmsnormPartialRows of partial rows) sums its partial rows in a second
 // kernel: its grid is too large for the in-kernel sum.

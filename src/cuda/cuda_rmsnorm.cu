@@ -11,20 +11,29 @@
 //
 // Backward, rows of up to 32 * 4 vectors (D 1024 in bf16, 512 in fp32 with
 // 16-byte vectors): a lane's columns are the same for every row, so its
-// slice of dy, x, w and of the column sums stays in registers. Longer rows
-// keep the column sums in shared memory instead; that path is bank-conflicted
-// (lane stride Vec floats) and rereads each row, which is why it is only the
-// fallback.
+// slice of dy, x, w and of the column sums stays in registers. Rows of up to
+// 8 * 32 * 4 vectors take a team of warps per row, which keeps that
+// (cuda_rmsnorm_team.cuh). Longer rows, and rows not a whole number of
+// vectors, keep the column sums in shared memory instead; that path is
+// bank-conflicted (lane stride Vec floats) and rereads each row, which is why
+// it is only the fallback.
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_launch.cuh"
+#include "cuda/cuda_launch.h"
 #include "cuda/cuda_norm_common.cuh"
+#include "cuda/cuda_norm_partials.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_rmsnorm_team.cuh"
 #include "cuda/cuda_vec.cuh"
 
 namespace tinyllama::cuda {
 namespace {
+
+using norm_partials::kSumGroups;
+using norm_partials::reduce_partials_in_kernel;
+using norm_partials::write_block_partial;
 
 template <typename T, typename W, int Vec>
 __global__ void rmsnorm_forward_kernel(T* out, std::int64_t ld_out, float* __restrict__ rstd,
@@ -84,85 +93,6 @@ __global__ void rmsnorm_apply_kernel(T* out, std::int64_t ld_out, const float* _
       for (int k = 0; k < Vec; ++k) v[k] = v[k] * inv * wv[k];
       store_f32<Vec>(yr + ch * Vec, v);
     }
-  }
-}
-
-// After every warp has left its column sums in warp_dw ([warps][dim] in
-// shared memory): the block's sum of them, in warp order, as its row of
-// partials.
-__device__ __forceinline__ void write_block_partial(float* __restrict__ partials,
-                                                    const float* warp_dw, int block_warps,
-                                                    std::int64_t dim) {
-  __syncthreads();
-  float* block_row = partials + static_cast<std::int64_t>(blockIdx.x) * dim;
-  for (std::int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-    float sum = 0.f;
-    for (int w = 0; w < block_warps; ++w) sum += warp_dw[w * dim + c];  // fixed order
-    block_row[c] = sum;
-  }
-}
-
-// dw[c] = sum of partials[b][c] over b, in a fixed order: kSumGroups
-// strided groups of rows (group g: rows g, g + kSumGroups, ...), then the
-// groups in order. sum_partials_kernel and reduce_partials_in_kernel both
-// add in this order, so either gives the same bits.
-constexpr int kSumGroups = 8;
-// Blocks that do the in-kernel reduction: the last ones to arrive.
-constexpr unsigned kReducerBlocks = 16;
-
-// The in-kernel form (counters non-null, two zeroed unsigneds): every block
-// counts itself in once its partial row is visible; the last kReducerBlocks
-// to arrive wait until all have (every other block is resident or done by
-// then: it has arrived, or it is one of fewer than kReducerBlocks still
-// running), then split the columns in slices of 32 and add the rows as
-// sum_partials_kernel does. The last reducer to finish zeroes the counters
-// for the next launch. `smem`: the kernel's dynamic shared memory, free
-// again here, at least kSumGroups * 32 floats.
-__device__ __forceinline__ void reduce_partials_in_kernel(float* __restrict__ dw,
-                                                          const float* __restrict__ partials,
-                                                          unsigned* counters, std::int64_t dim,
-                                                          float* smem) {
-  if (counters == nullptr) return;
-  __threadfence();  // this thread's part of the block's row, visible device-wide
-  __syncthreads();  // ... for every thread, and the shared memory no longer read
-  auto* ticket_slot = reinterpret_cast<unsigned*>(smem);
-  if (threadIdx.x == 0) *ticket_slot = atomicAdd(&counters[0], 1u);
-  __syncthreads();
-  const unsigned ticket = *ticket_slot;
-  const unsigned blocks = gridDim.x;
-  const unsigned reducers = blocks < kReducerBlocks ? blocks : kReducerBlocks;
-  if (ticket < blocks - reducers) return;  // whole blocks leave together
-  const unsigned reducer = ticket - (blocks - reducers);
-  if (threadIdx.x == 0) {
-    while (*static_cast<volatile unsigned*>(&counters[0]) < blocks) __nanosleep(64);
-  }
-  __syncthreads();
-  __threadfence();
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int warps = blockDim.x >> 5;
-  float(*group_sum)[32] = reinterpret_cast<float(*)[32]>(smem);
-  const std::int64_t slices = (dim + 31) / 32;
-  for (std::int64_t slice = reducer; slice < slices; slice += reducers) {
-    const std::int64_t c = slice * 32 + lane;
-    for (int g = warp; g < kSumGroups; g += warps) {
-      float sum = 0.f;
-      if (c < dim) {
-        for (unsigned b = g; b < blocks; b += kSumGroups) sum += __ldcg(partials + b * dim + c);
-      }
-      group_sum[g][lane] = sum;
-    }
-    __syncthreads();
-    if (warp == 0 && c < dim) {
-      float total = 0.f;
-      for (int g = 0; g < kSumGroups; ++g) total += group_sum[g][lane];
-      dw[c] = total;
-    }
-    __syncthreads();  // group_sum is rewritten by the next slice
-  }
-  if (threadIdx.x == 0 && atomicAdd(&counters[1], 1u) == reducers - 1) {
-    counters[0] = 0;
-    counters[1] = 0;
   }
 }
 
@@ -372,6 +302,7 @@ void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream) {
 
 namespace {
 bool partial_sums_in_kernel = true;  // set_rmsnorm_partial_sums_in_kernel
+bool team_rows = true;               // set_rmsnorm_backward_teams
 // Grids of at most this many blocks add their partial rows in the kernel:
 // two blocks per SM of an H100, the sizes whose backward is launch-bound.
 constexpr std::int64_t kInKernelSumMaxBlocks = 264;
@@ -382,11 +313,41 @@ int backward_block_warps(std::int64_t dim) {
       48 * 1024 / (dim * static_cast<std::int64_t>(sizeof(float))), 1, kNormWarpsPerBlock));
 }
 
-// The backward grid: a block per partial row, at most as many as fit.
+// The one-warp kernels' grid: a block per partial row, at most as many as
+// fit. It also decides where the partial rows are added (in the kernel or by
+// a second one) for the team kernel, whose grid is smaller, so that the plan
+// (workspace_sizes) knows it without knowing the dtype.
 std::int64_t backward_blocks(std::int64_t rows, std::int64_t dim, std::int64_t by_capacity) {
   const std::int64_t warps = backward_block_warps(dim);
   return std::max<std::int64_t>(1, std::min({static_cast<std::int64_t>(kRmsnormPartialRows),
                                              by_capacity, (rows + warps - 1) / warps}));
+}
+
+// The team kernel for `chunks` vectors a row: warps per team and vectors per
+// thread, or {0, 0} where the row is too long for it.
+struct TeamShape {
+  int warps = 0;
+  int chunks = 0;
+};
+TeamShape team_shape(std::int64_t chunks) {
+  if (chunks <= 32 * 4 * 2) return {4, 2};
+  if (chunks <= 32 * 8 * 2) return {8, 2};
+  if (chunks <= 32 * 8 * 4) return {8, 4};
+  return {};
+}
+
+// The team kernel's grid: as many blocks as are resident at once (each
+// loops over rows), no more than there are teams' rows or partial rows.
+template <typename Kernel>
+std::int64_t team_blocks(Kernel kernel, std::size_t smem, std::int64_t rows, int teams,
+                         std::int64_t by_capacity) {
+  const std::int64_t resident =
+      static_cast<std::int64_t>(resident_blocks_per_sm(reinterpret_cast<const void*>(kernel),
+                                                       kNormWarpsPerBlock * 32, smem)) *
+      current_device_sm_count();
+  return std::max<std::int64_t>(
+      1, std::min({resident, static_cast<std::int64_t>(kRmsnormPartialRows), by_capacity,
+                   (rows + teams - 1) / teams}));
 }
 }  // namespace
 
@@ -396,6 +357,10 @@ bool rmsnorm_backward_sums_in_second_kernel(std::int64_t rows, std::int64_t dim)
 
 void set_rmsnorm_partial_sums_in_kernel(bool on) {
   partial_sums_in_kernel = on;
+}
+
+void set_rmsnorm_backward_teams(bool on) {
+  team_rows = on;
 }
 
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
@@ -425,16 +390,13 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
           "workspace not prepared for rows of " + std::to_string(dim) +
               " (prepare() sizes it from hidden_dim)");
   require(dim <= 12288, name, "rows longer than 12288 are not supported");
-  const int block_warps = backward_block_warps(dim);
-  const std::int64_t blocks = backward_blocks(x.rows, dim, by_capacity);
-  const bool in_kernel =
-      counters != nullptr && partial_sums_in_kernel && blocks <= kInKernelSumMaxBlocks;
-  // The in-kernel sum reuses the shared memory for its ticket and group sums.
-  const std::size_t smem =
-      std::max<std::size_t>(static_cast<std::size_t>(block_warps) * dim * sizeof(float),
-                            in_kernel ? kSumGroups * 32 * sizeof(float) : 0);
+  // Where the partial rows are added follows the one-warp grid whichever
+  // kernel runs (backward_blocks).
+  const bool in_kernel = counters != nullptr && partial_sums_in_kernel &&
+                         backward_blocks(x.rows, dim, by_capacity) <= kInKernelSumMaxBlocks;
   float* dw_in_kernel = in_kernel ? dweight.ptr<float>() : nullptr;
   unsigned* counters_in_kernel = in_kernel ? counters : nullptr;
+  std::int64_t blocks = 0;  // the grid that ran: its partial rows
   dispatch_pair(x.dtype, weight.dtype, name, [&](auto t, auto w) {
     using T = typename decltype(t)::type;
     using W = typename decltype(w)::type;
@@ -443,22 +405,49 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
     dispatch_vec<T>(vec, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       const std::int64_t per_lane = (dim / kVec + 31) / 32;
-      const dim3 grid(static_cast<unsigned>(blocks));
-      const dim3 block(static_cast<unsigned>(block_warps * 32));
-      auto launch = [&](auto kernel) {
-        launch_kernel(kernel, grid, block, smem, stream, dx.ptr<T>(), dx.ld, partials, dw_in_kernel,
-                      counters_in_kernel, dout.ptr<const T>(), dout.ld, dresidual.ptr<const T>(),
-                      dresidual.ld, x.ptr<const T>(), x.ld, weight.ptr<const W>(),
-                      rstd.ptr<const float>(), rstd.ld, x.rows, dim);
+      auto launch = [&](auto kernel, std::int64_t grid, int block_warps, std::size_t smem) {
+        launch_kernel(kernel, dim3(static_cast<unsigned>(grid)),
+                      dim3(static_cast<unsigned>(block_warps * 32)), smem, stream, dx.ptr<T>(),
+                      dx.ld, partials, dw_in_kernel, counters_in_kernel, dout.ptr<const T>(),
+                      dout.ld, dresidual.ptr<const T>(), dresidual.ld, x.ptr<const T>(), x.ld,
+                      weight.ptr<const W>(), rstd.ptr<const float>(), rstd.ld, x.rows, dim);
+        blocks = grid;
       };
+      // The in-kernel sum reuses the shared memory for its ticket and group
+      // sums.
+      auto smem_for = [&](int sum_rows) {
+        return std::max<std::size_t>(static_cast<std::size_t>(sum_rows) * dim * sizeof(float),
+                                     in_kernel ? kSumGroups * 32 * sizeof(float) : 0);
+      };
+      const TeamShape team = team_shape(dim / kVec);
+      if (dim % kVec == 0 && per_lane > 4 && team.warps > 0 && team_rows) {
+        const int teams = kNormWarpsPerBlock / team.warps;
+        const std::size_t smem = smem_for(teams);
+        auto launch_team = [&](auto kernel) {
+          launch(kernel, team_blocks(kernel, smem, x.rows, teams, by_capacity), kNormWarpsPerBlock,
+                 smem);
+        };
+        if (team.warps == 4) {
+          launch_team(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 2, 4>);
+        } else if (team.chunks == 2) {
+          launch_team(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 2, 8>);
+        } else {
+          launch_team(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 4, 8>);
+        }
+        CUDA_CHECK_LAUNCH();
+        return;
+      }
+      const int block_warps = backward_block_warps(dim);
+      const std::int64_t grid = backward_blocks(x.rows, dim, by_capacity);
+      const std::size_t smem = smem_for(block_warps);
       if (dim % kVec != 0 || per_lane > 4) {
-        launch(rmsnorm_backward_kernel<T, W, kVec>);
+        launch(rmsnorm_backward_kernel<T, W, kVec>, grid, block_warps, smem);
       } else if (per_lane == 1) {
-        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 1>);
+        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 1>, grid, block_warps, smem);
       } else if (per_lane == 2) {
-        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 2>);
+        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 2>, grid, block_warps, smem);
       } else {
-        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 4>);
+        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 4>, grid, block_warps, smem);
       }
       CUDA_CHECK_LAUNCH();
     });

@@ -1,11 +1,12 @@
 #pragma once
-// The inline PTX the tensor-core kernels (cuda/flash, cuda/swiglu_gemm) are
-// built from: cp.async (global to
+// The inline PTX the tensor-core kernels (cuda/flash, cuda/swiglu_gemm) and
+// the RMSNorm backward's team kernel are built from: cp.async (global to
 // shared memory without a register round trip, zero-filling rows past the
 // end), ldmatrix (shared memory to MMA fragments), mma.sync m16n8k16 in bf16
 // and fp16 with fp32 accumulators, pack2 (two floats to one register of
-// 16-bit values), and a global acquire load and release add. Kept apart so that the kernels read as
-// tiling and arithmetic; nothing here knows about attention or GEMMs.
+// 16-bit values), a named barrier, and a global acquire load and release
+// add. Kept apart so that the kernels read as tiling and arithmetic; nothing
+// here knows about attention, GEMMs or norms.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -13,6 +14,13 @@ namespace tinyllama::cuda::arch {
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// A barrier of `threads` threads (a multiple of 32) under id 1-15, so that
+// one warpgroup, a pair of them or a team of warps can meet without the
+// whole block.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // src_bytes 0 zero-fills the destination without reading the source.

@@ -67,10 +67,4 @@ __device__ __forceinline__ void regs_inc() {
 }
 #endif
 
-// A barrier of `threads` threads (a multiple of 32) under id 1-15, so that
-// one warpgroup, or a pair of them, can meet without the whole block.
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
 }  // namespace tinyllama::cuda::arch

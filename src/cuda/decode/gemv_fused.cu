@@ -17,10 +17,7 @@
 // (tests/infer/rounded_reference.h). The residual stream and the norm
 // weights are fp32 whatever the dtype, as under torch.autocast: the norm
 // prologue reads an fp32 input, the residual epilogue writes one.
-#include <map>
-#include <mutex>
 #include <string>
-#include <utility>
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_launch.cuh"
@@ -247,21 +244,9 @@ __global__ void __launch_bounds__(kWarps * 32) fused_gemv_kernel(FusedArgs<T, O>
 // (--no-graph) launches these kernels dozens of times per token.
 template <typename Kernel>
 int wave_blocks(Kernel kernel, std::size_t shared, int units) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, std::size_t>, int> per_sm_of;
-  int per_sm = 0;
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), shared);
-    auto it = per_sm_of.find(key);
-    if (it == per_sm_of.end()) {
-      CUDA_CHECK(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, shared));
-      it = per_sm_of.emplace(key, per_sm).first;
-    }
-    per_sm = it->second;
-  }
-  return std::min((units + kWarps - 1) / kWarps, std::max(1, per_sm) * current_device_sm_count());
+  const int per_sm =
+      resident_blocks_per_sm(reinterpret_cast<const void*>(kernel), kWarps * 32, shared);
+  return std::min((units + kWarps - 1) / kWarps, per_sm * current_device_sm_count());
 }
 
 // Launches the kernel for T's 16-byte width when x, w (and the norm weight)
