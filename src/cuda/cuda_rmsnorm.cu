@@ -336,18 +336,23 @@ TeamShape team_shape(std::int64_t chunks) {
   return {};
 }
 
+// Blocks of `kernel` that the GPU holds at once (block_warps warps, smem
+// bytes of shared memory each).
+template <typename Kernel>
+std::int64_t resident_grid(Kernel kernel, int block_warps, std::size_t smem) {
+  return static_cast<std::int64_t>(resident_blocks_per_sm(reinterpret_cast<const void*>(kernel),
+                                                          block_warps * 32, smem)) *
+         current_device_sm_count();
+}
+
 // The team kernel's grid: as many blocks as are resident at once (each
 // loops over rows), no more than there are teams' rows or partial rows.
 template <typename Kernel>
 std::int64_t team_blocks(Kernel kernel, std::size_t smem, std::int64_t rows, int teams,
                          std::int64_t by_capacity) {
-  const std::int64_t resident =
-      static_cast<std::int64_t>(resident_blocks_per_sm(reinterpret_cast<const void*>(kernel),
-                                                       kNormWarpsPerBlock * 32, smem)) *
-      current_device_sm_count();
-  return std::max<std::int64_t>(
-      1, std::min({resident, static_cast<std::int64_t>(kRmsnormPartialRows), by_capacity,
-                   (rows + teams - 1) / teams}));
+  return std::max<std::int64_t>(1, std::min({resident_grid(kernel, kNormWarpsPerBlock, smem),
+                                             static_cast<std::int64_t>(kRmsnormPartialRows),
+                                             by_capacity, (rows + teams - 1) / teams}));
 }
 }  // namespace
 
@@ -437,17 +442,24 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
         CUDA_CHECK_LAUNCH();
         return;
       }
+      // One wave of resident blocks at most: a grid-stride loop gives each
+      // warp more rows instead of a partly filled last wave.
       const int block_warps = backward_block_warps(dim);
-      const std::int64_t grid = backward_blocks(x.rows, dim, by_capacity);
       const std::size_t smem = smem_for(block_warps);
+      auto launch_one_warp = [&](auto kernel) {
+        launch(kernel,
+               std::min(backward_blocks(x.rows, dim, by_capacity),
+                        resident_grid(kernel, block_warps, smem)),
+               block_warps, smem);
+      };
       if (dim % kVec != 0 || per_lane > 4) {
-        launch(rmsnorm_backward_kernel<T, W, kVec>, grid, block_warps, smem);
+        launch_one_warp(rmsnorm_backward_kernel<T, W, kVec>);
       } else if (per_lane == 1) {
-        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 1>, grid, block_warps, smem);
+        launch_one_warp(rmsnorm_backward_regs_kernel<T, W, kVec, 1>);
       } else if (per_lane == 2) {
-        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 2>, grid, block_warps, smem);
+        launch_one_warp(rmsnorm_backward_regs_kernel<T, W, kVec, 2>);
       } else {
-        launch(rmsnorm_backward_regs_kernel<T, W, kVec, 4>, grid, block_warps, smem);
+        launch_one_warp(rmsnorm_backward_regs_kernel<T, W, kVec, 4>);
       }
       CUDA_CHECK_LAUNCH();
     });
