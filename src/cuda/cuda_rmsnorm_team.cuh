@@ -19,17 +19,17 @@
 
 namespace tinyllama::cuda::norm_team {
 
-// Teams take named barriers 1 .. kNormWarpsPerBlock / TeamWarps (0 is
-// __syncthreads).
-constexpr int kMaxTeams = kNormWarpsPerBlock;
-
 // dx and dweight as rmsnorm_backward_regs_kernel computes them (the same
 // formulas; the dot product is added in another order: each warp's lanes,
 // then the team's warps in order). Thread t of a team holds the vectors
 // t + 32 * TeamWarps * c, c < Chunks. dim % Vec == 0. dx may alias dy, x or
 // dres: each element is read by the thread that writes it, before the write.
+//
+// Three blocks an SM where a thread holds at most two 16-byte vectors of a
+// 2-byte dtype (80 registers): 2-6 % faster than two at D 2048 in bf16 (the
+// kernel bench at 1b); in fp32 the bound made rmsnorm.bwd 3-5 % slower.
 template <typename T, typename W, int Vec, int Chunks, int TeamWarps>
-__global__ void __launch_bounds__(kNormWarpsPerBlock * 32)
+__global__ void __launch_bounds__(kNormWarpsPerBlock * 32, Vec == 8 && Chunks <= 2 ? 3 : 1)
     rmsnorm_backward_team_kernel(T* dx, std::int64_t ld_dx, float* __restrict__ partials,
                                  float* __restrict__ dw, unsigned* counters, const T* dy,
                                  std::int64_t ld_dy, const T* dres, std::int64_t ld_dres,
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kNormWarpsPerBlock * 32)
     }
     dot = warp_sum(dot);
     if (lane == 0) dot_parts[slot][warp] = dot;
-    arch::named_barrier(1 + team, kTeamThreads);
+    arch::named_barrier(1 + team, kTeamThreads);  // ids 1-2: 0 is __syncthreads
     float total = 0.f;
 #pragma unroll
     for (int j = 0; j < TeamWarps; ++j) total += dot_parts[slot][team * TeamWarps + j];
