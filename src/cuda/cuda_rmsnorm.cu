@@ -9,14 +9,13 @@
 // norm on the backward's critical path), by the backward kernel's own last
 // blocks once every block has written its row (reduce_partials_in_kernel).
 //
-// Backward, rows of up to 32 * 4 vectors (D 1024 in bf16, 512 in fp32 with
-// 16-byte vectors): a lane's columns are the same for every row, so its
-// slice of dy, x, w and of the column sums stays in registers. Rows of up to
-// 8 * 32 * 4 vectors take a team of warps per row, which keeps that
-// (cuda_rmsnorm_team.cuh). Longer rows, and rows not a whole number of
-// vectors, keep the column sums in shared memory instead; that path is
-// bank-conflicted (lane stride Vec floats) and rereads each row, which is why
-// it is only the fallback.
+// Backward, rows of up to 8 * 32 * 4 vectors (D 8192 in bf16): a thread's
+// columns are the same for every row, so its slice of dy, x, w and of the
+// column sums stays in registers, one warp a row up to 32 * 4 vectors and a
+// team of warps beyond (cuda_rmsnorm_team.cuh). Longer rows, and rows not a
+// whole number of vectors, keep the column sums in shared memory instead
+// (rmsnorm_backward_kernel); that path is bank-conflicted (lane stride Vec
+// floats) and rereads each row, which is why it is only the fallback.
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
@@ -153,78 +152,6 @@ __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __rest
   }
   write_block_partial(partials, dw_acc, block_warps, dim);
   reduce_partials_in_kernel(dw, partials, counters, dim, dw_acc);
-}
-
-// The register-resident backward (see the top of the file): Chunks vectors
-// of Vec columns per lane, lane + 32 * c for c < Chunks.
-template <typename T, typename W, int Vec, int Chunks>
-__global__ void rmsnorm_backward_regs_kernel(T* dx, std::int64_t ld_dx,
-                                             float* __restrict__ partials, float* __restrict__ dw,
-                                             unsigned* counters, const T* dy, std::int64_t ld_dy,
-                                             const T* dres, std::int64_t ld_dres, const T* x,
-                                             std::int64_t ld_x, const W* __restrict__ w,
-                                             const float* __restrict__ rstd, std::int64_t ld_rstd,
-                                             std::int64_t rows, std::int64_t dim) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
-  pdl_allow_next();
-  extern __shared__ float warp_dw[];  // [warps per block][dim], written once
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int block_warps = blockDim.x >> 5;
-  const std::int64_t chunks = dim / Vec;
-  float wv[Chunks][Vec], acc[Chunks][Vec];
-#pragma unroll
-  for (int c = 0; c < Chunks; ++c) {
-    const std::int64_t ch = lane + 32 * c;
-#pragma unroll
-    for (int k = 0; k < Vec; ++k) wv[c][k] = acc[c][k] = 0.f;
-    if (ch < chunks) load_f32<Vec>(w + ch * Vec, wv[c]);
-  }
-  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * block_warps + warp; r < rows;
-       r += static_cast<std::int64_t>(gridDim.x) * block_warps) {
-    const T* dyr = dy + r * ld_dy;
-    const T* xr = x + r * ld_x;
-    float g[Chunks][Vec], xv[Chunks][Vec];
-    float dot = 0.f;
-#pragma unroll
-    for (int c = 0; c < Chunks; ++c) {
-      const std::int64_t ch = lane + 32 * c;
-#pragma unroll
-      for (int k = 0; k < Vec; ++k) g[c][k] = xv[c][k] = 0.f;
-      if (ch < chunks) {
-        load_f32<Vec>(dyr + ch * Vec, g[c]);
-        load_f32<Vec>(xr + ch * Vec, xv[c]);
-      }
-#pragma unroll
-      for (int k = 0; k < Vec; ++k) dot += g[c][k] * wv[c][k] * xv[c][k];
-    }
-    const float inv = rstd[r * ld_rstd];
-    const float coef = warp_sum(dot) * inv * inv * inv / static_cast<float>(dim);
-    T* dxr = dx + r * ld_dx;
-#pragma unroll
-    for (int c = 0; c < Chunks; ++c) {
-      const std::int64_t ch = lane + 32 * c;
-      float out[Vec], res[Vec] = {};
-      if (dres != nullptr && ch < chunks) load_f32<Vec>(dres + r * ld_dres + ch * Vec, res);
-#pragma unroll
-      for (int k = 0; k < Vec; ++k) {
-        acc[c][k] += g[c][k] * xv[c][k] * inv;
-        out[k] = inv * g[c][k] * wv[c][k] - coef * xv[c][k] + res[k];
-      }
-      if (ch < chunks) store_f32<Vec>(dxr + ch * Vec, out);
-    }
-  }
-  float* mine = warp_dw + warp * dim;
-#pragma unroll
-  for (int c = 0; c < Chunks; ++c) {
-    const std::int64_t ch = lane + 32 * c;
-    if (ch < chunks) {
-#pragma unroll
-      for (int k = 0; k < Vec; ++k) mine[ch * Vec + k] = acc[c][k];
-    }
-  }
-  write_block_partial(partials, warp_dw, block_warps, dim);
-  reduce_partials_in_kernel(dw, partials, counters, dim, warp_dw);
 }
 
 // The second-kernel form: threadIdx.y takes group threadIdx.y, then one
@@ -455,11 +382,11 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
       if (dim % kVec != 0 || per_lane > 4) {
         launch_one_warp(rmsnorm_backward_kernel<T, W, kVec>);
       } else if (per_lane == 1) {
-        launch_one_warp(rmsnorm_backward_regs_kernel<T, W, kVec, 1>);
+        launch_one_warp(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 1, 1>);
       } else if (per_lane == 2) {
-        launch_one_warp(rmsnorm_backward_regs_kernel<T, W, kVec, 2>);
+        launch_one_warp(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 2, 1>);
       } else {
-        launch_one_warp(rmsnorm_backward_regs_kernel<T, W, kVec, 4>);
+        launch_one_warp(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 4, 1>);
       }
       CUDA_CHECK_LAUNCH();
     });

@@ -1,13 +1,13 @@
 #pragma once
-// The RMSNorm backward for long rows (more than 32 * 4 vectors: D 2048 and up
-// in bf16, 1024 and up in fp32): a team of TeamWarps warps takes one row at
-// a time, so that each thread's slice of dy, x, w and of the column sums
-// stays in registers (Chunks vectors of Vec columns) as in the one-warp
-// register kernel, where a single warp would need more registers than leave
-// a second block room on the SM. The row's dot product is summed across the
-// team through shared memory (one named barrier a row), and the grid is a
-// few blocks per SM, each looping over many rows, so that a block writes one
-// partial row for all of them instead of one for every row or two.
+// The RMSNorm backward with each thread's slice of dy, x, w and of the
+// column sums in registers (Chunks vectors of Vec columns, the same columns
+// for every row): a team of TeamWarps warps takes one row at a time. One
+// warp (TeamWarps 1) holds rows of up to 32 * 4 vectors (D 1024 in bf16,
+// 512 in fp32); longer rows take teams of 4 or 8 warps, since a single warp
+// would need more registers than leave a second block room on the SM. A
+// team's dot product is summed through shared memory (one named barrier a
+// row). The grid is at most the blocks resident at once, each looping over
+// rows, so that a block writes one partial row for all of them.
 #include <cstdint>
 
 #include "cuda/arch/ptx.cuh"
@@ -19,17 +19,19 @@
 
 namespace tinyllama::cuda::norm_team {
 
-// dx and dweight as rmsnorm_backward_regs_kernel computes them (the same
-// formulas; the dot product is added in another order: each warp's lanes,
-// then the team's warps in order). Thread t of a team holds the vectors
+// dx and dweight as rmsnorm_backward_kernel (cuda_rmsnorm.cu) computes them;
+// a team adds the dot product in another order (each warp's lanes, then the
+// team's warps in order). Thread t of a team holds the vectors
 // t + 32 * TeamWarps * c, c < Chunks. dim % Vec == 0. dx may alias dy, x or
 // dres: each element is read by the thread that writes it, before the write.
 //
-// Three blocks an SM where a thread holds at most two 16-byte vectors of a
-// 2-byte dtype (80 registers): 2-6 % faster than two at D 2048 in bf16 (the
-// kernel bench at 1b); in fp32 the bound made rmsnorm.bwd 3-5 % slower.
+// Teams of several warps: three blocks an SM where a thread holds at most
+// two 16-byte vectors of a 2-byte dtype (80 registers), 2-6 % faster than two
+// at D 2048 in bf16 (the kernel bench at 1b); in fp32 the bound made
+// rmsnorm.bwd 3-5 % slower.
 template <typename T, typename W, int Vec, int Chunks, int TeamWarps>
-__global__ void __launch_bounds__(kNormWarpsPerBlock * 32, Vec == 8 && Chunks <= 2 ? 3 : 1)
+__global__ void __launch_bounds__(kNormWarpsPerBlock * 32,
+                                  TeamWarps > 1 && Vec == 8 && Chunks <= 2 ? 3 : 1)
     rmsnorm_backward_team_kernel(T* dx, std::int64_t ld_dx, float* __restrict__ partials,
                                  float* __restrict__ dw, unsigned* counters, const T* dy,
                                  std::int64_t ld_dy, const T* dres, std::int64_t ld_dres,
@@ -40,10 +42,6 @@ __global__ void __launch_bounds__(kNormWarpsPerBlock * 32, Vec == 8 && Chunks <=
   pdl_allow_next();
   constexpr int kTeamThreads = TeamWarps * 32;
   extern __shared__ float team_dw[];  // [teams][dim], written once at the end
-  // Each warp's part of the current row's dot product; two rows' worth, so
-  // that one barrier a row is enough (a slot is rewritten two rows later,
-  // after every reader of it has passed the barrier of the row between).
-  __shared__ float dot_parts[2][kNormWarpsPerBlock];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int team = warp / TeamWarps;
@@ -58,7 +56,7 @@ __global__ void __launch_bounds__(kNormWarpsPerBlock * 32, Vec == 8 && Chunks <=
     for (int k = 0; k < Vec; ++k) wv[c][k] = acc[c][k] = 0.f;
     if (ch < chunks) load_f32<Vec>(w + ch * Vec, wv[c]);
   }
-  int slot = 0;
+  [[maybe_unused]] int slot = 0;  // teams: dot_parts' row slot
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * teams + team; r < rows;
        r += static_cast<std::int64_t>(gridDim.x) * teams) {
     const T* dyr = dy + r * ld_dy;
@@ -77,13 +75,19 @@ __global__ void __launch_bounds__(kNormWarpsPerBlock * 32, Vec == 8 && Chunks <=
 #pragma unroll
       for (int k = 0; k < Vec; ++k) dot += g[c][k] * wv[c][k] * xv[c][k];
     }
-    dot = warp_sum(dot);
-    if (lane == 0) dot_parts[slot][warp] = dot;
-    arch::named_barrier(1 + team, kTeamThreads);  // ids 1-2: 0 is __syncthreads
-    float total = 0.f;
+    float total = warp_sum(dot);
+    if constexpr (TeamWarps > 1) {
+      // Each warp's part of the row's dot product; two rows' worth, so that
+      // one barrier a row is enough (a slot is rewritten two rows later,
+      // after every reader of it has passed the barrier of the row between).
+      __shared__ float dot_parts[2][kNormWarpsPerBlock];
+      if (lane == 0) dot_parts[slot][warp] = total;
+      arch::named_barrier(1 + team, kTeamThreads);  // ids 1-2: 0 is __syncthreads
+      total = 0.f;
 #pragma unroll
-    for (int j = 0; j < TeamWarps; ++j) total += dot_parts[slot][team * TeamWarps + j];
-    slot ^= 1;
+      for (int j = 0; j < TeamWarps; ++j) total += dot_parts[slot][team * TeamWarps + j];
+      slot ^= 1;
+    }
     const float inv = rstd[r * ld_rstd];
     const float coef = total * inv * inv * inv / static_cast<float>(dim);
     T* dxr = dx + r * ld_dx;
