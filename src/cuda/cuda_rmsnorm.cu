@@ -382,11 +382,11 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
       if (dim % kVec != 0 || per_lane > 4) {
         launch_one_warp(rmsnorm_backward_kernel<T, W, kVec>);
       } else if (per_lane == 1) {
-        launch_one_warp(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 1, 1>);
+        launch_one_warp(norm_team::rmsnorm_backward_warp_kernel<T, W, kVec, 1>);
       } else if (per_lane == 2) {
-        launch_one_warp(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 2, 1>);
+        launch_one_warp(norm_team::rmsnorm_backward_warp_kernel<T, W, kVec, 2>);
       } else {
-        launch_one_warp(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 4, 1>);
+        launch_one_warp(norm_team::rmsnorm_backward_warp_kernel<T, W, kVec, 4>);
       }
       CUDA_CHECK_LAUNCH();
     });

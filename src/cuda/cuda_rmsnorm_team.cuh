@@ -24,20 +24,14 @@ namespace tinyllama::cuda::norm_team {
 // team's warps in order). Thread t of a team holds the vectors
 // t + 32 * TeamWarps * c, c < Chunks. dim % Vec == 0. dx may alias dy, x or
 // dres: each element is read by the thread that writes it, before the write.
-//
-// Teams of several warps: three blocks an SM where a thread holds at most
-// two 16-byte vectors of a 2-byte dtype (80 registers), 2-6 % faster than two
-// at D 2048 in bf16 (the kernel bench at 1b); in fp32 the bound made
-// rmsnorm.bwd 3-5 % slower.
 template <typename T, typename W, int Vec, int Chunks, int TeamWarps>
-__global__ void __launch_bounds__(kNormWarpsPerBlock * 32,
-                                  TeamWarps > 1 && Vec == 8 && Chunks <= 2 ? 3 : 1)
-    rmsnorm_backward_team_kernel(T* dx, std::int64_t ld_dx, float* __restrict__ partials,
-                                 float* __restrict__ dw, unsigned* counters, const T* dy,
-                                 std::int64_t ld_dy, const T* dres, std::int64_t ld_dres,
-                                 const T* x, std::int64_t ld_x, const W* __restrict__ w,
-                                 const float* __restrict__ rstd, std::int64_t ld_rstd,
-                                 std::int64_t rows, std::int64_t dim) {
+__device__ __forceinline__ void backward_rows(T* dx, std::int64_t ld_dx,
+                                              float* __restrict__ partials, float* __restrict__ dw,
+                                              unsigned* counters, const T* dy, std::int64_t ld_dy,
+                                              const T* dres, std::int64_t ld_dres, const T* x,
+                                              std::int64_t ld_x, const W* __restrict__ w,
+                                              const float* __restrict__ rstd, std::int64_t ld_rstd,
+                                              std::int64_t rows, std::int64_t dim) {
   pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
   pdl_allow_next();
   constexpr int kTeamThreads = TeamWarps * 32;
@@ -115,6 +109,38 @@ __global__ void __launch_bounds__(kNormWarpsPerBlock * 32,
   }
   norm_partials::write_block_partial(partials, team_dw, teams, dim);
   norm_partials::reduce_partials_in_kernel(dw, partials, counters, dim, team_dw);
+}
+
+// One warp a row (rows of up to 32 * 4 vectors). No launch bounds: with
+// (256, 1) ptxas gave the two-vector form 100 registers instead of 91, and
+// the kernel bench at D 512 in bf16 ran 5 % slower.
+template <typename T, typename W, int Vec, int Chunks>
+__global__ void rmsnorm_backward_warp_kernel(T* dx, std::int64_t ld_dx,
+                                             float* __restrict__ partials, float* __restrict__ dw,
+                                             unsigned* counters, const T* dy, std::int64_t ld_dy,
+                                             const T* dres, std::int64_t ld_dres, const T* x,
+                                             std::int64_t ld_x, const W* __restrict__ w,
+                                             const float* __restrict__ rstd, std::int64_t ld_rstd,
+                                             std::int64_t rows, std::int64_t dim) {
+  backward_rows<T, W, Vec, Chunks, 1>(dx, ld_dx, partials, dw, counters, dy, ld_dy, dres, ld_dres,
+                                      x, ld_x, w, rstd, ld_rstd, rows, dim);
+}
+
+// Teams of 4 or 8 warps. Three blocks an SM where a thread holds at most two
+// 16-byte vectors of a 2-byte dtype (80 registers): 2-6 % faster than two at
+// D 2048 in bf16 (the kernel bench at 1b); in fp32 the bound made
+// rmsnorm.bwd 3-5 % slower.
+template <typename T, typename W, int Vec, int Chunks, int TeamWarps>
+__global__ void __launch_bounds__(kNormWarpsPerBlock * 32, Vec == 8 && Chunks <= 2 ? 3 : 1)
+    rmsnorm_backward_team_kernel(T* dx, std::int64_t ld_dx, float* __restrict__ partials,
+                                 float* __restrict__ dw, unsigned* counters, const T* dy,
+                                 std::int64_t ld_dy, const T* dres, std::int64_t ld_dres,
+                                 const T* x, std::int64_t ld_x, const W* __restrict__ w,
+                                 const float* __restrict__ rstd, std::int64_t ld_rstd,
+                                 std::int64_t rows, std::int64_t dim) {
+  static_assert(TeamWarps > 1, "one warp a row: rmsnorm_backward_warp_kernel");
+  backward_rows<T, W, Vec, Chunks, TeamWarps>(dx, ld_dx, partials, dw, counters, dy, ld_dy, dres,
+                                              ld_dres, x, ld_x, w, rstd, ld_rstd, rows, dim);
 }
 
 }  // namespace tinyllama::cuda::norm_team
