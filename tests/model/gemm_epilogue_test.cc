@@ -10,13 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
-#include "model/init.h"
-#include "model/model.h"
 #include "model/test_plans.h"
 #include "prof/cost_model.h"
-#include "random_batch.h"
-#include "whole_step.h"
+#include "trained_steps.h"
 
 namespace tinyllama {
 namespace {
@@ -32,31 +28,10 @@ ModelConfig small_config() {
   return c;
 }
 
-struct StepResults {
-  std::vector<double> losses, grads, params;
-};
-
-StepResults train_steps(const OpChoices& ops, Precision precision) {
+TrainedSteps train_steps(const OpChoices& ops, Precision precision) {
   const ModelConfig cfg = small_config();
   const BatchShape shape{2, 7};
-  CpuBackend backend;
-  Model model(cfg, shape, graph_plan(ops, precision, cfg, shape), backend);
-  model.set_params(initial_weights(model.layout(), 5));
-  StepResults r;
-  AdamWHyper hp;
-  hp.lr = 1e-2f;
-  for (int step = 1; step <= 3; ++step) {
-    hp.step = step;
-    model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 40 + step));
-    model.forward();
-    model.backward();
-    const std::vector<double> g = model.grads();
-    r.grads.insert(r.grads.end(), g.begin(), g.end());
-    r.losses.push_back(model.loss());
-    run_whole_step(model, hp);
-  }
-  r.params = model.params();
-  return r;
+  return train_cpu_steps(cfg, shape, graph_plan(ops, precision, cfg, shape), 3, 5, 40);
 }
 
 TEST(GemmEpilogue, ResidualTrainsToTheSameBitsAsSeparateAdds) {
@@ -66,8 +41,8 @@ TEST(GemmEpilogue, ResidualTrainsToTheSameBitsAsSeparateAdds) {
       none.epilogue = GemmEpilogue::None;
       OpChoices residual = none;
       residual.epilogue = GemmEpilogue::Residual;
-      const StepResults a = train_steps(none, p);
-      const StepResults b = train_steps(residual, p);
+      const TrainedSteps a = train_steps(none, p);
+      const TrainedSteps b = train_steps(residual, p);
       const std::string what = std::string(level) + " " + precision_name(p);
       ASSERT_FALSE(a.losses.empty());
       EXPECT_EQ(a.losses, b.losses) << what;
@@ -80,8 +55,8 @@ TEST(GemmEpilogue, ResidualTrainsToTheSameBitsAsSeparateAdds) {
 TEST(GemmEpilogue, V4TrainsLikeV3OnTheCpu) {
   // On the CPU, v4's attention auto resolves to our flash (no cuDNN), so v4
   // differs from v3 by the epilogue alone.
-  const StepResults v3 = train_steps(level_preset("v3"), Precision::fp64());
-  const StepResults v4 = train_steps(level_preset("v4"), Precision::fp64());
+  const TrainedSteps v3 = train_steps(level_preset("v3"), Precision::fp64());
+  const TrainedSteps v4 = train_steps(level_preset("v4"), Precision::fp64());
   EXPECT_EQ(v3.losses, v4.losses);
   EXPECT_EQ(v3.params, v4.params);
 }

@@ -11,13 +11,10 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "cpu/cpu_backend.h"
 #include "cpu/cpu_ops.h"
-#include "model/init.h"
 #include "model/model.h"
 #include "model/test_plans.h"
-#include "random_batch.h"
-#include "whole_step.h"
+#include "trained_steps.h"
 
 namespace tinyllama {
 namespace {
@@ -33,33 +30,10 @@ ModelConfig small_config() {
   return c;
 }
 
-struct StepResults {
-  std::vector<double> losses, grads, params, adam_v;
-};
-
-StepResults train_steps(const OpChoices& ops, Precision precision) {
+TrainedSteps train_steps(const OpChoices& ops, Precision precision) {
   const ModelConfig cfg = small_config();
   const BatchShape shape{2, 6};
-  CpuBackend backend;
-  Model model(cfg, shape, graph_plan(ops, precision, cfg, shape), backend);
-  model.set_params(initial_weights(model.layout(), 21));
-  StepResults r;
-  AdamWHyper hp;
-  hp.lr = 1e-2f;
-  for (int step = 1; step <= 3; ++step) {
-    hp.step = step;
-    model.set_batch(random_rows(shape.batch, shape.seq, cfg.vocab_size, 100 + step));
-    // Gradients read before the update, then the step as StepRunner runs it.
-    model.forward();
-    model.backward();
-    const std::vector<double> g = model.grads();
-    r.grads.insert(r.grads.end(), g.begin(), g.end());
-    r.losses.push_back(model.loss());
-    run_whole_step(model, hp);
-  }
-  r.params = model.params();
-  r.adam_v = model.adam_v();
-  return r;
+  return train_cpu_steps(cfg, shape, graph_plan(ops, precision, cfg, shape), 3, 21, 100);
 }
 
 // Each level, and v3 with the unfused SwiGLU (silu then mul through a kept
@@ -80,8 +54,8 @@ void expect_same_bits_as_stored(ActivationsImpl recomputed) {
     for (const Precision p : {Precision::fp32(), Precision::fp64()}) {
       OpChoices recompute = v.ops;
       recompute.activations = recomputed;
-      const StepResults a = train_steps(v.ops, p);
-      const StepResults b = train_steps(recompute, p);
+      const TrainedSteps a = train_steps(v.ops, p);
+      const TrainedSteps b = train_steps(recompute, p);
       const std::string what = v.name + " " + precision_name(p);
       ASSERT_EQ(a.losses.size(), 3u);
       EXPECT_EQ(a.losses, b.losses) << what;

@@ -10,15 +10,12 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "core/rng.h"
-#include "cpu/cpu_backend.h"
-#include "model/init.h"
 #include "model/model.h"
 #include "model/test_plans.h"
 #include "prof/cost_model.h"
 #include "prof/memory_timeline.h"
 #include "train/level_select.h"
-#include "whole_step.h"
+#include "trained_steps.h"
 
 namespace tinyllama {
 namespace {
@@ -135,41 +132,11 @@ TEST(RopeFused, KeptWhereOurBackwardRunsAfterCudnnsForward) {
   EXPECT_TRUE(plan.fallbacks.empty());
 }
 
-struct StepResults {
-  std::vector<double> losses, grads, params;
-};
-
-std::vector<std::int32_t> random_rows(int vocab, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<std::int32_t> rows(static_cast<std::size_t>(kShape.batch) * (kShape.seq + 1));
-  for (auto& t : rows) {
-    t = static_cast<std::int32_t>(1 + rng.below(static_cast<std::uint64_t>(vocab - 1)));
-  }
-  return rows;
-}
-
-StepResults train_steps(const OpChoices& ops, Precision precision) {
+TrainedSteps train_steps(const OpChoices& ops, Precision precision) {
   const ModelConfig cfg = small_config();
-  CpuBackend backend;
   const StepPlan plan = graph_plan(ops, precision, cfg, kShape);
   EXPECT_EQ(plan.ops.rope, ops.rope) << "the CPU runs both";
-  Model model(cfg, kShape, plan, backend);
-  model.set_params(initial_weights(model.layout(), 5));
-  StepResults r;
-  AdamWHyper hp;
-  hp.lr = 1e-2f;
-  for (int step = 1; step <= 2; ++step) {
-    hp.step = step;
-    model.set_batch(random_rows(cfg.vocab_size, 40 + step));
-    model.forward();
-    model.backward();
-    const std::vector<double> g = model.grads();
-    r.grads.insert(r.grads.end(), g.begin(), g.end());
-    r.losses.push_back(model.loss());
-    run_whole_step(model, hp);
-  }
-  r.params = model.params();
-  return r;
+  return train_cpu_steps(cfg, kShape, plan, 2, 5, 40);
 }
 
 // The CPU's fused op is attention's backward then rope's: the same calls
@@ -177,8 +144,8 @@ StepResults train_steps(const OpChoices& ops, Precision precision) {
 TEST(RopeFused, TrainsToTheSameBitsAsSeparateOnTheCpu) {
   for (const char* level : {"v2", "v3"}) {
     for (const Precision p : {Precision::fp32(), Precision::fp64()}) {
-      const StepResults a = train_steps(with_rope(level, RopeImpl::Separate), p);
-      const StepResults b = train_steps(with_rope(level, RopeImpl::Fused), p);
+      const TrainedSteps a = train_steps(with_rope(level, RopeImpl::Separate), p);
+      const TrainedSteps b = train_steps(with_rope(level, RopeImpl::Fused), p);
       const std::string what = std::string(level) + " " + precision_name(p);
       ASSERT_FALSE(a.grads.empty());
       EXPECT_NE(a.grads[0], 0.0) << "gradients of a trained step, not zeros";
