@@ -240,14 +240,21 @@ int backward_block_warps(std::int64_t dim) {
       48 * 1024 / (dim * static_cast<std::int64_t>(sizeof(float))), 1, kNormWarpsPerBlock));
 }
 
-// The one-warp kernels' grid: a block per partial row, at most as many as
-// fit. It also decides where the partial rows are added (in the kernel or by
-// a second one) for the team kernel, whose grid is smaller, so that the plan
-// (workspace_sizes) knows it without knowing the dtype.
+// A grid of one block per partial row, each taking rows_at_once rows at a
+// time: at most as many blocks as there are partial rows in the workspace.
+std::int64_t partial_rows_grid(std::int64_t rows, std::int64_t rows_at_once,
+                               std::int64_t by_capacity) {
+  return std::max<std::int64_t>(
+      1, std::min({static_cast<std::int64_t>(kRmsnormPartialRows), by_capacity,
+                   (rows + rows_at_once - 1) / rows_at_once}));
+}
+
+// The one-warp kernels' grid before the cap at the blocks resident. It also
+// decides where the partial rows are added (in the kernel or by a second
+// one) whichever kernel runs, so that the plan (workspace_sizes) knows it
+// without knowing the dtype.
 std::int64_t backward_blocks(std::int64_t rows, std::int64_t dim, std::int64_t by_capacity) {
-  const std::int64_t warps = backward_block_warps(dim);
-  return std::max<std::int64_t>(1, std::min({static_cast<std::int64_t>(kRmsnormPartialRows),
-                                             by_capacity, (rows + warps - 1) / warps}));
+  return partial_rows_grid(rows, backward_block_warps(dim), by_capacity);
 }
 
 // The team kernel for `chunks` vectors a row: warps per team and vectors per
@@ -272,15 +279,6 @@ std::int64_t resident_grid(Kernel kernel, int block_warps, std::size_t smem) {
          current_device_sm_count();
 }
 
-// The team kernel's grid: as many blocks as are resident at once (each
-// loops over rows), no more than there are teams' rows or partial rows.
-template <typename Kernel>
-std::int64_t team_blocks(Kernel kernel, std::size_t smem, std::int64_t rows, int teams,
-                         std::int64_t by_capacity) {
-  return std::max<std::int64_t>(1, std::min({resident_grid(kernel, kNormWarpsPerBlock, smem),
-                                             static_cast<std::int64_t>(kRmsnormPartialRows),
-                                             by_capacity, (rows + teams - 1) / teams}));
-}
 }  // namespace
 
 bool rmsnorm_backward_sums_in_second_kernel(std::int64_t rows, std::int64_t dim) {
@@ -337,7 +335,11 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
     dispatch_vec<T>(vec, [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       const std::int64_t per_lane = (dim / kVec + 31) / 32;
-      auto launch = [&](auto kernel, std::int64_t grid, int block_warps, std::size_t smem) {
+      // One wave of resident blocks at most: a grid-stride loop gives each
+      // warp or team more rows instead of a partly filled last wave.
+      auto launch = [&](auto kernel, int rows_at_once, int block_warps, std::size_t smem) {
+        const std::int64_t grid = std::min(partial_rows_grid(x.rows, rows_at_once, by_capacity),
+                                           resident_grid(kernel, block_warps, smem));
         launch_kernel(kernel, dim3(static_cast<unsigned>(grid)),
                       dim3(static_cast<unsigned>(block_warps * 32)), smem, stream, dx.ptr<T>(),
                       dx.ld, partials, dw_in_kernel, counters_in_kernel, dout.ptr<const T>(),
@@ -355,10 +357,7 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
       if (dim % kVec == 0 && per_lane > 4 && team.warps > 0 && team_rows) {
         const int teams = kNormWarpsPerBlock / team.warps;
         const std::size_t smem = smem_for(teams);
-        auto launch_team = [&](auto kernel) {
-          launch(kernel, team_blocks(kernel, smem, x.rows, teams, by_capacity), kNormWarpsPerBlock,
-                 smem);
-        };
+        auto launch_team = [&](auto kernel) { launch(kernel, teams, kNormWarpsPerBlock, smem); };
         if (team.warps == 4) {
           launch_team(norm_team::rmsnorm_backward_team_kernel<T, W, kVec, 2, 4>);
         } else if (team.chunks == 2) {
@@ -369,16 +368,9 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
         CUDA_CHECK_LAUNCH();
         return;
       }
-      // One wave of resident blocks at most: a grid-stride loop gives each
-      // warp more rows instead of a partly filled last wave.
       const int block_warps = backward_block_warps(dim);
       const std::size_t smem = smem_for(block_warps);
-      auto launch_one_warp = [&](auto kernel) {
-        launch(kernel,
-               std::min(backward_blocks(x.rows, dim, by_capacity),
-                        resident_grid(kernel, block_warps, smem)),
-               block_warps, smem);
-      };
+      auto launch_one_warp = [&](auto kernel) { launch(kernel, block_warps, block_warps, smem); };
       if (dim % kVec != 0 || per_lane > 4) {
         launch_one_warp(rmsnorm_backward_kernel<T, W, kVec>);
       } else if (per_lane == 1) {
