@@ -20,8 +20,8 @@ constexpr double kEps = 1e-6;
 // bf16/fp16, 8 in fp32; 2056: teams of 8 with part-filled vectors per
 // thread, 2 of them in bf16/fp16, 4 in fp32; gpu_residual_norm_test.cc adds
 // 4104) and the shared-memory fallback (odd widths);
-// 9000 rows give every warp or team several rows (the one-warp grid is
-// capped at 1056 blocks of 8 warps, the team grid at the blocks resident).
+// 9000 rows give every warp or team several rows (every grid is capped at
+// the blocks resident at once, and at 1056 blocks).
 // The backward runs again with the teams off: the one-warp kernels they
 // replaced at long rows stay checked.
 using RmsParam = std::tuple<DType, std::int64_t, std::int64_t, std::int64_t>;
