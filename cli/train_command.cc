@@ -159,6 +159,15 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "under --use-amp, plain in fp32, where it measured slower: v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
+  value(cmd, "--optimizer", a.toggles.optimizer, "{per_tensor,fused,fused_per_layer}",
+        "AdamW: per_tensor (one launch per parameter tensor, then the AMP weight copy: v1), "
+        "fused (one sweep over all parameters after the backward pass, writing the AMP copy as "
+        "it goes) or fused_per_layer (fused, each layer's sweep on a branch of the captured "
+        "step beside the backward pass as soon as its gradients are final; eager steps and "
+        "fp16's loss scaling fall back to fused: v2-v4). Instead of "
+        "--enable/--disable-fused-optimizer")
+      ->default_str("the preset's")
+      ->group("Level toggles");
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
         "rows per chunk of the chunked loss (needs the chunked loss)")
       ->default_str("the fewest chunks of at most 512 MiB of logits each")

@@ -77,6 +77,14 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   if (!flags.rope.empty()) ops.rope = parse_rope(flags.rope);
   if (!flags.grad_buffers.empty()) ops.grad_buffers = parse_grad_buffers(flags.grad_buffers);
   if (!flags.kernel_launch.empty()) ops.kernel_launch = parse_kernel_launch(flags.kernel_launch);
+  if (!flags.optimizer.empty()) {
+    if (flags.fused_optimizer.enable || flags.fused_optimizer.disable) {
+      throw UsageError("--optimizer and --" +
+                       std::string(flags.fused_optimizer.enable ? "enable" : "disable") +
+                       "-fused-optimizer: give one of the two");
+    }
+    ops.optimizer = parse_optimizer(flags.optimizer);
+  }
   return ops;
 }
 
@@ -120,6 +128,12 @@ GradBuffers parse_grad_buffers(const std::string& value) {
 KernelLaunch parse_kernel_launch(const std::string& value) {
   return parse_choice("--kernel-launch", value,
                       {KernelLaunch::Plain, KernelLaunch::Pdl, KernelLaunch::Auto});
+}
+
+OptimizerImpl parse_optimizer(const std::string& value) {
+  return parse_choice(
+      "--optimizer", value,
+      {OptimizerImpl::PerTensor, OptimizerImpl::Fused, OptimizerImpl::FusedPerLayer});
 }
 
 }  // namespace tinyllama

@@ -45,6 +45,9 @@ struct ToggleFlags {
   std::string grad_buffers;
   // --kernel-launch plain|pdl; empty: not given.
   std::string kernel_launch;
+  // --optimizer per_tensor|fused|fused_per_layer; empty: not given. Applied
+  // last; with --enable/--disable-fused-optimizer it is a usage error.
+  std::string optimizer;
 };
 
 // "materialized", "flash", "cudnn" or "auto"; UsageError naming them otherwise.
@@ -65,6 +68,8 @@ RopeImpl parse_rope(const std::string& value);
 GradBuffers parse_grad_buffers(const std::string& value);
 // "plain" or "pdl"; UsageError naming them otherwise.
 KernelLaunch parse_kernel_launch(const std::string& value);
+// "per_tensor", "fused" or "fused_per_layer"; UsageError naming them otherwise.
+OptimizerImpl parse_optimizer(const std::string& value);
 
 // Throws UsageError when both halves of a pair are given.
 OpChoices apply_toggle_flags(OpChoices preset, const ToggleFlags& flags);

@@ -104,6 +104,38 @@ TEST(LevelSelect, KernelLaunchFlagOverridesThePreset) {
   }
 }
 
+// --optimizer names each choice alone on any preset; with the
+// --enable/--disable-fused-optimizer toggle it is refused, as is an unknown name.
+TEST(LevelSelect, OptimizerFlagNamesEachChoice) {
+  const std::pair<const char*, OptimizerImpl> names[] = {
+      {"per_tensor", OptimizerImpl::PerTensor},
+      {"fused", OptimizerImpl::Fused},
+      {"fused_per_layer", OptimizerImpl::FusedPerLayer}};
+  for (const char* level : {"v1", "v2", "v4"}) {
+    for (const auto& [name, impl] : names) {
+      ToggleFlags f;
+      f.optimizer = name;
+      OpChoices expected = level_preset(level);
+      expected.optimizer = impl;
+      EXPECT_EQ(apply_toggle_flags(level_preset(level), f), expected) << level << " " << name;
+      EXPECT_STREQ(impl_name(impl), name);
+    }
+  }
+  ToggleFlags both;
+  both.optimizer = "fused";
+  both.fused_optimizer.disable = true;
+  EXPECT_THROW(apply_toggle_flags(level_preset("v4"), both), UsageError);
+  ToggleFlags unknown;
+  unknown.optimizer = "sgd";
+  try {
+    apply_toggle_flags(level_preset("v4"), unknown);
+    ADD_FAILURE() << "--optimizer sgd was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("per_tensor, fused, fused_per_layer"), std::string::npos)
+        << e.what();
+  }
+}
+
 // --activations names each choice alone, on top of any preset, and nothing
 // else changes; an unknown name is refused with the allowed ones.
 TEST(LevelSelect, ActivationsFlagNamesEachChoice) {
