@@ -99,6 +99,19 @@ bool cuda_memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
   return true;
 }
 
+bool cuda_pci_bus_id(std::string* id) {
+  if (!cuda_device_available()) return false;
+  int device = 0;
+  char bus[32] = {};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(bus, static_cast<int>(sizeof(bus)), device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  *id = bus;
+  return true;
+}
+
 std::string cuda_build_versions() {
   int runtime = 0;
   int driver = 0;

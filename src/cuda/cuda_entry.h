@@ -17,6 +17,9 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision);
 bool cuda_device_available();
 std::string cuda_device_description();
 bool cuda_memory_info(std::size_t* free_bytes, std::size_t* total_bytes);
+// The current device's PCI bus id ("0000:17:00.0"), which names the same GPU
+// to NVML whatever CUDA_VISIBLE_DEVICES renumbered; false without a device.
+bool cuda_pci_bus_id(std::string* id);
 std::string cuda_build_versions();
 // What the CUDA backend can do (graphs, parallel branches, the flash
 // kernels' head_dims) and how it sizes its workspaces for a plan; needs no

@@ -24,6 +24,9 @@ std::string cuda_device_description() {
 bool cuda_memory_info(std::size_t*, std::size_t*) {
   return false;
 }
+bool cuda_pci_bus_id(std::string*) {
+  return false;
+}
 DeviceCaps cuda_device_caps() {
   DeviceCaps caps;
   caps.kind = DeviceKind::Cuda;

@@ -376,6 +376,7 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
               {"peak_tflops", nullable(peak_tf > 0, peak_tf)},
               {"basis", "model FLOPs per step / run_ms_per_step / the device's dense peak for " +
                             std::string(dtype_name(in.plan.precision.compute))}};
+  if (in.clocks != nullptr) j["clocks"] = clocks_summary(*in.clocks);
   if (!peak) {
     notes.push_back("MFU and roofline roofs omitted: no peak figures for '" + in.device +
                     "' (src/prof/device_peaks.cc lists the known GPUs)");

@@ -14,6 +14,7 @@
 #include "prof/activity.h"
 #include "prof/attribution.h"
 #include "prof/cost_model.h"
+#include "prof/gpu_clocks.h"
 #include "prof/host_ranges.h"
 #include "prof/kernel_stats.h"
 
@@ -44,6 +45,7 @@ struct ProfileInputs {
   std::string launch_order_note;     // why an eager run's profiled steps kept API records
   StepTimes times;
   MemoryFigures memory;
+  const ClockReport* clocks = nullptr;  // null: not sampled (CPU backend), no "clocks" entry
 };
 
 nlohmann::json profile_summary(const ProfileInputs& in, const Attribution& attribution,

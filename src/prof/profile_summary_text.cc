@@ -131,6 +131,7 @@ std::string format_profile_summary(const json& j) {
            j["device_peak"]["name"].get<std::string>() + ")";
   }
   out += "\n";
+  if (j.contains("clocks")) out += format_clocks(j["clocks"]);
 
   if (g.is_object() && !g["top_kernels"].empty()) {
     out += "  top kernels      share  calls/step    ms/step  name\n";

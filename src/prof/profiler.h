@@ -19,6 +19,7 @@
 #include "model/backend.h"
 #include "model/model.h"
 #include "prof/activity.h"
+#include "prof/clock_sampler.h"
 #include "prof/cupti_collector.h"
 #include "prof/host_ranges.h"
 #include "prof/launch_order.h"
@@ -71,6 +72,9 @@ class Profiler {
   Backend& backend_;
   HostRangeRecorder recorder_;
   std::unique_ptr<CuptiCollector> collector_;
+  // The SM clock and power from the first timed step to finish(); null on
+  // the CPU backend.
+  std::unique_ptr<ClockSampler> clocks_;
   std::string collector_note_;  // why there is no collector
   GpuActivity activity_;
   bool recording_ = true;   // the recorder is attached to the op markers

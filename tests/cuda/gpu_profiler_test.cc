@@ -104,6 +104,20 @@ TEST_F(GpuProfiler, EagerRunYieldsNamedTimedKernelsAttributedToOps) {
     EXPECT_GT((*o)["achieved_gbps"].get<double>(), 0.0) << op;
   }
   EXPECT_EQ(find_op(j, "(unattributed)"), nullptr) << "kernels without a launch record";
+  // The SM clock and power while the timed steps ran, or why not (no NVML).
+  ASSERT_TRUE(j.contains("clocks")) << j.dump();
+  const nlohmann::json& clocks = j["clocks"];
+  if (clocks.contains("samples")) {
+    EXPECT_GT(clocks["sm_mhz_min"].get<double>(), 0.0) << clocks.dump();
+    EXPECT_GT(clocks["power_w_median"].get<double>(), 0.0) << clocks.dump();
+    if (clocks["device_max_sm_mhz"].is_number()) {
+      EXPECT_LE(clocks["sm_mhz_max"].get<double>(), clocks["device_max_sm_mhz"].get<double>());
+    }
+    EXPECT_NE(s.profile_report.find("  clocks    SM "), std::string::npos) << s.profile_report;
+  } else {
+    EXPECT_NE(s.profile_report.find("  clocks    not sampled: "), std::string::npos)
+        << s.profile_report;
+  }
   // Without --profile-api-calls the profiled steps had no API records: every
   // kernel and copy was placed by the launch order learnt in the warm-up.
   const double per_step = j["gpu"]["kernel_dispatches_per_step"].get<double>() +

@@ -1,0 +1,102 @@
+// The profile's clock summary: which samples count, the medians and extremes,
+// each reason's share, and the printed lines; the sampler without a GPU.
+#include "prof/gpu_clocks.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "prof/clock_sampler.h"
+
+namespace tinyllama::prof {
+namespace {
+
+ClockReport capped_run() {
+  ClockReport r;
+  r.max_sm_mhz = 1980;
+  r.power_limit_w = 700;
+  r.interval_ms = 10;
+  // Two idle samples (left out: the idle bit), then five busy ones, three of
+  // them at the power cap and one also thermally slowed.
+  r.samples = {{1980, 90, kClockReasonIdle},
+               {1530, 692, kClockReasonPowerCap},
+               {1440, 697, kClockReasonPowerCap | kClockReasonSwThermal},
+               {1605, 650, 0},
+               {1545, 690, kClockReasonPowerCap},
+               {1755, 610, 0},
+               {1980, 85, kClockReasonIdle}};
+  return r;
+}
+
+TEST(ClockSummary, SummarisesTheBusySamplesOnly) {
+  const nlohmann::json c = clocks_summary(capped_run());
+  EXPECT_EQ(c["samples"].get<int>(), 5);
+  EXPECT_DOUBLE_EQ(c["sm_mhz_median"].get<double>(), 1545);
+  EXPECT_DOUBLE_EQ(c["sm_mhz_min"].get<double>(), 1440);
+  EXPECT_DOUBLE_EQ(c["sm_mhz_max"].get<double>(), 1755);
+  EXPECT_DOUBLE_EQ(c["power_w_median"].get<double>(), 690);
+  EXPECT_DOUBLE_EQ(c["power_w_max"].get<double>(), 697);
+  EXPECT_DOUBLE_EQ(c["device_max_sm_mhz"].get<double>(), 1980);
+  EXPECT_DOUBLE_EQ(c["power_limit_w"].get<double>(), 700);
+  EXPECT_DOUBLE_EQ(c["reasons_pct"]["power cap"].get<double>(), 60);
+  EXPECT_DOUBLE_EQ(c["reasons_pct"]["thermal (software)"].get<double>(), 20);
+  EXPECT_DOUBLE_EQ(c["reasons_pct"]["power brake"].get<double>(), 0);
+}
+
+TEST(ClockSummary, MedianOfAnEvenCountAveragesTheMiddleTwo) {
+  ClockReport r;
+  r.samples = {{1400, 600, 0}, {1600, 650, 0}, {1500, 700, 0}, {1700, 640, 0}};
+  const nlohmann::json c = clocks_summary(r);
+  EXPECT_DOUBLE_EQ(c["sm_mhz_median"].get<double>(), 1550);
+  EXPECT_DOUBLE_EQ(c["power_w_median"].get<double>(), 645);
+  EXPECT_TRUE(c["device_max_sm_mhz"].is_null()) << "unknown stays unknown, not 0";
+  EXPECT_TRUE(c["power_limit_w"].is_null());
+}
+
+TEST(ClockSummary, PrintsTheClockAgainstTheMaximumAndWhatHeldItDown) {
+  const std::string text = format_clocks(clocks_summary(capped_run()));
+  EXPECT_NE(text.find("SM 1545 MHz median (1440-1755) of the GPU's 1980 MHz (78 %)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("power 690 W median of its 700 W limit; 5 samples while busy"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("power cap in 60 %"), std::string::npos) << text;
+  EXPECT_NE(text.find("thermal (software) in 20 %"), std::string::npos) << text;
+  EXPECT_EQ(text.find("power brake"), std::string::npos) << "reasons never seen are left out";
+}
+
+TEST(ClockSummary, NoBusySampleGivesTheReason) {
+  ClockReport r;
+  r.note = "the driver's NVML library (libnvidia-ml.so.1) is not there";
+  EXPECT_EQ(
+      format_clocks(clocks_summary(r)),
+      "  clocks    not sampled: the driver's NVML library (libnvidia-ml.so.1) is not there\n");
+  ClockReport idle;
+  idle.samples = {{1980, 80, kClockReasonIdle}};
+  EXPECT_EQ(clocks_summary(idle)["note"].get<std::string>(), "no sample while the GPU was busy");
+}
+
+TEST(ClockSummary, NothingHeldDownSaysSo) {
+  ClockReport r;
+  r.samples = {{1980, 500, 0}};
+  EXPECT_NE(format_clocks(clocks_summary(r)).find("nothing held the clock down"),
+            std::string::npos);
+}
+
+// Without a GPU the sampler starts nothing and says why; stop() is safe.
+TEST(ClockSampler, WithoutADeviceReportsWhyAndNoSamples) {
+  ClockSampler none("", 10);
+  EXPECT_EQ(none.note(), "no CUDA device");
+  none.start();
+  const ClockReport r = none.stop();
+  EXPECT_TRUE(r.samples.empty());
+  EXPECT_EQ(r.note, "no CUDA device");
+  ClockSampler unknown("0000:ff:1f.7", 10);
+  EXPECT_FALSE(unknown.note().empty()) << "no NVML here, or no such GPU";
+  unknown.start();
+  EXPECT_TRUE(unknown.stop().samples.empty());
+}
+
+}  // namespace
+}  // namespace tinyllama::prof
