@@ -19,6 +19,15 @@ void apply_pair(const char* name, const TogglePair& pair, Apply apply) {
   if (pair.disable) apply(false);
 }
 
+// A value flag (--attention) names what its toggle pair
+// (--enable/--disable-flash-attention) switches: both at once is a UsageError.
+void refuse_beside_pair(const char* flag, const char* pair_name, const TogglePair& pair) {
+  if (pair.enable || pair.disable) {
+    throw UsageError(std::string(flag) + " and --" + (pair.enable ? "enable-" : "disable-") +
+                     pair_name + ": give one of the two");
+  }
+}
+
 // The implementation of `impls` named `value` (impl_name), else a UsageError
 // naming the flag and every allowed name.
 template <typename Impl>
@@ -62,11 +71,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   apply_pair("cuda-graphs", flags.cuda_graphs, graphs);
   apply_pair("fused-optimizer", flags.fused_optimizer, optimizer);
   if (!flags.attention.empty()) {
-    if (flags.flash_attention.enable || flags.flash_attention.disable) {
-      throw UsageError("--attention and --" +
-                       std::string(flags.flash_attention.enable ? "enable" : "disable") +
-                       "-flash-attention: give one of the two");
-    }
+    refuse_beside_pair("--attention", "flash-attention", flags.flash_attention);
     ops.attention = parse_attention(flags.attention);
   }
   if (!flags.norm.empty()) ops.norm = parse_norm(flags.norm);
@@ -78,11 +83,7 @@ OpChoices apply_toggle_flags(OpChoices ops, const ToggleFlags& flags) {
   if (!flags.grad_buffers.empty()) ops.grad_buffers = parse_grad_buffers(flags.grad_buffers);
   if (!flags.kernel_launch.empty()) ops.kernel_launch = parse_kernel_launch(flags.kernel_launch);
   if (!flags.optimizer.empty()) {
-    if (flags.fused_optimizer.enable || flags.fused_optimizer.disable) {
-      throw UsageError("--optimizer and --" +
-                       std::string(flags.fused_optimizer.enable ? "enable" : "disable") +
-                       "-fused-optimizer: give one of the two");
-    }
+    refuse_beside_pair("--optimizer", "fused-optimizer", flags.fused_optimizer);
     ops.optimizer = parse_optimizer(flags.optimizer);
   }
   return ops;
