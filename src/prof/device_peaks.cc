@@ -15,16 +15,23 @@ struct Entry {
 
 // NVIDIA's datasheet figures, dense (the sparse tensor figures are twice
 // these). Variants that share a chip name come before the general entry.
+// The clocks: per-clock rate x units x clock gives each figure, e.g. H100 SXM
+// 528 tensor cores x 1024 bf16 FLOP x 1830 MHz = 989.4 TFLOP/s and 16896
+// fp32 lanes x 2 x 1980 MHz = 66.9; A100 432 x 512 x 1410 = 312 and 6912 x 2 x
+// 1410 = 19.5; H100 PCIe 456 x 1024 x 1620 = 756 and 14592 x 2 x 1755 = 51.2.
+// The NVL parts' clocks are left unknown.
 const std::vector<Entry>& table() {
   static const std::vector<Entry> entries = {
       {{"h100", "nvl"}, {}, {"H100 NVL", 60.0, 835.0, 835.0, 3900.0}},
-      {{"h100", "pcie"}, {}, {"H100 PCIe", 51.0, 756.0, 756.0, 2000.0}},
-      {{"h100"}, {}, {"H100 SXM", 67.0, 989.0, 989.0, 3350.0}},
+      {{"h100", "pcie"}, {}, {"H100 PCIe", 51.0, 756.0, 756.0, 2000.0, 1755.0, 1620.0}},
+      {{"h100"}, {}, {"H100 SXM", 67.0, 989.0, 989.0, 3350.0, 1980.0, 1830.0}},
       {{"h200", "nvl"}, {}, {"H200 NVL", 60.0, 835.0, 835.0, 4800.0}},
-      {{"h200"}, {}, {"H200 SXM", 67.0, 989.0, 989.0, 4800.0}},
-      {{"a100", "80gb", "pcie"}, {}, {"A100 80GB PCIe", 19.5, 312.0, 312.0, 1935.0}},
-      {{"a100", "80gb"}, {}, {"A100 80GB SXM", 19.5, 312.0, 312.0, 2039.0}},
-      {{"a100"}, {"80gb"}, {"A100 40GB", 19.5, 312.0, 312.0, 1555.0}},
+      {{"h200"}, {}, {"H200 SXM", 67.0, 989.0, 989.0, 4800.0, 1980.0, 1830.0}},
+      {{"a100", "80gb", "pcie"},
+       {},
+       {"A100 80GB PCIe", 19.5, 312.0, 312.0, 1935.0, 1410.0, 1410.0}},
+      {{"a100", "80gb"}, {}, {"A100 80GB SXM", 19.5, 312.0, 312.0, 2039.0, 1410.0, 1410.0}},
+      {{"a100"}, {"80gb"}, {"A100 40GB", 19.5, 312.0, 312.0, 1555.0, 1410.0, 1410.0}},
   };
   return entries;
 }
@@ -58,6 +65,19 @@ double peak_tflops(const DevicePeak& peak, Precision precision) {
       return peak.bf16_tflops;
     case DType::F16:
       return peak.fp16_tflops;
+    case DType::F64:
+      return 0;
+  }
+  return 0;
+}
+
+double peak_clock_mhz(const DevicePeak& peak, Precision precision) {
+  switch (precision.compute) {
+    case DType::F32:
+      return peak.fp32_clock_mhz;
+    case DType::BF16:
+    case DType::F16:
+      return peak.tensor_clock_mhz;
     case DType::F64:
       return 0;
   }

@@ -376,7 +376,20 @@ json profile_summary(const ProfileInputs& in, const Attribution& a,
               {"peak_tflops", nullable(peak_tf > 0, peak_tf)},
               {"basis", "model FLOPs per step / run_ms_per_step / the device's dense peak for " +
                             std::string(dtype_name(in.plan.precision.compute))}};
-  if (in.clocks != nullptr) j["clocks"] = clocks_summary(*in.clocks);
+  if (in.clocks != nullptr) {
+    j["clocks"] = clocks_summary(*in.clocks);
+    // The peak scales with the clock: at the clock the GPU held, its units
+    // give peak x held / the datasheet's clock.
+    const double rated = peak ? peak_clock_mhz(*peak, in.plan.precision) : 0.0;
+    if (has_mfu && rated > 0 && j["clocks"].contains("sm_mhz_median")) {
+      const double held = j["clocks"]["sm_mhz_median"].get<double>();
+      const double at_held = peak_tf * held / rated;
+      j["mfu"]["at_held_clock"] = {{"sm_mhz", held},
+                                   {"rated_sm_mhz", rated},
+                                   {"peak_tflops", at_held},
+                                   {"value", achieved / at_held}};
+    }
+  }
   if (!peak) {
     notes.push_back("MFU and roofline roofs omitted: no peak figures for '" + in.device +
                     "' (src/prof/device_peaks.cc lists the known GPUs)");

@@ -132,6 +132,13 @@ std::string format_profile_summary(const json& j) {
   }
   out += "\n";
   if (j.contains("clocks")) out += format_clocks(j["clocks"]);
+  if (mfu.contains("at_held_clock")) {
+    const json& h = mfu["at_held_clock"];
+    out += "            at the median " + num(h["sm_mhz"], "%.0f") + " MHz the peak is " +
+           num(h["peak_tflops"], "%.0f") + " TFLOP/s (" + num(mfu["peak_tflops"], "%.0f") +
+           " at the datasheet's " + num(h["rated_sm_mhz"], "%.0f") + " MHz): MFU " +
+           format("%.1f", 100.0 * h["value"].get<double>()) + " % of it\n";
+  }
 
   if (g.is_object() && !g["top_kernels"].empty()) {
     out += "  top kernels      share  calls/step    ms/step  name\n";

@@ -6,7 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/test_plans.h"
+#include "prof/attribution.h"
 #include "prof/clock_sampler.h"
+#include "prof/device_peaks.h"
+#include "prof/profile_summary.h"
 
 namespace tinyllama::prof {
 namespace {
@@ -82,6 +86,72 @@ TEST(ClockSummary, NothingHeldDownSaysSo) {
   r.samples = {{1980, 500, 0}};
   EXPECT_NE(format_clocks(clocks_summary(r)).find("nothing held the clock down"),
             std::string::npos);
+}
+
+// The summary puts the MFU against the peak at the clock the GPU held too:
+// the datasheet's peak x held / the clock the datasheet assumes.
+TEST(ClockSummary, MfuAtTheHeldClock) {
+  ProfileInputs in;
+  in.device = "NVIDIA H100 80GB HBM3";
+  in.backend = "cuda";
+  in.model.num_layers = 2;
+  in.shape = BatchShape{2, 8};
+  in.plan = graph_plan(level_preset("v2"), Precision::amp(DType::BF16), in.model, in.shape);
+  in.cost = step_cost(in.model, in.shape, in.plan);
+  in.times.profiled_ms = {2.0};
+  in.times.run_ms_per_step = 2.0;
+  const ClockReport clocks = capped_run();
+  in.clocks = &clocks;
+  const nlohmann::json j = profile_summary(in, attribute(in.ranges, nullptr), {});
+  ASSERT_TRUE(j.contains("clocks"));
+  const nlohmann::json& h = j["mfu"]["at_held_clock"];
+  EXPECT_DOUBLE_EQ(h["sm_mhz"].get<double>(), 1545);
+  EXPECT_DOUBLE_EQ(h["rated_sm_mhz"].get<double>(), 1830);
+  EXPECT_DOUBLE_EQ(h["peak_tflops"].get<double>(), 989.0 * 1545 / 1830);
+  EXPECT_DOUBLE_EQ(h["value"].get<double>(), j["mfu"]["value"].get<double>() * 1830 / 1545);
+  const std::string text = format_profile_summary(j);
+  EXPECT_NE(text.find("at the median 1545 MHz the peak is 835 TFLOP/s (989 at the datasheet's "
+                      "1830 MHz): MFU "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  clocks    SM 1545 MHz median"), std::string::npos) << text;
+
+  // fp32 runs are held against the CUDA cores' clock; without samples, or on
+  // a GPU whose clock the table does not know, there is no such figure.
+  in.plan = graph_plan(level_preset("v2"), Precision::fp32(), in.model, in.shape);
+  EXPECT_DOUBLE_EQ(
+      profile_summary(in, attribute(in.ranges, nullptr), {})["mfu"]["at_held_clock"]["rated_sm_mhz"]
+          .get<double>(),
+      1980);
+  ClockReport none;
+  none.note = "no NVML";
+  in.clocks = &none;
+  EXPECT_FALSE(
+      profile_summary(in, attribute(in.ranges, nullptr), {})["mfu"].contains("at_held_clock"));
+  in.clocks = &clocks;
+  in.device = "NVIDIA H100 NVL";
+  EXPECT_FALSE(
+      profile_summary(in, attribute(in.ranges, nullptr), {})["mfu"].contains("at_held_clock"));
+  in.clocks = nullptr;
+  EXPECT_FALSE(profile_summary(in, attribute(in.ranges, nullptr), {}).contains("clocks"))
+      << "no sampler (the CPU backend): no entry";
+}
+
+// The clocks behind each datasheet figure multiply back to it.
+TEST(ClockSummary, DatasheetClocksGiveTheDatasheetPeaks) {
+  const DevicePeak h100 = *find_device_peak("NVIDIA H100 80GB HBM3");
+  EXPECT_NEAR(528 * 1024 * peak_clock_mhz(h100, Precision::amp(DType::BF16)) * 1e6 / 1e12,
+              peak_tflops(h100, Precision::amp(DType::BF16)), 0.5);
+  EXPECT_NEAR(16896 * 2 * peak_clock_mhz(h100, Precision::fp32()) * 1e6 / 1e12,
+              peak_tflops(h100, Precision::fp32()), 0.1);
+  const DevicePeak pcie = *find_device_peak("NVIDIA H100 PCIe");
+  EXPECT_NEAR(456 * 1024 * peak_clock_mhz(pcie, Precision::amp(DType::F16)) * 1e6 / 1e12, 756.0,
+              0.5);
+  const DevicePeak a100 = *find_device_peak("NVIDIA A100-SXM4-80GB");
+  EXPECT_NEAR(432 * 512 * peak_clock_mhz(a100, Precision::amp(DType::BF16)) * 1e6 / 1e12, 312.0,
+              0.5);
+  EXPECT_DOUBLE_EQ(peak_clock_mhz(h100, Precision::fp64()), 0.0);
+  EXPECT_DOUBLE_EQ(peak_clock_mhz(*find_device_peak("NVIDIA H100 NVL"), Precision::fp32()), 0.0);
 }
 
 // Without a GPU the sampler starts nothing and says why; stop() is safe.
