@@ -11,6 +11,7 @@
 #include "prof/clock_sampler.h"
 #include "prof/device_peaks.h"
 #include "prof/profile_summary.h"
+#include "profile_inputs.h"
 
 namespace tinyllama::prof {
 namespace {
@@ -91,15 +92,7 @@ TEST(ClockSummary, NothingHeldDownSaysSo) {
 // The summary puts the MFU against the peak at the clock the GPU held too:
 // the datasheet's peak x held / the clock the datasheet assumes.
 TEST(ClockSummary, MfuAtTheHeldClock) {
-  ProfileInputs in;
-  in.device = "NVIDIA H100 80GB HBM3";
-  in.backend = "cuda";
-  in.model.num_layers = 2;
-  in.shape = BatchShape{2, 8};
-  in.plan = graph_plan(level_preset("v2"), Precision::amp(DType::BF16), in.model, in.shape);
-  in.cost = step_cost(in.model, in.shape, in.plan);
-  in.times.profiled_ms = {2.0};
-  in.times.run_ms_per_step = 2.0;
+  ProfileInputs in = tiny_h100_inputs(Precision::amp(DType::BF16));
   const ClockReport clocks = capped_run();
   in.clocks = &clocks;
   const nlohmann::json j = profile_summary(in, attribute(in.ranges, nullptr), {});

@@ -14,6 +14,7 @@
 #include "prof/profile_summary.h"
 #include "prof/trace_writer.h"
 #include "prof_test_ranges.h"
+#include "profile_inputs.h"
 
 namespace tinyllama::prof {
 namespace {
@@ -185,18 +186,10 @@ TEST(Communication, FiguresPerOpOverTheProfiledSteps) {
 }
 
 ProfileInputs inputs(const DataParallelStep& s, bool data_parallel) {
-  ProfileInputs in;
-  in.device = "NVIDIA H100 80GB HBM3";
-  in.backend = "cuda";
-  in.model.num_layers = 2;
-  in.shape = BatchShape{2, 8};
-  in.plan = graph_plan(level_preset("v2"), Precision::amp(DType::BF16), in.model, in.shape);
+  ProfileInputs in = tiny_h100_inputs(Precision::amp(DType::BF16));
   in.plan.parallel.enabled = data_parallel;
-  in.cost = step_cost(in.model, in.shape, in.plan);
   in.ranges = s.ranges;
   in.gpu = &s.gpu;
-  in.times.profiled_ms = {2.0};
-  in.times.run_ms_per_step = 2.0;
   return in;
 }
 
