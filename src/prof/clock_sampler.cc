@@ -4,13 +4,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <utility>
 
 namespace tinyllama::prof {
+namespace {
 
 // The few NVML entry points used, resolved from libnvidia-ml.so.1. Their C
 // signatures (NVML's stable ABI): every call returns 0 on success; a device
 // is an opaque handle; clocks in MHz, power in milliwatts.
-struct ClockSampler::Nvml {
+struct Nvml {
   using Device = void*;
   using Init = int (*)();
   using Shutdown = int (*)();
@@ -83,11 +85,26 @@ struct ClockSampler::Nvml {
   }
 };
 
-ClockSampler::ClockSampler(const std::string& pci_bus_id, double interval_ms)
-    : nvml_(std::make_unique<Nvml>()) {
+}  // namespace
+
+std::unique_ptr<ClockSampler> ClockSampler::for_gpu(const std::string& pci_bus_id,
+                                                    double interval_ms) {
+  ClockReport header;
+  if (pci_bus_id.empty()) {
+    header.note = "no CUDA device";
+    return std::make_unique<ClockSampler>(nullptr, header, interval_ms);
+  }
+  auto nvml = std::make_shared<Nvml>();
+  header.note = nvml->open(pci_bus_id, &header);
+  if (!header.note.empty()) return std::make_unique<ClockSampler>(nullptr, header, interval_ms);
+  return std::make_unique<ClockSampler>([nvml](ClockSample* s) { return nvml->sample(s); }, header,
+                                        interval_ms);
+}
+
+ClockSampler::ClockSampler(ClockSource source, ClockReport header, double interval_ms)
+    : source_(std::move(source)), report_(std::move(header)) {
   report_.interval_ms = interval_ms;
-  report_.note = pci_bus_id.empty() ? "no CUDA device" : nvml_->open(pci_bus_id, &report_);
-  if (!report_.note.empty()) nvml_.reset();
+  report_.samples.clear();
 }
 
 ClockSampler::~ClockSampler() {
@@ -99,7 +116,7 @@ const std::string& ClockSampler::note() const {
 }
 
 void ClockSampler::start() {
-  if (!nvml_ || running_.exchange(true)) return;
+  if (!source_ || running_.exchange(true)) return;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -114,7 +131,7 @@ void ClockSampler::run() {
   auto next = std::chrono::steady_clock::now();
   while (running_.load()) {
     ClockSample s;
-    if (nvml_->sample(&s)) {
+    if (source_(&s)) {
       std::lock_guard<std::mutex> lock(mutex_);
       report_.samples.push_back(s);
     }

@@ -45,7 +45,7 @@ Profiler::Profiler(const ProfileSettings& settings, const Model& model, Backend&
     collector_ = CuptiCollector::start(&recorder_, &collector_note_);
     std::string bus_id;
     cuda_pci_bus_id(&bus_id);
-    clocks_ = std::make_unique<ClockSampler>(bus_id, kClockSampleMs);
+    clocks_ = ClockSampler::for_gpu(bus_id, kClockSampleMs);
   } else {
     collector_note_ = "the run used the CPU backend";
   }

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "model/test_plans.h"
 #include "prof/attribution.h"
@@ -149,16 +153,52 @@ TEST(ClockSummary, DatasheetClocksGiveTheDatasheetPeaks) {
 
 // Without a GPU the sampler starts nothing and says why; stop() is safe.
 TEST(ClockSampler, WithoutADeviceReportsWhyAndNoSamples) {
-  ClockSampler none("", 10);
-  EXPECT_EQ(none.note(), "no CUDA device");
-  none.start();
-  const ClockReport r = none.stop();
+  const std::unique_ptr<ClockSampler> none = ClockSampler::for_gpu("", 10);
+  EXPECT_EQ(none->note(), "no CUDA device");
+  none->start();
+  const ClockReport r = none->stop();
   EXPECT_TRUE(r.samples.empty());
   EXPECT_EQ(r.note, "no CUDA device");
-  ClockSampler unknown("0000:ff:1f.7", 10);
-  EXPECT_FALSE(unknown.note().empty()) << "no NVML here, or no such GPU";
-  unknown.start();
-  EXPECT_TRUE(unknown.stop().samples.empty());
+  const std::unique_ptr<ClockSampler> unknown = ClockSampler::for_gpu("0000:ff:1f.7", 10);
+  EXPECT_FALSE(unknown->note().empty()) << "no NVML here, or no such GPU";
+  unknown->start();
+  EXPECT_TRUE(unknown->stop().samples.empty());
+}
+
+// The thread takes a sample every interval until stop(), skips the readings
+// that fail, and keeps the header; stop() twice and a sampler never started
+// are safe.
+TEST(ClockSampler, SamplesASourceUntilStopped) {
+  std::atomic<int> calls{0};
+  ClockReport header;
+  header.max_sm_mhz = 1980;
+  header.power_limit_w = 700;
+  ClockSampler sampler(
+      [&calls](ClockSample* s) {
+        const int n = calls.fetch_add(1);
+        if (n % 3 == 2) return false;  // every third reading fails
+        s->sm_mhz = 1500 + n;
+        s->power_w = 600;
+        s->reasons = kClockReasonPowerCap;
+        return true;
+      },
+      header, 2.0);
+  EXPECT_TRUE(sampler.note().empty());
+  sampler.start();
+  sampler.start();  // already running: no second thread
+  while (calls.load() < 9) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const ClockReport r = sampler.stop();
+  const int taken = calls.load();
+  EXPECT_GE(taken, 9);
+  EXPECT_EQ(static_cast<int>(r.samples.size()), taken - taken / 3) << "failed readings skipped";
+  EXPECT_DOUBLE_EQ(r.samples[0].sm_mhz, 1500);
+  EXPECT_DOUBLE_EQ(r.samples[2].sm_mhz, 1503) << "the third reading (n = 2) failed";
+  EXPECT_DOUBLE_EQ(r.max_sm_mhz, 1980);
+  EXPECT_DOUBLE_EQ(r.power_limit_w, 700);
+  EXPECT_DOUBLE_EQ(r.interval_ms, 2.0);
+  EXPECT_EQ(sampler.stop().samples.size(), r.samples.size()) << "nothing after stop";
+  ClockSampler idle([](ClockSample*) { return true; }, ClockReport{}, 2.0);
+  EXPECT_TRUE(idle.stop().samples.empty());
 }
 
 }  // namespace
