@@ -1,7 +1,6 @@
 #include "prof/gpu_clocks.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -14,12 +13,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
 }
 
 // The reasons that lower the clock under load, as the summary names them.
@@ -63,32 +56,6 @@ json clocks_summary(const ClockReport& report) {
   j["device_max_sm_mhz"] = report.max_sm_mhz > 0 ? json(report.max_sm_mhz) : json(nullptr);
   j["power_limit_w"] = report.power_limit_w > 0 ? json(report.power_limit_w) : json(nullptr);
   return j;
-}
-
-std::string format_clocks(const json& c) {
-  if (c.contains("note")) return "  clocks    not sampled: " + c["note"].get<std::string>() + "\n";
-  std::string out = "  clocks    SM " + fmt("%.0f", c["sm_mhz_median"].get<double>()) +
-                    " MHz median (" + fmt("%.0f", c["sm_mhz_min"].get<double>()) + "-" +
-                    fmt("%.0f", c["sm_mhz_max"].get<double>()) + ")";
-  if (c["device_max_sm_mhz"].is_number()) {
-    const double max = c["device_max_sm_mhz"].get<double>();
-    out += " of the GPU's " + fmt("%.0f", max) + " MHz (" +
-           fmt("%.0f", 100.0 * c["sm_mhz_median"].get<double>() / max) + " %)";
-  }
-  out += ", power " + fmt("%.0f", c["power_w_median"].get<double>()) + " W median";
-  if (c["power_limit_w"].is_number()) {
-    out += " of its " + fmt("%.0f", c["power_limit_w"].get<double>()) + " W limit";
-  }
-  out += "; " + std::to_string(c["samples"].get<int>()) + " samples while busy\n";
-  std::string held;
-  for (const auto& [name, pct] : c["reasons_pct"].items()) {
-    if (pct.get<double>() <= 0) continue;
-    held += (held.empty() ? "" : ", ") + name + " in " + fmt("%.0f", pct.get<double>()) + " %";
-  }
-  out += held.empty() ? "            nothing held the clock down in any sample\n"
-                      : "            clock held down by: " + held +
-                            " of the samples (the peak FLOP/s assume the full clock)\n";
-  return out;
 }
 
 }  // namespace tinyllama::prof

@@ -39,7 +39,4 @@ struct ClockReport {
 // reason that holds the clock down. Or {"note": ...} without samples.
 nlohmann::json clocks_summary(const ClockReport& report);
 
-// The printed line(s) for summary.json's "clocks", each ending in '\n'.
-std::string format_clocks(const nlohmann::json& clocks);
-
 }  // namespace tinyllama::prof

@@ -54,4 +54,7 @@ nlohmann::json profile_summary(const ProfileInputs& in, const Attribution& attri
 // The printed summary, several lines each ending in '\n'.
 std::string format_profile_summary(const nlohmann::json& summary);
 
+// Its lines for summary.json's "clocks" (clocks_summary), each ending in '\n'.
+std::string format_clocks(const nlohmann::json& clocks);
+
 }  // namespace tinyllama::prof

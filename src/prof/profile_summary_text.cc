@@ -90,6 +90,32 @@ std::string communication_lines(const json& c) {
 
 }  // namespace
 
+std::string format_clocks(const json& c) {
+  if (c.contains("note")) return "  clocks    not sampled: " + c["note"].get<std::string>() + "\n";
+  std::string out = "  clocks    SM " + format("%.0f", c["sm_mhz_median"].get<double>()) +
+                    " MHz median (" + format("%.0f", c["sm_mhz_min"].get<double>()) + "-" +
+                    format("%.0f", c["sm_mhz_max"].get<double>()) + ")";
+  if (c["device_max_sm_mhz"].is_number()) {
+    const double max = c["device_max_sm_mhz"].get<double>();
+    out += " of the GPU's " + format("%.0f", max) + " MHz (" +
+           format("%.0f", 100.0 * c["sm_mhz_median"].get<double>() / max) + " %)";
+  }
+  out += ", power " + format("%.0f", c["power_w_median"].get<double>()) + " W median";
+  if (c["power_limit_w"].is_number()) {
+    out += " of its " + format("%.0f", c["power_limit_w"].get<double>()) + " W limit";
+  }
+  out += "; " + std::to_string(c["samples"].get<int>()) + " samples while busy\n";
+  std::string held;
+  for (const auto& [name, pct] : c["reasons_pct"].items()) {
+    if (pct.get<double>() <= 0) continue;
+    held += (held.empty() ? "" : ", ") + name + " in " + format("%.0f", pct.get<double>()) + " %";
+  }
+  out += held.empty() ? "            nothing held the clock down in any sample\n"
+                      : "            clock held down by: " + held +
+                            " of the samples (the peak FLOP/s assume the full clock)\n";
+  return out;
+}
+
 std::string format_profile_summary(const json& j) {
   std::string out;
   out += "profile: " + std::to_string(j["profiled_steps"].get<int>()) + " steps, " +
