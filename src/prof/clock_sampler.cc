@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "cuda/cuda_entry.h"
+
 namespace tinyllama::prof {
 namespace {
 
@@ -99,6 +101,12 @@ std::unique_ptr<ClockSampler> ClockSampler::for_gpu(const std::string& pci_bus_i
   if (!header.note.empty()) return std::make_unique<ClockSampler>(nullptr, header, interval_ms);
   return std::make_unique<ClockSampler>([nvml](ClockSample* s) { return nvml->sample(s); }, header,
                                         interval_ms);
+}
+
+std::unique_ptr<ClockSampler> ClockSampler::for_current_gpu() {
+  std::string bus_id;
+  cuda_pci_bus_id(&bus_id);  // left empty without a device: for_gpu says so
+  return for_gpu(bus_id, kClockSampleMs);
 }
 
 ClockSampler::ClockSampler(ClockSource source, ClockReport header, double interval_ms)

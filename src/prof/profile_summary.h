@@ -54,7 +54,9 @@ nlohmann::json profile_summary(const ProfileInputs& in, const Attribution& attri
 // The printed summary, several lines each ending in '\n'.
 std::string format_profile_summary(const nlohmann::json& summary);
 
-// Its lines for summary.json's "clocks" (clocks_summary), each ending in '\n'.
-std::string format_clocks(const nlohmann::json& clocks);
+// Its lines for summary.json's "clocks" (clocks_summary), each ending in
+// '\n'; the first starts with label ("  clocks    "), the others are
+// indented as far.
+std::string format_clocks(const nlohmann::json& clocks, const std::string& label);
 
 }  // namespace tinyllama::prof

@@ -90,9 +90,10 @@ std::string communication_lines(const json& c) {
 
 }  // namespace
 
-std::string format_clocks(const json& c) {
-  if (c.contains("note")) return "  clocks    not sampled: " + c["note"].get<std::string>() + "\n";
-  std::string out = "  clocks    SM " + format("%.0f", c["sm_mhz_median"].get<double>()) +
+std::string format_clocks(const json& c, const std::string& label) {
+  if (c.contains("note")) return label + "not sampled: " + c["note"].get<std::string>() + "\n";
+  const std::string indent(label.size(), ' ');
+  std::string out = label + "SM " + format("%.0f", c["sm_mhz_median"].get<double>()) +
                     " MHz median (" + format("%.0f", c["sm_mhz_min"].get<double>()) + "-" +
                     format("%.0f", c["sm_mhz_max"].get<double>()) + ")";
   if (c["device_max_sm_mhz"].is_number()) {
@@ -110,8 +111,8 @@ std::string format_clocks(const json& c) {
     if (pct.get<double>() <= 0) continue;
     held += (held.empty() ? "" : ", ") + name + " in " + format("%.0f", pct.get<double>()) + " %";
   }
-  out += held.empty() ? "            nothing held the clock down in any sample\n"
-                      : "            clock held down by: " + held +
+  out += held.empty() ? indent + "nothing held the clock down in any sample\n"
+                      : indent + "clock held down by: " + held +
                             " of the samples (the peak FLOP/s assume the full clock)\n";
   return out;
 }
@@ -157,7 +158,7 @@ std::string format_profile_summary(const json& j) {
            j["device_peak"]["name"].get<std::string>() + ")";
   }
   out += "\n";
-  if (j.contains("clocks")) out += format_clocks(j["clocks"]);
+  if (j.contains("clocks")) out += format_clocks(j["clocks"], "  clocks    ");
   if (mfu.contains("at_held_clock")) {
     const json& h = mfu["at_held_clock"];
     out += "            at the median " + num(h["sm_mhz"], "%.0f") + " MHz the peak is " +

@@ -24,10 +24,6 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   if (!out) throw RuntimeFailure("--profile-dir: cannot write " + path.string());
 }
 
-// NVML refreshes power about every 20-100 ms; 10 ms samples the clock,
-// which moves faster under a power cap, without a measurable cost.
-constexpr double kClockSampleMs = 10.0;
-
 }  // namespace
 
 Profiler::Profiler(const ProfileSettings& settings, const Model& model, Backend& backend)
@@ -43,9 +39,7 @@ Profiler::Profiler(const ProfileSettings& settings, const Model& model, Backend&
   set_op_observer(&recorder_);
   if (backend.name() == "cuda") {
     collector_ = CuptiCollector::start(&recorder_, &collector_note_);
-    std::string bus_id;
-    cuda_pci_bus_id(&bus_id);
-    clocks_ = ClockSampler::for_gpu(bus_id, kClockSampleMs);
+    clocks_ = ClockSampler::for_current_gpu();
   } else {
     collector_note_ = "the run used the CPU backend";
   }

@@ -14,6 +14,7 @@
 #include "model/config_json.h"
 #include "model/step_plan_json.h"
 #include "prof/memory_timeline_json.h"
+#include "prof/profile_summary.h"
 #include "train/exercise_report.h"
 #include "train/memory_check.h"
 
@@ -203,6 +204,8 @@ std::string format_summary(const TrainSummary& s, const TrainOptions& opts) {
         "own work around it\n",
         s.wall_ms_per_step, opts.shape.batch / (s.wall_ms_per_step / 1e3));
   }
+  // The clock the steps ran at decides what they could reach.
+  if (s.clocks) out += prof::format_clocks(prof::clocks_summary(*s.clocks), "  clocks       ");
   out += "  execution    " + execution_line(s) + "\n";
   out += printf_string("  final loss   %.4f\n", s.final_loss);
   if (!s.evals.empty()) {
@@ -298,6 +301,9 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
       {"steps", steps},
       {"peak_mb", s.peak_mb},
       {"device_used_peak_mb", s.device_used_peak_mb},
+      // The SM clock and power over the timed steps (prof/gpu_clocks.h);
+      // null on the cpu backend and under --profile (its summary.json has it).
+      {"clocks", s.clocks ? prof::clocks_summary(*s.clocks) : nlohmann::json(nullptr)},
       {"memory", memory_json(s.memory)},
       // The activations by kind and each arena buffer's lifetime in one
       // step's ops (prof/memory_timeline.h); null before a plan is resolved.

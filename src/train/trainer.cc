@@ -18,6 +18,7 @@
 #include "io/hf_weights.h"
 #include "io/safetensors.h"
 #include "model/init.h"
+#include "prof/clock_sampler.h"
 #include "prof/profiler.h"
 #include "train/backend_factory.h"
 #include "train/checkpoint.h"
@@ -181,6 +182,11 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
                                                          opts.warmup_steps, opts.profile_api_calls},
                                    model, *backend)
                              : nullptr;
+  // The clock over the timed steps, beside their times (--profile samples
+  // its own, over the same steps).
+  std::unique_ptr<prof::ClockSampler> clock_sampler =
+      writer && !profiler && backend->name() == "cuda" ? prof::ClockSampler::for_current_gpu()
+                                                       : nullptr;
 
   // Steps are enqueued ahead: step n+1 is launched before step n's loss is
   // read, so the host's work overlaps the device's. The loop waits for every
@@ -330,6 +336,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
       wall_start = std::chrono::steady_clock::now();
     Launched l{step, timed, false, rank_rows(data.train().next_batch(opts.shape.batch * world))};
     if (profiler) l.profiled = profiler->begin_step(timed);
+    if (clock_sampler && timed) clock_sampler->start();  // a no-op once started
     runner.launch(l.rows, interrupt_signal() != 0);
     if (profiler) profiler->end_launch();
     if (runner.capture_failed() && !capture_failure_told) {
@@ -340,6 +347,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     ++launched_count;
   }
   drain();
+  if (clock_sampler) summary.clocks = clock_sampler->stop();
   // A last validation loss for the finished run (not for one interrupted:
   // the user wants it to stop).
   if (data.has_validation() && summary.stop == TrainSummary::Stop::Completed &&

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "prof/gpu_clocks.h"
 #include "train/options.h"
 
 namespace tinyllama {
@@ -79,6 +80,11 @@ struct TrainSummary {
   // False when forward/backward/optimizer could not be timed inside the
   // graph; the *_ms phase fields are then NaN (null in the JSON report).
   bool phases_timed = true;
+  // The GPU's SM clock, power and what held the clock down, sampled through
+  // NVML over the timed steps (a GPU at its power cap runs the same kernels
+  // slower). Empty on the cpu backend and under --profile, whose summary
+  // has its own.
+  std::optional<prof::ClockReport> clocks;
   // --profile: the printed profile summary (the files are already written).
   std::string profile_report;
   // --enable-memory-profiling: the line saying what the timeline found and

@@ -1,7 +1,7 @@
 // --profile on the GPU: CUPTI's records of a tiny CUDA run come back with
 // kernel names and durations, eager kernels are attributed to the ops that
 // launched them, and kernels replayed from a CUDA graph to the ops that
-// captured them. Skips without a GPU.
+// captured them; an unprofiled run samples the clock too. Skips without a GPU.
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gpu_test_util.h"
+#include "train/report.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
 
@@ -171,6 +172,25 @@ TEST_F(GpuProfiler, GraphReplayedKernelsFindTheirOpsByCaptureTag) {
   ASSERT_NE(qkv, nullptr);
   EXPECT_GE((*qkv)["kernels_per_step"].get<double>(), 1.0) << j["notes"].dump();
   std::filesystem::remove_all(dir);
+}
+
+// Without --profile, a CUDA run still samples the clock over its timed
+// steps for its summary and --json (or says why it could not).
+TEST_F(GpuProfiler, UnprofiledRunReportsTheClockOfItsTimedSteps) {
+  TrainOptions o = tiny_profiled_run("v2", fresh_dir("unprofiled"));
+  o.profile = false;
+  o.num_steps = 200;  // long enough for several 10 ms samples
+  const TrainSummary s = train(o, nullptr);
+  ASSERT_TRUE(s.clocks.has_value());
+  const nlohmann::json j = json_report(s, o)["clocks"];
+  if (j.contains("samples")) {
+    EXPECT_GT(j["samples"].get<int>(), 0) << j.dump();
+    EXPECT_GT(j["sm_mhz_min"].get<double>(), 0.0) << j.dump();
+    EXPECT_NE(format_summary(s, o).find("  clocks       SM "), std::string::npos);
+  } else {
+    EXPECT_FALSE(j["note"].get<std::string>().empty()) << j.dump();
+    EXPECT_NE(format_summary(s, o).find("  clocks       not sampled: "), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ TEST(ClockSummary, MedianOfAnEvenCountAveragesTheMiddleTwo) {
 }
 
 TEST(ClockSummary, PrintsTheClockAgainstTheMaximumAndWhatHeldItDown) {
-  const std::string text = format_clocks(clocks_summary(capped_run()));
+  const std::string text = format_clocks(clocks_summary(capped_run()), "  clocks    ");
   EXPECT_NE(text.find("SM 1545 MHz median (1440-1755) of the GPU's 1980 MHz (78 %)"),
             std::string::npos)
       << text;
@@ -79,7 +79,7 @@ TEST(ClockSummary, NoBusySampleGivesTheReason) {
   ClockReport r;
   r.note = "the driver's NVML library (libnvidia-ml.so.1) is not there";
   EXPECT_EQ(
-      format_clocks(clocks_summary(r)),
+      format_clocks(clocks_summary(r), "  clocks    "),
       "  clocks    not sampled: the driver's NVML library (libnvidia-ml.so.1) is not there\n");
   ClockReport idle;
   idle.samples = {{1980, 80, kClockReasonIdle}};
@@ -89,8 +89,16 @@ TEST(ClockSummary, NoBusySampleGivesTheReason) {
 TEST(ClockSummary, NothingHeldDownSaysSo) {
   ClockReport r;
   r.samples = {{1980, 500, 0}};
-  EXPECT_NE(format_clocks(clocks_summary(r)).find("nothing held the clock down"),
+  EXPECT_NE(format_clocks(clocks_summary(r), "  clocks    ").find("nothing held the clock down"),
             std::string::npos);
+}
+
+// The training summary's label is wider: the lines under the first keep its
+// indent.
+TEST(ClockSummary, LaterLinesIndentedAsFarAsTheLabel) {
+  const std::string text = format_clocks(clocks_summary(capped_run()), "  clocks       ");
+  EXPECT_EQ(text.rfind("  clocks       SM 1545 MHz", 0), 0u) << text;
+  EXPECT_NE(text.find("\n               clock held down by: "), std::string::npos) << text;
 }
 
 // The summary puts the MFU against the peak at the clock the GPU held too:

@@ -58,9 +58,35 @@ TEST(Report, UnmeasuredPhasesAreNullNotNumbers) {
   EXPECT_EQ(j["ms_per_step"], 2.0);
   EXPECT_EQ(j["execution_note"], s.execution_note);
   EXPECT_TRUE(j["kernel_launches_per_step"].is_null()) << "not counted on the cpu";
+  EXPECT_TRUE(j["clocks"].is_null()) << "no GPU clock on the cpu";
   const std::string text = format_summary(s, o);
+  EXPECT_EQ(text.find("clocks"), std::string::npos) << text;
   EXPECT_EQ(text.find("nan"), std::string::npos) << text;
   EXPECT_NE(text.find("phases not measured"), std::string::npos) << text;
+}
+
+// A CUDA run's clock over its timed steps: in the JSON as the profile's
+// summary.json has it, and a line under the step time.
+TEST(Report, TheClockTheStepsRanAtIsReported) {
+  TrainSummary s = summary_with_one_step(0.5);
+  prof::ClockReport clocks;
+  clocks.samples = {{1530, 692, prof::kClockReasonPowerCap},
+                    {1590, 688, prof::kClockReasonPowerCap},
+                    {1980, 75, prof::kClockReasonIdle}};
+  clocks.max_sm_mhz = 1980;
+  clocks.power_limit_w = 700;
+  s.clocks = clocks;
+  TrainOptions o;
+  const nlohmann::json j = json_report(s, o);
+  EXPECT_EQ(j["clocks"]["samples"], 2) << "the idle sample left out: " << j["clocks"].dump();
+  EXPECT_DOUBLE_EQ(j["clocks"]["sm_mhz_median"].get<double>(), 1560);
+  const std::string text = format_summary(s, o);
+  EXPECT_NE(text.find("\n  clocks       SM 1560 MHz median (1530-1590) of the GPU's 1980 MHz"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n               clock held down by: power cap in 100 %"), std::string::npos)
+      << text;
+  EXPECT_LT(text.find("  step time"), text.find("  clocks")) << text;
 }
 
 // Data parallel: the ranks line, and one rank's memory with every category
