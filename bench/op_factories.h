@@ -90,7 +90,11 @@ std::unique_ptr<OpCase> make_residual_add(BenchContext& ctx);
 std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass, bool zipf_tokens = false);
 std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass);
 // LossImpl::Chunked's loss and dlogits in one kernel.
-std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx);
+// Staged: every row that fits staged in shared memory; Streamed: none
+// (cuda_ops.h, CrossEntropyRows); None: the default's choice.
+enum class CrossEntropyPin { None, Staged, Streamed };
+std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx,
+                                                 CrossEntropyPin pin = CrossEntropyPin::None);
 
 // ops_adamw.cc: AdamW over layer 0's parameters, per tensor or one sweep.
 std::unique_ptr<OpCase> make_adamw(BenchContext& ctx, bool fused);

@@ -178,6 +178,10 @@ std::vector<OpVariant> build_registry() {
         [=](BenchContext& c) { return make_cross_entropy(c, fwd); });
   b.add("cross_entropy.fused", "", "forward/cross_entropy", chunked_loss,
         [](BenchContext& c) { return make_cross_entropy_fused(c); });
+  b.add("cross_entropy.fused", "staged", "forward/cross_entropy", chunked_loss,
+        [](BenchContext& c) { return make_cross_entropy_fused(c, CrossEntropyPin::Staged); });
+  b.add("cross_entropy.fused", "streamed", "forward/cross_entropy", chunked_loss,
+        [](BenchContext& c) { return make_cross_entropy_fused(c, CrossEntropyPin::Streamed); });
 
   // Backward pass.
   b.add("cross_entropy.bwd", "", "backward/cross_entropy", v2,

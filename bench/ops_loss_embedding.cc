@@ -10,6 +10,9 @@
 #include "bench/op_factories.h"
 #include "bench/reference.h"
 #include "cpu/cpu_backend.h"
+#if defined(TINYLLAMA_HAS_CUDA)
+#include "cuda/cuda_ops.h"
+#endif
 
 namespace tinyllama::bench {
 namespace {
@@ -199,10 +202,13 @@ class CrossEntropyCase final : public OpCase {
 // the check takes whatever logits are there as its input.
 class FusedCrossEntropyCase final : public OpCase {
  public:
-  explicit FusedCrossEntropyCase(BenchContext& ctx) : ctx_(ctx), buffers_(ctx.gpu, ctx.seed) {
+  FusedCrossEntropyCase(BenchContext& ctx, CrossEntropyPin pin)
+      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pin_(pin) {
     const std::int64_t t = ctx.tokens();
     const int vocab = ctx.cfg.vocab_size;
-    logits_ = buffers_.random(t, vocab, ctx.act(), -4, 4);
+    // Rows padded to ModelConfig::padded_vocab() as the model lays them out
+    // (16-byte aligned rows whatever the vocabulary: the vector kernels).
+    logits_ = buffers_.random(t, ctx.cfg.padded_vocab(), ctx.act(), -4, 4).col_block(0, vocab);
     targets_ = buffers_.tokens(t, vocab, host_targets_);
     losses_ = buffers_.poisoned(t, 1, ctx.stats());
     // The staged step scalars the kernel reads its scale from: the mean over
@@ -213,7 +219,20 @@ class FusedCrossEntropyCase final : public OpCase {
     scalars_ = static_cast<const StepScalars*>(scalars.data);
   }
 
-  void run() override { ctx_.gpu.cross_entropy_fused(losses_, logits_, targets_, scalars_); }
+  void run() override {
+#if defined(TINYLLAMA_HAS_CUDA)
+    // Process-wide: set for this call (a graph capture records the kernel
+    // chosen now), the default back after it.
+    cuda::set_cross_entropy_rows(pin_ == CrossEntropyPin::Staged ? cuda::CrossEntropyRows::Staged
+                                 : pin_ == CrossEntropyPin::Streamed
+                                     ? cuda::CrossEntropyRows::Streamed
+                                     : cuda::CrossEntropyRows::Auto);
+#endif
+    ctx_.gpu.cross_entropy_fused(losses_, logits_, targets_, scalars_);
+#if defined(TINYLLAMA_HAS_CUDA)
+    cuda::set_cross_entropy_rows(cuda::CrossEntropyRows::Auto);
+#endif
+  }
 
   CheckResult check() override {
     Backend& gpu = ctx_.gpu;
@@ -239,6 +258,7 @@ class FusedCrossEntropyCase final : public OpCase {
   StepScalars host_scalars_;
   const StepScalars* scalars_ = nullptr;
   Mat logits_, losses_;
+  CrossEntropyPin pin_;
 };
 
 }  // namespace
@@ -251,8 +271,8 @@ std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass) {
   return std::make_unique<CrossEntropyCase>(ctx, pass);
 }
 
-std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx) {
-  return std::make_unique<FusedCrossEntropyCase>(ctx);
+std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx, CrossEntropyPin pin) {
+  return std::make_unique<FusedCrossEntropyCase>(ctx, pin);
 }
 
 }  // namespace tinyllama::bench

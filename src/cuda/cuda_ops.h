@@ -129,6 +129,15 @@ void rope_table(float* cos_sin, int seq, int head_dim, double theta, cudaStream_
 // the scale read from device memory when the kernel runs.
 void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
                          const float* scale_on_device, cudaStream_t stream);
+// Which of its kernels runs, process-wide, for the tests and the kernel
+// bench: Auto stages rows of kCrossEntropyStagedMinRowBytes or more in
+// shared memory (one DRAM read a row instead of two; cross_entropy_rows.h),
+// Staged every row that fits, Streamed none.
+enum class CrossEntropyRows { Auto, Staged, Streamed };
+void set_cross_entropy_rows(CrossEntropyRows pin);
+// Whether a row of `cols` logits of `dtype` is staged under the current pin
+// (rows of 16-byte aligned vectors only; the call checks that itself).
+bool cross_entropy_rows_staged(std::int64_t cols, DType dtype);
 // cuda_cross_entropy.cu
 void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets,
                            cudaStream_t stream);

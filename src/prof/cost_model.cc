@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "cuda/cross_entropy_rows.h"
 #include "model/param_layout.h"
 
 namespace tinyllama::prof {
@@ -293,15 +294,18 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
   const bool chunked_loss = plan.ops.loss == LossImpl::Chunked;
   if (chunked_loss) {
     // Per chunk: the head GEMM (rereading E), one kernel for the loss and
-    // dlogits (two reads and a write of the chunk's logits), and the head's
+    // dlogits (two reads and a write of the chunk's logits; one read where
+    // the kernel stages rows in shared memory), and the head's
     // gradients, the weight gradient rereading and rewriting its fp32
     // accumulator after the first chunk.
     const i64 chunks = (t + plan.loss_chunk_rows - 1) / plan.loss_chunk_rows;
     Cost head = linear_forward(s, t, d, {v});
     head.bytes += (chunks - 1) * v * d * s.c;
     b.add("lm_head_gemm", OpKind::Gemm, head);
-    b.add("cross_entropy", OpKind::Elementwise,
-          {2 * kCrossEntropyFlops * t * v, 3 * t * v * s.c + t * kTokenBytes + t * s.st});
+    const i64 logit_passes = cuda::cross_entropy_row_staged_on_hopper(v * s.c) ? 2 : 3;
+    b.add(
+        "cross_entropy", OpKind::Elementwise,
+        {2 * kCrossEntropyFlops * t * v, logit_passes * t * v * s.c + t * kTokenBytes + t * s.st});
     Cost wgrad = linear_wgrad(s, t, d, {v});
     wgrad.bytes += (chunks - 1) * 2 * v * d * s.m;
     b.add("lm_head_gemm_wgrad", OpKind::Gemm, wgrad);

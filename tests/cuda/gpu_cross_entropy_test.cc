@@ -4,6 +4,8 @@
 #include <tuple>
 
 #include "cpu/cpu_ops.h"
+#include "cuda/cross_entropy_rows.h"
+#include "cuda/cuda_ops.h"
 #include "gpu_test_util.h"
 
 namespace tinyllama::gpu_test {
@@ -48,8 +50,8 @@ TEST_P(GpuCrossEntropy, ForwardAndBackward) {
 // multiple of 128: the vector path with an odd vocabulary's scalar tail)
 // and by an odd 3 (the scalar path); the poisoned padding must stay unread
 // and unwritten.
-TEST_P(GpuCrossEntropy, FusedMatchesForwardThenInPlaceBackward) {
-  const auto [t, rows, vocab] = GetParam();
+void expect_fused_matches(DType t, std::int64_t rows, std::int64_t vocab,
+                          const std::string& kernel) {
   for (const std::int64_t pad : {std::int64_t{3}, (vocab + 127) / 128 * 128 - vocab}) {
     Harness h(t);
     const Tokens targets = h.tokens(h.random_ids(rows, static_cast<int>(vocab)));
@@ -63,12 +65,40 @@ TEST_P(GpuCrossEntropy, FusedMatchesForwardThenInPlaceBackward) {
     cpu::cross_entropy_backward(logits.cpu, logits.cpu, targets.cpu, host.ce_grad_scale);
     h.gpu().cross_entropy_fused(losses.gpu, logits.gpu, targets.gpu,
                                 static_cast<const StepScalars*>(staged));
-    const std::string where = " (row padding " + std::to_string(pad) + ")";
+    const std::string where =
+        " (row padding " + std::to_string(pad) + ", " + kernel + " kernel where vectors)";
     h.expect_close(losses, 1e-5 * 5, "cross_entropy_fused losses (float32)" + where);
     h.expect_close(logits, tolerance(t), "cross_entropy_fused dlogits" + where);
     h.gpu().synchronize();
     h.gpu().release(staged);
   }
+}
+
+// Each of cross_entropy_fused's kernels: the row staged in shared memory
+// (Auto at 24 KiB rows and up; the pin Staged wherever the row fits) or
+// streamed (Streamed). A row too long for shared memory (fp32 at vocab
+// 60000: 240 KB) runs streamed under every pin.
+TEST_P(GpuCrossEntropy, FusedMatchesForwardThenInPlaceBackward) {
+  const auto [t, rows, vocab] = GetParam();
+  const std::int64_t row_bytes = vocab * static_cast<std::int64_t>(dtype_size(t));
+  for (const cuda::CrossEntropyRows pin :
+       {cuda::CrossEntropyRows::Auto, cuda::CrossEntropyRows::Staged,
+        cuda::CrossEntropyRows::Streamed}) {
+    cuda::set_cross_entropy_rows(pin);
+    const bool staged = cuda::cross_entropy_rows_staged(vocab, t);
+    if (pin == cuda::CrossEntropyRows::Streamed || row_bytes > 227 * 1024) EXPECT_FALSE(staged);
+    if (pin == cuda::CrossEntropyRows::Auto && row_bytes < cuda::kCrossEntropyStagedMinRowBytes) {
+      EXPECT_FALSE(staged);
+    }
+    // Rows that fit in any sm_80+ block's shared memory are staged when asked.
+    if (pin == cuda::CrossEntropyRows::Staged && row_bytes <= 96 * 1024) EXPECT_TRUE(staged);
+    if (pin == cuda::CrossEntropyRows::Auto && row_bytes >= cuda::kCrossEntropyStagedMinRowBytes &&
+        row_bytes <= 96 * 1024) {
+      EXPECT_TRUE(staged);
+    }
+    expect_fused_matches(t, rows, vocab, std::string(staged ? "staged" : "streamed"));
+  }
+  cuda::set_cross_entropy_rows(cuda::CrossEntropyRows::Auto);
 }
 
 std::string ce_name(const ::testing::TestParamInfo<CeParam>& info) {
@@ -79,7 +109,8 @@ std::string ce_name(const ::testing::TestParamInfo<CeParam>& info) {
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuCrossEntropy,
                          ::testing::Combine(::testing::ValuesIn(gpu_dtypes()),
                                             ::testing::Values<std::int64_t>(1, 7, 100),
-                                            ::testing::Values<std::int64_t>(5, 37, 1001, 32000)),
+                                            ::testing::Values<std::int64_t>(5, 37, 1001, 32000,
+                                                                            50257, 60000)),
                          ce_name);
 
 }  // namespace

@@ -5,6 +5,8 @@
 //    head's backward runs (inside the training forward pass, with the
 //    head's weight gradient accumulated over the chunks on the side
 //    branch; and recomputed by the backward after a loss-only forward);
+//    and at vocab 12401 (padded to 12416), whose rows the loss kernel
+//    stages in shared memory in every precision;
 //  * the embedding's rows past the vocabulary stay exactly zero --
 //    parameters and both AdamW moments -- over replayed steps at v3 and
 //    v4, so their gradients were zero too and no update touched them.
@@ -30,24 +32,26 @@ struct LossRun {
   std::vector<double> grads;
 };
 
-StepPlan chunked_plan(const std::string& level, OpChoices ops, DType t, const Backend& backend) {
+StepPlan chunked_plan(const std::string& level, OpChoices ops, DType t, const Backend& backend,
+                      const ModelConfig& cfg) {
   PlanRequest request;
   request.level = level;
   request.ops = ops;
   request.precision = precision_for(t);
   request.loss_chunk_rows = kChunkRows;
-  return resolve_plan(request, backend.caps(), small_gqa_config(), kSmallStep);
+  return resolve_plan(request, backend.caps(), cfg, kSmallStep);
 }
 
-LossRun chunked_on_gpu(DType t, bool whole_step, const std::vector<double>& w,
-                       const std::vector<std::int32_t>& batch, float scale) {
+LossRun chunked_on_gpu(const ModelConfig& cfg, DType t, bool whole_step,
+                       const std::vector<double>& w, const std::vector<std::int32_t>& batch,
+                       float scale) {
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
   OpChoices ops = with_full_gradients(level_preset("v3"));
   ops.execution = Execution::Eager;
-  const StepPlan plan = chunked_plan("custom", ops, t, *backend);
+  const StepPlan plan = chunked_plan("custom", ops, t, *backend, cfg);
   EXPECT_EQ(plan.ops.loss, LossImpl::Chunked);
   EXPECT_EQ(plan.loss_chunk_rows, kChunkRows);
-  Model model(small_gqa_config(), kSmallStep, plan, *backend);
+  Model model(cfg, kSmallStep, plan, *backend);
   model.set_params(w);
   model.set_batch(batch);
   const bool scaled = t == DType::F16;
@@ -62,11 +66,12 @@ LossRun chunked_on_gpu(DType t, bool whole_step, const std::vector<double>& w,
   return {model.loss(), model.grads()};
 }
 
-class GpuChunkedLoss : public GpuParamTest<std::tuple<DType, bool>> {};
+class GpuChunkedLoss : public GpuParamTest<std::tuple<DType, bool, std::int64_t>> {};
 
 TEST_P(GpuChunkedLoss, SeveralChunksGiveTheReferenceGradients) {
-  const auto [t, whole_step] = GetParam();
-  const ModelConfig cfg = small_gqa_config();
+  const auto [t, whole_step, vocab] = GetParam();
+  ModelConfig cfg = small_gqa_config();
+  cfg.vocab_size = vocab;
   CpuBackend cpu_backend;
   Model ref(cfg, kSmallStep, test_plan("v1", Precision::fp64(), cpu_backend, cfg, kSmallStep),
             cpu_backend);
@@ -80,7 +85,7 @@ TEST_P(GpuChunkedLoss, SeveralChunksGiveTheReferenceGradients) {
   ref.forward();
   ref.backward(scale, scaled);
 
-  const LossRun gpu = chunked_on_gpu(t, whole_step, w, batch, scale);
+  const LossRun gpu = chunked_on_gpu(cfg, t, whole_step, w, batch, scale);
   // As GpuModelStep: relative 2-norm error per gradient tensor.
   const double tol = low_precision(t) ? 5e-2 : 1e-4;
   EXPECT_NEAR(gpu.loss, ref.loss(), (low_precision(t) ? 1e-2 : 1e-5) * ref.loss());
@@ -89,10 +94,12 @@ TEST_P(GpuChunkedLoss, SeveralChunksGiveTheReferenceGradients) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Chunks, GpuChunkedLoss,
-                         ::testing::Combine(::testing::ValuesIn(gpu_dtypes()), ::testing::Bool()),
+                         ::testing::Combine(::testing::ValuesIn(gpu_dtypes()), ::testing::Bool(),
+                                            ::testing::Values<std::int64_t>(97, 12401)),
                          [](const auto& info) {
                            return dtype_label(std::get<0>(info.param)) +
-                                  (std::get<1>(info.param) ? "_whole_step" : "_forward_backward");
+                                  (std::get<1>(info.param) ? "_whole_step" : "_forward_backward") +
+                                  "_V" + std::to_string(std::get<2>(info.param));
                          });
 
 class GpuPaddedVocabRows : public GpuParamTest<std::tuple<DType, std::string>> {};
@@ -102,7 +109,7 @@ TEST_P(GpuPaddedVocabRows, StayZeroOverReplayedSteps) {
   const ModelConfig cfg = small_gqa_config();
   ASSERT_GT(cfg.padded_vocab(), cfg.vocab_size);
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
-  const StepPlan plan = chunked_plan(level, level_preset(level), t, *backend);
+  const StepPlan plan = chunked_plan(level, level_preset(level), t, *backend, cfg);
   Model model(cfg, kSmallStep, plan, *backend);
   const std::vector<double> w = weights(model.layout());
   model.set_params(w);

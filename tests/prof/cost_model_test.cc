@@ -142,6 +142,29 @@ TEST(CostModel, OptimizerAndPrecisionDependentOps) {
   EXPECT_EQ(fp16.find("backward/layer0/adamw"), nullptr);
 }
 
+// The chunked loss's kernel reads a chunk's logits twice and writes them
+// once, except where it stages long rows in shared memory and reads them
+// once (cuda/cross_entropy_rows.h).
+TEST(CostModel, ChunkedLossReadsLongRowsOnce) {
+  auto logit_bytes = [](std::int64_t vocab, Precision precision) {
+    ModelConfig cfg = tiny();
+    cfg.vocab_size = vocab;
+    const StepPlan plan = graph_plan(level_preset("v3"), precision, cfg, kTinyShape);
+    EXPECT_EQ(plan.ops.loss, LossImpl::Chunked);
+    const std::int64_t t = kTinyShape.tokens();
+    // Less the targets (4 bytes a row) and the losses (fp32).
+    return op(step_cost(cfg, kTinyShape, plan), "forward/cross_entropy").bytes - t * 4 - t * 4;
+  };
+  const Precision bf16 = Precision::amp(DType::BF16);
+  EXPECT_EQ(logit_bytes(10, bf16), 3 * 6 * 10 * 2) << "20-byte rows: streamed";
+  EXPECT_EQ(logit_bytes(12287, bf16), 3 * 6 * 12287 * 2) << "just under 24 KiB: streamed";
+  EXPECT_EQ(logit_bytes(12288, bf16), 2 * 6 * 12288 * 2) << "24 KiB: staged";
+  EXPECT_EQ(logit_bytes(50257, bf16), 2 * 6 * 50257 * 2) << "GPT-2's 100 KB rows: staged";
+  EXPECT_EQ(logit_bytes(50257, Precision::fp32()), 2 * 6 * 50257 * 4) << "201 KB: staged";
+  EXPECT_EQ(logit_bytes(60000, Precision::fp32()), 3 * 6 * 60000 * 4)
+      << "240 KB: more than a Hopper block's shared memory";
+}
+
 TEST(CostModel, WholeStepIsSixNTPlusTheAttentionTerm) {
   // N: every parameter in a matrix product (not the RMSNorm weights), the
   // tied embedding once: 80 + 128 + 64 + 3*12*8 = 560.
