@@ -39,6 +39,32 @@ __device__ __forceinline__ void online_add(float x, float& m, float& s) {
   }
 }
 
+// The gradient pass both kernels end with: (softmax - onehot) * scale of the
+// logits in `from` (the row itself, or its copy in shared memory) written
+// to `to`, NaN for a row whose target is out of range. `scale` is read
+// from device memory when the kernel runs: a graph replay sees this step's.
+template <int Vec, typename T>
+__device__ __forceinline__ void write_gradient(T* to, const T* from, std::int64_t cols,
+                                               float row_max, float row_sum, std::int32_t t,
+                                               bool valid, float scale) {
+  const std::int64_t vec_cols = cols / Vec * Vec;
+  const float inv = 1.f / row_sum;
+  for (std::int64_t c = threadIdx.x * Vec; c < vec_cols; c += blockDim.x * Vec) {
+    float v[Vec];
+    load_f32<Vec>(from + c, v);
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const float p = expf(v[k] - row_max) * inv;
+      v[k] = valid ? (p - (c + k == t ? 1.f : 0.f)) * scale : NAN;
+    }
+    store_f32<Vec>(to + c, v);
+  }
+  for (std::int64_t c = vec_cols + threadIdx.x; c < cols; c += blockDim.x) {
+    const float p = expf(to_f32(from[c]) - row_max) * inv;
+    to[c] = from_f32<T>(valid ? (p - (c == t ? 1.f : 0.f)) * scale : NAN);
+  }
+}
+
 template <typename T, int Vec>
 __global__ void cross_entropy_fused_kernel(float* __restrict__ losses, std::int64_t ld_loss,
                                            T* logits, std::int64_t ld,
@@ -70,23 +96,8 @@ __global__ void cross_entropy_fused_kernel(float* __restrict__ losses, std::int6
   if (threadIdx.x == 0) {
     losses[r * ld_loss] = valid ? row_max + logf(row_sum) - target_logit : NAN;
   }
-  __syncthreads();                // every thread has read row[t] before anyone writes it
-  const float scale = *scale_at;  // read when the kernel runs: a replay sees this step's
-  const float inv = 1.f / row_sum;
-  for (std::int64_t c = threadIdx.x * Vec; c < vec_cols; c += blockDim.x * Vec) {
-    float v[Vec];
-    load_f32<Vec>(row + c, v);
-#pragma unroll
-    for (int k = 0; k < Vec; ++k) {
-      const float p = expf(v[k] - row_max) * inv;
-      v[k] = valid ? (p - (c + k == t ? 1.f : 0.f)) * scale : NAN;
-    }
-    store_f32<Vec>(row + c, v);
-  }
-  for (std::int64_t c = vec_cols + threadIdx.x; c < cols; c += blockDim.x) {
-    const float p = expf(to_f32(row[c]) - row_max) * inv;
-    row[c] = from_f32<T>(valid ? (p - (c == t ? 1.f : 0.f)) * scale : NAN);
-  }
+  __syncthreads();  // every thread has read row[t] before anyone writes it
+  write_gradient<Vec>(row, row, cols, row_max, row_sum, t, valid, *scale_at);
 }
 
 constexpr int kStagedThreads = 512;
@@ -139,22 +150,7 @@ __global__ void __launch_bounds__(kStagedThreads)
   if (threadIdx.x == 0) {
     losses[r * ld_loss] = valid ? row_max + logf(row_sum) - to_f32(staged[t]) : NAN;
   }
-  const float scale = *scale_at;  // read when the kernel runs: a replay sees this step's
-  const float inv = 1.f / row_sum;
-  for (std::int64_t c = threadIdx.x * Vec; c < vec_cols; c += blockDim.x * Vec) {
-    float v[Vec];
-    load_f32<Vec>(staged + c, v);
-#pragma unroll
-    for (int k = 0; k < Vec; ++k) {
-      const float p = expf(v[k] - row_max) * inv;
-      v[k] = valid ? (p - (c + k == t ? 1.f : 0.f)) * scale : NAN;
-    }
-    store_f32<Vec>(row + c, v);
-  }
-  for (std::int64_t c = vec_cols + threadIdx.x; c < cols; c += blockDim.x) {
-    const float p = expf(to_f32(staged[c]) - row_max) * inv;
-    row[c] = from_f32<T>(valid ? (p - (c == t ? 1.f : 0.f)) * scale : NAN);
-  }
+  write_gradient<Vec>(row, staged, cols, row_max, row_sum, t, valid, *scale_at);
 }
 
 CrossEntropyRows rows_pin = CrossEntropyRows::Auto;  // set_cross_entropy_rows

@@ -39,8 +39,8 @@ TrainOptions tiny_profiled_run(const std::string& level, const std::filesystem::
 }
 
 std::filesystem::path fresh_dir(const std::string& tag) {
-  const auto d = std::filesystem::temp_directory_path() /
-                 ("tinyllama_gpu_profile_" + tag + "_" + std::to_string(::getpid()));
+  auto d = std::filesystem::temp_directory_path() /
+           ("tinyllama_gpu_profile_" + tag + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   return d;
 }
