@@ -1,5 +1,6 @@
 #include "bench_suite/regression.h"
 
+#include <cmath>
 #include <map>
 
 #include "core/errors.h"
@@ -19,6 +20,24 @@ void check_rule(const RegressionRule& rule) {
                      ": expected a ratio > 0 (1.0: not slower than the baseline)");
   }
 }
+
+namespace {
+
+// Clocks more than this far apart are named beside a regression: the same
+// kernels take longer at a lower clock (a GPU at its power cap, another
+// card), so the slowdown may not be the code's.
+constexpr double kClockTolerance = 0.03;
+
+std::string clock_note(const PointResult& before, const PointResult& now) {
+  if (!before.sm_mhz || !now.sm_mhz || *before.sm_mhz <= 0) return "";
+  if (std::abs(*now.sm_mhz / *before.sm_mhz - 1) <= kClockTolerance) return "";
+  return "; the GPU's SM clock was " + fixed(*now.sm_mhz, 0) + " MHz against " +
+         fixed(*before.sm_mhz, 0) + " MHz in the baseline (power-capped in " +
+         fixed(now.power_capped_pct.value_or(0), 0) + " % of samples against " +
+         fixed(before.power_capped_pct.value_or(0), 0) + " %): the clock explains part of it";
+}
+
+}  // namespace
 
 RegressionResult compare_to_baseline(const BenchReport& baseline, const BenchReport& current,
                                      const RegressionRule& rule) {
@@ -59,6 +78,7 @@ RegressionResult compare_to_baseline(const BenchReport& baseline, const BenchRep
       c.why = figures + ": speed-up " + fixed(c.speedup, 3) + ", below --min-speedup " +
               fixed(*rule.min_speedup, 3);
     }
+    if (c.regressed) c.why += clock_note(before, now);
     result.compared.push_back(c);
   }
   for (const PointResult& before : baseline.points) {

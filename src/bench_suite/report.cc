@@ -20,6 +20,10 @@ nlohmann::json peer_json(const PeerResult& p) {
           {"peak_mb", p.ok && std::isfinite(p.peak_mb) ? nlohmann::json(p.peak_mb) : nullptr}};
 }
 
+nlohmann::json optional_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
 nlohmann::json point_json(const PointResult& r) {
   const auto figure = [&](double v) { return r.ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json peers = nlohmann::json::array();
@@ -43,7 +47,20 @@ nlohmann::json point_json(const PointResult& r) {
           {"kernel_launches_per_step", r.kernel_launches_per_step
                                            ? nlohmann::json(*r.kernel_launches_per_step)
                                            : nlohmann::json(nullptr)},
+          {"sm_mhz_median", optional_json(r.sm_mhz)},
+          {"power_capped_pct", optional_json(r.power_capped_pct)},
           {"peers", peers}};
+}
+
+std::optional<double> optional_number(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j.at(key).is_number() ? std::optional<double>(j.at(key).get<double>())
+                                                  : std::nullopt;
+}
+
+// "1710 MHz, capped 100 %" for the tables; "-" where the clock is unknown.
+std::string clock_cell(const PointResult& r) {
+  if (!r.sm_mhz) return "-";
+  return fixed(*r.sm_mhz, 0) + " MHz, capped " + fixed(r.power_capped_pct.value_or(0), 0) + " %";
 }
 
 double number_or_zero(const nlohmann::json& j, const char* key) {
@@ -69,6 +86,8 @@ PointResult point_from_json(const nlohmann::json& j) {
   r.final_loss = number_or_zero(j, "final_loss");
   const nlohmann::json launches = j.value("kernel_launches_per_step", nlohmann::json());
   if (launches.is_number()) r.kernel_launches_per_step = launches.get<int>();
+  r.sm_mhz = optional_number(j, "sm_mhz_median");
+  r.power_capped_pct = optional_number(j, "power_capped_pct");
   for (const nlohmann::json& p : j.value("peers", nlohmann::json::array())) {
     PeerResult peer;
     peer.variant = p.at("variant").get<std::string>();
@@ -152,7 +171,8 @@ std::string to_csv(const BenchReport& report) {
   const std::vector<std::string> peers = peer_variants(report);
   std::string out =
       "key,model,level,precision,batch_size,seq_len,variant,status,ms_per_step,"
-      "median_ms_per_step,tokens_per_s,samples_per_s,peak_mb,kernel_launches_per_step,final_loss";
+      "median_ms_per_step,tokens_per_s,samples_per_s,peak_mb,kernel_launches_per_step,final_loss,"
+      "sm_mhz_median,power_capped_pct";
   for (const std::string& v : peers) out += ",peer_" + v + "_ms,peer_" + v + "_peak_mb";
   out += ",error\n";
   for (const PointResult& r : report.points) {
@@ -164,7 +184,8 @@ std::string to_csv(const BenchReport& report) {
            figure(r.median_ms_per_step, 4) + "," + figure(r.tokens_per_s, 1) + "," +
            figure(r.samples_per_s, 2) + "," + figure(r.peak_mb, 1) + "," +
            (r.kernel_launches_per_step ? std::to_string(*r.kernel_launches_per_step) : "") + "," +
-           figure(r.final_loss, 5);
+           figure(r.final_loss, 5) + "," + (r.sm_mhz ? fixed(*r.sm_mhz, 0) : "") + "," +
+           (r.power_capped_pct ? fixed(*r.power_capped_pct, 1) : "");
     for (const std::string& v : peers) {
       const PeerResult* p = r.peer(v);
       out += "," + (p && p->ok ? fixed(p->ms_per_step, 4) : "") + "," +
@@ -185,21 +206,23 @@ std::string to_markdown(const BenchReport& report) {
     out += "| " + name + " | " + markdown_cell(value) + " |\n";
   }
   out +=
-      "\nms/step is train's own figure (mean of the timed steps); speed-up is against the first "
-      "level's point of the same precision and shape";
+      "\nms/step is train's own figure (mean of the timed steps); SM clock is the GPU's median "
+      "clock over them and the share of its samples the power cap held it down (the same code "
+      "runs slower at a lower clock); speed-up is against the first level's point of the same "
+      "precision and shape";
   out += peers.empty() ? ".\n\n"
                        : "; the peer columns are PyTorch's median ms/step and its peak "
                          "memory over the whole run, and tinyllama's speed-up over it (median "
                          "against median).\n\n";
-  out += "| point | ms/step | median ms | tokens/s | peak MB | launches/step | speed-up";
+  out += "| point | ms/step | median ms | tokens/s | peak MB | launches/step | SM clock | speed-up";
   for (const std::string& v : peers) out += " | torch " + v + " ms | torch " + v + " MB | vs " + v;
-  out += " |\n|---|---:|---:|---:|---:|---:|---:";
+  out += " |\n|---|---:|---:|---:|---:|---:|---:|---:";
   for (std::size_t i = 0; i < peers.size(); ++i) out += "|---:|---:|---:";
   out += "|\n";
   for (const PointResult& r : report.points) {
     if (!r.ok) {
       out += "| " + r.point.key() + " | failed: " + markdown_cell(r.error) + " |";
-      for (std::size_t i = 0; i < 5 + 3 * peers.size(); ++i) out += " |";
+      for (std::size_t i = 0; i < 6 + 3 * peers.size(); ++i) out += " |";
       out += "\n";
       continue;
     }
@@ -211,7 +234,7 @@ std::string to_markdown(const BenchReport& report) {
            fixed(r.median_ms_per_step, 3) + " | " + fixed(r.tokens_per_s, 0) + " | " +
            fixed(r.peak_mb, 1) + " | " +
            (r.kernel_launches_per_step ? std::to_string(*r.kernel_launches_per_step) : "-") +
-           " | " + speedup;
+           " | " + clock_cell(r) + " | " + speedup;
     for (const std::string& v : peers) {
       const PeerResult* p = r.peer(v);
       if (p && p->ok) {

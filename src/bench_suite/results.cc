@@ -98,6 +98,12 @@ void read_train_json(const nlohmann::json& report, PointResult& result) {
   const nlohmann::json launches = report.value("kernel_launches_per_step", nlohmann::json());
   result.kernel_launches_per_step =
       launches.is_number() ? std::optional<int>(launches.get<int>()) : std::nullopt;
+  const nlohmann::json clocks = report.value("clocks", nlohmann::json());
+  if (clocks.is_object() && clocks.contains("sm_mhz_median")) {
+    result.sm_mhz = clocks.at("sm_mhz_median").get<double>();
+    result.power_capped_pct =
+        clocks.value("reasons_pct", nlohmann::json::object()).value("power cap", 0.0);
+  }
   result.ok = true;
 }
 

@@ -50,6 +50,11 @@ struct PointResult {
   double peak_mb = 0;
   double final_loss = 0;
   std::optional<int> kernel_launches_per_step;  // null on the CPU backend
+  // The GPU's median SM clock over the timed steps and the share of its
+  // samples the power cap held it down (train --json "clocks"); empty on
+  // the CPU or where nothing was sampled. A step's time moves with them.
+  std::optional<double> sm_mhz;
+  std::optional<double> power_capped_pct;
   std::vector<PeerResult> peers;
 
   // The identity a baseline is matched on: the model and the point's key.

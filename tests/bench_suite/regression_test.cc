@@ -44,6 +44,30 @@ TEST(Regression, PlantedSlowdownFailsNamingThePointAndBothFigures) {
   EXPECT_EQ(text.find("S16:"), std::string::npos) << "the point within the threshold is not named";
 }
 
+// A regression measured at another clock says so, with both clocks; the
+// same clock (within 3 %) or an unknown one adds nothing.
+TEST(Regression, ARegressionAtAnotherClockNamesBothClocks) {
+  BenchReport base = report_of({{16, 4.0}, {32, 8.0}});
+  BenchReport now = report_of({{16, 4.6}, {32, 9.0}});
+  base.points[0].sm_mhz = 1980;
+  base.points[0].power_capped_pct = 0;
+  now.points[0].sm_mhz = 1530;
+  now.points[0].power_capped_pct = 100;
+  base.points[1].sm_mhz = 1710;
+  now.points[1].sm_mhz = 1700;
+  const RegressionRule rule{0.05, std::nullopt, false};
+  const RegressionResult r = compare_to_baseline(base, now, rule);
+  ASSERT_TRUE(r.compared[0].regressed);
+  ASSERT_TRUE(r.compared[1].regressed);
+  EXPECT_NE(r.compared[0].why.find("; the GPU's SM clock was 1530 MHz against 1980 MHz in the "
+                                   "baseline (power-capped in 100 % of samples against 0 %)"),
+            std::string::npos)
+      << r.compared[0].why;
+  EXPECT_EQ(r.compared[1].why.find("clock"), std::string::npos) << r.compared[1].why;
+  now.points[1].sm_mhz.reset();
+  EXPECT_EQ(compare_to_baseline(base, now, rule).compared[1].why.find("clock"), std::string::npos);
+}
+
 TEST(Regression, MinSpeedupHoldsTheRunToAFactor) {
   const BenchReport base = report_of({{16, 4.0}});
   const BenchReport now = report_of({{16, 3.0}});  // 1.33x
