@@ -36,13 +36,15 @@ BenchReport read_bench_json(const std::string& flag, const std::string& path) {
   }
 }
 
-// "[3/18] v2 bf16 B8 S128: 2.312 ms/step, 3546 tokens/s, peak 123.4 MB".
+// "[3/18] v2 bf16 B8 S128: 2.312 ms/step, 3546 tokens/s, peak 123.4 MB, SM
+// 1710 MHz" (the clock where the GPU was sampled).
 std::string point_line(int done, int total, const PointResult& r) {
   std::string line =
       "[" + std::to_string(done) + "/" + std::to_string(total) + "] " + r.point.key() + ": ";
   if (!r.ok) return line + "FAILED: " + r.error;
   line += fixed(r.ms_per_step, 3) + " ms/step, " + fixed(r.tokens_per_s, 0) + " tokens/s, peak " +
           fixed(r.peak_mb, 1) + " MB";
+  if (r.sm_mhz) line += ", SM " + fixed(*r.sm_mhz, 0) + " MHz";
   for (const PeerResult& p : r.peers) {
     line += " | torch " + p.variant + " " + (p.ok ? fixed(p.ms_per_step, 3) + " ms" : "failed");
   }
