@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "io/json_file.h"
 #include "option_value.h"
 #include "parallel_run.h"
+#include "prof/gpu_clocks.h"
 #include "progress_line.h"
 #include "train/flag_values.h"
 #include "train/interrupt.h"
@@ -432,7 +434,12 @@ int TrainCommand::run() const {
   std::cout << format_summary(summary, opts);
   std::optional<suite::RunComparison> versus;
   if (earlier) {
-    versus = suite::RunComparison{*earlier, summary.ms_per_step, summary.peak_mb};
+    std::optional<double> sm_mhz;
+    if (summary.clocks) {
+      const nlohmann::json clocks = prof::clocks_summary(*summary.clocks);
+      if (clocks.contains("sm_mhz_median")) sm_mhz = clocks["sm_mhz_median"].get<double>();
+    }
+    versus = suite::RunComparison{*earlier, summary.ms_per_step, summary.peak_mb, sm_mhz};
     std::cout << versus->summary_line();
   }
   std::cout << summary.profile_report;

@@ -143,6 +143,20 @@ std::string to_markdown(const CompareReport& report) {
         return first && first->ok ? fixed(first->ms_per_step / r.ms_per_step, 2) + "x"
                                   : std::string("-");
       }));
+  // The clock the plain runs held (a power-capped GPU runs the same kernels
+  // slower); left out where no level's run sampled one (the CPU).
+  bool any_clock = false;
+  for (const std::string& level : report.levels) {
+    const PointResult* r = level_point(report, level);
+    any_clock = any_clock || (r && r->sm_mhz);
+  }
+  if (any_clock) {
+    row("SM clock (power-capped share)", plain([](const PointResult& r) {
+          return r.sm_mhz ? fixed(*r.sm_mhz, 0) + " MHz (" +
+                                fixed(r.power_capped_pct.value_or(0), 0) + " %)"
+                          : std::string("-");
+        }));
+  }
   row("peak memory (MB)", plain([](const PointResult& r) { return fixed(r.peak_mb, 1); }));
   row("kernel dispatches per step",
       kernels([](const ProfileFigures& p) { return fixed(p.dispatches_per_step, 0); }));

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/errors.h"
 
@@ -24,6 +25,10 @@ EarlierRun read_earlier_run(const std::string& file, const nlohmann::json& repor
   if (report.contains("config") && report.at("config").is_object()) {
     run.level = report.at("config").value("level", "");
   }
+  if (report.contains("clocks") && report.at("clocks").is_object() &&
+      report.at("clocks").contains("sm_mhz_median")) {
+    run.sm_mhz = report.at("clocks").at("sm_mhz_median").get<double>();
+  }
   return run;
 }
 
@@ -31,11 +36,17 @@ std::string RunComparison::summary_line() const {
   char text[512];
   std::snprintf(text, sizeof text,
                 "  vs %s (%s)  %.2fx %s (%.3f -> %.3f ms/step) | peak memory %.2fx (%.1f -> %.1f "
-                "MB)\n",
+                "MB)",
                 earlier.level.empty() ? "earlier run" : earlier.level.c_str(), earlier.file.c_str(),
                 speedup() >= 1 ? speedup() : 1 / speedup(), speedup() >= 1 ? "faster" : "slower",
                 earlier.ms_per_step, ms_per_step, memory_ratio(), earlier.peak_mb, peak_mb);
-  return text;
+  std::string line = text;
+  if (earlier.sm_mhz && sm_mhz) {
+    // The same code runs slower at a lower clock: the speed-up includes it.
+    std::snprintf(text, sizeof text, " | SM clock %.0f -> %.0f MHz", *earlier.sm_mhz, *sm_mhz);
+    line += text;
+  }
+  return line + "\n";
 }
 
 nlohmann::json RunComparison::to_json() const {
@@ -44,7 +55,9 @@ nlohmann::json RunComparison::to_json() const {
           {"baseline_ms_per_step", earlier.ms_per_step},
           {"baseline_peak_mb", earlier.peak_mb},
           {"speedup", speedup()},
-          {"memory_ratio", memory_ratio()}};
+          {"memory_ratio", memory_ratio()},
+          {"baseline_sm_mhz", earlier.sm_mhz ? nlohmann::json(*earlier.sm_mhz) : nullptr},
+          {"sm_mhz", sm_mhz ? nlohmann::json(*sm_mhz) : nullptr}};
 }
 
 }  // namespace tinyllama::suite

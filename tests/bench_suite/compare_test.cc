@@ -69,7 +69,15 @@ TEST(CompareReport, MarkdownAndJsonCarryEveryLevelsFiguresAndTheFusionEffects) {
                         level_point("v2", 2.0, {"cuda_graphs off", {"--disable-cuda-graphs"}})};
   report.profiles = {read_profile_summary(gpu_summary(517), 2000000),
                      read_profile_summary(gpu_summary(251), 1000000)};
+  EXPECT_EQ(to_markdown(report).find("SM clock"), std::string::npos) << "no clock, no row";
+  report.runs.points[0].sm_mhz = 1980;
+  report.runs.points[0].power_capped_pct = 0;
+  report.runs.points[1].sm_mhz = 1755;
+  report.runs.points[1].power_capped_pct = 100;
   const std::string md = to_markdown(report);
+  EXPECT_NE(md.find("| SM clock (power-capped share) | 1980 MHz (0 %) | 1755 MHz (100 %) |"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("| ms/step | 4.000 | 1.600 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| speed-up over v1 | 1.00x | 2.50x |"), std::string::npos) << md;
   EXPECT_NE(md.find("| kernel dispatches per step | 517 | 251 |"), std::string::npos) << md;
