@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Prints tinyllama's --json reports and the PyTorch peer's JSON lines as one
-table: ms/step, samples/s and peak memory side by side.
+table: ms/step, samples/s and peak memory side by side, and tinyllama's SM
+clock over its timed steps where the GPU was sampled.
 
 Peak memory is shown in MiB for both (the peer reports
 torch.cuda.max_memory_allocated / 2**20; tinyllama's peak_mb is in 1e6 bytes).
@@ -34,6 +35,10 @@ def rows_from(path):
     name = f"tinyllama {level}" + (" graph" if r.get("execution") == "cuda_graph" else "")
     wall = r.get("wall_ms_per_step")
     note = f"loss {r['final_loss']:.4f}" + (f", wall {wall:.3f} ms/step" if wall else "")
+    clocks = r.get("clocks") or {}
+    if "sm_mhz_median" in clocks:  # the clock the timed steps held, and how often the cap held it
+        capped = clocks.get("reasons_pct", {}).get("power cap", 0.0)
+        note += f", SM {clocks['sm_mhz_median']:.0f} MHz (power-capped {capped:.0f} %)"
     return [(name, amp, r["ms_per_step"], r["samples_per_s"], r["peak_mb"] * 1e6 / 2**20, note)]
 
 
