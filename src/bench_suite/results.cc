@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "core/median.h"
 #include "model/config.h"
 
 namespace tinyllama::suite {
@@ -59,13 +60,6 @@ std::string fixed(double v, int digits, bool sign) {
   return text;
 }
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 PeerResult read_peer_json(const nlohmann::json& report) {
   PeerResult p;
   try {
@@ -98,13 +92,19 @@ void read_train_json(const nlohmann::json& report, PointResult& result) {
   const nlohmann::json launches = report.value("kernel_launches_per_step", nlohmann::json());
   result.kernel_launches_per_step =
       launches.is_number() ? std::optional<int>(launches.get<int>()) : std::nullopt;
-  const nlohmann::json clocks = report.value("clocks", nlohmann::json());
-  if (clocks.is_object() && clocks.contains("sm_mhz_median")) {
-    result.sm_mhz = clocks.at("sm_mhz_median").get<double>();
-    result.power_capped_pct =
-        clocks.value("reasons_pct", nlohmann::json::object()).value("power cap", 0.0);
+  if (const std::optional<TrainClock> clock = train_report_clock(report)) {
+    result.sm_mhz = clock->sm_mhz;
+    result.power_capped_pct = clock->power_capped_pct;
   }
   result.ok = true;
+}
+
+std::optional<TrainClock> train_report_clock(const nlohmann::json& report) {
+  const nlohmann::json clocks =
+      report.is_object() ? report.value("clocks", nlohmann::json()) : nlohmann::json();
+  if (!clocks.is_object() || !clocks.contains("sm_mhz_median")) return std::nullopt;
+  return TrainClock{clocks.at("sm_mhz_median").get<double>(),
+                    clocks.value("reasons_pct", nlohmann::json::object()).value("power cap", 0.0)};
 }
 
 }  // namespace tinyllama::suite

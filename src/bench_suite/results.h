@@ -66,6 +66,15 @@ struct PointResult {
 // RuntimeFailure naming a missing key.
 void read_train_json(const nlohmann::json& report, PointResult& result);
 
+// A train --json report's clock over its timed steps (its "clocks"): the
+// median SM clock and the share of samples the power cap held it down;
+// empty where the report has none (the CPU, nothing sampled, --profile).
+struct TrainClock {
+  double sm_mhz = 0;
+  double power_capped_pct = 0;
+};
+std::optional<TrainClock> train_report_clock(const nlohmann::json& report);
+
 // A peer's figures from the JSON scripts/peer/torch_peer.py writes; throws
 // RuntimeFailure naming a missing key.
 PeerResult read_peer_json(const nlohmann::json& report);
@@ -78,8 +87,5 @@ std::string markdown_cell(const std::string& text, std::size_t max_chars = 160);
 // v with `digits` decimals ("%.*f"), with its sign always shown when sign
 // is set ("%+.*f"): the figures of the bench and compare tables and lines.
 std::string fixed(double v, int digits, bool sign = false);
-
-// The median of a list (empty: 0).
-double median(std::vector<double> values);
 
 }  // namespace tinyllama::suite

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench_suite/results.h"
 #include "core/errors.h"
 
 namespace tinyllama::suite {
@@ -25,9 +26,8 @@ EarlierRun read_earlier_run(const std::string& file, const nlohmann::json& repor
   if (report.contains("config") && report.at("config").is_object()) {
     run.level = report.at("config").value("level", "");
   }
-  if (report.contains("clocks") && report.at("clocks").is_object() &&
-      report.at("clocks").contains("sm_mhz_median")) {
-    run.sm_mhz = report.at("clocks").at("sm_mhz_median").get<double>();
+  if (const std::optional<TrainClock> clock = train_report_clock(report)) {
+    run.sm_mhz = clock->sm_mhz;
   }
   return run;
 }

@@ -4,16 +4,12 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/median.h"
+
 namespace tinyllama::prof {
 namespace {
 
 using nlohmann::json;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // The reasons that lower the clock under load, as the summary names them.
 const std::pair<std::uint64_t, const char*> kReasons[] = {

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "core/median.h"
 #include "model/config_json.h"
 #include "model/step_plan_json.h"
 #include "prof/communication.h"
@@ -18,14 +19,6 @@ namespace {
 
 using nlohmann::json;
 using i64 = std::int64_t;
-
-// The middle value (the mean of the two middle ones for an even count).
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Nanoseconds covered by at least one interval (the GPU's busy time).
 i64 union_ns(std::vector<std::pair<i64, i64>> spans) {
