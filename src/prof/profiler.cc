@@ -39,7 +39,6 @@ Profiler::Profiler(const ProfileSettings& settings, const Model& model, Backend&
   set_op_observer(&recorder_);
   if (backend.name() == "cuda") {
     collector_ = CuptiCollector::start(&recorder_, &collector_note_);
-    clocks_ = ClockSampler::for_current_gpu();
   } else {
     collector_note_ = "the run used the CPU backend";
   }
@@ -54,7 +53,6 @@ bool Profiler::begin_step(bool timed) {
     // The profiled window opens: forget the warm-up's ranges and records.
     window_started_ = true;
     if (collector_) open_window();
-    if (clocks_) clocks_->start();
     recorder_.clear();
   }
   if (!recording_) return false;
@@ -133,11 +131,7 @@ std::string Profiler::finish(const RunFigures& run) {
   in.times.unprofiled_ms = unprofiled_ms_;
   in.times.run_ms_per_step = run.ms_per_step;
   in.memory.model = model_.memory();
-  ClockReport clocks;
-  if (clocks_) {
-    clocks = clocks_->stop();
-    in.clocks = &clocks;
-  }
+  in.clocks = run.clocks;
   std::size_t total = 0;
   if (in.backend == "cuda" && cuda_memory_info(nullptr, &total)) {
     in.memory.device_total_bytes = static_cast<std::int64_t>(total);

@@ -19,8 +19,8 @@
 #include "model/backend.h"
 #include "model/model.h"
 #include "prof/activity.h"
-#include "prof/clock_sampler.h"
 #include "prof/cupti_collector.h"
+#include "prof/gpu_clocks.h"
 #include "prof/host_ranges.h"
 #include "prof/launch_order.h"
 
@@ -38,6 +38,9 @@ struct ProfileSettings {
 struct RunFigures {
   double ms_per_step = 0;          // mean over all timed steps
   double device_used_peak_mb = 0;  // the driver's count; 0 when unknown
+  // The SM clock and power over the timed steps (the trainer samples them
+  // for every CUDA run); null on the CPU backend.
+  const ClockReport* clocks = nullptr;
 };
 
 class Profiler {
@@ -72,9 +75,6 @@ class Profiler {
   Backend& backend_;
   HostRangeRecorder recorder_;
   std::unique_ptr<CuptiCollector> collector_;
-  // The SM clock and power from the first timed step to finish(); null on
-  // the CPU backend.
-  std::unique_ptr<ClockSampler> clocks_;
   std::string collector_note_;  // why there is no collector
   GpuActivity activity_;
   bool recording_ = true;   // the recorder is attached to the op markers

@@ -182,11 +182,10 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
                                                          opts.warmup_steps, opts.profile_api_calls},
                                    model, *backend)
                              : nullptr;
-  // The clock over the timed steps, beside their times (--profile samples
-  // its own, over the same steps).
+  // The clock over the timed steps, beside their times (and in the
+  // profile's summary under --profile).
   std::unique_ptr<prof::ClockSampler> clock_sampler =
-      writer && !profiler && backend->name() == "cuda" ? prof::ClockSampler::for_current_gpu()
-                                                       : nullptr;
+      writer && backend->name() == "cuda" ? prof::ClockSampler::for_current_gpu() : nullptr;
 
   // Steps are enqueued ahead: step n+1 is launched before step n's loss is
   // read, so the host's work overlaps the device's. The loop waits for every
@@ -347,7 +346,10 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     ++launched_count;
   }
   drain();
-  if (clock_sampler) summary.clocks = clock_sampler->stop();
+  std::optional<prof::ClockReport> clocks;
+  if (clock_sampler) clocks = clock_sampler->stop();
+  // Under --profile the clock is reported with the profile (summary.json).
+  if (!profiler) summary.clocks = clocks;
   // A last validation loss for the finished run (not for one interrupted:
   // the user wants it to stop).
   if (data.has_validation() && summary.stop == TrainSummary::Stop::Completed &&
@@ -369,7 +371,8 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   dump.finish();
   fill_averages(summary, opts);
   if (profiler) {
-    summary.profile_report = profiler->finish({summary.ms_per_step, summary.device_used_peak_mb});
+    summary.profile_report = profiler->finish(
+        {summary.ms_per_step, summary.device_used_peak_mb, clocks ? &*clocks : nullptr});
   }
   if (memory_profile.enabled()) {
     try {
