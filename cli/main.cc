@@ -15,6 +15,7 @@
 #include "kernels_command.h"
 #include "parallel_run.h"
 #include "parse_error.h"
+#include "plot_command.h"
 #include "prepare_command.h"
 #include "train_command.h"
 #include "tune_command.h"
@@ -53,6 +54,7 @@ int run_cli(int argc, char** argv) {
   cli::BenchCommand bench(app);
   cli::CompareCommand compare(app);
   cli::ValidateCommand validate(app);
+  cli::PlotCommand plot(app);
   try {
     app.parse(argc, argv);
     if (train.selected()) return train.run();
@@ -63,9 +65,10 @@ int run_cli(int argc, char** argv) {
     if (bench.selected()) return bench.run();
     if (compare.selected()) return compare.run();
     if (validate.selected()) return validate.run();
+    if (plot.selected()) return plot.run();
     throw UsageError(
         "missing command; available: train, kernels, prepare, generate, tune, bench, compare, "
-        "validate (see 'tinyllama --help')");
+        "validate, plot (see 'tinyllama --help')");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(kExitUsage, cli::one_line_parse_error(e, app));

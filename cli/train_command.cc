@@ -187,6 +187,7 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   }
 
   register_run_flags(cmd, a.run);
+  register_recipe_flags(cmd, a.recipe);
 
   value(cmd, "--log-every", a.log_every, "INT",
         "print a step line every N steps (step 1 and the last step always); warm-up steps get "
@@ -310,6 +311,7 @@ TrainOptions to_train_options(const TrainArgs& a) {
   if (!a.device.empty()) o.device_request = parse_device(a.device);
 
   apply_run_flags(a.run, o);
+  apply_recipe_flags(a.recipe, o);
   o.json_path = a.json_path;
   o.save_weights = a.save_weights;
   o.init_from = a.init_from;

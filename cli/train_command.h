@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "recipe_flags.h"
 #include "run_flags.h"
 
 #include "train/level_select.h"
@@ -47,6 +48,7 @@ struct TrainArgs {
   bool profile_api_calls = false;
   std::string memory_profile;    // --enable-memory-profiling [FILE]
   RunFlags run;                  // data, evaluation, checkpoints, resume
+  RecipeFlags recipe;            // schedule, clipping, accumulation, AdamW settings
   std::string gpus;              // empty: not given
   std::string zero_stage = "1";  // ZeRO-1 (AdamW state sharded) or 0
 

@@ -94,10 +94,11 @@ std::string frame(const Chart& chart, const YAxis& axis, XOf x_of) {
   // Labels wider than their slot (about 6 px a character) are slanted.
   std::size_t longest = 0;
   for (const std::string& c : chart.categories) longest = std::max(longest, c.size());
-  const double slot =
-      kPlotW / static_cast<double>(std::max<std::size_t>(chart.categories.size(), 1));
+  const double slot = kPlotW * static_cast<double>(std::max<std::size_t>(chart.label_every, 1)) /
+                      static_cast<double>(std::max<std::size_t>(chart.categories.size(), 1));
   const bool slanted = 6.0 * static_cast<double>(longest) > slot;
-  for (std::size_t c = 0; c < chart.categories.size(); ++c) {
+  for (std::size_t c = 0; c < chart.categories.size();
+       c += std::max<std::size_t>(chart.label_every, 1)) {
     const double x = x_of(c), y = kTop + kPlotH + 16;
     out += slanted ? text(x, y, chart.categories[c], "end", 10,
                           " transform=\"rotate(-25 " + num(x) + " " + num(y) + ")\"")
@@ -176,6 +177,7 @@ std::string line_chart_svg(const Chart& chart) {
       const double x = x_of(c), y = axis.y(values[c]);
       points += (points.empty() ? "" : " ") + num(x) + "," + num(y);
       ++run_length;
+      if (!chart.series[s].markers) continue;
       out += "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.5\" fill=\"" + colour(s) +
              "\"/>\n";
     }

@@ -11,6 +11,7 @@ namespace tinyllama::suite {
 struct Series {
   std::string name;
   std::vector<double> values;  // one per category; NaN: no value there
+  bool markers = true;         // a marker on each value (false: the line alone)
 };
 
 struct Chart {
@@ -19,6 +20,9 @@ struct Chart {
   std::string y_label;
   std::vector<std::string> categories;
   std::vector<Series> series;
+  // A category label every this many categories: a training curve has
+  // thousands of steps.
+  std::size_t label_every = 1;
 };
 
 // Each series a polyline with a marker per value (a NaN breaks the line).

@@ -14,10 +14,11 @@ namespace tinyllama::cpu {
 namespace {
 
 template <typename T>
-void adamw_impl(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
+void adamw_impl(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp, double clip) {
   if (hp.skip_flag != nullptr && *hp.skip_flag != 0) return;  // overflow: GradScaler skips the step
-  const double unscale = 1.0 / hp.grad_scale;
-  const double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, eps = hp.eps, wd = hp.weight_decay;
+  const double unscale = clip / hp.grad_scale;
+  const double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, eps = hp.eps;
+  const double wd = hp.apply_decay ? hp.weight_decay : 0.0;
   const double step_size = lr / (1.0 - std::pow(b1, hp.step));
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(b2, hp.step));
   parallel_elements(param.rows, param.cols, 30.0,
@@ -44,7 +45,7 @@ void adamw_impl(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
 
 }  // namespace
 
-void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
+void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp, double clip) {
   const std::string op = "adamw";
   require(hp.step >= 1, op, "step " + std::to_string(hp.step) + " must be >= 1 (1-based)");
   require(hp.grad_scale > 0, op, "grad_scale must be positive");
@@ -53,7 +54,7 @@ void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {
   require_shape(m, param.rows, param.cols, op, "m");
   require_shape(v, param.rows, param.cols, op, "v");
   dispatch(common_dtype(op, {param, grad, m, v}), op,
-           [&](auto t) { adamw_impl<decltype(t)>(param, grad, m, v, hp); });
+           [&](auto t) { adamw_impl<decltype(t)>(param, grad, m, v, hp, clip); });
 }
 
 void flag_nonfinite(Mat x, std::int32_t* flag) {

@@ -183,10 +183,16 @@ void CpuBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) 
   by_value.step = hp.scalars->step;
   by_value.grad_scale = static_cast<float>(hp.scalars->grad_scale);
   by_value.scalars = nullptr;
-  cpu::adamw(param, grad, m, v, by_value);
+  cpu::adamw(param, grad, m, v, by_value, hp.scalars->clip);
 }
 void CpuBackend::flag_nonfinite(Mat x, std::int32_t* flag) {
   cpu::flag_nonfinite(x, flag);
+}
+void CpuBackend::sum_squares(Mat x, double* acc) {
+  cpu::sum_squares(x, acc);
+}
+void CpuBackend::clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm) {
+  cpu::clip_by_norm(acc, max_norm, step, norm);
 }
 
 }  // namespace tinyllama

@@ -78,6 +78,8 @@ class CpuBackend : public Backend {
                            const StepScalars* step) override;
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
+  void sum_squares(Mat x, double* acc) override;
+  void clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm) override;
 
  private:
   bool uses_blas(const Mat& m) const { return blas_ && m.dtype == DType::F32; }

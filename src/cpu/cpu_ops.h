@@ -62,7 +62,12 @@ void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets);
 void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets, double scale);
 
 // cpu_adamw.cc
-void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp);
+// clip: gradient clipping's coefficient, multiplied into the unscaled gradient.
+void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp, double clip = 1.0);
 void flag_nonfinite(Mat x, std::int32_t* flag);
+
+// cpu_grad_norm.cc
+void sum_squares(Mat x, double* acc);
+void clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm);
 
 }  // namespace tinyllama::cpu

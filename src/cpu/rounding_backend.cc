@@ -155,5 +155,12 @@ void RoundingBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper&
 void RoundingBackend::flag_nonfinite(Mat x, std::int32_t* flag) {
   exact_.flag_nonfinite(x, flag);
 }
+void RoundingBackend::sum_squares(Mat x, double* acc) {
+  exact_.sum_squares(x, acc);  // master gradients: kept exact
+}
+void RoundingBackend::clip_by_norm(const double* acc, double max_norm, StepScalars* step,
+                                   float* norm) {
+  exact_.clip_by_norm(acc, max_norm, step, norm);
+}
 
 }  // namespace tinyllama

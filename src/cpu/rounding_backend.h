@@ -83,6 +83,8 @@ class RoundingBackend final : public Backend {
                            const StepScalars* step) override;
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
+  void sum_squares(Mat x, double* acc) override;
+  void clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm) override;
 
  private:
   void round(Mat m) const;  // in place, a float64 view

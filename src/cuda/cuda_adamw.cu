@@ -24,6 +24,7 @@ struct AdamWArgs {
   const std::int32_t* skip;            // device flag: non-zero skips the step; may be null
   // When set, decay, step_size, bc2_sqrt and unscale come from here instead.
   const StepScalars* step;
+  bool apply_decay;  // false: outside the weight-decay group (decay stays 1)
 };
 
 // Each launch's scalars: the staged per-step values when a.step is set.
@@ -33,8 +34,10 @@ __device__ __forceinline__ void load_step_scalars(AdamWArgs& a) {
     a.decay = static_cast<float>(a.step->decay);
     a.step_size = static_cast<float>(a.step->step_size);
     a.bc2_sqrt = static_cast<float>(a.step->bias2_sqrt);
-    a.unscale = static_cast<float>(a.step->unscale);
+    // The clip coefficient (1 unless clipping) in the same rounding.
+    a.unscale = static_cast<float>(a.step->unscale * a.step->clip);
   }
+  if (!a.apply_decay) a.decay = 1.f;
 }
 
 // The one per-element update both kernels share, so the per-tensor and the
@@ -171,6 +174,7 @@ AdamWArgs make_args(const AdamWHyper& hp) {
   a.unscale = static_cast<float>(1.0 / static_cast<double>(hp.grad_scale));
   a.skip = hp.skip_flag;
   a.step = hp.scalars;
+  a.apply_decay = hp.apply_decay;
   return a;
 }
 

@@ -130,6 +130,8 @@ class CudaBackend final : public Backend {
   void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
                    const AdamWHyper& hp) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
+  void sum_squares(Mat x, double* acc) override;
+  void clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm) override;
 
  private:
   void free_workspaces();

@@ -290,4 +290,12 @@ void CudaBackend::flag_nonfinite(Mat x, std::int32_t* flag) {
   cuda::flag_nonfinite(x, flag, stream_);
 }
 
+void CudaBackend::sum_squares(Mat x, double* acc) {
+  cuda::sum_squares(x, acc, stream_);
+}
+
+void CudaBackend::clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm) {
+  cuda::clip_by_norm(acc, max_norm, step, norm, stream_);
+}
+
 }  // namespace tinyllama::cuda

@@ -157,4 +157,9 @@ void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy, const Adam
 // *flag = 1 when any element of x is inf or nan; otherwise *flag is untouched.
 void flag_nonfinite(Mat x, std::int32_t* flag, cudaStream_t stream);
 
+// cuda_grad_norm.cu: Backend::sum_squares and Backend::clip_by_norm.
+void sum_squares(Mat x, double* acc, cudaStream_t stream);
+void clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm,
+                  cudaStream_t stream);
+
 }  // namespace tinyllama::cuda

@@ -53,6 +53,9 @@ struct AdamWHyper {
   // and weight_decay stay launch arguments and must match the ones the
   // scalars were made with (make_step_scalars).
   const StepScalars* scalars = nullptr;
+  // False for a tensor outside the weight-decay group (UpdateRecipe::
+  // decay_matrices_only's norm weights): the update skips the decay.
+  bool apply_decay = true;
 };
 
 // What one captured graph holds, by node type. Kernel nodes are the kernel
@@ -352,6 +355,22 @@ class Backend {
   virtual void join_side_update(std::int64_t /*ticket*/) {}
   // Orders every op issued after this call after every side_adamw_fused so far.
   virtual void join_side_updates() {}
+
+  // --- the gradient norm (UpdateRecipe: clipping, --log-grad-norm) ---------------
+  // Doubles of backend memory sum_squares uses beside its accumulator.
+  static constexpr int kSumSquaresScratch = 1024;
+  // acc[0] += the sum of x's squared elements, in double, summed in an order
+  // fixed by x's size alone (the same bits on every run, so a clipped run
+  // resumes bit-exactly). acc: 1 + kSumSquaresScratch doubles of backend
+  // memory; acc[1..] is scratch for partial sums.
+  virtual void sum_squares(Mat x, double* acc) = 0;
+  // From acc[0], the squared norm of the gradients as they are stored:
+  // *norm = sqrt(acc[0]) * step->unscale (the norm of the unscaled
+  // gradient, rounded to float), and with max_norm > 0 step->clip =
+  // min(1, max_norm / (norm + 1e-6)) (torch.nn.utils.clip_grad_norm_'s
+  // coefficient), which the AdamW updates multiply into the gradient.
+  // acc, step and norm: backend memory; runs in stream order.
+  virtual void clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm) = 0;
 
   // --- collectives (model/collectives.h) ---------------------------------------
   // The stream a collective issued now runs on beside the backward pass, as

@@ -89,10 +89,23 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
                                         dtype_size(plan_.precision.compute));
   }
   arena_ = backend_.allocate(static_cast<std::size_t>(acts_.bytes));
-  // Inputs and targets in one block: a step's batch is one copy.
+  // Inputs and targets in one block per micro-batch: a step's batch is one copy.
+  const auto micro = static_cast<std::size_t>(micro_batches());
   const auto token_bytes = static_cast<std::size_t>(shape_.tokens()) * sizeof(std::int32_t);
-  tokens_ = static_cast<std::int32_t*>(backend_.allocate(2 * token_bytes));
-  targets_ = tokens_ + shape_.tokens();
+  token_blocks_ = static_cast<std::int32_t*>(backend_.allocate(2 * token_bytes * micro));
+  select_micro_batch(0);
+  if (plan_.update.accumulates()) {
+    const Mat losses = acts_.view(arena_, acts_.losses);
+    step_losses_ = backend_.allocate(static_cast<std::size_t>(losses.numel()) * micro *
+                                     dtype_size(losses.dtype));
+    grad_accum_ = backend_.allocate(grad_bytes);
+  }
+  if (plan_.update.needs_norm()) {
+    norm_acc_ =
+        static_cast<double*>(backend_.allocate((1 + Backend::kSumSquaresScratch) * sizeof(double)));
+    grad_norm_ = static_cast<float*>(backend_.allocate(sizeof(float)));
+    backend_.fill_zero(grad_norm_, sizeof(float));
+  }
   overflow_flag_ = static_cast<std::int32_t*>(backend_.allocate(sizeof(std::int32_t)));
   backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
   stop_vote_ = static_cast<std::int32_t*>(backend_.allocate(sizeof(std::int32_t)));
@@ -103,9 +116,10 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
 }
 
 Model::~Model() {
-  for (void* p : {state_, compute_params_, arena_, static_cast<void*>(tokens_),
+  for (void* p : {state_, compute_params_, arena_, static_cast<void*>(token_blocks_),
                   static_cast<void*>(overflow_flag_), static_cast<void*>(stop_vote_),
-                  static_cast<void*>(step_scalars_)}) {
+                  static_cast<void*>(step_scalars_), step_losses_, grad_accum_,
+                  static_cast<void*>(norm_acc_), static_cast<void*>(grad_norm_)}) {
     if (p != nullptr) backend_.release(p);
   }
 }
@@ -122,9 +136,20 @@ MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, BatchShape shape,
   if (precision.mixed()) {
     m.parameters += layout.total() * static_cast<std::int64_t>(dtype_size(precision.compute));
   }
+  const std::int64_t micro = plan.update.accumulation;
   m.gradients = GradLayout(layout, plan.ops.grad_buffers).total() * elem;
+  if (plan.update.accumulates()) m.gradients *= 2;  // and their accumulator
+  if (plan.update.needs_norm()) {
+    m.gradients += (1 + Backend::kSumSquaresScratch) * static_cast<std::int64_t>(sizeof(double)) +
+                   static_cast<std::int64_t>(sizeof(float));
+  }
   m.optimizer = 2 * plan.parallel.moment_elements(layout.total()) * elem;
-  m.activations = acts.bytes + 2 * shape.tokens() * static_cast<std::int64_t>(sizeof(std::int32_t));
+  m.activations =
+      acts.bytes + 2 * shape.tokens() * micro * static_cast<std::int64_t>(sizeof(std::int32_t));
+  if (plan.update.accumulates()) {
+    m.activations +=
+        shape.tokens() * micro * static_cast<std::int64_t>(dtype_size(precision.stats()));
+  }
   m.workspaces = plan.workspace_bytes();
   return m;
 }
@@ -239,20 +264,51 @@ void Model::set_state_bytes(StateBlock block, const std::vector<std::uint8_t>& b
 
 void Model::set_batch(const std::vector<std::int32_t>& rows) {
   const std::int64_t s = shape_.seq;
-  if (static_cast<std::int64_t>(rows.size()) != shape_.batch * (s + 1)) {
-    throw std::invalid_argument("set_batch: expected batch * (seq + 1) tokens");
+  const std::int64_t micro_rows = shape_.batch * (s + 1);
+  const auto given = static_cast<std::int64_t>(rows.size());
+  if (given != micro_rows && given != micro_rows * micro_batches()) {
+    throw std::invalid_argument(
+        "set_batch: expected batch * (seq + 1) tokens, or that times the micro-batches");
   }
-  // [inputs | targets], as the block tokens_ and targets_ share holds them.
+  // Per micro-batch [inputs | targets], as the block tokens_ and targets_
+  // share holds them.
   const std::int64_t n = shape_.tokens();
-  std::vector<std::int32_t> both(static_cast<std::size_t>(2 * n));
-  for (std::int64_t b = 0; b < shape_.batch; ++b) {
-    for (std::int64_t t = 0; t < s; ++t) {
-      both[static_cast<std::size_t>(b * s + t)] = rows[static_cast<std::size_t>(b * (s + 1) + t)];
-      both[static_cast<std::size_t>(n + b * s + t)] =
-          rows[static_cast<std::size_t>(b * (s + 1) + t + 1)];
+  const std::int64_t blocks = given / micro_rows;
+  std::vector<std::int32_t> both(static_cast<std::size_t>(2 * n * blocks));
+  for (std::int64_t k = 0; k < blocks; ++k) {
+    const std::int32_t* in = rows.data() + k * micro_rows;
+    std::int32_t* out = both.data() + 2 * n * k;
+    for (std::int64_t b = 0; b < shape_.batch; ++b) {
+      for (std::int64_t t = 0; t < s; ++t) {
+        out[b * s + t] = in[b * (s + 1) + t];
+        out[n + b * s + t] = in[b * (s + 1) + t + 1];
+      }
     }
   }
-  backend_.upload_async(tokens_, both.data(), both.size() * sizeof(std::int32_t));
+  backend_.upload_async(token_blocks_, both.data(), both.size() * sizeof(std::int32_t));
+  select_micro_batch(0);
+}
+
+void Model::select_micro_batch(int micro) {
+  if (micro < 0 || micro >= micro_batches()) {
+    throw std::invalid_argument("select_micro_batch: " + std::to_string(micro) + " of " +
+                                std::to_string(micro_batches()));
+  }
+  micro_ = micro;
+  tokens_ = token_blocks_ + 2 * shape_.tokens() * micro;
+  targets_ = tokens_ + shape_.tokens();
+}
+
+Mat Model::micro_losses() const {
+  const Mat losses = acts_.view(arena_, acts_.losses);
+  if (step_losses_ == nullptr) return losses;
+  return step_losses().row_block(losses.rows * micro_, losses.rows);
+}
+
+Mat Model::step_losses() const {
+  const Mat losses = acts_.view(arena_, acts_.losses);
+  if (step_losses_ == nullptr) return losses;
+  return Mat(step_losses_, losses.dtype, losses.rows * micro_batches(), losses.cols);
 }
 
 void Model::stage_step(float loss_scale, bool check_overflow, const AdamWHyper& hp) {
@@ -263,33 +319,45 @@ void Model::stage_step(float loss_scale, bool check_overflow, const AdamWHyper& 
   // Only a scanned (fp16) step divides its loss scale out in the update.
   AdamWHyper effective = hyper_;
   if (check_overflow) effective.grad_scale = loss_scale;
-  const StepScalars s = make_step_scalars(effective, loss_scale, shape_.tokens());
+  // The mean loss of the whole step: every micro-batch's positions.
+  const StepScalars s = make_step_scalars(effective, loss_scale, shape_.tokens() * micro_batches());
   backend_.upload_async(step_scalars_, &s, sizeof s);
 }
 
 double Model::loss() const {
-  std::vector<char> raw(losses_bytes());
-  backend_.download(raw.data(), acts_.view(arena_, acts_.losses).data, raw.size());
-  return mean_of_losses(raw.data());
+  const Mat losses = micro_losses();
+  std::vector<char> raw(static_cast<std::size_t>(losses.numel()) * dtype_size(losses.dtype));
+  backend_.download(raw.data(), losses.data, raw.size());
+  return mean_of_losses(raw.data(), raw.size());
 }
 
 std::size_t Model::losses_bytes() const {
-  const Mat losses = acts_.view(arena_, acts_.losses);
+  const Mat losses = step_losses();
   return static_cast<std::size_t>(losses.numel()) * dtype_size(losses.dtype);
 }
 
 void Model::enqueue_loss_readback(HostReadback& rb) const {
-  rb.copy_from(acts_.view(arena_, acts_.losses).data, losses_bytes());
+  rb.copy_from(step_losses().data, losses_bytes());
 }
 
 double Model::mean_loss(HostReadback& rb) const {
-  return mean_of_losses(rb.wait());
+  return mean_of_losses(rb.wait(), losses_bytes());
 }
 
-double Model::mean_of_losses(const void* raw) const {
-  const Mat losses = acts_.view(arena_, acts_.losses);
+void Model::enqueue_grad_norm_readback(HostReadback& rb) const {
+  if (grad_norm_ == nullptr) throw std::logic_error("Model: this plan computes no gradient norm");
+  rb.copy_from(grad_norm_, sizeof(float));
+}
+
+double Model::grad_norm(HostReadback& rb) {
+  float norm = 0;
+  std::memcpy(&norm, rb.wait(), sizeof norm);
+  return norm;
+}
+
+double Model::mean_of_losses(const void* raw, std::size_t bytes) const {
   const std::vector<double> values =
-      unpack(static_cast<const char*>(raw), losses_bytes(), losses.dtype);
+      unpack(static_cast<const char*>(raw), bytes, acts_.view(arena_, acts_.losses).dtype);
   double sum = 0;
   for (double v : values) sum += v;
   // Data parallel: the losses were summed over the ranks (reduce_losses),

@@ -102,7 +102,29 @@ class Model {
   // rows: batch rows of seq+1 tokens each, row-major; inputs are row[0:S],
   // targets row[1:S+1]. Copied into fixed device buffers, stream-ordered
   // behind the work already enqueued (a graph replay reads them there).
+  // With gradient accumulation (UpdateRecipe::accumulation = K) a training
+  // step's rows are K micro-batches of shape().batch rows, back to back;
+  // one micro-batch's rows are also taken (a forward-only evaluation).
+  // Either way micro-batch 0 is selected.
   void set_batch(const std::vector<std::int32_t>& rows);
+  // The step's micro-batches (UpdateRecipe::accumulation), and the one the
+  // next forward and backward passes read (0-based, < micro_batches()).
+  int micro_batches() const { return plan_.update.accumulation; }
+  void select_micro_batch(int micro);
+  // Accumulating plans, after each micro-batch's backward_pass: micro-batch
+  // 0's gradients start the sum, the next ones add to it, and the last
+  // one's gradients become the whole step's (then, data parallel, they are
+  // exchanged, and under fp16 scanned: the backward passes of an
+  // accumulating step do neither, so the non-final micro-batches run no
+  // collective). The sum is kept in a gradient-sized accumulator.
+  void accumulate_gradients();
+  // Whether the step computes the global gradient norm (UpdateRecipe::
+  // needs_norm): optimizer_pass then reads it first, and clips by it.
+  bool computes_grad_norm() const { return plan_.update.needs_norm(); }
+  // The last step's gradient norm (of the unscaled gradient), copied into
+  // `rb` in stream order like the loss; grad_norm waits for the copy.
+  void enqueue_grad_norm_readback(HostReadback& rb) const;
+  static double grad_norm(HostReadback& rb);
 
   // Fills the per-position losses (under LossImpl::Chunked, computing
   // nothing for backward at the head: backward_pass recomputes it).
@@ -181,7 +203,7 @@ class Model {
   // The logits buffer over all ModelConfig::padded_vocab() columns (its row
   // stride), for the LM-head GEMMs; the loss reads the first vocab_size.
   static Mat padded_logits(Mat logits);
-  double mean_of_losses(const void* raw) const;  // losses_bytes() of the losses' dtype
+  double mean_of_losses(const void* raw, std::size_t bytes) const;  // of the losses' dtype
   // Side GEMM tickets (Backend::side_gemm) of the weight gradients whose
   // inputs a later layer's backward overwrites: it joins each one first.
   struct WgradTickets {
@@ -206,6 +228,19 @@ class Model {
   void exchange_gradients(ParamSpan bucket);
   void update_bucket(ParamSpan bucket, const AdamWHyper& hp);
   void parallel_optimizer_pass(const AdamWHyper& hp);
+  // The global gradient norm into grad_norm_ and clipping's coefficient
+  // into the staged scalars (UpdateRecipe), before any update reads them.
+  void compute_grad_norm();
+  // Data parallel: each bucket's exchange, as the backward pass issues it;
+  // an accumulating step issues them all after its last micro-batch.
+  bool exchanges_in_backward() const { return comm_ != nullptr && !plan_.update.accumulates(); }
+  // The per-position losses the current micro-batch's forward writes, and
+  // the whole step's (all micro-batches), which the loss readback reads.
+  Mat micro_losses() const;
+  Mat step_losses() const;
+  // sweep_shard's one AdamW call over `shard`, all of it in hp's decay
+  // group (sweep_shard cuts a shard into runs of one group each).
+  std::int64_t sweep_groups(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward);
   // Under fp16: the overflow scan of this rank's reduced gradients, then
   // the flag combined over the ranks, so every rank skips together.
   void parallel_overflow_check();
@@ -285,8 +320,19 @@ class Model {
   std::array<std::int64_t, 2> slot_sweeps_{-1, -1};
   bool head_backward_done_ = false;  // by forward_pass (Chunked), for backward_pass
   void* arena_ = nullptr;
-  std::int32_t* tokens_ = nullptr;         // [B*S] inputs (device), then the targets
-  std::int32_t* targets_ = nullptr;        // [B*S] targets: tokens_ + B*S, the same block
+  // Every micro-batch's [inputs | targets] block, back to back (device).
+  std::int32_t* token_blocks_ = nullptr;
+  std::int32_t* tokens_ = nullptr;   // [B*S] the selected micro-batch's inputs
+  std::int32_t* targets_ = nullptr;  // [B*S] its targets: tokens_ + B*S, the same block
+  int micro_ = 0;                    // the selected micro-batch
+  // Accumulation: the step's losses, [K * B * S] in the stats dtype (one
+  // batch's live in the arena otherwise), and the gradient sum.
+  void* step_losses_ = nullptr;
+  void* grad_accum_ = nullptr;
+  // The gradient norm: its sum of squares with Backend::sum_squares's
+  // scratch after it, and the norm (device).
+  double* norm_acc_ = nullptr;
+  float* grad_norm_ = nullptr;
   std::int32_t* overflow_flag_ = nullptr;  // set by flag_nonfinite (device)
   std::int32_t* stop_vote_ = nullptr;      // data parallel: stage_stop_vote (device)
   StepScalars* step_scalars_ = nullptr;    // the staged per-step values (device)

@@ -48,6 +48,9 @@ void Model::backward_pass(bool update_layers) {
   backend_.join_side_gemms();  // every weight gradient is complete from here on
   ops.next("embedding");
   backend_.embedding_backward(grad(emb), tokens_, d_out);
+  // An accumulating step exchanges and scans the sum of its micro-batches'
+  // gradients (accumulate_gradients), not each one's.
+  if (plan_.update.accumulates()) return;
   if (comm_ != nullptr) {
     ops.next("grad_exchange");
     for (const ParamSpan& bucket : non_layer_spans_) exchange_gradients(bucket);
@@ -193,7 +196,7 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   norm_residual_backward(d_out, grad(attn_norm), d_norm_out, acts_.view(arena_, a.residual_in),
                          compute_weight(attn_norm), acts_.view(arena_, a.rstd1), d_h, down_ticket,
                          NormHalf::Attn);
-  if (comm_ != nullptr) {
+  if (exchanges_in_backward()) {
     // Data parallel: this layer's gradients averaged over the ranks while
     // the layers below are computed.
     ops.next("grad_exchange");
@@ -287,6 +290,63 @@ void Model::separate_dgrad(Mat d_in, Mat d_out, Mat w, const RowParts& parts) {
   if (sum.data != d_in.data) backend_.convert(d_in, sum);
 }
 
+void Model::accumulate_gradients() {
+  if (!plan_.update.accumulates()) return;
+  const OpScope op("grad_accumulate");
+  const DType m = plan_.precision.master;
+  const Mat grads(grads_, m, 1, grad_layout_.total());
+  const Mat sum(grad_accum_, m, 1, grad_layout_.total());
+  if (micro_ == 0) {
+    backend_.convert(sum, grads);
+    return;
+  }
+  if (micro_ + 1 < micro_batches()) {
+    backend_.add(sum, sum, grads);
+    return;
+  }
+  // The last micro-batch: the step's gradient is the sum, added in the
+  // order torch's .grad accumulation adds (((g1 + g2) + g3) + g4).
+  backend_.add(grads, sum, grads);
+  if (comm_ != nullptr) {
+    OpSequence ops;
+    ops.next("grad_exchange");
+    for (const ParamSpan& bucket : layout_.spans()) exchange_gradients(bucket);
+    if (check_overflow_) {
+      ops.next("overflow_check");
+      parallel_overflow_check();
+    }
+    return;
+  }
+  if (check_overflow_) {
+    const OpScope scan("overflow_check");
+    backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
+    backend_.flag_nonfinite(grads, overflow_flag_);
+  }
+}
+
+void Model::compute_grad_norm() {
+  const OpScope op("grad_norm");
+  const DType m = plan_.precision.master;
+  backend_.fill_zero(norm_acc_, sizeof(double));
+  if (comm_ != nullptr && plan_.parallel.shard_optimizer) {
+    // Each rank holds its shards of the averaged gradient: partial sums,
+    // combined over the ranks.
+    backend_.join_side_updates();  // the exchanges
+    for (const ParamSpan& bucket : layout_.spans()) {
+      const BucketShard shard = shard_of(bucket, plan_.parallel, comm_->rank());
+      backend_.sum_squares(Mat(static_cast<char*>(grads_) +
+                                   shard.state.begin * static_cast<std::int64_t>(dtype_size(m)),
+                               m, 1, shard.state.size()),
+                           norm_acc_);
+    }
+    comm_->all_reduce(norm_acc_, 1, DType::F64, ReduceOp::Sum, backend_.main_stream_handle());
+  } else {
+    if (comm_ != nullptr) backend_.join_side_updates();  // the all-reduced gradient
+    backend_.sum_squares(Mat(grads_, m, 1, grad_layout_.total()), norm_acc_);
+  }
+  backend_.clip_by_norm(norm_acc_, plan_.update.clip_norm, step_scalars_, grad_norm_);
+}
+
 void Model::optimizer_step(const AdamWHyper& hyper) {
   stage_step(loss_scale_, check_overflow_, hyper);
   optimizer_pass();
@@ -309,6 +369,10 @@ std::int64_t Model::sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool besid
 void Model::optimizer_pass() {
   const OpScope phase("optimizer");
   const AdamWHyper hp = update_hyper();
+  // Before any update that is not already done (clipping's plans update
+  // nothing in the backward pass); a norm that is only reported reads the
+  // gradients, which the per-layer sweeps left as they were.
+  if (computes_grad_norm()) compute_grad_norm();
   if (comm_ != nullptr && plan_.ops.optimizer != OptimizerImpl::PerTensor) {
     const OpScope op("adamw");
     parallel_optimizer_pass(hp);
@@ -337,10 +401,12 @@ void Model::optimizer_pass() {
   OpSequence ops;
   ops.next("adamw");
   for (const ParamSlot& s : layout_.slots()) {
+    AdamWHyper slot_hp = hp;
+    slot_hp.apply_decay = !(plan_.update.decay_matrices_only && s.is_norm);
     auto at = [&](void* block) {
       return Mat(static_cast<char*>(block) + s.offset * elem, plan_.precision.master, 1, s.numel());
     };
-    backend_.adamw(at(params_), at(grads_), at(adam_m_), at(adam_v_), hp);
+    backend_.adamw(at(params_), at(grads_), at(adam_m_), at(adam_v_), slot_hp);
   }
   ops.close();
   refresh_compute_weights();  // marks itself "refresh_weights" when it runs

@@ -31,7 +31,7 @@ void Model::loss_forward(bool head_gradients) {
   ops.next("lm_head_gemm");
   backend_.gemm(padded_logits(logits), nf, false, lm_head_weight(), true, 1.0f, 0.0f);
   ops.next("cross_entropy");
-  backend_.cross_entropy_forward(acts_.view(arena_, acts_.losses), logits, targets_);
+  backend_.cross_entropy_forward(micro_losses(), logits, targets_);
 }
 
 void Model::loss_backward() {
@@ -68,7 +68,7 @@ void Model::chunked_head(bool head_gradients) {
   const Mat nf = acts_.view(arena_, acts_.final_norm);
   const Mat dnf = acts_.view(arena_, acts_.d_norm_out);
   const Mat buffer = acts_.view(arena_, acts_.logits);
-  const Mat losses = acts_.view(arena_, acts_.losses);
+  const Mat losses = micro_losses();
   const std::int64_t n = nf.rows;
   const std::int64_t chunk = plan_.loss_chunk_rows;
   std::int64_t reader = -1;  // the side GEMM that reads the buffer

@@ -19,6 +19,21 @@ void* at(void* block, std::int64_t elements, DType t) {
 
 std::int64_t Model::sweep_shard(const BucketShard& shard, const AdamWHyper& hp,
                                 bool beside_backward) {
+  if (!plan_.update.decay_matrices_only) return sweep_groups(shard, hp, beside_backward);
+  // One sweep per run of slots in one decay group: the norm weights skip
+  // the decay. Tickets grow, so the last one joins them all.
+  std::int64_t ticket = -1;
+  for (const DecayRun& run : decay_runs(layout_, shard.state)) {
+    AdamWHyper group = hp;
+    group.apply_decay = run.decay;
+    const BucketShard part{run.span, shard.moment_begin + (run.span.begin - shard.state.begin)};
+    ticket = sweep_groups(part, group, beside_backward);
+  }
+  return ticket;
+}
+
+std::int64_t Model::sweep_groups(const BucketShard& shard, const AdamWHyper& hp,
+                                 bool beside_backward) {
   const DType m = plan_.precision.master;
   const std::int64_t n = shard.state.size();
   auto view = [&](void* block, std::int64_t begin, DType t) {
@@ -93,7 +108,8 @@ void Model::parallel_overflow_check() {
 
 void Model::reduce_losses(bool beside_backward) {
   const OpScope op("loss_reduce");
-  const Mat losses = acts_.view(arena_, acts_.losses);
+  // A training step's (every micro-batch's), or the evaluated batch's.
+  const Mat losses = beside_backward ? step_losses() : micro_losses();
   void* stream = beside_backward ? backend_.begin_side_collective() : backend_.main_stream_handle();
   comm_->all_reduce(losses.data, losses.numel(), losses.dtype, ReduceOp::Sum, stream);
   // A training step also combines the ranks' stop votes (stage_stop_vote).

@@ -14,7 +14,9 @@ void Model::forward() {
 
 void Model::forward_pass() {
   run_forward(/*training=*/true);
-  if (comm_ != nullptr) reduce_losses(/*beside_backward=*/true);
+  // An accumulating step sums the ranks' losses once, after its last
+  // micro-batch: no collective before then.
+  if (comm_ != nullptr && micro_ + 1 == micro_batches()) reduce_losses(/*beside_backward=*/true);
 }
 
 void Model::run_forward(bool training) {

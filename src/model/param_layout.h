@@ -83,4 +83,14 @@ class ParamLayout {
   std::vector<ParamSpan> spans_;  // spans() in order: embedding, layers, final norm
 };
 
+// A run of the flat buffers whose slots share a weight-decay group
+// (UpdateRecipe::decay_matrices_only): decay false for the norm weights.
+// A slot's run reaches to the next slot (padding included).
+struct DecayRun {
+  ParamSpan span;
+  bool decay = true;
+};
+// The runs that cover `range`, in order, adjacent runs of one group merged.
+std::vector<DecayRun> decay_runs(const ParamLayout& layout, ParamSpan range);
+
 }  // namespace tinyllama

@@ -247,6 +247,7 @@ std::string StepPlan::describe() const {
     }
   }
   out += std::string(" | loss_scaling ") + impl_name(loss_scaling);
+  if (update.accumulates()) out += " | " + std::to_string(update.accumulation) + " micro-batches";
   if (parallel_branches) out += " | parallel branches";
   return out;
 }
@@ -301,8 +302,16 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   // Branches pay off inside a captured step, where forking costs nothing;
   // an eager step would pay two event calls per GEMM on the host.
   plan.parallel_branches = plan.captured() && caps.parallel_branches;
+  plan.update = request.update;
   if (ops.optimizer == OptimizerImpl::FusedPerLayer) {
-    if (!plan.parallel_branches) {
+    if (request.update.accumulates()) {
+      fall_back(plan, "optimizer", ops.optimizer, OptimizerImpl::Fused,
+                "gradient accumulation: the update waits for the last micro-batch's gradients, "
+                "summed with the others'");
+    } else if (request.update.clip_norm > 0) {
+      fall_back(plan, "optimizer", ops.optimizer, OptimizerImpl::Fused,
+                "gradient clipping: every update waits for the norm of the whole gradient");
+    } else if (!plan.parallel_branches) {
       fall_back(plan, "optimizer", ops.optimizer, OptimizerImpl::Fused,
                 "the per-layer sweeps run on a branch of a captured step, and this step " +
                     std::string(plan.captured() ? "has no parallel branches on " + device
@@ -319,6 +328,10 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
                 std::string("a layer's gradient slot is reused once its sweep beside the backward "
                             "pass has read it, and this step's optimizer is ") +
                     impl_name(ops.optimizer) + " (it reads the whole gradient after the backward)");
+    } else if (request.update.report_norm) {
+      fall_back(plan, "grad_buffers", ops.grad_buffers, GradBuffers::Full,
+                "the gradient norm reads the whole gradient after the backward pass, and the ring "
+                "keeps only two layers' gradients");
     } else if (!request.whole_gradient_reader.empty()) {
       fall_back(plan, "grad_buffers", ops.grad_buffers, GradBuffers::Full,
                 request.whole_gradient_reader + ", and the ring keeps only two layers' gradients");

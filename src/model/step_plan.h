@@ -245,6 +245,30 @@ struct DeviceCaps {
   static DeviceCaps cpu();  // the reference backend: eager, any head_dim, no workspaces
 };
 
+// --- how gradients become an update ---------------------------------------------
+
+// The parts of the training recipe that change what a step computes
+// (docs/TRAINING.md): the passes and the optimizer read them from the plan.
+// The defaults are the workshop's step: one batch, no clipping, no norm,
+// weight decay on every tensor.
+struct UpdateRecipe {
+  // Micro-batches of the batch shape whose gradients are summed into one
+  // optimizer step (their mean loss's gradient: each micro-batch's loss
+  // gradient is divided by every micro-batch's tokens).
+  int accumulation = 1;
+  // > 0: the global L2 norm of the (unscaled) gradient is clipped to this,
+  // torch.nn.utils.clip_grad_norm_'s way.
+  double clip_norm = 0;
+  // Compute and report the gradient norm without clipping (--log-grad-norm).
+  bool report_norm = false;
+  // Weight decay on the matrices only (the embedding and the linear
+  // weights), not on the RMSNorm weights; else on every tensor.
+  bool decay_matrices_only = false;
+
+  bool needs_norm() const { return clip_norm > 0 || report_norm; }
+  bool accumulates() const { return accumulation > 1; }
+};
+
 // --- the plan -------------------------------------------------------------------
 
 // A choice that could not run as asked.
@@ -296,6 +320,7 @@ struct PlanRequest {
   // gradients"); "" when nothing does. GradBuffers::Ring keeps only two
   // layers' gradients, so such a run falls back to Full with this reason.
   std::string whole_gradient_reader;
+  UpdateRecipe update;
 };
 
 struct StepPlan {
@@ -322,6 +347,8 @@ struct StepPlan {
   // Data parallel over ranks (--gpus, or a launcher's environment): set by
   // the front end after resolve_plan; every rank resolves the same plan.
   DataParallel parallel;
+  // Accumulation, clipping, the gradient norm and the decay groups.
+  UpdateRecipe update;
 
   bool captured() const { return ops.execution == Execution::Graph; }
   bool updates_layers_in_backward() const { return ops.optimizer == OptimizerImpl::FusedPerLayer; }

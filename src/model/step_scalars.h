@@ -30,6 +30,11 @@ struct StepScalars {
   double step_size = 0.0;   // lr / (1 - beta1^step)
   double bias2_sqrt = 1.0;  // sqrt(1 - beta2^step)
   double unscale = 1.0;     // 1 / grad_scale
+
+  // Gradient clipping's coefficient (Backend::clip_by_norm writes it on the
+  // device during the step); 1 when nothing clips. The updates multiply it
+  // into unscale.
+  double clip = 1.0;
 };
 
 // The struct crosses the host/device boundary as raw bytes.

@@ -119,6 +119,8 @@ class AccessTraceBackend final : public Backend, private OpObserver {
   void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
                    const AdamWHyper& hp) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
+  void sum_squares(Mat x, double* acc) override;
+  void clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm) override;
 
   // A host readback's copy: a read of `bytes` at src by the current op.
   void record_read(const void* src, std::size_t bytes);

@@ -68,6 +68,39 @@ std::vector<std::pair<std::string, std::string>> run_identity(const TrainOptions
            p.mixed() ? std::string(dtype_name(p.compute)) : std::string("off (fp32)")}};
 }
 
+// The training recipe's part of the identity (train/recipe.h). A decaying
+// schedule names its length, so a resume that changes --num-steps under it
+// is refused rather than jumping to another curve. Checkpoints older than
+// the recipe hold none of these keys: they were saved with the defaults.
+std::vector<std::pair<std::string, std::string>> recipe_identity(const TrainOptions& o) {
+  const TrainingRecipe& r = o.recipe;
+  const int world = o.plan.parallel.enabled ? o.plan.parallel.world : 1;
+  return {{"--grad-accum-steps", std::to_string(micro_batches(o, world))},
+          {"--lr-schedule", lr_schedule(o).describe()},
+          {"--grad-clip", real_text(r.grad_clip)},
+          {"--weight-decay", real_text(r.weight_decay)},
+          {"--decay-params", r.decay_matrices_only ? "matrices" : "all"},
+          {"--adam-beta1", real_text(r.adam_beta1)},
+          {"--adam-beta2", real_text(r.adam_beta2)},
+          {"--adam-eps", real_text(r.adam_eps)}};
+}
+
+// The value a checkpoint without `flag` was saved with: the default recipe's.
+std::string default_identity(const TrainOptions& o, const std::string& flag) {
+  TrainOptions defaults = o;
+  defaults.recipe = TrainingRecipe{};
+  for (const auto& [name, value] : recipe_identity(defaults)) {
+    if (name == flag) return value;
+  }
+  return "?";
+}
+
+std::vector<std::pair<std::string, std::string>> full_identity(const TrainOptions& o) {
+  std::vector<std::pair<std::string, std::string>> all = run_identity(o);
+  for (auto& entry : recipe_identity(o)) all.push_back(std::move(entry));
+  return all;
+}
+
 std::string tensor_name(const BlockName& b, const ParamSlot& slot) {
   return std::string(b.name) + "." + slot.name;
 }
@@ -216,7 +249,7 @@ void gather_checkpoint_state(const Model& model) {
 std::string save_checkpoint(const std::string& dir, const Model& model,
                             const CheckpointState& state, const TrainOptions& opts, int keep) {
   nlohmann::json identity = nlohmann::json::object();
-  for (const auto& [flag, value] : run_identity(opts)) identity[flag] = value;
+  for (const auto& [flag, value] : full_identity(opts)) identity[flag] = value;
   nlohmann::json meta = {
       {"steps_done", state.steps_done}, {"applied_updates", state.applied_updates},
       {"loss_scale", state.loss_scale}, {"clean_steps", state.clean_steps},
@@ -261,8 +294,8 @@ CheckpointState load_checkpoint(const std::string& path, Model& model, const Tra
   const nlohmann::json s = read_state(path, &version);
   try {
     const nlohmann::json& saved = s.at("run");
-    for (const auto& [flag, value] : run_identity(opts)) {
-      const std::string was = saved.value(flag, std::string("?"));
+    for (const auto& [flag, value] : full_identity(opts)) {
+      const std::string was = saved.value(flag, default_identity(opts, flag));
       if (was == value) continue;
       if (flag == "--batch-size" && global_batch(opts) != opts.shape.batch) {
         throw UsageError("--batch-size " + std::to_string(opts.shape.batch) + " on " +

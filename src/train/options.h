@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/faults.h"
 #include "model/step_plan.h"
+#include "train/recipe.h"
 
 namespace tinyllama {
 
@@ -25,8 +26,9 @@ struct TrainOptions {
   StepPlan plan;  // resolve_run(): what the run does
 
   int num_steps = 50;
-  int warmup_steps = 5;  // trained but untimed, before the measured steps
-  double learning_rate = 3e-4;
+  int warmup_steps = 5;         // trained but untimed, before the measured steps
+  double learning_rate = 3e-4;  // the peak of the schedule (recipe.lr_decay)
+  TrainingRecipe recipe;        // schedule, clipping, accumulation, AdamW settings
   std::uint64_t seed = 1234;
   int data_pool_rows = 1000;
   int log_every = 10;

@@ -52,6 +52,33 @@ std::string precision_line(Precision p) {
          (p.compute == DType::F16 ? ", dynamic loss scaling" : "");
 }
 
+int world_of(const TrainOptions& opts) {
+  return opts.plan.parallel.enabled ? opts.plan.parallel.world : 1;
+}
+
+// The training recipe (train/recipe.h) as the run resolved it.
+nlohmann::json recipe_json(const TrainOptions& opts) {
+  const TrainingRecipe& r = opts.recipe;
+  const LrSchedule lr = lr_schedule(opts);
+  const int world = world_of(opts);
+  const int micro = micro_batches(opts, world);
+  return {{"lr_schedule", lr_decay_name(lr.decay)},
+          {"lr_peak", lr.peak},
+          {"lr_min", lr.floor},
+          {"lr_warmup_steps", lr.warmup},
+          {"lr_decay_steps",
+           lr.decay == LrDecay::Wsd ? nlohmann::json(lr.decay_steps) : nlohmann::json(nullptr)},
+          {"optimizer_steps", lr.total},
+          {"grad_clip", r.grad_clip > 0 ? nlohmann::json(r.grad_clip) : nlohmann::json(nullptr)},
+          {"grad_norm_logged", opts.plan.update.needs_norm()},
+          {"grad_accum_steps", micro},
+          {"tokens_per_step", opts.shape.tokens() * world * micro},
+          {"weight_decay", r.weight_decay},
+          {"decay_params", r.decay_matrices_only ? "matrices" : "all"},
+          {"adam_betas", {r.adam_beta1, r.adam_beta2}},
+          {"adam_eps", r.adam_eps}};
+}
+
 nlohmann::json config_json(const TrainOptions& opts) {
   const ModelConfig& m = opts.model;
   nlohmann::json config = model_shape_json(m);
@@ -75,6 +102,7 @@ nlohmann::json config_json(const TrainOptions& opts) {
       {"device", device_name(opts.plan.device)},
       {"init_from", opts.init_from},
       {"export_hf", opts.export_hf},
+      {"recipe", recipe_json(opts)},
   });
   return config;
 }
@@ -133,6 +161,7 @@ std::string format_run_header(const TrainOptions& opts) {
   }
   if (!plan.activations_auto.empty()) out += "\nactivations | " + plan.activations_auto;
   if (!plan.kernel_launch_auto.empty()) out += "\nkernel_launch | " + plan.kernel_launch_auto;
+  out += "\nrecipe | " + describe_recipe(opts, world_of(opts));
   if (opts.faults.any()) out += "\n" + injected_faults_line(opts.faults);
   return out;
 }
@@ -140,7 +169,12 @@ std::string format_run_header(const TrainOptions& opts) {
 std::string format_step_line(const StepRecord& rec, const TrainOptions& opts, double peak_mb) {
   std::string line = printf_string(
       "step %d/%d | loss %.4f | %.1f samples/s | %.2f ms | peak %.1f MB", rec.step, opts.num_steps,
-      rec.loss, per_second(opts.shape.batch, rec.ms), rec.ms, peak_mb);
+      rec.loss, per_second(opts.shape.batch * opts.plan.update.accumulation, rec.ms), rec.ms,
+      peak_mb);
+  if (opts.recipe.lr_decay != LrDecay::Constant || opts.recipe.lr_warmup_steps > 0) {
+    line += printf_string(" | lr %.3e", rec.lr);
+  }
+  if (std::isfinite(rec.grad_norm)) line += printf_string(" | grad norm %.4f", rec.grad_norm);
   if (rec.skipped) line += printf_string(" | skipped (overflow), scale %g", rec.loss_scale);
   return line;
 }
@@ -264,9 +298,15 @@ nlohmann::json run_json(const TrainSummary& s, const TrainOptions& opts) {
 
 nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
   nlohmann::json losses = nlohmann::json::array();
+  nlohmann::json lrs = nlohmann::json::array();
+  nlohmann::json norms = nlohmann::json::array();
   nlohmann::json steps = nlohmann::json::array();
   for (const StepRecord& r : s.steps) {
     losses.push_back(r.loss);
+    lrs.push_back(r.lr);
+    // null where the plan computes no norm (UpdateRecipe::needs_norm)
+    norms.push_back(std::isfinite(r.grad_norm) ? nlohmann::json(r.grad_norm)
+                                               : nlohmann::json(nullptr));
     steps.push_back({{"step", r.step},
                      {"loss", r.loss},
                      {"ms", r.ms},
@@ -274,7 +314,9 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
                      {"backward_ms", ms_json(r.backward_ms)},
                      {"optimizer_ms", ms_json(r.optimizer_ms)},
                      {"skipped", r.skipped},
-                     {"loss_scale", r.loss_scale}});
+                     {"loss_scale", r.loss_scale},
+                     {"lr", r.lr},
+                     {"grad_norm", norms.back()}});
   }
   return {
       {"version", TINYLLAMA_VERSION},
@@ -298,6 +340,8 @@ nlohmann::json json_report(const TrainSummary& s, const TrainOptions& opts) {
       {"graph_nodes_per_step", launches_json(s.launches)},
       {"final_loss", s.final_loss},
       {"losses", losses},
+      {"lrs", lrs},
+      {"grad_norms", norms},
       {"steps", steps},
       {"peak_mb", s.peak_mb},
       {"device_used_peak_mb", s.device_used_peak_mb},

@@ -30,7 +30,10 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
     throw RuntimeFailure("--device cuda: no CUDA device found (" + cuda_build_versions() +
                          "); use --device cpu");
   }
+  const int world = opts.parallel.enabled ? opts.parallel.world : 1;
+  validate_recipe(opts, world);
   PlanRequest request = opts.request;
+  request.update = update_recipe(opts, world);
   // A resumed attention=auto takes the checkpoint's choice rather than timing
   // again (train() loads the same newest checkpoint).
   if (!opts.resume.empty() && request.ops.attention == AttentionImpl::Auto) {

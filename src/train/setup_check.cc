@@ -73,9 +73,7 @@ SetupCheck check_setup(const TrainOptions& opts,
   model.set_params(opts.init_from.empty() ? initial_weights(model.layout(), opts.seed, init_stddev)
                                           : load_hf_weights(opts.init_from, model.layout()));
   LossScaler scaler(plan.loss_scaling == LossScaling::Dynamic);
-  AdamWHyper hp;
-  hp.lr = static_cast<float>(opts.learning_rate);
-  StepRunner runner(model, scaler, hp);
+  StepRunner runner(model, scaler, adamw_hyper(opts));
 
   for (int step = 1; step <= opts.num_steps; ++step) {
     const std::vector<double> before = step == 1 ? model.params() : std::vector<double>();

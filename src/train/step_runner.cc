@@ -39,12 +39,14 @@ StepRunner::StepRunner(Model& model, LossScaler& scaler, const AdamWHyper& hyper
       hyper_(hyper),
       timer_(model.backend().make_timer(kMarks * kGraphSlots)),
       graphs_wanted_(model.plan().captured()) {
+  learning_rate_ = hyper.lr;
   if (graphs_wanted_ && !backend_.supports_graphs()) {
     throw std::logic_error("StepRunner: the plan captures graphs, the " + backend_.name() +
                            " backend cannot (a plan resolved for another device)");
   }
   for (int slot = 0; slot < kGraphSlots; ++slot) {
     readbacks_.push_back(backend_.make_readback(model.losses_bytes()));
+    if (model.computes_grad_norm()) norms_.push_back(backend_.make_readback(sizeof(float)));
     if (model.collectives() != nullptr) {
       votes_.push_back(backend_.make_readback(sizeof(std::int32_t)));
     }
@@ -63,6 +65,11 @@ std::string StepRunner::note() const {
   }
   if (!phases_timed_) add("forward/backward/optimizer not timed: " + timing_error_);
   if (!count_error_.empty()) add("kernel launches not counted: " + count_error_);
+  if (model_.micro_batches() > 1) {
+    add("forward_ms holds the first " + std::to_string(model_.micro_batches() - 1) +
+        " micro-batches' backward passes too (" + std::to_string(model_.micro_batches()) +
+        " micro-batches per step)");
+  }
   return out;
 }
 
@@ -83,11 +90,23 @@ void StepRunner::require_idle(const char* what) const {
 
 // The device work of one step, the same calls whether they run now or are
 // recorded into a graph; the phase marks are the slot's.
+// With gradient accumulation the micro-batches run one after the other,
+// each forward then backward: the forward mark falls after the last
+// micro-batch's forward, so "forward" holds every earlier micro-batch's
+// whole pass too (the phase split is not a forward/backward split then;
+// note() says so).
 void StepRunner::enqueue_work(int slot) {
-  model_.forward_pass();
-  timer_->record(mark(slot, kForwardDone));
-  host_marks_[slot][kForwardDone] = host_now_ms();
-  model_.backward_pass(/*update_layers=*/true);
+  const int micro = model_.micro_batches();
+  for (int m = 0; m < micro; ++m) {
+    model_.select_micro_batch(m);
+    model_.forward_pass();
+    if (m + 1 == micro) {
+      timer_->record(mark(slot, kForwardDone));
+      host_marks_[slot][kForwardDone] = host_now_ms();
+    }
+    model_.backward_pass(/*update_layers=*/true);
+    model_.accumulate_gradients();
+  }
   timer_->record(mark(slot, kBackwardDone));
   host_marks_[slot][kBackwardDone] = host_now_ms();
   model_.optimizer_pass();
@@ -154,11 +173,12 @@ void StepRunner::launch(const std::vector<std::int32_t>& rows, bool stop_vote) {
   // Inputs of this step, copied before its work in stream order (and outside
   // any graph, which reads them from the same fixed buffers at each replay).
   model_.set_batch(rows);
-  InFlight step{slot, scaler_.scale()};
+  InFlight step{slot, scaler_.scale(), learning_rate_};
   // Like GradScaler, a skipped update does not advance AdamW's step count.
   // Only fp16 skips, and it keeps one step in flight, so every step still in
   // flight here is an update that will be applied.
   hyper_.step = applied_updates_ + in_flight() + 1;
+  hyper_.lr = static_cast<float>(learning_rate_);
   model_.stage_step(static_cast<float>(step.loss_scale), scaler_.enabled(), hyper_);
   if (!votes_.empty()) model_.stage_stop_vote(stop_vote);
 
@@ -178,6 +198,7 @@ void StepRunner::launch(const std::vector<std::int32_t>& rows, bool stop_vote) {
     host_marks_[slot][kForwardDone] = host_marks_[slot][kBackwardDone] = host_now_ms();
   }
   model_.enqueue_loss_readback(*readbacks_[static_cast<std::size_t>(slot)]);
+  if (!norms_.empty()) model_.enqueue_grad_norm_readback(*norms_[static_cast<std::size_t>(slot)]);
   if (!votes_.empty()) model_.enqueue_stop_readback(*votes_[static_cast<std::size_t>(slot)]);
   timer_->record(mark(slot, kEnd));
   host_marks_[slot][kEnd] = host_now_ms();
@@ -198,6 +219,8 @@ StepRecord StepRunner::finish() {
   StepRecord r;
   r.loss = model_.mean_loss(*readbacks_[static_cast<std::size_t>(slot)]);  // waits for the step
   if (!votes_.empty()) r.stop_agreed = Model::stop_voted(*votes_[static_cast<std::size_t>(slot)]);
+  if (!norms_.empty()) r.grad_norm = Model::grad_norm(*norms_[static_cast<std::size_t>(slot)]);
+  r.lr = step.lr;
   // With loss scaling this is the only step in flight: the flag is its own.
   r.skipped = scaler_.update(model_.overflowed());
   r.loss_scale = step.loss_scale;

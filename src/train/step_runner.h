@@ -93,6 +93,10 @@ class StepRunner {
   // A resumed run continues AdamW's step count from its checkpoint. Nothing
   // may be in flight.
   void restore_applied_updates(int n);
+  // The learning rate of the steps launched from now on (the schedule's
+  // value for the next step; train/lr_schedule.h). Staged per step like the
+  // step count, so a replayed graph uses it.
+  void set_learning_rate(double lr) { learning_rate_ = lr; }
 
  private:
   enum class State { Eager, CaptureNext, Replay };
@@ -100,6 +104,7 @@ class StepRunner {
   struct InFlight {
     int slot = 0;
     double loss_scale = 1.0;
+    double lr = 0;  // the learning rate its update used
   };
   void enqueue_work(int slot);
   void capture_and_replay(int slot);
@@ -112,6 +117,8 @@ class StepRunner {
   std::unique_ptr<EventTimer> timer_;                     // kMarks marks per slot
   std::vector<std::unique_ptr<HostReadback>> readbacks_;  // one per slot
   std::vector<std::unique_ptr<HostReadback>> votes_;      // data parallel: one per slot
+  std::vector<std::unique_ptr<HostReadback>> norms_;      // the gradient norm: one per slot
+  double learning_rate_ = 0;                              // of the next launch
   std::deque<InFlight> in_flight_;
   bool graphs_wanted_;
   State state_ = State::Eager;

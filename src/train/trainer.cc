@@ -31,10 +31,11 @@
 namespace tinyllama {
 namespace {
 
-TensorData token_tensor(const std::vector<std::int32_t>& rows, int batch, int seq) {
+// A step's rows (every micro-batch's), [rows, seq + 1].
+TensorData token_tensor(const std::vector<std::int32_t>& rows, int seq) {
   TensorData t;
   t.dtype = "I32";
-  t.shape = {batch, seq + 1};
+  t.shape = {static_cast<std::int64_t>(rows.size()) / (seq + 1), seq + 1};
   t.bytes.resize(rows.size() * sizeof(std::int32_t));
   std::memcpy(t.bytes.data(), rows.data(), t.bytes.size());
   return t;
@@ -53,8 +54,7 @@ class RunDump {
   }
   void batch(int step, const std::vector<std::int32_t>& rows, BatchShape shape) {
     if (enabled())
-      batches_.emplace_back("step" + std::to_string(step),
-                            token_tensor(rows, shape.batch, shape.seq));
+      batches_.emplace_back("step" + std::to_string(step), token_tensor(rows, shape.seq));
   }
   // The gradients of the mean loss: fp16 runs hold them multiplied by the
   // loss scale in force, which is divided out here.
@@ -85,8 +85,10 @@ void fill_averages(TrainSummary& s, const TrainOptions& opts) {
     s.optimizer_ms += r.optimizer_ms / n;
   }
   s.final_loss = s.steps.back().loss;
-  s.samples_per_s = s.ranks * opts.shape.batch / (s.ms_per_step / 1e3);
-  s.tokens_per_s_per_rank = static_cast<double>(opts.shape.tokens()) / (s.ms_per_step / 1e3);
+  const int micro = opts.plan.update.accumulation;
+  s.samples_per_s = s.ranks * opts.shape.batch * micro / (s.ms_per_step / 1e3);
+  s.tokens_per_s_per_rank =
+      static_cast<double>(opts.shape.tokens()) * micro / (s.ms_per_step / 1e3);
   s.tokens_per_s = s.ranks * s.tokens_per_s_per_rank;
 }
 
@@ -137,10 +139,10 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   dump.initial_weights(model);
 
   LossScaler scaler(plan.loss_scaling == LossScaling::Dynamic);
-  AdamWHyper hp;
-  hp.lr = static_cast<float>(opts.learning_rate);
+  // The learning rate of each step is the schedule's (train/lr_schedule.h).
+  const LrSchedule schedule = lr_schedule(opts);
   // Eager steps, or one captured step replayed (plan.ops.execution).
-  StepRunner runner(model, scaler, hp);
+  StepRunner runner(model, scaler, adamw_hyper(opts));
 
   const int total = opts.warmup_steps + opts.num_steps;
   int start = 0;  // steps done before this process (--resume)
@@ -333,7 +335,10 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
     }
     if (baseline(step) && (!baseline(step - 1) || i == start))
       wall_start = std::chrono::steady_clock::now();
-    Launched l{step, timed, false, rank_rows(data.train().next_batch(opts.shape.batch * world))};
+    // Every micro-batch of the step (UpdateRecipe::accumulation), drawn at once.
+    const int rows = opts.shape.batch * world * plan.update.accumulation;
+    Launched l{step, timed, false, rank_rows(data.train().next_batch(rows))};
+    runner.set_learning_rate(schedule.at(i));
     if (profiler) l.profiled = profiler->begin_step(timed);
     if (clock_sampler && timed) clock_sampler->start();  // a no-op once started
     runner.launch(l.rows, interrupt_signal() != 0);

@@ -2,6 +2,7 @@
 // The training loop: warm-up steps, timed steps, per-phase timing, loss
 // history and the summary every report is made from.
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,10 @@ struct StepRecord {
   double optimizer_ms = 0;
   bool skipped = false;   // fp16 overflow: update skipped
   double loss_scale = 1;  // fp16 dynamic loss scale in force
+  double lr = 0;          // the learning rate of the step's update (the schedule's)
+  // The global L2 norm of the step's unscaled gradient, before clipping;
+  // NaN when the plan does not compute it (UpdateRecipe::needs_norm).
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
   // Data parallel: a rank had a stop request (a signal) when this step was
   // launched; every rank sees the same value, so all stop together.
   bool stop_agreed = false;

@@ -8,6 +8,8 @@
 
 #include "core/errors.h"
 #include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "train/checkpoint.h"
 #include "train/memory_profile.h"
 
 namespace tinyllama {
@@ -28,10 +30,29 @@ void require_readable_file(const char* flag, const std::string& path) {
   }
 }
 
+// A safetensors file whose header, read alone, describes data the file
+// holds (io/safetensors.h validates the whole header against the file's
+// size): a truncated or malformed file is refused before the run is
+// announced, not after its header and plan are printed.
+void require_safetensors(const char* flag, const std::string& path) {
+  try {
+    (void)read_safetensors_metadata(path);
+  } catch (const RuntimeFailure& e) {
+    throw UsageError(std::string(flag) + " " + e.what());
+  }
+}
+
 // A safetensors file or a Hugging Face model directory (io/hf_directory.h).
 void require_weights_source(const char* flag, const std::string& path) {
+  if (path.empty()) return;
   std::error_code ec;
-  if (!path.empty() && !std::filesystem::is_directory(path, ec)) require_readable_file(flag, path);
+  if (!std::filesystem::is_directory(path, ec)) {
+    require_readable_file(flag, path);
+    require_safetensors(flag, path);
+    return;
+  }
+  const std::string weights = (std::filesystem::path(path) / "model.safetensors").string();
+  if (std::filesystem::is_regular_file(weights, ec)) require_safetensors(flag, weights);
 }
 
 }  // namespace
@@ -58,6 +79,7 @@ void validate_options(const TrainOptions& opts) {
     throw UsageError(std::string("--learning-rate ") + value + ": must be a finite number above 0");
   }
   require_weights_source("--init-from", opts.init_from);
+  if (!opts.resume.empty()) require_safetensors("--resume", latest_checkpoint(opts.resume));
   if (!opts.init_from.empty() && !opts.resume.empty()) {
     throw UsageError("--init-from: not with --resume (the checkpoint holds the weights)");
   }

@@ -186,6 +186,12 @@ class FakeGraphBackend final : public Backend {
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override {
     enqueue(Kind::Kernel, [=, this] { inner_.adamw(param, grad, m, v, hp); });
   }
+  void sum_squares(Mat x, double* acc) override {
+    enqueue(Kind::Kernel, [=, this] { inner_.sum_squares(x, acc); });
+  }
+  void clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm) override {
+    enqueue(Kind::Kernel, [=, this] { inner_.clip_by_norm(acc, max_norm, step, norm); });
+  }
   void flag_nonfinite(Mat x, std::int32_t* flag) override {
     enqueue(Kind::Kernel, [=, this] { inner_.flag_nonfinite(x, flag); });
   }

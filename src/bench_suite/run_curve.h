@@ -1,0 +1,25 @@
+#pragma once
+// A training run's curve, drawn from its --json reports (`tinyllama plot`):
+// the training loss per step with the validation losses on it, and the
+// learning rate per step below, in one SVG. Several reports of one run (a
+// run and its resumptions) join into one curve by step number, the later
+// report's value winning where they overlap.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tinyllama::suite {
+
+struct RunCurve {
+  std::vector<int> steps;  // timed step numbers, ascending
+  std::vector<double> loss, lr;
+  std::vector<double> val_loss;  // NaN where no evaluation followed the step
+};
+
+// Throws std::invalid_argument naming what a report lacks (it is not a
+// `train --json` report, or holds no steps).
+RunCurve run_curve(const std::vector<nlohmann::json>& reports);
+std::string run_curve_svg(const RunCurve& curve, const std::string& title);
+
+}  // namespace tinyllama::suite
