@@ -16,6 +16,7 @@
 #include "parallel_run.h"
 #include "parse_error.h"
 #include "prepare_command.h"
+#include "tokenizer_command.h"
 #include "train_command.h"
 #include "tune_command.h"
 #include "validate_command.h"
@@ -49,6 +50,7 @@ int run_cli(int argc, char** argv) {
   cli::KernelsCommand kernels(app);
   cli::PrepareCommand prepare(app);
   cli::GenerateCommand generate(app);
+  cli::TokenizerCommand tokenizer(app);
   cli::TuneCommand tune(app);
   cli::BenchCommand bench(app);
   cli::CompareCommand compare(app);
@@ -59,13 +61,14 @@ int run_cli(int argc, char** argv) {
     if (kernels.selected()) return kernels.run();
     if (prepare.selected()) return prepare.run();
     if (generate.selected()) return generate.run();
+    if (tokenizer.selected()) return tokenizer.run();
     if (tune.selected()) return tune.run();
     if (bench.selected()) return bench.run();
     if (compare.selected()) return compare.run();
     if (validate.selected()) return validate.run();
     throw UsageError(
-        "missing command; available: train, kernels, prepare, generate, tune, bench, compare, "
-        "validate (see 'tinyllama --help')");
+        "missing command; available: train, kernels, prepare, generate, tokenizer, tune, bench, "
+        "compare, validate (see 'tinyllama --help')");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(kExitUsage, cli::one_line_parse_error(e, app));
