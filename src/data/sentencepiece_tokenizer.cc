@@ -26,10 +26,17 @@ std::string not_a_model(const std::string& bytes, const std::string& why) {
     return "not a SentencePiece model (truncated, or a file of another kind: it does not parse "
            "as SentencePiece's ModelProto)";
   }
-  return "not a SentencePiece model (" + why + ")";
+  return "not a SentencePiece model (" + sentencepiece_reason(why) + ")";
 }
 
 }  // namespace
+
+std::string sentencepiece_reason(const std::string& status_text) {
+  const std::size_t end_of_check = status_text.find("] ");
+  return status_text.find("(") != std::string::npos && end_of_check != std::string::npos
+             ? status_text.substr(end_of_check + 2)
+             : status_text;
+}
 
 SentencePieceTokenizer::SentencePieceTokenizer()
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}

@@ -25,6 +25,11 @@ struct SpecialIds {
   int pad = -1;
 };
 
+// SentencePiece's status text without the source location it starts with
+// ("Internal: ./src/x.cc(12) [check] Vocabulary size is ..." -> "Vocabulary
+// size is ..."), for one-line errors.
+std::string sentencepiece_reason(const std::string& status_text);
+
 class SentencePieceTokenizer {
  public:
   // Throws UsageError "FLAG PATH: ..." for a missing or unreadable file, or

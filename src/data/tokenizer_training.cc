@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "core/errors.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data/token_dataset.h"
 #include "io/atomic_file.h"
 
@@ -163,7 +164,7 @@ void train_bpe_tokenizer(const TokenizerTrainOptions& o,
   if (!status.ok()) {
     // SentencePiece says which limit was crossed, e.g. "Vocabulary size is
     // too large. Please set it to a value <= 1234."
-    const std::string why = status.ToString();
+    const std::string why = sentencepiece_reason(status.ToString());
     throw UsageError(why.find("ocabulary size") != std::string::npos
                          ? "--vocab-size " + std::to_string(o.vocab_size) + ": " + why
                          : "--input: SentencePiece cannot train on it: " + why);
