@@ -32,10 +32,14 @@ std::string not_a_model(const std::string& bytes, const std::string& why) {
 }  // namespace
 
 std::string sentencepiece_reason(const std::string& status_text) {
-  const std::size_t end_of_check = status_text.find("] ");
-  return status_text.find("(") != std::string::npos && end_of_check != std::string::npos
-             ? status_text.substr(end_of_check + 2)
-             : status_text;
+  const std::size_t check = status_text.find(") [");
+  const std::size_t end_of_check = status_text.rfind("] ");
+  if (check == std::string::npos || end_of_check == std::string::npos) return status_text;
+  std::string reason = status_text.substr(end_of_check + 2);
+  while (!reason.empty() && reason.back() == ' ') reason.pop_back();
+  // Some checks say nothing more than the condition that failed.
+  return reason.empty() ? "failed check " + status_text.substr(check + 2, end_of_check - check - 1)
+                        : reason;
 }
 
 SentencePieceTokenizer::SentencePieceTokenizer()

@@ -82,7 +82,9 @@ std::unordered_map<std::string, std::string> llama2_style_spec(const TokenizerTr
       {"eos_id", std::to_string(kTokenizerEosId)},
       {"pad_id", std::to_string(kTokenizerPadId)},
       {"num_threads", std::to_string(threads)},
-      {"minloglevel", "1"},  // SentencePiece's own INFO lines off; ours report progress
+      // SentencePiece's own log lines off: ours report progress, its errors
+      // come back as a status.
+      {"minloglevel", "2"},
   };
 }
 
@@ -136,8 +138,10 @@ void train_bpe_tokenizer(const TokenizerTrainOptions& o,
                      ": must be between 261 (4 special and 256 byte pieces, and one more) and "
                      "1000000");
   }
-  if (o.max_sentences < 0) {
-    throw UsageError("--max-sentences " + std::to_string(o.max_sentences) + ": must be >= 0");
+  // SentencePiece's own floor for a sample.
+  if (o.max_sentences < 0 || (o.max_sentences > 0 && o.max_sentences <= 100)) {
+    throw UsageError("--max-sentences " + std::to_string(o.max_sentences) +
+                     ": must be 0 (every line) or more than 100");
   }
   check_output_path("--output", o.output);
   std::vector<std::string> files;

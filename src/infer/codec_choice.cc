@@ -53,7 +53,6 @@ std::unique_ptr<TextCodec> choose_text_codec(const std::string& tokenizer,
   std::string source = tokenizer;
   if (!tokenizer.empty()) {
     codec = load_tokenizer_file("--tokenizer", tokenizer);
-    require_recorded(tokenizer, record, weights);
   } else if (const fs::path beside = fs::path(weights) / kHfTokenizerModel;
              std::filesystem::is_regular_file(beside)) {
     source = beside.string();
@@ -71,6 +70,7 @@ std::unique_ptr<TextCodec> choose_text_codec(const std::string& tokenizer,
                      " ids, more than the model's vocabulary of " +
                      std::to_string(config.vocab_size) + " (" + weights + ")");
   }
+  if (!tokenizer.empty()) require_recorded(tokenizer, record, weights);
   return codec;
 }
 
