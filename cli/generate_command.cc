@@ -4,12 +4,12 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 #include "core/errors.h"
 #include "core/rng.h"
 #include "cuda/cuda_entry.h"
+#include "id_list.h"
 #include "infer/codec_choice.h"
 #include "infer/decoder.h"
 #include "infer/sampler.h"
@@ -20,20 +20,6 @@
 
 namespace tinyllama::cli {
 namespace {
-
-std::vector<std::int32_t> parse_ids(const std::string& text) {
-  std::vector<std::int32_t> ids;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) ids.push_back(parse_int_flag("--prompt-ids", item));
-  return ids;
-}
-
-std::string ids_text(const std::vector<std::int32_t>& ids) {
-  std::string s;
-  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
-}
 
 std::unique_ptr<TokenDecoder> make_decoder(const ModelConfig& config, const std::string& weights,
                                            const DecodeSetup& setup, int positions) {
@@ -57,7 +43,7 @@ std::vector<std::int32_t> prompt_tokens(const GenerateArgs& a, const TextCodec& 
     }
     return codec.encode(a.prompt);
   }
-  std::vector<std::int32_t> prompt = parse_ids(a.prompt_ids);
+  std::vector<std::int32_t> prompt = parse_id_list("--prompt-ids", a.prompt_ids);
   for (std::int32_t id : prompt) {
     if (id < 0 || id >= config.vocab_size) {
       throw UsageError("--prompt-ids: " + std::to_string(id) + " is outside [0, " +
@@ -155,7 +141,7 @@ int GenerateCommand::run() const {
 
   std::cout << (a.prompt.empty() ? codec->decode(prompt) : a.prompt)
             << codec->decode_continuation(prompt, generated) << "\n";
-  if (a.print_ids) std::cout << "ids | " << ids_text(generated) << "\n";
+  if (a.print_ids) std::cout << "ids | " << id_list_text(generated) << "\n";
   char line[200];
   std::snprintf(line, sizeof line,
                 "prefill %zu tokens: %.1f tokens/s | decode %d tokens: %.1f tokens/s | %s",

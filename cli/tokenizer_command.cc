@@ -4,11 +4,11 @@
 
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include "core/errors.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer_training.h"
+#include "id_list.h"
 #include "infer/codec_choice.h"
 #include "io/file_bytes.h"
 #include "option_value.h"
@@ -37,12 +37,6 @@ void show_progress(const TokenizerTrainProgress& p) {
     last_logged = static_cast<int>(p.seconds) / 10;
     std::cerr << line << std::endl;
   }
-}
-
-std::string ids_line(const std::vector<std::int32_t>& ids) {
-  std::string s;
-  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
 }
 
 }  // namespace
@@ -114,15 +108,12 @@ int TokenizerCommand::encode() const {
   const SentencePieceTokenizer t = SentencePieceTokenizer::load("--model", args_.model);
   const std::string text =
       args_.input.empty() ? args_.text : read_file_bytes("--input", args_.input);
-  std::cout << ids_line(t.encode(text)) << "\n";
+  std::cout << id_list_text(t.encode(text)) << "\n";
   return 0;
 }
 
 int TokenizerCommand::decode() const {
-  std::vector<std::int32_t> ids;
-  std::stringstream in(args_.ids);
-  std::string item;
-  while (std::getline(in, item, ',')) ids.push_back(parse_int_flag("--ids", item));
+  const std::vector<std::int32_t> ids = parse_id_list("--ids", args_.ids);
   std::cout << load_tokenizer_file("--model", args_.model)->decode(ids) << "\n";
   return 0;
 }

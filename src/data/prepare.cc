@@ -90,7 +90,7 @@ PrepareResult prepare_shards(const PrepareOptions& o) {
     r.documents = corpus.documents;
     r.text_bytes = corpus.text_bytes;
     r.notes = std::move(corpus.notes);
-    r.tokenizer = {tokenizer->vocab_size(), tokenizer->fingerprint()};
+    r.tokenizer = shard_record_of(*tokenizer);
   }
   for (const std::uint32_t t : all) r.max_token = std::max(r.max_token, static_cast<int>(t));
   fs::create_directories(o.out_dir);

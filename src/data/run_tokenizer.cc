@@ -88,6 +88,11 @@ std::optional<HfTokenizer> run_tokenizer(const std::vector<std::string>& data,
                      " did not make the --data shards (" + by->shard + " records fingerprint " +
                      fingerprint_hex(by->tokenizer.fingerprint) + ")");
   }
+  if (!by && from_dir && !data.empty()) {
+    throw UsageError("--init-from " + init_from + ": its tokenizer " + from_dir->describe() +
+                     " did not make the --data tokens (byte-level text, or shards that record "
+                     "no tokenizer); prepare them with --tokenizer " + from_dir->path());
+  }
   std::optional<HfTokenizer> chosen;
   if (from_dir) {
     chosen = hf_tokenizer_of(*from_dir);

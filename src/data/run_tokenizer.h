@@ -17,7 +17,8 @@ namespace tinyllama {
 HfTokenizer hf_tokenizer_of(const SentencePieceTokenizer& tokenizer);
 
 // None when neither the shards nor the directory name one. Throws
-// UsageError naming the flag when the shards and --init-from disagree, when
+// UsageError naming the flag when the shards and --init-from disagree (or
+// --data records no tokenizer and --init-from has one), when
 // the model beside the shards is not the one they record, or when the
 // tokenizer has more ids than vocab_size.
 std::optional<HfTokenizer> run_tokenizer(const std::vector<std::string>& data,

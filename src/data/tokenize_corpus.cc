@@ -13,16 +13,12 @@
 namespace tinyllama {
 namespace {
 
-ShardTokenizer record_of(const SentencePieceTokenizer& t) {
-  return {t.vocab_size(), t.fingerprint()};
-}
-
 // A shard is used as it is only when this tokenizer made it.
 void append_shard(const SentencePieceTokenizer& tokenizer, const std::string& path,
                   const std::string& bytes, std::vector<std::uint32_t>& out) {
   const TokenShard shard =
       parse_token_shard(path, reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
-  if (!(shard.tokenizer == record_of(tokenizer))) {
+  if (!(shard.tokenizer == shard_record_of(tokenizer))) {
     throw UsageError("--input " + path + ": made by another tokenizer (" +
                      (shard.tokenizer.recorded()
                           ? "fingerprint " + fingerprint_hex(shard.tokenizer.fingerprint)
@@ -33,6 +29,10 @@ void append_shard(const SentencePieceTokenizer& tokenizer, const std::string& pa
 }
 
 }  // namespace
+
+ShardTokenizer shard_record_of(const SentencePieceTokenizer& t) {
+  return {t.vocab_size(), t.fingerprint()};
+}
 
 TokenizedCorpus tokenize_corpus(const SentencePieceTokenizer& tokenizer,
                                 const std::vector<std::string>& patterns,

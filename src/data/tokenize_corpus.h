@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/sentencepiece_tokenizer.h"
+#include "data/token_shard.h"
 
 namespace tinyllama {
 
@@ -18,6 +19,9 @@ struct TokenizedCorpus {
   std::int64_t text_bytes = 0;
   std::vector<std::string> notes;  // one line each, e.g. where text is not UTF-8
 };
+
+// What a shard records of this tokenizer (data/token_shard.h).
+ShardTokenizer shard_record_of(const SentencePieceTokenizer& tokenizer);
 
 // Throws UsageError "--input FILE: ..." for a pattern matching nothing, a
 // directory, or a shard that records another tokenizer (or none).

@@ -109,6 +109,13 @@ TEST_F(PrepareWithTokenizer, RefusesShardsOfAnotherTokenizerAndMixedData) {
   fs::create_directories(dir_ / "hf");
   fs::copy_file(made_by_other.files[0], dir_ / "hf" / "tokenizer.model");
   EXPECT_THROW(run_tokenizer({mine.files[1]}, (dir_ / "hf").string(), 400), UsageError);
+  // --init-from's tokenizer alone is the run's; byte-level --data is not its.
+  const std::optional<HfTokenizer> from_dir = run_tokenizer({}, (dir_ / "hf").string(), 400);
+  ASSERT_TRUE(from_dir.has_value());
+  EXPECT_EQ(from_dir->vocab_size, 350);
+  EXPECT_FALSE(from_dir->model_bytes.empty());
+  EXPECT_THROW(run_tokenizer({(dir_ / "a.txt").string()}, (dir_ / "hf").string(), 400),
+               UsageError);
   // A tokenizer.model beside the shards that is not the one they record.
   fs::copy_file(made_by_other.files[0], dir_ / "mine" / "tokenizer.model",
                 fs::copy_options::overwrite_existing);
