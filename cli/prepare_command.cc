@@ -8,6 +8,7 @@
 #include "core/fingerprint.h"
 #include "data/prepare.h"
 #include "option_value.h"
+#include "stop_on_signal.h"
 #include "train/flag_values.h"
 
 namespace tinyllama::cli {
@@ -60,6 +61,7 @@ int PrepareCommand::run() const {
   } else {
     o.doc_separator = a.doc_separator;
   }
+  const StopOnSignal stop_on_signal;
   const auto t0 = std::chrono::steady_clock::now();
   const PrepareResult r = prepare_shards(o);
   const double seconds =

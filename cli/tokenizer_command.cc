@@ -12,6 +12,7 @@
 #include "infer/codec_choice.h"
 #include "io/file_bytes.h"
 #include "option_value.h"
+#include "stop_on_signal.h"
 #include "train/flag_values.h"
 
 namespace tinyllama::cli {
@@ -91,6 +92,7 @@ int TokenizerCommand::train() const {
   o.vocab_size = parse_int_flag("--vocab-size", args_.vocab_size);
   o.max_sentences = parse_int_flag("--max-sentences", args_.max_sentences);
   o.seed = parse_uint64_flag("--seed", args_.seed);
+  const StopOnSignal stop_on_signal;
   train_bpe_tokenizer(o, show_progress);
   if (::isatty(STDERR_FILENO)) std::cerr << "\r\033[K" << std::flush;
   const SentencePieceTokenizer t = SentencePieceTokenizer::load("--output", o.output);
