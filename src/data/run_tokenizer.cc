@@ -91,7 +91,8 @@ std::optional<HfTokenizer> run_tokenizer(const std::vector<std::string>& data,
   if (!by && from_dir && !data.empty()) {
     throw UsageError("--init-from " + init_from + ": its tokenizer " + from_dir->describe() +
                      " did not make the --data tokens (byte-level text, or shards that record "
-                     "no tokenizer); prepare them with --tokenizer " + from_dir->path());
+                     "no tokenizer); prepare them with --tokenizer " +
+                     from_dir->path());
   }
   std::optional<HfTokenizer> chosen;
   if (from_dir) {

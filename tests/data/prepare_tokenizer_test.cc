@@ -114,8 +114,7 @@ TEST_F(PrepareWithTokenizer, RefusesShardsOfAnotherTokenizerAndMixedData) {
   ASSERT_TRUE(from_dir.has_value());
   EXPECT_EQ(from_dir->vocab_size, 350);
   EXPECT_FALSE(from_dir->model_bytes.empty());
-  EXPECT_THROW(run_tokenizer({(dir_ / "a.txt").string()}, (dir_ / "hf").string(), 400),
-               UsageError);
+  EXPECT_THROW(run_tokenizer({(dir_ / "a.txt").string()}, (dir_ / "hf").string(), 400), UsageError);
   // A tokenizer.model beside the shards that is not the one they record.
   fs::copy_file(made_by_other.files[0], dir_ / "mine" / "tokenizer.model",
                 fs::copy_options::overwrite_existing);
