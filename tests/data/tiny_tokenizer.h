@@ -4,6 +4,7 @@
 // non-Latin text), for the tests of what reads and writes with it.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -33,10 +34,15 @@ inline std::string tiny_corpus_text() {
 // Trains (once) and returns the path of a model with `vocab` pieces.
 inline std::string tiny_tokenizer(int vocab = 400) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("tl_tok_" + std::to_string(::getpid()));
+  static const fs::path dir = fs::temp_directory_path() / ("tl_tok_" + std::to_string(::getpid()));
   const fs::path model = dir / ("tiny" + std::to_string(vocab) + ".model");
   if (fs::exists(model)) return model.string();
-  fs::create_directories(dir);
+  if (fs::create_directories(dir)) {
+    std::atexit([] {  // the models live as long as the test process
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    });
+  }
   std::ofstream(dir / "corpus.txt") << tiny_corpus_text();
   TokenizerTrainOptions o;
   o.inputs = {(dir / "corpus.txt").string()};
