@@ -4,15 +4,15 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 #include "core/errors.h"
 #include "core/rng.h"
 #include "cuda/cuda_entry.h"
+#include "id_list.h"
+#include "infer/codec_choice.h"
 #include "infer/decoder.h"
 #include "infer/sampler.h"
-#include "infer/text_codec.h"
 #include "io/hf_directory.h"
 #include "io/hf_weights.h"
 #include "option_value.h"
@@ -20,20 +20,6 @@
 
 namespace tinyllama::cli {
 namespace {
-
-std::vector<std::int32_t> parse_ids(const std::string& text) {
-  std::vector<std::int32_t> ids;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) ids.push_back(parse_int_flag("--prompt-ids", item));
-  return ids;
-}
-
-std::string ids_text(const std::vector<std::int32_t>& ids) {
-  std::string s;
-  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
-}
 
 std::unique_ptr<TokenDecoder> make_decoder(const ModelConfig& config, const std::string& weights,
                                            const DecodeSetup& setup, int positions) {
@@ -44,6 +30,27 @@ std::unique_ptr<TokenDecoder> make_decoder(const ModelConfig& config, const std:
   return make_cuda_decoder(
       config, params, positions,
       {setup.dtype, setup.own_gemv, setup.graph, setup.fused, setup.programmatic});
+}
+
+// The prompt's ids: the text through the codec, or the ids as given.
+std::vector<std::int32_t> prompt_tokens(const GenerateArgs& a, const TextCodec& codec,
+                                        const ModelConfig& config) {
+  if (!a.prompt.empty()) {
+    if (config.vocab_size < codec.min_vocab()) {
+      throw UsageError("--prompt: text is byte-level tokens, which need a vocabulary of at least " +
+                       std::to_string(codec.min_vocab()) + " (this model has " +
+                       std::to_string(config.vocab_size) + "); use --prompt-ids or --tokenizer");
+    }
+    return codec.encode(a.prompt);
+  }
+  std::vector<std::int32_t> prompt = parse_id_list("--prompt-ids", a.prompt_ids);
+  for (std::int32_t id : prompt) {
+    if (id < 0 || id >= config.vocab_size) {
+      throw UsageError("--prompt-ids: " + std::to_string(id) + " is outside [0, " +
+                       std::to_string(config.vocab_size) + ")");
+    }
+  }
+  return prompt;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -64,9 +71,13 @@ GenerateCommand::GenerateCommand(CLI::App& app)
         "config.json or metadata gives the model's shape")
       ->required();
   value(cmd_, "--prompt", a.prompt, "TEXT",
-        "prompt text, read as train --data reads text: the end-of-text token 256, then one "
-        "token per byte (the model's vocabulary must be >= 257)");
+        "prompt text: with a tokenizer BOS and its ids; without, read as train --data reads "
+        "text (the end-of-text token 256, then one token per byte; vocabulary >= 257)");
   value(cmd_, "--prompt-ids", a.prompt_ids, "IDS", "prompt as comma-separated token ids instead");
+  value(cmd_, "--tokenizer", a.tokenizer, "FILE",
+        "a SentencePiece .model (tokenizer train, prepare --tokenizer) or llm.c's "
+        "gpt2_tokenizer.bin (decoding only); default: tokenizer.model beside the weights "
+        "(--export-hf), else byte-level tokens. Generation stops at its EOS");
   value(cmd_, "--max-new-tokens", a.max_new_tokens, "INT", "tokens to generate (>= 1)");
   value(cmd_, "--temperature", a.temperature, "FLOAT",
         "sampling temperature; 0 is greedy (the most likely token every step)");
@@ -109,26 +120,8 @@ int GenerateCommand::run() const {
   Rng rng(parse_uint64_flag("--seed", a.seed));
 
   const ModelConfig config = read_model_config(a.weights);
-  const ByteCodec codec;
-  std::vector<std::int32_t> prompt;
-  if (!a.prompt.empty()) {
-    if (config.vocab_size < codec.min_vocab()) {
-      throw UsageError(
-          "--prompt: text is byte-level tokens, which need a vocabulary of at "
-          "least " +
-          std::to_string(codec.min_vocab()) + " (this model has " +
-          std::to_string(config.vocab_size) + "); use --prompt-ids");
-    }
-    prompt = codec.encode(a.prompt);
-  } else {
-    prompt = parse_ids(a.prompt_ids);
-    for (std::int32_t id : prompt) {
-      if (id < 0 || id >= config.vocab_size) {
-        throw UsageError("--prompt-ids: " + std::to_string(id) + " is outside [0, " +
-                         std::to_string(config.vocab_size) + ")");
-      }
-    }
-  }
+  const std::unique_ptr<TextCodec> codec = choose_text_codec(a.tokenizer, a.weights, config);
+  const std::vector<std::int32_t> prompt = prompt_tokens(a, *codec, config);
   if (prompt.empty()) throw UsageError("--prompt-ids: no ids");
 
   const std::unique_ptr<TokenDecoder> decoder =
@@ -140,18 +133,20 @@ int GenerateCommand::run() const {
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < max_new; ++i) {
     generated.push_back(sample_token(logits, sampling, rng));
+    if (generated.back() == codec->stop_id()) break;
     if (i + 1 < max_new) logits = decoder->step({generated.back()});
   }
   const double decode_s = seconds_since(t0);
+  const int decoded = static_cast<int>(generated.size());
 
-  std::cout << (a.prompt.empty() ? codec.decode(prompt) : a.prompt) << codec.decode(generated)
-            << "\n";
-  if (a.print_ids) std::cout << "ids | " << ids_text(generated) << "\n";
+  std::cout << (a.prompt.empty() ? codec->decode(prompt) : a.prompt)
+            << codec->decode_continuation(prompt, generated) << "\n";
+  if (a.print_ids) std::cout << "ids | " << id_list_text(generated) << "\n";
   char line[200];
   std::snprintf(line, sizeof line,
                 "prefill %zu tokens: %.1f tokens/s | decode %d tokens: %.1f tokens/s | %s",
-                prompt.size(), static_cast<double>(prompt.size()) / prefill_s, max_new,
-                max_new > 1 ? (max_new - 1) / decode_s : 0.0, decoder->describe().c_str());
+                prompt.size(), static_cast<double>(prompt.size()) / prefill_s, decoded,
+                decoded > 1 ? (decoded - 1) / decode_s : 0.0, decoder->describe().c_str());
   std::cerr << line << std::endl;
   return 0;
 }

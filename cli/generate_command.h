@@ -14,6 +14,7 @@ struct GenerateArgs {
   std::string weights;
   std::string prompt;
   std::string prompt_ids;
+  std::string tokenizer;
   std::string max_new_tokens = "64";
   std::string temperature = "1.0";
   std::string top_k = "0";

@@ -17,6 +17,7 @@
 #include "parse_error.h"
 #include "plot_command.h"
 #include "prepare_command.h"
+#include "tokenizer_command.h"
 #include "train_command.h"
 #include "tune_command.h"
 #include "validate_command.h"
@@ -50,6 +51,7 @@ int run_cli(int argc, char** argv) {
   cli::KernelsCommand kernels(app);
   cli::PrepareCommand prepare(app);
   cli::GenerateCommand generate(app);
+  cli::TokenizerCommand tokenizer(app);
   cli::TuneCommand tune(app);
   cli::BenchCommand bench(app);
   cli::CompareCommand compare(app);
@@ -61,14 +63,15 @@ int run_cli(int argc, char** argv) {
     if (kernels.selected()) return kernels.run();
     if (prepare.selected()) return prepare.run();
     if (generate.selected()) return generate.run();
+    if (tokenizer.selected()) return tokenizer.run();
     if (tune.selected()) return tune.run();
     if (bench.selected()) return bench.run();
     if (compare.selected()) return compare.run();
     if (validate.selected()) return validate.run();
     if (plot.selected()) return plot.run();
     throw UsageError(
-        "missing command; available: train, kernels, prepare, generate, tune, bench, compare, "
-        "validate, plot (see 'tinyllama --help')");
+        "missing command; available: train, kernels, prepare, generate, tokenizer, tune, bench, "
+        "compare, validate, plot (see 'tinyllama --help')");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(kExitUsage, cli::one_line_parse_error(e, app));

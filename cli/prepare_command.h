@@ -11,6 +11,9 @@ struct PrepareArgs {
   std::string output_dir;
   std::string val_fraction = "0.1";
   std::string shard_tokens = "100000000";
+  std::string tokenizer;
+  std::string doc_separator;
+  bool whole_files = false;
 };
 
 class PrepareCommand {

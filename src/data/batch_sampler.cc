@@ -49,7 +49,7 @@ std::vector<std::int32_t> BatchSampler::next_batch(int batch) {
       shuffle_epoch();
     }
     const auto [part, start] = starts_[static_cast<std::size_t>(order_[position_++])];
-    const std::vector<std::uint16_t>& tokens = data_.parts[part].tokens;
+    const std::vector<std::uint32_t>& tokens = data_.parts[part].tokens;
     std::copy(tokens.begin() + start, tokens.begin() + start + row_len_,
               rows.begin() + static_cast<std::ptrdiff_t>(b) * row_len_);
   }

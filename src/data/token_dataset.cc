@@ -11,13 +11,32 @@
 #include <string_view>
 
 #include "core/errors.h"
+#include "core/fingerprint.h"
 #include "data/byte_tokenizer.h"
-#include "data/token_shard.h"
 
 namespace tinyllama {
 namespace {
 
-std::vector<std::string> expand(const std::string& flag, const std::string& pattern) {
+std::string tokenizer_text(const ShardTokenizer& t) {
+  return t.recorded() ? "tokenizer vocabulary " + std::to_string(t.vocab_size) + ", fingerprint " +
+                            fingerprint_hex(t.fingerprint)
+                      : "byte-level tokens or no tokenizer recorded";
+}
+
+// Tokens of two tokenizers in one run would train on meaningless ids.
+void require_one_tokenizer(const std::string& flag, const TokenDataset& data) {
+  for (const TokenPart& p : data.parts) {
+    if (!(p.tokenizer == data.parts.front().tokenizer)) {
+      throw UsageError(flag + " " + p.file + ": made by another tokenizer (" +
+                       tokenizer_text(p.tokenizer) + ") than " + data.parts.front().file + " (" +
+                       tokenizer_text(data.parts.front().tokenizer) + ")");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> expand_input_pattern(const std::string& flag, const std::string& pattern) {
   glob_t g{};
   const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
   std::vector<std::string> out;
@@ -30,6 +49,8 @@ std::vector<std::string> expand(const std::string& flag, const std::string& patt
   }
   return out;
 }
+
+namespace {
 
 TokenPart read_part(const std::string& flag, const std::string& path) {
   std::error_code ec;
@@ -46,7 +67,9 @@ TokenPart read_part(const std::string& flag, const std::string& path) {
   TokenPart part;
   part.file = path;
   if (looks_like_token_shard(data, bytes.size())) {
-    part.tokens = parse_token_shard(path, data, bytes.size());
+    TokenShard shard = parse_token_shard(path, data, bytes.size());
+    part.tokens = std::move(shard.tokens);
+    part.tokenizer = shard.tokenizer;
     return part;
   }
   const std::size_t bad = first_invalid_utf8(bytes);
@@ -55,7 +78,8 @@ TokenPart read_part(const std::string& flag, const std::string& path) {
                      std::to_string(kShardMagic) + ") nor UTF-8 text (invalid byte at offset " +
                      std::to_string(bad) + ")");
   }
-  part.tokens = encode_document(bytes);
+  const std::vector<std::uint16_t> tokens = encode_document(bytes);
+  part.tokens.assign(tokens.begin(), tokens.end());
   return part;
 }
 
@@ -71,14 +95,19 @@ int TokenDataset::max_token() const {
   int m = -1;
   for (const TokenPart& p : parts) {
     if (!p.tokens.empty())
-      m = std::max(m, int{*std::max_element(p.tokens.begin(), p.tokens.end())});
+      m = std::max(m, static_cast<int>(*std::max_element(p.tokens.begin(), p.tokens.end())));
   }
   return m;
 }
 
+ShardTokenizer TokenDataset::tokenizer() const {
+  return parts.empty() ? ShardTokenizer{} : parts.front().tokenizer;
+}
+
 std::string TokenDataset::description() const {
+  const ShardTokenizer t = tokenizer();
   return std::to_string(parts.size()) + (parts.size() == 1 ? " file, " : " files, ") +
-         std::to_string(tokens()) + " tokens";
+         std::to_string(tokens()) + " tokens" + (t.recorded() ? ", " + tokenizer_text(t) : "");
 }
 
 std::string TokenDataset::fingerprint() const {
@@ -92,9 +121,10 @@ std::string TokenDataset::fingerprint() const {
 TokenDataset load_token_dataset(const std::string& flag, const std::vector<std::string>& patterns) {
   TokenDataset data;
   for (const std::string& pattern : patterns) {
-    for (const std::string& path : expand(flag, pattern))
+    for (const std::string& path : expand_input_pattern(flag, pattern))
       data.parts.push_back(read_part(flag, path));
   }
+  require_one_tokenizer(flag, data);
   return data;
 }
 
@@ -104,8 +134,10 @@ std::pair<TokenDataset, TokenDataset> split_tail(const TokenDataset& data, doubl
   for (const TokenPart& p : data.parts) {
     const auto n = p.tokens.size();
     const auto cut = n - static_cast<std::size_t>(static_cast<double>(n) * fraction);
-    keep.parts.push_back({p.file, {p.tokens.begin(), p.tokens.begin() + static_cast<long>(cut)}});
-    held.parts.push_back({p.file, {p.tokens.begin() + static_cast<long>(cut), p.tokens.end()}});
+    keep.parts.push_back(
+        {p.file, {p.tokens.begin(), p.tokens.begin() + static_cast<long>(cut)}, p.tokenizer});
+    held.parts.push_back(
+        {p.file, {p.tokens.begin() + static_cast<long>(cut), p.tokens.end()}, p.tokenizer});
   }
   return {std::move(keep), std::move(held)};
 }

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "io/hf_tokenizer.h"
 #include "io/hf_weights.h"
 #include "io/safetensors.h"
 
@@ -178,8 +179,8 @@ json hf_config_json(const ModelConfig& c, int max_positions) {
       {"initializer_range", 0.02},
       {"pretraining_tp", 1},
       {"use_cache", true},
-      // No tokenizer comes with the model: no special tokens, so generate()
-      // stops only at max_new_tokens.
+      // Without a tokenizer no special tokens, so generate() stops only at
+      // max_new_tokens; export_hf_directory sets them with one.
       {"bos_token_id", nullptr},
       {"eos_token_id", nullptr},
       {"pad_token_id", nullptr},
@@ -188,13 +189,20 @@ json hf_config_json(const ModelConfig& c, int max_positions) {
 }
 
 void export_hf_directory(const std::string& dir, const ParamLayout& layout,
-                         const std::vector<double>& flat, int max_positions) {
+                         const std::vector<double>& flat, int max_positions,
+                         const HfTokenizer* tokenizer) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir, ec)) throw RuntimeFailure(dir + ": cannot create the directory");
   const fs::path d(dir);
   save_hf_weights((d / kWeights).string(), layout, flat);
-  write_text_atomically(d / kConfig, hf_config_json(layout.config(), max_positions).dump(2) + "\n");
+  json config = hf_config_json(layout.config(), max_positions);
+  if (tokenizer != nullptr) {
+    write_hf_tokenizer_files(dir, *tokenizer, max_positions);
+    add_tokenizer_to_config(config, *tokenizer);
+  }
+  // Last: a directory with its config.json is complete.
+  write_text_atomically(d / kConfig, config.dump(2) + "\n");
 }
 
 ModelConfig read_model_config(const std::string& path) {

@@ -12,6 +12,8 @@
 
 namespace tinyllama {
 
+struct HfTokenizer;  // io/hf_tokenizer.h
+
 // The LlamaConfig of this model: its shapes, DESIGN §1's math (SiLU,
 // rms_norm_eps, rope_theta, no biases, the head tied to the embedding),
 // the unpadded vocabulary, float32, and max_position_embeddings = the
@@ -19,11 +21,13 @@ namespace tinyllama {
 nlohmann::json hf_config_json(const ModelConfig& c, int max_positions);
 
 // Writes DIR/config.json and DIR/model.safetensors (float32, q/k rows
-// rotate-half, no lm_head.weight), each complete or absent (a temporary
+// rotate-half, no lm_head.weight), and with a tokenizer its files and
+// special ids (io/hf_tokenizer.h), each complete or absent (a temporary
 // renamed into place); DIR and missing parents are created. Throws
 // RuntimeFailure naming the file on I/O errors.
 void export_hf_directory(const std::string& dir, const ParamLayout& layout,
-                         const std::vector<double>& flat, int max_positions);
+                         const std::vector<double>& flat, int max_positions,
+                         const HfTokenizer* tokenizer = nullptr);
 
 // Reads a directory written by export_hf_directory or by transformers'
 // save_pretrained (safetensors; tied, or with an lm_head.weight equal to

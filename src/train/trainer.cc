@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "core/errors.h"
+#include "data/run_tokenizer.h"
 #include "io/hf_directory.h"
 #include "io/hf_weights.h"
 #include "io/safetensors.h"
@@ -106,6 +108,9 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   // The data first: a missing file or a bad token fails before any allocation.
   RunData data(opts);
   note("data | " + data.description());
+  // The tokenizer the shards or --init-from name, for --export-hf.
+  const std::optional<HfTokenizer> tokenizer =
+      run_tokenizer(opts.data, opts.init_from, opts.model.vocab_size);
   std::unique_ptr<Backend> backend = make_backend(plan.device, plan.precision);
   Collectives* comm = plan.parallel.enabled ? collectives : nullptr;
   const int rank = comm != nullptr ? comm->rank() : 0;
@@ -408,7 +413,8 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   }
   if (!opts.export_hf.empty() && summary.stop != TrainSummary::Stop::Diverged) {
     try {
-      export_hf_directory(opts.export_hf, model.layout(), final_weights, opts.shape.seq);
+      export_hf_directory(opts.export_hf, model.layout(), final_weights, opts.shape.seq,
+                          tokenizer ? &*tokenizer : nullptr);
     } catch (const RuntimeFailure& e) {
       const std::string error = std::string("--export-hf: ") + e.what();
       summary.save_error = summary.save_error.empty() ? error : summary.save_error + "; " + error;

@@ -13,8 +13,8 @@ namespace {
 // Two files; token values encode (file, position) so rows can be traced.
 TokenDataset two_files() {
   TokenDataset d;
-  TokenPart a{"a", {}};
-  TokenPart b{"b", {}};
+  TokenPart a{"a", {}, {}};
+  TokenPart b{"b", {}, {}};
   for (int i = 0; i < 41; ++i) a.tokens.push_back(static_cast<std::uint16_t>(i));
   for (int i = 0; i < 25; ++i) b.tokens.push_back(static_cast<std::uint16_t>(1000 + i));
   d.parts = {a, b};
@@ -75,7 +75,7 @@ TEST(BatchSampler, SeededShuffledAndResumable) {
 
 TEST(BatchSampler, DataShorterThanARowIsRefusedNamingTheFlag) {
   TokenDataset d;
-  d.parts = {{"tiny.txt", {256, 65, 66}}};
+  d.parts = {{"tiny.txt", {256, 65, 66}, {}}};
   try {
     BatchSampler s(d, 8, 1, true, "--val-data");
     FAIL();

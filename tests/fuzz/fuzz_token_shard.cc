@@ -1,5 +1,5 @@
-// libFuzzer target: the llm.c token shard reader on arbitrary bytes (see
-// fuzz_safetensors.cc for the rules).
+// libFuzzer target: the llm.c token shard reader (both widths) on arbitrary
+// bytes (see fuzz_safetensors.cc for the rules).
 #include <cstddef>
 #include <cstdint>
 
@@ -9,8 +9,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
     const bool shard = tinyllama::looks_like_token_shard(data, size);
-    const auto tokens = tinyllama::parse_token_shard("fuzz", data, size);
-    if (!shard || tokens.size() * 2 + tinyllama::kShardHeaderBytes != size) __builtin_trap();
+    const tinyllama::TokenShard parsed = tinyllama::parse_token_shard("fuzz", data, size);
+    const std::size_t width = parsed.wide ? 4 : 2;
+    if (!shard || parsed.tokens.size() * width + tinyllama::kShardHeaderBytes != size) {
+      __builtin_trap();
+    }
   } catch (const tinyllama::RuntimeFailure&) {
   }
   return 0;
