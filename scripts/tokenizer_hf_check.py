@@ -10,9 +10,13 @@ OUT/hf_check.json, and checks:
                  BOS + those ids; AutoModelForCausalLM's greedy generate()
                  gives tinyllama's greedy tokens token for token (a
                  difference only where float64 logits show a near tie);
-                 pipeline("text-generation", model=DIR) runs and continues
-                 the prompt with the text of those tokens. Skipped, with a
-                 message, where transformers cannot be imported.
+                 pipeline("text-generation", model=DIR) generates those
+                 tokens and returns the prompt joined to their text, either
+                 as generate printed it or, as the transformers the device
+                 ran does (its PR 45860 describes the change), prompt + decode(new ids), which drops the space
+                 before the first new word ("Thefollowing"; see
+                 check_pipeline). Skipped, with a message, where
+                 transformers cannot be imported.
 Exit status: 0 pass (or transformers skipped), 1 a check failed.
 """
 
@@ -67,6 +71,8 @@ def check_transformers(args, prompt_ids, generated, bos, report):
         print("skip transformers: cannot import it (%s); the sentencepiece checks stand" % e)
         report["transformers"] = "skipped: %s" % e
         return True
+    import transformers
+    report["transformers"] = transformers.__version__
     ok = True
     tok = AutoTokenizer.from_pretrained(args.dir)
     enc = tok(args.prompt).input_ids
@@ -96,14 +102,49 @@ def check_transformers(args, prompt_ids, generated, bos, report):
           ("ok  " if good else "FAIL", len(theirs),
            "equal to tinyllama's" if at is None else "first difference at %d" % at))
     report["transformers_tokens"] = theirs
-    pipe = pipeline("text-generation", model=args.dir, tokenizer=args.dir)
-    text = pipe(args.prompt, max_new_tokens=len(generated), do_sample=False)[0]["generated_text"]
-    want = tok.decode(out[0], skip_special_tokens=True)
-    good = text.startswith(args.prompt) and text == want
-    ok &= good
-    print("%s pipeline('text-generation', model=DIR): %r" % ("ok  " if good else "FAIL", text[:80]))
-    report["pipeline_text"] = text
+    ok &= check_pipeline(args, tok, out[0].tolist(), inputs.shape[1], len(generated), pipeline, report)
     return ok
+
+
+def check_pipeline(args, tok, ids, n_in, n_new, pipeline, report):
+    """pipeline("text-generation") against transformers' own generate().
+
+    What the pipeline guarantees: it generates with model.generate(), and
+    its generated_text (return_full_text) is the prompt string followed by
+    the decoded continuation. How the continuation is decoded changed:
+    before the change described in transformers PR 45860 it was decode(all ids) with the
+    first len(decode(prompt ids)) characters cut off, which keeps the space
+    between "The" and " following"; since then it is decode(new ids) alone,
+    and a Llama-style decoder (LlamaTokenizer's Strip(left=1) when
+    add_prefix_space, as sentencepiece's own decode) drops the leading space
+    of the first piece, giving "Thefollowing". No tokenizer_config setting
+    keeps the dummy prefix on encode without that strip on decode, and a
+    decoder without it would give every whole-sequence decode a leading
+    space, so both joins pass here: the ids must be generate()'s, and the
+    text one of the two joins of exactly those ids.
+    """
+    pipe = pipeline("text-generation", model=args.dir, tokenizer=args.dir)
+    call = dict(max_new_tokens=n_new, do_sample=False, clean_up_tokenization_spaces=False)
+    text = pipe(args.prompt, **call)[0]["generated_text"]
+    pipe_ids = [int(i) for i in pipe(args.prompt, return_tensors=True, **call)[0]["generated_token_ids"]]
+    whole = tok.decode(ids, skip_special_tokens=True)
+    cut = len(tok.decode(ids[:n_in], skip_special_tokens=True))
+    new = tok.decode(ids[n_in:], skip_special_tokens=True)
+    joins = {"prompt + decode(all ids)[len(decode(prompt ids)):]": args.prompt + whole[cut:],
+             "prompt + decode(new ids)": args.prompt + new}
+    how = [name for name, want in joins.items() if text == want]
+    good_ids = pipe_ids == ids
+    good = good_ids and whole.startswith(args.prompt) and bool(how)
+    print("%s pipeline('text-generation', model=DIR): %s; text %s: %r" % (
+        "ok  " if good else "FAIL",
+        "generate()'s ids" if good_ids else "ids differ from generate()'s",
+        "= " + how[0] if how else "is neither join of those ids", text[:80]))
+    if how and text != whole:
+        print("     (the continuation's leading space is dropped: transformers decodes the new ids alone)")
+    report["pipeline_text"] = text
+    report["pipeline_join"] = how[0] if how else None
+    report["pipeline_ids_equal_generate"] = good_ids
+    return good
 
 
 def main():

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 #include "core/errors.h"
@@ -89,12 +90,19 @@ struct Child {
   bool sent_term = false;
   bool sent_kill = false;
   int code = 0;  // the exit code, or 128 + the signal that ended it
+  // Stopped by a job-control signal since (the launcher's clock); none while it runs.
+  std::optional<std::chrono::steady_clock::time_point> stopped_since;
+  int stop_signal = 0;
 };
 
 class Supervisor {
  public:
-  Supervisor(int world, std::chrono::milliseconds grace, SignalPipe& signals)
-      : children_(static_cast<std::size_t>(world)), grace_(grace), signals_(signals) {}
+  Supervisor(int world, std::chrono::milliseconds grace, std::chrono::milliseconds stopped_limit,
+             SignalPipe& signals)
+      : children_(static_cast<std::size_t>(world)),
+        grace_(grace),
+        stopped_limit_(stopped_limit),
+        signals_(signals) {}
 
   // fork + execve of rank `rank`; on failure, the reason (the rank is then not started).
   std::string start(int rank, const char* path, char* const* argv, char* const* envp) {
@@ -152,6 +160,7 @@ class Supervisor {
       ::poll(&p, 1, timeout_ms);  // EINTR: just loop
       for (int sig : signals_.drain()) on_launcher_signal(sig);
       reap();
+      fail_stopped_ranks();
       if (stopping_ && !killed_ && Clock::now() >= kill_at_ && any_live()) {
         signal_live(SIGKILL);
         killed_ = true;
@@ -217,9 +226,18 @@ class Supervisor {
       int status = 0;
       pid_t r = 0;
       do {
-        r = ::waitpid(c.pid, &status, WNOHANG);
+        r = ::waitpid(c.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
       } while (r < 0 && errno == EINTR);
       if (r == 0) continue;
+      if (r > 0 && WIFSTOPPED(status)) {
+        if (!c.stopped_since) c.stopped_since = Clock::now();
+        c.stop_signal = WSTOPSIG(status);
+        continue;
+      }
+      if (r > 0 && WIFCONTINUED(status)) {
+        c.stopped_since.reset();
+        continue;
+      }
       c.live = false;
       if (r < 0) {  // reaped elsewhere (ECHILD): the status is lost, count it as a failure
         report(rank, "ended and its exit status was lost");
@@ -243,6 +261,31 @@ class Supervisor {
     }
   }
 
+  // A rank stopped for stopped_limit_ while another runs holds that one in its collectives for
+  // good. A gap in this loop far longer than its poll bound means the launcher was stopped too
+  // (a Ctrl-Z to the job): the stops it saw start counting again from now.
+  void fail_stopped_ranks() {
+    const Clock::time_point now = Clock::now();
+    const bool launcher_was_stopped = now - last_check_ > std::chrono::seconds(2);
+    last_check_ = now;
+    const bool any_running = std::any_of(children_.begin(), children_.end(),
+                                         [](const Child& c) { return c.live && !c.stopped_since; });
+    for (std::size_t rank = 0; rank < children_.size(); ++rank) {
+      Child& c = children_[rank];
+      if (!c.live || !c.stopped_since || c.sent_kill) continue;
+      if (launcher_was_stopped || !any_running) c.stopped_since = now;
+      if (now - *c.stopped_since < stopped_limit_) continue;
+      const auto seconds = std::chrono::duration<double>(stopped_limit_).count();
+      char what[160];
+      std::snprintf(what, sizeof what,
+                    "was stopped by signal %d (%s) for %.3g s while the others wait for it",
+                    c.stop_signal, ::strsignal(c.stop_signal), seconds);
+      report(rank, what);
+      ::kill(c.pid, SIGKILL);  // stopped, it could not act on the SIGTERM the others get
+      c.sent_kill = true;
+    }
+  }
+
   void report(std::size_t rank, const std::string& what) {
     std::fprintf(stderr, "rank %zu %s\n", rank, what.c_str());
     failed_ = true;
@@ -251,6 +294,8 @@ class Supervisor {
 
   std::vector<Child> children_;
   std::chrono::milliseconds grace_;
+  std::chrono::milliseconds stopped_limit_;
+  Clock::time_point last_check_ = Clock::now();
   SignalPipe& signals_;
   bool failed_ = false;
   bool stopping_ = false;
@@ -288,7 +333,7 @@ int launch_local_ranks(const LaunchSpec& spec) {
   }
 
   SignalPipe signals;
-  Supervisor supervisor(spec.world, spec.stop_grace, signals);
+  Supervisor supervisor(spec.world, spec.stop_grace, spec.stopped_limit, signals);
   for (int rank = 0; rank < spec.world; ++rank) {
     const std::string error = supervisor.start(rank, spec.executable.c_str(), argv.pointers.data(),
                                                envs[rank].pointers.data());

@@ -12,6 +12,9 @@ struct LaunchSpec {
   std::vector<std::string> args;  // argv[1..] for each child (the caller removes --gpus)
   std::string executable = "/proc/self/exe";    // what each child runs
   std::chrono::milliseconds stop_grace{10000};  // SIGTERM -> SIGKILL wait when stopping ranks
+  // A rank stopped (SIGSTOP, SIGTSTP) this long while another rank runs is taken as hung: the
+  // running ranks wait for it in their collectives, with no timeout of their own.
+  std::chrono::milliseconds stopped_limit{60000};
 };
 
 // Starts `world` children (fork + execv), each with RANK=i, WORLD_SIZE=world, LOCAL_RANK=i,
@@ -32,6 +35,10 @@ struct LaunchSpec {
 // - Signals: a terminal's SIGINT already reaches every rank (one process group), so the launcher
 //   only notes it; a SIGTERM to the launcher is passed on to every live rank; a second SIGINT or
 //   SIGTERM passes on SIGKILL. The dispositions found are restored before returning.
+// - A rank that stays stopped (a job-control signal) for `stopped_limit` while another rank runs
+//   fails the job: "rank 1 was stopped by signal 19 (Stopped (signal)) for 60 s while the others
+//   wait for it", SIGKILL to it, and the others are stopped as above; the launcher returns 1.
+//   Time the launcher spent stopped itself (a Ctrl-Z to the whole job) does not count.
 // - The temporary directory is removed on every return path. Throws UsageError for world < 1 and
 //   RuntimeFailure when a rank cannot be started (naming the rank and why; the ranks already
 //   started are stopped first). Only one launch may run at a time in a process.

@@ -34,6 +34,13 @@ json special_tokens(const HfTokenizer& t) {
 
 // Llama 2's tokenizer_config.json, but with legacy true: transformers then
 // encodes with SentencePiece as it is, which is what tinyllama encodes with.
+// add_prefix_space is left out (true): false would also drop the dummy
+// prefix when encoding, so "The" would no longer be the piece " The". As for
+// Llama 2, decoding drops the space of the first piece, so transformers'
+// text-generation pipeline, which in the transformers the device ran
+// (v5 line; described in transformers PR 45860) returns prompt + decode(new ids), joins "The" and "
+// following" as "Thefollowing"; no setting here changes that without also giving every
+// whole-sequence decode a leading space (docs/TOKENIZER.md).
 json tokenizer_config(const HfTokenizer& t, int max_positions) {
   json config = special_tokens(t);
   config["tokenizer_class"] = "LlamaTokenizer";

@@ -250,11 +250,14 @@ std::string save_checkpoint(const std::string& dir, const Model& model,
                             const CheckpointState& state, const TrainOptions& opts, int keep) {
   nlohmann::json identity = nlohmann::json::object();
   for (const auto& [flag, value] : full_identity(opts)) identity[flag] = value;
-  nlohmann::json meta = {
-      {"steps_done", state.steps_done}, {"applied_updates", state.applied_updates},
-      {"loss_scale", state.loss_scale}, {"clean_steps", state.clean_steps},
-      {"sampler", state.sampler},       {"run", identity},
-      {"tuning", state.tuning}};
+  nlohmann::json meta = {{"steps_done", state.steps_done},
+                         {"applied_updates", state.applied_updates},
+                         {"next_lr", state.next_lr},
+                         {"loss_scale", state.loss_scale},
+                         {"clean_steps", state.clean_steps},
+                         {"sampler", state.sampler},
+                         {"run", identity},
+                         {"tuning", state.tuning}};
   if (opts.plan.attention_auto.requested) {
     meta["attention_auto"] = attention_choice_json(opts.plan);
   }
@@ -314,6 +317,7 @@ CheckpointState load_checkpoint(const std::string& path, Model& model, const Tra
     out.clean_steps = s.at("clean_steps").get<int>();
     out.sampler = s.at("sampler");
     out.tuning = s.value("tuning", std::string());
+    out.next_lr = s.value("next_lr", 0.0);
     if (version == kVersionFlat) {
       load_flat_tensors(path, model);
     } else {

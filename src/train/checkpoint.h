@@ -28,6 +28,11 @@ struct CheckpointState {
   int clean_steps = 0;
   nlohmann::json sampler;  // BatchSource::state()
   std::string tuning;      // Backend::tuning_state(): "" when nothing was chosen by timing
+  // The schedule's learning rate of the next step (step steps_done, 0-based;
+  // train/lr_schedule.h), for a reader of the file: the position is
+  // steps_done, and a resume recomputes the rate from the recipe, which the
+  // checkpoint's identity pins.
+  double next_lr = 0;
 };
 
 // DIR/ckpt-00000120.safetensors for 120 steps done.

@@ -286,6 +286,7 @@ TrainSummary train(const TrainOptions& opts, const StepCallback& on_step,
   auto checkpoint = [&](int steps_done) {
     CheckpointState c;
     c.steps_done = steps_done;
+    c.next_lr = schedule.at(std::min(steps_done, total - 1));
     c.applied_updates = runner.applied_updates();
     c.loss_scale = scaler.scale();
     c.clean_steps = scaler.clean_steps();

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "io/safetensors.h"
 #include "run_binary.h"
 
 namespace tinyllama::testing {
@@ -116,6 +117,13 @@ TEST(RecipeRun, ResumesBitIdenticallyMidWarmUpAndMidDecay) {
     std::snprintf(name, sizeof name, "ckpt-%08d.safetensors", kept);
     ASSERT_TRUE(fs::exists(fs::path(ck) / name)) << name;
   }
+  // The checkpoint after 6 steps records the rate of step 6 (0-based), the
+  // uninterrupted run's 5th timed step.
+  const auto meta =
+      read_safetensors_metadata((fs::path(ck) / "ckpt-00000006.safetensors").string());
+  const auto state = nlohmann::json::parse(meta.at("state"));
+  const auto first = nlohmann::json::parse(read_text(dir / "a.json"));
+  EXPECT_EQ(state.at("next_lr").get<double>(), first["lrs"][4].get<double>());
   fs::remove(fs::path(ck) / "ckpt-00000012.safetensors");
   fs::remove(fs::path(ck) / "ckpt-00000009.safetensors");
   // From step 6 (4 warm-up steps of the schedule behind it, in its decay).

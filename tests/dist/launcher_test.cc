@@ -123,6 +123,25 @@ TEST_F(LauncherTest, RankKilledBySignalIsReported) {
   EXPECT_EQ(count(err, "stopping the other ranks\n"), 1) << err;
 }
 
+// A rank stopped (SIGSTOP) while the others run would hold them in their
+// collectives forever: after the limit it is named and killed, the others
+// stopped, and the job fails.
+TEST_F(LauncherTest, AStoppedRankFailsTheJobAfterTheLimit) {
+  LaunchSpec spec = fake(3, {"kill-self", "1", std::to_string(SIGSTOP)});
+  spec.stopped_limit = milliseconds(500);
+  testing::internal::CaptureStderr();
+  const auto start = Clock::now();
+  const int code = launch_local_ranks(spec);
+  const auto took = Clock::now() - start;
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(count(err, "rank 1 was stopped by signal " + std::to_string(SIGSTOP)), 1) << err;
+  EXPECT_EQ(count(err, "stopping the other ranks\n"), 1) << err;
+  EXPECT_EQ(count(err, "killed by signal"), 0) << err;  // the ranks we stopped are no failures
+  EXPECT_GE(took, milliseconds(200 + 500));
+  EXPECT_LT(took, milliseconds(5000));
+}
+
 TEST_F(LauncherTest, ExecFailureNamesTheRank) {
   LaunchSpec spec = fake(2, {"exit", "0"});
   spec.executable = (dir_ / "no-such-binary").string();

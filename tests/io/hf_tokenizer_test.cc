@@ -50,6 +50,9 @@ TEST(HfTokenizer, WritesLlama2sFilesAndSpecialIds) {
   EXPECT_EQ(config["add_bos_token"], true);
   EXPECT_EQ(config["add_eos_token"], false);
   EXPECT_EQ(config["legacy"], true);
+  // Left to its default (true): false would drop the dummy prefix on encode.
+  EXPECT_FALSE(config.contains("add_prefix_space"));
+  EXPECT_FALSE(fs::exists(dir / "tokenizer.json"));  // transformers converts tokenizer.model
   EXPECT_EQ(config["bos_token"], "<s>");
   EXPECT_TRUE(config["pad_token"].is_null());
   EXPECT_EQ(config["model_max_length"], 256);
