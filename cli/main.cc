@@ -11,6 +11,7 @@
 #include "bench_command.h"
 #include "compare_command.h"
 #include "core/errors.h"
+#include "cpu/cpu_blas.h"
 #include "generate_command.h"
 #include "kernels_command.h"
 #include "parallel_run.h"
@@ -89,6 +90,9 @@ int run_cli(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything: the CPU path's GEMMs on the best OpenBLAS kernels this
+  // CPU runs (may re-execute the process once; cpu/blas_kernels.h).
+  tinyllama::cpu::use_best_blas_kernels(argv);
   // Only setting up the command line itself is left to fail here.
   try {
     tinyllama::cli::remember_process_args(argc, argv);

@@ -11,9 +11,13 @@
 
 #include <cblas.h>
 
+#include <unistd.h>
+
 #include <climits>
+#include <cstdlib>
 #include <mutex>
 
+#include "cpu/blas_kernels.h"
 #include "cpu/cpu_common.h"
 #include "cpu/cpu_ops.h"
 
@@ -67,7 +71,26 @@ std::string blas_description() {
   const auto first = version.find_first_not_of(' ');
   const auto last = version.find_last_not_of(' ');
   version = first == std::string::npos ? "OpenBLAS" : version.substr(first, last - first + 1);
-  return version + ", " + openblas_get_corename() + " kernels";
+  std::string out = version + ", " + openblas_get_corename() + " kernels";
+  // Set by use_best_blas_kernels before it re-executed the process.
+  if (const char* fallback = std::getenv("TINYLLAMA_BLAS_FALLBACK")) {
+    out += std::string(" (OPENBLAS_CORETYPE set by tinyllama: OpenBLAS took ") + fallback +
+           " on this CPU)";
+  }
+  return out;
+}
+
+void use_best_blas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's, or ours
+  const std::string chosen = openblas_get_corename();
+  const std::string better = better_blas_core(chosen, this_cpu());
+  if (better.empty()) return;
+  ::setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
+  ::setenv("TINYLLAMA_BLAS_FALLBACK", chosen.c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+  // Still here: the run goes on with the kernels OpenBLAS chose.
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ::unsetenv("TINYLLAMA_BLAS_FALLBACK");
 }
 
 void blas_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) {

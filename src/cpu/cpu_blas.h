@@ -18,6 +18,14 @@ bool blas_available();
 // Haswell kernels", or "no BLAS in this build: reference loops".
 std::string blas_description();
 
+// Call first thing in main: when OpenBLAS chose a generic fallback for a
+// CPU that runs better kernels (cpu/blas_kernels.h), re-executes the
+// process (/proc/self/exe, the same argv) with OPENBLAS_CORETYPE naming
+// them. Returns when nothing needs doing -- OPENBLAS_CORETYPE already set
+// (also by the re-execution itself), a good choice, no BLAS -- or when the
+// re-execution failed (the run goes on with the slower kernels).
+void use_best_blas_kernels(char** argv);
+
 // c = alpha * op(a) * op(b) + beta * c, every Mat float32 with any row
 // stride (a column or row block of a wider buffer). beta == 0 never reads
 // c. Checks shapes like cpu::gemm; throws std::logic_error without a BLAS.

@@ -14,6 +14,8 @@ std::string blas_description() {
   return "no BLAS in this build: reference loops";
 }
 
+void use_best_blas_kernels(char**) {}
+
 void blas_gemm(Mat, Mat, bool, Mat, bool, float, float) {
   throw std::logic_error("blas_gemm: this build has no BLAS (check blas_available())");
 }
