@@ -202,8 +202,8 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
       ->group("Output");
   value(cmd, "--export-hf", a.export_hf, "DIR",
         "save the trained model as a Hugging Face LLaMA directory (config.json + "
-        "model.safetensors) that transformers' LlamaForCausalLM.from_pretrained(DIR) loads as "
-        "is; DIR is created if missing")
+        "model.safetensors, and the data's SentencePiece tokenizer beside them when it had one) "
+        "that transformers' from_pretrained(DIR) loads as is; DIR is created if missing")
       ->group("Output");
   value(cmd, "--init-from", a.init_from, "FILE|DIR",
         "start from these weights instead of the seeded init: a safetensors file (--save-weights, "
