@@ -15,8 +15,9 @@ namespace tinyllama::cli {
 PlotCommand::PlotCommand(CLI::App& app) {
   cmd_ = app.add_subcommand(
       "plot",
-      "draw a training run's loss (train and validation) and learning rate against step as an "
-      "SVG, from its train --json reports (a run and its resumptions join into one curve)");
+      "draw a training run's loss (train and validation), learning rate and gradient norm (where "
+      "computed) against step as an SVG, from its train --json reports (a run and its "
+      "resumptions join into one curve)");
   cmd_->add_option("reports", reports_, "train --json reports of one run, in order")
       ->type_name("FILE")
       ->required()

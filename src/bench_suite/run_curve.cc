@@ -1,5 +1,6 @@
 #include "bench_suite/run_curve.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -15,8 +16,12 @@ constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr int kChartHeight = 420;  // svg_chart's documents
 
 struct StepValues {
-  double loss = kNan, lr = kNan, val_loss = kNan;
+  double loss = kNan, lr = kNan, val_loss = kNan, grad_norm = kNan;
 };
+
+double number_or_nan(const nlohmann::json& step, const char* key) {
+  return step.contains(key) && step[key].is_number() ? step[key].get<double>() : kNan;
+}
 
 void add_report(const nlohmann::json& report, std::map<int, StepValues>& by_step) {
   if (!report.is_object() || !report.contains("steps") || !report["steps"].is_array()) {
@@ -24,8 +29,10 @@ void add_report(const nlohmann::json& report, std::map<int, StepValues>& by_step
   }
   for (const nlohmann::json& s : report["steps"]) {
     StepValues& v = by_step[s.at("step").get<int>()];
-    v.loss = s.at("loss").is_number() ? s["loss"].get<double>() : kNan;
-    v.lr = s.contains("lr") && s["lr"].is_number() ? s["lr"].get<double>() : kNan;
+    (void)s.at("loss");  // a train report's step has one
+    v.loss = number_or_nan(s, "loss");
+    v.lr = number_or_nan(s, "lr");
+    v.grad_norm = number_or_nan(s, "grad_norm");
   }
   if (report.contains("run") && report["run"].contains("evals")) {
     for (const nlohmann::json& e : report["run"]["evals"]) {
@@ -64,23 +71,35 @@ RunCurve run_curve(const std::vector<nlohmann::json>& reports) {
     curve.loss.push_back(v.loss);
     curve.lr.push_back(v.lr);
     curve.val_loss.push_back(v.val_loss);
+    curve.grad_norm.push_back(v.grad_norm);
   }
   return curve;
 }
 
 std::string run_curve_svg(const RunCurve& curve, const std::string& title) {
-  Chart loss = step_chart(curve, title + ": loss", "loss");
-  loss.series.push_back({"train loss", curve.loss, /*markers=*/false});
-  bool any_val = false;
-  for (double v : curve.val_loss) any_val = any_val || std::isfinite(v);
-  if (any_val) loss.series.push_back({"val loss", curve.val_loss, /*markers=*/true});
-  Chart lr = step_chart(curve, title + ": learning rate", "learning rate");
-  lr.series.push_back({"lr", curve.lr, /*markers=*/false});
+  const auto any_finite = [](const std::vector<double>& values) {
+    return std::any_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
+  };
+  std::vector<Chart> charts;
+  charts.push_back(step_chart(curve, title + ": loss", "loss"));
+  charts.back().series.push_back({"train loss", curve.loss, /*markers=*/false});
+  if (any_finite(curve.val_loss)) {
+    charts.back().series.push_back({"val loss", curve.val_loss, /*markers=*/true});
+  }
+  charts.push_back(step_chart(curve, title + ": learning rate", "learning rate"));
+  charts.back().series.push_back({"lr", curve.lr, /*markers=*/false});
+  if (any_finite(curve.grad_norm)) {
+    charts.push_back(step_chart(curve, title + ": gradient norm", "L2 norm (before clipping)"));
+    charts.back().series.push_back({"grad norm", curve.grad_norm, /*markers=*/false});
+  }
   const std::string w = "720";
-  const std::string h = std::to_string(2 * kChartHeight);
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
-         "\" viewBox=\"0 0 " + w + " " + h + "\">\n" + placed(line_chart_svg(loss), 0) +
-         placed(line_chart_svg(lr), kChartHeight) + "</svg>\n";
+  const std::string h = std::to_string(static_cast<int>(charts.size()) * kChartHeight);
+  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
+                    "\" viewBox=\"0 0 " + w + " " + h + "\">\n";
+  for (std::size_t i = 0; i < charts.size(); ++i) {
+    out += placed(line_chart_svg(charts[i]), static_cast<int>(i) * kChartHeight);
+  }
+  return out + "</svg>\n";
 }
 
 }  // namespace tinyllama::suite

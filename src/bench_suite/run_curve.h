@@ -1,7 +1,8 @@
 #pragma once
 // A training run's curve, drawn from its --json reports (`tinyllama plot`):
-// the training loss per step with the validation losses on it, and the
-// learning rate per step below, in one SVG. Several reports of one run (a
+// the training loss per step with the validation losses on it, the
+// learning rate per step below, and the gradient norm per step where the
+// run computed it (--grad-clip, --log-grad-norm), in one SVG. Several reports of one run (a
 // run and its resumptions) join into one curve by step number, the later
 // report's value winning where they overlap.
 #include <string>
@@ -14,7 +15,8 @@ namespace tinyllama::suite {
 struct RunCurve {
   std::vector<int> steps;  // timed step numbers, ascending
   std::vector<double> loss, lr;
-  std::vector<double> val_loss;  // NaN where no evaluation followed the step
+  std::vector<double> val_loss;   // NaN where no evaluation followed the step
+  std::vector<double> grad_norm;  // NaN where the run computed none
 };
 
 // Throws std::invalid_argument naming what a report lacks (it is not a

@@ -159,7 +159,8 @@ TEST(RecipeRun, ResumesBitIdenticallyMidWarmUpAndMidDecay) {
 TEST(Plot, DrawsTheLossAndLearningRateOfARunAndItsResumption) {
   const auto dir = scratch_dir("recipe_plot");
   const std::string json = (dir / "run.json").string();
-  ASSERT_EQ(run_tinyllama(kSmall + "--lr-schedule linear --json " + json).exit_code, 0);
+  ASSERT_EQ(run_tinyllama(kSmall + "--lr-schedule linear --log-grad-norm --json " + json).exit_code,
+            0);
   const std::string svg = (dir / "curve.svg").string();
   RunResult r = run_tinyllama("plot " + json + " " + json + " --output " + svg);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -167,6 +168,7 @@ TEST(Plot, DrawsTheLossAndLearningRateOfARunAndItsResumption) {
   const std::string text = read_text(svg);
   EXPECT_NE(text.find("train loss"), std::string::npos);
   EXPECT_NE(text.find("learning rate"), std::string::npos);
+  EXPECT_NE(text.find("gradient norm"), std::string::npos);
   EXPECT_EQ(std::count(text.begin(), text.end(), '<') - std::count(text.begin(), text.end(), '>'),
             0);
   // Not a train report: one line naming the file, nothing written.
