@@ -158,7 +158,7 @@ class Supervisor {
       }
       pollfd p{signals_.fd(), POLLIN, 0};
       ::poll(&p, 1, timeout_ms);  // EINTR: just loop
-      for (int sig : signals_.drain()) on_launcher_signal(sig);
+      for (const SignalPipe::Received& r : signals_.drain()) on_launcher_signal(r);
       reap();
       fail_stopped_ranks();
       if (stopping_ && !killed_ && Clock::now() >= kill_at_ && any_live()) {
@@ -208,12 +208,14 @@ class Supervisor {
     }
   }
 
-  void on_launcher_signal(int sig) {
+  void on_launcher_signal(const SignalPipe::Received& r) {
+    const int sig = r.sig;
     if (sig != SIGINT && sig != SIGTERM) return;  // SIGCHLD only wakes the loop
     if (++interrupts_ == 1) {
       first_interrupt_ = sig;
-      // The terminal's SIGINT reached the ranks already; a SIGTERM aimed at the launcher did not.
-      if (sig == SIGTERM) signal_live(SIGTERM);
+      // A terminal's SIGINT reached the ranks already (one process group); a SIGTERM, or a
+      // SIGINT a process sent to the launcher alone (kill -INT, a scheduler), did not.
+      if (sig == SIGTERM || r.from_process) signal_live(sig);
     } else {
       signal_live(SIGKILL);
     }

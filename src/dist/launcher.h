@@ -33,8 +33,9 @@ struct LaunchSpec {
 //   launcher returns 128 + the first signal it received itself, else the first interrupt code,
 //   rank 0's first.
 // - Signals: a terminal's SIGINT already reaches every rank (one process group), so the launcher
-//   only notes it; a SIGTERM to the launcher is passed on to every live rank; a second SIGINT or
-//   SIGTERM passes on SIGKILL. The dispositions found are restored before returning.
+//   only notes it; a SIGTERM, or a SIGINT that a process sent to the launcher alone, is passed on
+//   to every live rank; a second SIGINT or SIGTERM passes on SIGKILL. The dispositions found are
+//   restored before returning.
 // - A rank that stays stopped (a job-control signal) for `stopped_limit` while another rank runs
 //   fails the job: "rank 1 was stopped by signal 19 (Stopped (signal)) for 60 s while the others
 //   wait for it", SIGKILL to it, and the others are stopped as above; the launcher returns 1.

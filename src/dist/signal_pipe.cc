@@ -16,11 +16,17 @@ namespace {
 // The write end for the handler; a lock-free atomic int is safe to read in a handler.
 std::atomic<int> g_write_fd{-1};
 
-extern "C" void on_signal(int sig) {
+// A byte a signal: its number, plus kFromProcess when a process sent it
+// (si_code <= 0: SI_USER, SI_QUEUE, SI_TKILL) rather than the kernel (a
+// terminal's Ctrl-C is SI_KERNEL).
+constexpr unsigned char kFromProcess = 0x80;
+
+extern "C" void on_signal(int sig, siginfo_t* info, void* /*context*/) {
   const int saved = errno;
   const int fd = g_write_fd.load();
   if (fd >= 0) {
-    const auto byte = static_cast<unsigned char>(sig);
+    const bool from_process = info != nullptr && info->si_code <= 0;
+    const auto byte = static_cast<unsigned char>(sig | (from_process ? kFromProcess : 0));
     // A full pipe drops the byte: the loop wakes on the bytes already there and re-checks anyway.
     [[maybe_unused]] const ssize_t n = ::write(fd, &byte, 1);
   }
@@ -42,10 +48,11 @@ SignalPipe::SignalPipe() {
     throw RuntimeFailure("a launcher of ranks is already running in this process");
   }
   struct sigaction sa {};
-  sa.sa_handler = on_signal;
+  sa.sa_sigaction = on_signal;
   sigemptyset(&sa.sa_mask);
-  // SA_RESTART: other threads' reads and writes carry on; SA_NOCLDSTOP: a stopped rank is no news.
-  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  // SA_RESTART: other threads' reads and writes carry on; SA_NOCLDSTOP: a stopped rank is no news
+  // (the wait loop polls for stops); SA_SIGINFO: who sent it.
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP | SA_SIGINFO;
   for (std::size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &previous_[i]);
 }
 
@@ -55,14 +62,16 @@ SignalPipe::~SignalPipe() {
   g_write_fd.store(-1);
 }
 
-std::vector<int> SignalPipe::drain() {
-  std::vector<int> out;
+std::vector<SignalPipe::Received> SignalPipe::drain() {
+  std::vector<Received> out;
   unsigned char buffer[64];
   for (;;) {
     const ssize_t n = ::read(read_.get(), buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return out;  // EAGAIN: empty
-    out.insert(out.end(), buffer, buffer + n);
+    for (ssize_t i = 0; i < n; ++i) {
+      out.push_back({buffer[i] & ~kFromProcess, (buffer[i] & kFromProcess) != 0});
+    }
   }
 }
 

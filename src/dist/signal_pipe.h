@@ -26,8 +26,15 @@ class SignalPipe {
 
   // The descriptor to poll for POLLIN.
   int fd() const { return read_.get(); }
+  struct Received {
+    int sig = 0;
+    // Sent by a process (kill, a scheduler, timeout), not by the kernel for
+    // a terminal's key: only the launcher got it, not the ranks beside it
+    // in the terminal's process group.
+    bool from_process = false;
+  };
   // The signals received since the last call, in order.
-  std::vector<int> drain();
+  std::vector<Received> drain();
   // In a forked child before exec (async-signal-safe): the dispositions found, and `mask`.
   void restore_in_child(const sigset_t& mask) const;
 

@@ -7,6 +7,7 @@
 //                                 STUBBORN ignoring SIGTERM
 //   kill-self RANK SIGNAL         RANK raises SIGNAL after 200 ms; the others sleep until killed
 //   wait-term DIR [ignore]        exits 143 on SIGTERM (or ignores it); DIR/readyN says it is set
+//   wait-int DIR                  exits 130 on SIGINT, as a rank's orderly interrupt does
 //   rendezvous                    shares a blob from rank 0 through rank_env + share_from_rank0
 #include <signal.h>
 #include <sys/stat.h>
@@ -67,6 +68,10 @@ extern "C" void exit_143(int) {
   ::_exit(143);
 }
 
+extern "C" void exit_130(int) {
+  ::_exit(130);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +88,11 @@ int main(int argc, char** argv) {
     if (mode == "fail") return std::atoi(args[2].c_str());
     ::raise(std::atoi(args[2].c_str()));
     return 99;
+  }
+  if (mode == "wait-int" && args.size() >= 2) {
+    ::signal(SIGINT, exit_130);
+    std::ofstream(args[1] + "/ready" + std::to_string(rank)) << "ready";
+    sleep_forever();
   }
   if (mode == "wait-term" && args.size() >= 2) {
     ::signal(SIGTERM, args.size() == 3 && args[2] == "ignore" ? SIG_IGN : exit_143);

@@ -171,15 +171,28 @@ TEST_F(LauncherTest, SigtermToTheLauncherReachesTheRanks) {
   EXPECT_EQ(after.sa_handler, before.sa_handler);  // the disposition is back
 }
 
-TEST_F(LauncherTest, SecondSignalKillsRanksThatIgnoreTheFirst) {
-  // The first SIGINT is only noted (a terminal sends it to the ranks too); the launcher survives
-  // it, and the second one kills the ranks, which ignore SIGTERM. No rank failed on its own.
+// A SIGINT sent to the launcher alone (kill -INT, a scheduler, a Python parent) reaches every
+// rank once, and they end as their own interrupt would: 130. (A terminal's Ctrl-C reaches the
+// ranks itself, and the launcher only notes it: that one is not passed on a second time.)
+TEST_F(LauncherTest, SigintSentToTheLauncherReachesTheRanksOnce) {
   testing::internal::CaptureStderr();
-  std::thread sender = signal_when_ready(2, {SIGINT, SIGTERM});
-  const int code = launch_local_ranks(fake(2, {"wait-term", dir_.string(), "ignore"}));
+  std::thread sender = signal_when_ready(3, {SIGINT});
+  const int code = launch_local_ranks(fake(3, {"wait-int", dir_.string()}));
   sender.join();
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(code, 130);
+  EXPECT_EQ(count(err, "rank "), 0) << err;
+}
+
+TEST_F(LauncherTest, SecondSignalKillsRanksThatIgnoreTheFirst) {
+  // The first SIGTERM is passed on and the ranks ignore it; the second one passes on SIGKILL.
+  // No rank failed on its own, and the launcher returns the interrupt's code.
+  testing::internal::CaptureStderr();
+  std::thread sender = signal_when_ready(2, {SIGTERM, SIGTERM});
+  const int code = launch_local_ranks(fake(2, {"wait-term", dir_.string(), "ignore"}));
+  sender.join();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 143);
   EXPECT_EQ(count(err, "rank "), 0) << err;
 }
 
