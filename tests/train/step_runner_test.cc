@@ -116,6 +116,61 @@ TEST(StepRunner, ReplayedStepsMatchEagerStepsBitForBit) {
   expect_same_run(eager, graphed);
 }
 
+// The update recipe through captured steps: two micro-batches per step (both
+// passes in one graph), clipping whose coefficient is computed on the device
+// each step, the matrices-only decay groups, a learning rate that changes
+// every step, and two steps in flight. A value baked into the capture (the
+// first step's lr or clip coefficient) or a micro-batch's tokens read from
+// the wrong block would show against the eager steps.
+TEST(StepRunner, AccumulatingClippedStepsReplayLikeEagerSteps) {
+  const std::vector<double> w = weights();
+  UpdateRecipe recipe;
+  recipe.accumulation = 2;
+  recipe.clip_norm = 0.05;
+  recipe.decay_matrices_only = true;
+  auto run = [&](Backend& backend, bool graphs) {
+    OpChoices ops = level_preset("v2");
+    ops.execution = graphs ? Execution::Graph : Execution::Eager;
+    PlanRequest request;
+    request.level = "custom";
+    request.ops = with_full_gradients(ops);
+    request.precision = Precision::fp32();
+    request.update = recipe;
+    Model model(small_config(), kShape,
+                resolve_plan(request, backend.caps(), small_config(), kShape), backend);
+    model.set_params(w);
+    LossScaler scaler(false);
+    AdamWHyper hp;
+    hp.weight_decay = 0.1f;
+    StepRunner runner(model, scaler, hp);
+    RunResult out;
+    std::vector<double> norms;
+    for (int i = 0; i < 6; ++i) {
+      while (!runner.can_launch()) out.steps.push_back(runner.finish());
+      std::vector<std::int32_t> rows = batch(2 * i);
+      const std::vector<std::int32_t> second = batch(2 * i + 1);
+      rows.insert(rows.end(), second.begin(), second.end());
+      runner.set_learning_rate(1e-2 / (1 + i));
+      runner.launch(rows);
+    }
+    while (runner.in_flight() > 0) out.steps.push_back(runner.finish());
+    out.params = model.params();
+    return out;
+  };
+  CpuBackend cpu;
+  const RunResult eager = run(cpu, false);
+  FakeGraphBackend fake;
+  const RunResult graphed = run(fake, true);
+  EXPECT_GT(fake.replays, 0);
+  expect_same_run(eager, graphed);
+  for (std::size_t i = 0; i < eager.steps.size(); ++i) {
+    EXPECT_EQ(eager.steps[i].grad_norm, graphed.steps[i].grad_norm) << "step " << i + 1;
+    EXPECT_EQ(eager.steps[i].lr, graphed.steps[i].lr) << "step " << i + 1;
+    EXPECT_GT(eager.steps[i].grad_norm, recipe.clip_norm) << "every step clips";
+  }
+  EXPECT_NE(eager.steps.front().lr, eager.steps.back().lr);
+}
+
 // Launching step n+1 before step n's loss is read: through the fake graphs,
 // which run each replay at once, step n+1 has overwritten the device's
 // losses (and the shared timer's marks, were they shared) before step n is
