@@ -4,6 +4,7 @@
 // out by hand (no autograd) against the Backend op set.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -231,6 +232,13 @@ class Model {
   // The global gradient norm into grad_norm_ and clipping's coefficient
   // into the staged scalars (UpdateRecipe), before any update reads them.
   void compute_grad_norm();
+  // The end of a step's gradients, after its backward pass (or the sum of
+  // its micro-batches'): data parallel, the exchanges of `buckets` (those
+  // not issued beside the backward pass); under fp16, the overflow scan.
+  void finish_gradients(const std::vector<ParamSpan>& buckets);
+  // Data parallel: fn on this rank's shard of each bucket's gradient, in
+  // bucket order (all of it without ZeRO-1).
+  void for_each_grad_shard(const std::function<void(Mat)>& fn) const;
   // Data parallel: each bucket's exchange, as the backward pass issues it;
   // an accumulating step issues them all after its last micro-batch.
   bool exchanges_in_backward() const { return comm_ != nullptr && !plan_.update.accumulates(); }

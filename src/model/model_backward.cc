@@ -48,24 +48,26 @@ void Model::backward_pass(bool update_layers) {
   backend_.join_side_gemms();  // every weight gradient is complete from here on
   ops.next("embedding");
   backend_.embedding_backward(grad(emb), tokens_, d_out);
+  ops.close();
   // An accumulating step exchanges and scans the sum of its micro-batches'
   // gradients (accumulate_gradients), not each one's.
-  if (plan_.update.accumulates()) return;
+  if (!plan_.update.accumulates()) finish_gradients(non_layer_spans_);
+}
+
+void Model::finish_gradients(const std::vector<ParamSpan>& buckets) {
+  OpSequence ops;
   if (comm_ != nullptr) {
     ops.next("grad_exchange");
-    for (const ParamSpan& bucket : non_layer_spans_) exchange_gradients(bucket);
-    if (check_overflow_) {
-      ops.next("overflow_check");
-      parallel_overflow_check();
-      return;
-    }
+    for (const ParamSpan& bucket : buckets) exchange_gradients(bucket);
   }
-  if (check_overflow_) {
-    ops.next("overflow_check");
-    backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
-    backend_.flag_nonfinite(Mat(grads_, plan_.precision.master, 1, layout_.total()),
-                            overflow_flag_);
+  if (!check_overflow_) return;
+  ops.next("overflow_check");
+  if (comm_ != nullptr) {
+    parallel_overflow_check();
+    return;
   }
+  backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
+  backend_.flag_nonfinite(Mat(grads_, plan_.precision.master, 1, layout_.total()), overflow_flag_);
 }
 
 // On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
@@ -292,36 +294,26 @@ void Model::separate_dgrad(Mat d_in, Mat d_out, Mat w, const RowParts& parts) {
 
 void Model::accumulate_gradients() {
   if (!plan_.update.accumulates()) return;
-  const OpScope op("grad_accumulate");
+  // In the backward phase, so that its ops (and the last micro-batch's
+  // exchanges) are named as the cost model and the unaccumulated step name
+  // them: backward/grad_accumulate, backward/grad_exchange.
+  const OpScope phase("backward");
   const DType m = plan_.precision.master;
   const Mat grads(grads_, m, 1, grad_layout_.total());
   const Mat sum(grad_accum_, m, 1, grad_layout_.total());
-  if (micro_ == 0) {
-    backend_.convert(sum, grads);
-    return;
-  }
-  if (micro_ + 1 < micro_batches()) {
-    backend_.add(sum, sum, grads);
-    return;
-  }
-  // The last micro-batch: the step's gradient is the sum, added in the
-  // order torch's .grad accumulation adds (((g1 + g2) + g3) + g4).
-  backend_.add(grads, sum, grads);
-  if (comm_ != nullptr) {
-    OpSequence ops;
-    ops.next("grad_exchange");
-    for (const ParamSpan& bucket : layout_.spans()) exchange_gradients(bucket);
-    if (check_overflow_) {
-      ops.next("overflow_check");
-      parallel_overflow_check();
+  {
+    const OpScope op("grad_accumulate");
+    if (micro_ == 0) {
+      backend_.convert(sum, grads);
+    } else if (micro_ + 1 < micro_batches()) {
+      backend_.add(sum, sum, grads);
+    } else {
+      // The last micro-batch: the step's gradient is the sum, added in the
+      // order torch's .grad accumulation adds (((g1 + g2) + g3) + g4).
+      backend_.add(grads, sum, grads);
     }
-    return;
   }
-  if (check_overflow_) {
-    const OpScope scan("overflow_check");
-    backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
-    backend_.flag_nonfinite(grads, overflow_flag_);
-  }
+  if (micro_ + 1 == micro_batches()) finish_gradients(layout_.spans());
 }
 
 void Model::compute_grad_norm() {
@@ -332,13 +324,7 @@ void Model::compute_grad_norm() {
     // Each rank holds its shards of the averaged gradient: partial sums,
     // combined over the ranks.
     backend_.join_side_updates();  // the exchanges
-    for (const ParamSpan& bucket : layout_.spans()) {
-      const BucketShard shard = shard_of(bucket, plan_.parallel, comm_->rank());
-      backend_.sum_squares(Mat(static_cast<char*>(grads_) +
-                                   shard.state.begin * static_cast<std::int64_t>(dtype_size(m)),
-                               m, 1, shard.state.size()),
-                           norm_acc_);
-    }
+    for_each_grad_shard([&](Mat shard) { backend_.sum_squares(shard, norm_acc_); });
     comm_->all_reduce(norm_acc_, 1, DType::F64, ReduceOp::Sum, backend_.main_stream_handle());
   } else {
     if (comm_ != nullptr) backend_.join_side_updates();  // the all-reduced gradient

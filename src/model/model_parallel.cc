@@ -93,15 +93,18 @@ void Model::parallel_optimizer_pass(const AdamWHyper& hp) {
   backend_.join_side_updates();  // the step ends with every update and gather done
 }
 
-void Model::parallel_overflow_check() {
-  backend_.join_side_updates();  // every bucket's exchange
-  backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
+void Model::for_each_grad_shard(const std::function<void(Mat)>& fn) const {
   const DType m = plan_.precision.master;
   for (const ParamSpan& bucket : layout_.spans()) {
     const BucketShard shard = shard_of(bucket, plan_.parallel, comm_->rank());
-    backend_.flag_nonfinite(Mat(at(grads_, shard.state.begin, m), m, 1, shard.state.size()),
-                            overflow_flag_);
+    fn(Mat(at(grads_, shard.state.begin, m), m, 1, shard.state.size()));
   }
+}
+
+void Model::parallel_overflow_check() {
+  backend_.join_side_updates();  // every bucket's exchange
+  backend_.fill_zero(overflow_flag_, sizeof(std::int32_t));
+  for_each_grad_shard([&](Mat shard) { backend_.flag_nonfinite(shard, overflow_flag_); });
   // Each rank scanned its own shards: one overflow anywhere skips everywhere.
   comm_->all_reduce_max(overflow_flag_, backend_.main_stream_handle());
 }
