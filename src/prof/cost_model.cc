@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "cuda/cross_entropy_rows.h"
-#include "model/grad_layout.h"
 #include "model/param_layout.h"
+#include "prof/update_cost.h"
 
 namespace tinyllama::prof {
 namespace {
@@ -451,50 +451,11 @@ StepCost one_batch_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan
   return sc;
 }
 
-OpCost recipe_op(const char* phase, const char* op, std::int64_t flops, std::int64_t bytes) {
-  OpCost c;
-  c.phase = phase;
-  c.op = op;
-  c.path = std::string(phase) + "/" + op;
-  c.kind = OpKind::Elementwise;
-  c.flops = flops;
-  c.bytes = bytes;
-  return c;
-}
-
 }  // namespace
 
-// The update recipe's work (model/step_plan.h UpdateRecipe) on top of one
-// batch's: K micro-batches run every forward and backward op K times (the
-// paths sum them), their gradients are summed once per micro-batch
-// (Model::accumulate_gradients: a copy, then a read-add-write each), and
-// the gradient norm reads the gradient once more before the update.
 StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
   StepCost sc = one_batch_cost(cfg, shape, plan);
-  const UpdateRecipe& u = plan.update;
-  if (!u.accumulates() && !u.needs_norm()) return sc;
-  const ParamLayout layout(cfg, plan.parallel.span_align());
-  const GradLayout grads(layout, plan.ops.grad_buffers);
-  const auto m = static_cast<std::int64_t>(dtype_size(plan.precision.master));
-  const std::int64_t n = grads.total();
-  const std::int64_t k = u.accumulation;
-  std::vector<OpCost> ops;
-  for (OpCost c : sc.ops) {
-    if (c.phase == "optimizer" && (ops.empty() || ops.back().phase != "optimizer")) {
-      if (u.accumulates()) {
-        ops.push_back(
-            recipe_op("backward", "grad_accumulate", n * (k - 1), n * m * (2 + 3 * (k - 1))));
-      }
-      if (u.needs_norm()) ops.push_back(recipe_op("optimizer", "grad_norm", 2 * n, n * m));
-    }
-    if (c.phase != "optimizer" && c.op != "overflow_check") {
-      c.flops *= k;
-      c.bytes *= k;
-    }
-    ops.push_back(std::move(c));
-  }
-  sc.ops = std::move(ops);
-  sc.tokens *= k;
+  add_update_recipe_cost(sc, cfg, plan);
   return sc;
 }
 
