@@ -84,10 +84,7 @@ void apply_recipe_flags(const RecipeFlags& f, TrainOptions& o) {
     if (!text.empty()) out = parse_int_flag(flag, text);
   };
   integer("--lr-warmup-steps", f.lr_warmup_steps, r.lr_warmup_steps);
-  real("--min-lr", f.min_lr, r.min_lr);
-  if (!f.min_lr.empty() && r.min_lr < 0) {
-    throw UsageError("--min-lr " + f.min_lr + ": must lie in [0, --learning-rate]");
-  }
+  if (!f.min_lr.empty()) r.min_lr = parse_real_flag("--min-lr", f.min_lr);
   if (!f.min_lr.empty() && r.lr_decay == LrDecay::Constant) {
     throw UsageError("--min-lr: only with a decaying --lr-schedule (cosine, linear, wsd)");
   }

@@ -36,11 +36,9 @@ void validate_recipe(const TrainOptions& opts, int world) {
                      ": must lie in [0, " + std::to_string(total) +
                      "], the optimizer steps of the run (--warmup-steps + --num-steps)");
   }
-  if (r.min_lr >= 0) {
-    require_real(r.min_lr <= opts.learning_rate, "--min-lr", r.min_lr,
+  if (r.min_lr) {
+    require_real(*r.min_lr >= 0 && *r.min_lr <= opts.learning_rate, "--min-lr", *r.min_lr,
                  "must lie in [0, --learning-rate]");
-  } else if (r.min_lr != -1) {
-    require_real(false, "--min-lr", r.min_lr, "must lie in [0, --learning-rate]");
   }
   if (r.lr_decay_steps != 0) {
     if (r.lr_decay != LrDecay::Wsd) {
@@ -110,7 +108,7 @@ LrSchedule lr_schedule(const TrainOptions& opts) {
   LrSchedule s;
   s.decay = r.lr_decay;
   s.peak = opts.learning_rate;
-  s.floor = r.min_lr >= 0 ? r.min_lr : opts.learning_rate / 10;
+  s.floor = r.min_lr.value_or(opts.learning_rate / 10);
   s.warmup = r.lr_warmup_steps;
   s.total = total_steps(opts);
   if (r.lr_decay == LrDecay::Wsd) {

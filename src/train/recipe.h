@@ -5,6 +5,7 @@
 // are the workshop's step, so every figure measured without these flags
 // holds.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/backend.h"
@@ -16,7 +17,7 @@ namespace tinyllama {
 struct TrainingRecipe {
   LrDecay lr_decay = LrDecay::Constant;  // --lr-schedule
   int lr_warmup_steps = 0;               // --lr-warmup-steps (not --warmup-steps: untimed steps)
-  double min_lr = -1;                    // --min-lr; < 0: a tenth of --learning-rate
+  std::optional<double> min_lr;          // --min-lr; none: a tenth of --learning-rate
   int lr_decay_steps = 0;                // --lr-decay-steps (wsd); 0: a fifth of the steps
   double grad_clip = 0;                  // --grad-clip; 0: off
   bool log_grad_norm = false;            // --log-grad-norm
