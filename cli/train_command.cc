@@ -397,12 +397,13 @@ int TrainCommand::run() const {
   }
   // Every rank has checked its options and device before they meet.
   const std::unique_ptr<Collectives> collectives = rank ? join_ranks(*rank) : nullptr;
+  if (collectives) adopt_rank0_attention(opts, *collectives);
 
   std::cout << format_run_header(opts) << std::endl;
   ProgressLine progress(opts);  // a terminal's ETA line between the step lines
   // From here a first Ctrl-C or SIGTERM ends the run after the step in
   // flight, with everything below still written (train/interrupt.h).
-  const InterruptGuard interrupts;
+  const InterruptGuard interrupts(rank ? rank->launcher_pid : 0);
   const TrainSummary summary = train(
       opts,
       [&progress](const StepRecord& rec, const TrainOptions& o, const TrainSummary& so_far) {

@@ -69,6 +69,7 @@ ExecArgs child_env(const LaunchSpec& spec, int rank, const std::string& rendezvo
       "WORLD_SIZE=" + std::to_string(spec.world),
       "LOCAL_RANK=" + std::to_string(rank),
       "TINYLLAMA_RENDEZVOUS_FILE=" + rendezvous_file,
+      "TINYLLAMA_LAUNCHER_PID=" + std::to_string(::getpid()),
       "NCCL_NVLS_ENABLE=0",
   };
   ExecArgs env;

@@ -18,7 +18,8 @@ struct LaunchSpec {
 };
 
 // Starts `world` children (fork + execv), each with RANK=i, WORLD_SIZE=world, LOCAL_RANK=i,
-// TINYLLAMA_RENDEZVOUS_FILE=<file in a fresh mkdtemp directory>, NCCL_NVLS_ENABLE=0 (always: NVLink
+// TINYLLAMA_RENDEZVOUS_FILE=<file in a fresh mkdtemp directory>, TINYLLAMA_LAUNCHER_PID=<this
+// process>, NCCL_NVLS_ENABLE=0 (always: NVLink
 // multicast must stay off) added to the inherited environment; waits for all.
 // Returns the exit code for the launcher: rank 0's code when every rank exited 0 or all stopped on
 // the same interrupt (130 SIGINT / 143 SIGTERM: those are the ranks' own orderly interrupt exits);
@@ -34,8 +35,10 @@ struct LaunchSpec {
 //   rank 0's first.
 // - Signals: a terminal's SIGINT already reaches every rank (one process group), so the launcher
 //   only notes it; a SIGTERM, or a SIGINT that a process sent to the launcher alone, is passed on
-//   to every live rank; a second SIGINT or SIGTERM passes on SIGKILL. The dispositions found are
-//   restored before returning.
+//   to every live rank; a second SIGINT or SIGTERM passes on SIGKILL. A signal sent to the whole
+//   process group (kill -INT -- -PGID) looks to the launcher like one sent to it alone, so the
+//   ranks get it twice: TINYLLAMA_LAUNCHER_PID (this process) lets them ignore the relayed copy
+//   (train/interrupt.h). The dispositions found are restored before returning.
 // - A rank that stays stopped (a job-control signal) for `stopped_limit` while another rank runs
 //   fails the job: "rank 1 was stopped by signal 19 (Stopped (signal)) for 60 s while the others
 //   wait for it", SIGKILL to it, and the others are stopped as above; the launcher returns 1.

@@ -93,6 +93,9 @@ std::optional<RankEnv> rank_env_from(const std::function<const char*(const char*
   if (const auto file = first_set(get, {"TINYLLAMA_RENDEZVOUS_FILE"})) {
     env.rendezvous_file = std::string(file->value);
   }
+  if (const auto launcher = first_set(get, {"TINYLLAMA_LAUNCHER_PID"})) {
+    env.launcher_pid = parse_int(*launcher);
+  }
 
   if (env.world > 1 && env.rendezvous_file.empty() && env.master_port == 0) {
     throw UsageError(std::string(world->name) + "=" + std::to_string(env.world) +

@@ -15,6 +15,9 @@ struct RankEnv {
   std::string master_addr;      // MASTER_ADDR (default 127.0.0.1 when a port is given)
   int master_port = 0;          // MASTER_PORT (0: none)
   std::string rendezvous_file;  // TINYLLAMA_RENDEZVOUS_FILE (set by our own launcher)
+  // TINYLLAMA_LAUNCHER_PID (set by our own launcher, 0 otherwise): the process that relays an
+  // interrupt sent to it alone, which the rank may also have received itself (train/interrupt.h).
+  int launcher_pid = 0;
 };
 
 // std::nullopt when WORLD_SIZE is unset (a plain single-process run). Throws UsageError naming the

@@ -1,5 +1,6 @@
 #include "train/interrupt.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -10,11 +11,19 @@ namespace tinyllama {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_relay_pid = 0;
 struct sigaction g_previous_int {};
 struct sigaction g_previous_term {};
 
-extern "C" void on_interrupt(int sig) {
+// Whether a signal is the launcher relaying one (kill(2) from its pid).
+bool relayed(const siginfo_t* info) {
+  return info != nullptr && g_relay_pid != 0 && info->si_code == SI_USER &&
+         info->si_pid == static_cast<pid_t>(g_relay_pid);
+}
+
+extern "C" void on_interrupt(int sig, siginfo_t* info, void* /*context*/) {
   if (g_signal != 0) {
+    if (relayed(info)) return;  // the first interrupt again, by way of the launcher
     // Only async-signal-safe calls here: unlink and _exit.
     remove_pending_temporary();
     ::_exit(128 + sig);
@@ -24,12 +33,13 @@ extern "C" void on_interrupt(int sig) {
 
 }  // namespace
 
-InterruptGuard::InterruptGuard() {
+InterruptGuard::InterruptGuard(int relay_pid) {
   g_signal = 0;
+  g_relay_pid = relay_pid;
   struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
+  sa.sa_sigaction = on_interrupt;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // a read or write in progress carries on
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;  // a read or write in progress carries on
   sigaction(SIGINT, &sa, &g_previous_int);
   sigaction(SIGTERM, &sa, &g_previous_term);
 }

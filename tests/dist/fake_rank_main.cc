@@ -57,6 +57,9 @@ int check_env(int world, const std::string& dir) {
       !S_ISDIR(st.st_mode)) {
     return fail("the rendezvous file's directory does not exist", 15);
   }
+  if (env_int("TINYLLAMA_LAUNCHER_PID") != static_cast<int>(::getppid())) {
+    return fail("TINYLLAMA_LAUNCHER_PID is not the launcher's pid", 17);
+  }
   if (std::getenv("TINYLLAMA_FAKE_RANK_INHERITED") == nullptr) {
     return fail("the launcher's own environment was not passed on", 16);
   }

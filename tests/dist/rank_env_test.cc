@@ -72,6 +72,13 @@ TEST(RankEnv, Defaults) {
   EXPECT_EQ(file->rendezvous_file, "/x/id");
   EXPECT_EQ(file->master_addr, "");  // no port: no address invented
   EXPECT_EQ(file->master_port, 0);
+  EXPECT_EQ(file->launcher_pid, 0);  // no launcher of ours: nothing relays
+  const auto launched = from({{"WORLD_SIZE", "2"},
+                              {"RANK", "0"},
+                              {"TINYLLAMA_RENDEZVOUS_FILE", "/x/id"},
+                              {"TINYLLAMA_LAUNCHER_PID", "4242"}});
+  ASSERT_TRUE(launched.has_value());
+  EXPECT_EQ(launched->launcher_pid, 4242);
 }
 
 TEST(RankEnv, OpenMpiFallbacks) {
