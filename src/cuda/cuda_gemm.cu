@@ -346,9 +346,28 @@ void GemmRunner::tune(Plan& plan, const Key& key, const Mat& c, const Mat& a, co
   }
 }
 
+// The store's algorithm for `key`, when it has one: timed by any runner of
+// this process, or imported (a checkpoint's, rank 0's).
+void GemmRunner::adopt_imported(Plan& plan, const Key& key) {
+  TunedGemmAlgos& tuned = tuned_gemm_algos();
+  const std::lock_guard<std::mutex> lock(tuned.mutex);
+  plan.imports = tuned.imports.load(std::memory_order_relaxed);
+  const auto hit = tuned.algos.find(key);
+  if (hit != tuned.algos.end()) {
+    plan.algo = hit->second;
+    plan.settled = true;
+  }
+}
+
 GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   auto found = plans_.find(key);
-  if (found != plans_.end()) return found->second;
+  if (found != plans_.end()) {
+    Plan& plan = found->second;
+    if (autotune_ && plan.imports != tuned_gemm_algos().imports.load(std::memory_order_acquire)) {
+      adopt_imported(plan, key);
+    }
+    return plan;
+  }
 
   Plan plan;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -368,15 +387,7 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   plan.b = make_layout(key[kTypeAB], a_rows, a_cols, key[kLdA], key[kBatch], key[kStrideA]);
   plan.c = make_layout(key[kTypeC], key[kM], key[kN], key[kLdC], key[kBatch], key[kStrideC]);
 
-  if (autotune_) {
-    TunedGemmAlgos& tuned = tuned_gemm_algos();
-    const std::lock_guard<std::mutex> lock(tuned.mutex);
-    const auto hit = tuned.algos.find(key);
-    if (hit != tuned.algos.end()) {
-      plan.algo = hit->second;
-      plan.settled = true;
-    }
-  }
+  if (autotune_) adopt_imported(plan, key);
   if (!plan.settled) {
     try {
       const std::vector<cublasLtMatmulAlgo_t> ranked = heuristic_algos(problem(plan, key), 1);

@@ -114,9 +114,11 @@ class GemmRunner {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool settled = false;  // false: rank 0 for now, to be timed at an eager use
+    std::uint64_t imports = 0;  // TunedGemmAlgos::imports when algo was last looked up
   };
   using Key = GemmTuningKey;
   Plan& plan_for(const Key& key);
+  void adopt_imported(Plan& plan, const Key& key);
   GemmProblemDesc problem(const Plan& plan, const Key& key) const;
   // d = alpha * op(a) * op(b) + beta * c; c == d in place.
   cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Mat& a,

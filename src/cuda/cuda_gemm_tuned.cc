@@ -24,9 +24,14 @@ void GemmRunner::forget_tuned_choices() {
 
 namespace {
 
-std::string tuning_signature() {
+int current_device() {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+std::string tuning_signature() {
+  const int device = current_device();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   return "cublaslt " + std::to_string(cublasLtGetVersion()) + "\ngpu " + prop.name + "\n";
@@ -40,7 +45,12 @@ std::string GemmRunner::export_tuned_choices() {
   std::string out = std::string(kTuningHeader) + tuning_signature();
   TunedGemmAlgos& tuned = tuned_gemm_algos();
   const std::lock_guard<std::mutex> lock(tuned.mutex);
+  // This device's choices; the key's last field, the device, is written but
+  // not read back: an import applies them to the importing device (another
+  // rank's GPU of the same kind).
+  const int device = current_device();
   for (const auto& [key, algo] : tuned.algos) {
+    if (key.back() != device) continue;
     for (std::int64_t field : key) out += std::to_string(field) + " ";
     const auto* bytes = reinterpret_cast<const unsigned char*>(&algo);
     char hex[3];
@@ -84,11 +94,13 @@ std::string GemmRunner::import_tuned_choices(const std::string& text) {
       bytes[i] = static_cast<unsigned char>(std::strtoul(pair.c_str(), &stop, 16));
       if (stop != pair.c_str() + 2) return "the GEMM choices are damaged (not hex)";
     }
+    key.back() = current_device();
     parsed[key] = algo;
   }
   TunedGemmAlgos& tuned = tuned_gemm_algos();
   const std::lock_guard<std::mutex> lock(tuned.mutex);
   for (const auto& [key, algo] : parsed) tuned.algos[key] = algo;
+  tuned.imports.fetch_add(1, std::memory_order_release);
   return "";
 }
 

@@ -9,6 +9,7 @@
 #include <cublasLt.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -21,6 +22,10 @@ using GemmTuningKey = std::array<std::int64_t, 22>;
 struct TunedGemmAlgos {
   std::mutex mutex;
   std::map<GemmTuningKey, cublasLtMatmulAlgo_t> algos;
+  // Bumped by each import: a GemmRunner's plans made before it look their
+  // algorithm up again (a data-parallel rank adopting rank 0's choices
+  // after the first step, model/data_parallel.h).
+  std::atomic<std::uint64_t> imports{0};
 };
 
 TunedGemmAlgos& tuned_gemm_algos();

@@ -39,6 +39,11 @@ class Collectives {
   // *flag = the largest *flag over the ranks (a one-element int32 max: the
   // fp16 overflow flag, so every rank skips the same steps).
   virtual void all_reduce_max(std::int32_t* flag, void* stream) = 0;
+  // Rank 0's `text` on every rank, between steps (host strings; returns once
+  // it has arrived): the choices a rank makes by timing -- GEMM algorithms,
+  // attention=auto -- which every rank must make alike, or a run resumed
+  // with rank 0's recorded choices would round differently on the others.
+  virtual std::string text_from_rank0(const std::string& text) = 0;
 };
 
 }  // namespace tinyllama

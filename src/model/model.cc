@@ -322,6 +322,15 @@ void Model::stage_step(float loss_scale, bool check_overflow, const AdamWHyper& 
   // The mean loss of the whole step: every micro-batch's positions.
   const StepScalars s = make_step_scalars(effective, loss_scale, shape_.tokens() * micro_batches());
   backend_.upload_async(step_scalars_, &s, sizeof s);
+  // Under ZeRO-1 with a compute copy a step updates this rank's shard of the
+  // fp32 masters and gathers only the copy (update_bucket): the other
+  // shards of params_ go stale until full_block gathers them. Noted here,
+  // for every step, because a graph replay runs none of the host code that
+  // enqueued the update.
+  if (comm_ != nullptr && comm_->world() > 1 && plan_.parallel.shard_optimizer &&
+      plan_.precision.mixed()) {
+    master_stale_ = true;
+  }
 }
 
 double Model::loss() const {

@@ -97,6 +97,11 @@ class Model {
   // result next to the loss, so every rank learns of a stop after the same
   // step. Call before the step, outside any capture.
   void stage_stop_vote(bool stop);
+  // Data parallel, between steps: every rank takes rank 0's GEMM algorithm
+  // choices (Backend::tuning_state), so that the ranks run alike and a run
+  // resumed from rank 0's checkpoint rounds as this one did. Nothing may be
+  // in flight; a no-op on one rank.
+  void adopt_rank0_tuning();
   void enqueue_stop_readback(HostReadback& rb) const;
   static bool stop_voted(HostReadback& rb);
 

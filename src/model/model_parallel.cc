@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/errors.h"
 #include "core/op_marker.h"
 #include "model/model.h"
 
@@ -74,9 +75,9 @@ void Model::update_bucket(ParamSpan bucket, const AdamWHyper& hp) {
   if (p.mixed()) {
     // The forward pass reads only the compute copy: gathering it moves half
     // the bytes of the fp32 masters, which stay fresh in this rank's shards.
+    // (The other ranks' master shards are stale from here: stage_step notes it.)
     comm_->all_gather(at(compute_params_, bucket.begin, p.compute), shard.state.size(), p.compute,
                       stream);
-    if (comm_->world() > 1) master_stale_ = true;
   } else {
     comm_->all_gather(at(params_, bucket.begin, p.master), shard.state.size(), p.master, stream);
   }
@@ -118,6 +119,16 @@ void Model::reduce_losses(bool beside_backward) {
   // A training step also combines the ranks' stop votes (stage_stop_vote).
   if (beside_backward) comm_->all_reduce_max(stop_vote_, stream);
   if (beside_backward) backend_.end_side_collective();
+}
+
+void Model::adopt_rank0_tuning() {
+  if (comm_ == nullptr || comm_->world() == 1) return;
+  backend_.synchronize();  // nothing of this rank's steps still runs
+  const std::string rank0 = comm_->text_from_rank0(backend_.tuning_state());
+  if (comm_->rank() != 0 && !rank0.empty()) {
+    const std::string why = backend_.restore_tuning_state(rank0);
+    if (!why.empty()) throw RuntimeFailure("rank " + std::to_string(comm_->rank()) + ": " + why);
+  }
 }
 
 void Model::stage_stop_vote(bool stop) {

@@ -24,6 +24,9 @@ struct TrainOptions {
   // resolve_run puts what runs into plan.parallel. shape.batch is per rank.
   DataParallel parallel;
   StepPlan plan;  // resolve_run(): what the run does
+  // Data parallel: rank 0's attention=auto choice, which the other ranks
+  // take instead of their own timing (adopt_rank0_attention).
+  std::optional<SavedAttentionChoice> rank0_attention;
 
   int num_steps = 50;
   int warmup_steps = 5;         // trained but untimed, before the measured steps

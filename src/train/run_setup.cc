@@ -1,7 +1,11 @@
 #include "train/run_setup.h"
 
+#include <nlohmann/json.hpp>
+#include <utility>
+
 #include "core/errors.h"
 #include "cuda/cuda_entry.h"
+#include "model/step_plan_json.h"
 #include "train/backend_factory.h"
 #include "train/checkpoint.h"
 #include "train/memory_check.h"
@@ -39,6 +43,7 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   if (!opts.resume.empty() && request.ops.attention == AttentionImpl::Auto) {
     request.saved_attention = saved_attention_choice(latest_checkpoint(opts.resume));
   }
+  if (opts.rank0_attention) request.saved_attention = opts.rank0_attention;
   // What reads the whole gradient after a step (grad_buffers ring keeps two layers').
   if (opts.validate_setup) {
     request.whole_gradient_reader = "--validate-setup checks step 1's gradients";
@@ -70,6 +75,17 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   }
   check_memory(opts.model, opts.shape, opts.plan);
   return notes;
+}
+
+void adopt_rank0_attention(TrainOptions& opts, Collectives& comm) {
+  // The same decision on every rank: whether there is a choice to share.
+  if (comm.world() == 1 || !opts.plan.attention_auto.requested) return;
+  const std::string rank0 = comm.text_from_rank0(attention_choice_json(opts.plan).dump());
+  if (comm.rank() == 0) return;
+  SavedAttentionChoice choice = attention_choice_from_json(nlohmann::json::parse(rank0), "rank 0");
+  if (choice.chosen == opts.plan.ops.attention) return;
+  opts.rank0_attention = std::move(choice);
+  resolve_run(opts);
 }
 
 }  // namespace tinyllama

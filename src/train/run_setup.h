@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/collectives.h"
 #include "train/options.h"
 
 namespace tinyllama {
@@ -16,5 +17,12 @@ namespace tinyllama {
 // print (e.g. no CUDA device found, running on the cpu). Throws UsageError for bad options and
 // RuntimeFailure for a device that is missing or a run that cannot fit.
 std::vector<std::string> resolve_run(TrainOptions& opts);
+
+// Data parallel, once the ranks have met: each rank timed attention=auto on
+// its own GPU in resolve_run, and a near tie may fall either way; every rank
+// takes rank 0's choice (re-resolving its plan where it differs), so the
+// ranks run alike and a run resumed from rank 0's checkpoint runs what each
+// of them ran. A no-op without attention=auto or on one rank.
+void adopt_rank0_attention(TrainOptions& opts, Collectives& comm);
 
 }  // namespace tinyllama

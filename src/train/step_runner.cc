@@ -79,7 +79,13 @@ int StepRunner::max_in_flight() const {
 
 bool StepRunner::can_launch() const {
   if (in_flight() >= max_in_flight()) return false;
-  return state_ != State::CaptureNext || in_flight_.empty();
+  // A capture, and the ranks' adoption of rank 0's timed choices before
+  // it, start from an idle stream.
+  return (state_ != State::CaptureNext && !adopting_choices()) || in_flight_.empty();
+}
+
+bool StepRunner::adopting_choices() const {
+  return steps_run_ == kEagerStepsBeforeCapture && !choices_adopted_;
 }
 
 void StepRunner::require_idle(const char* what) const {
@@ -164,6 +170,13 @@ StepRecord StepRunner::run(const std::vector<std::int32_t>& rows) {
 
 void StepRunner::launch(const std::vector<std::int32_t>& rows, bool stop_vote) {
   if (!can_launch()) throw std::logic_error("StepRunner::launch: no free slot (finish() first)");
+  if (adopting_choices()) {
+    // The first step timed each rank's GEMMs on its own GPU: from here every
+    // rank runs rank 0's algorithms, as a run resumed from rank 0's
+    // checkpoint will (a no-op on one rank).
+    model_.adopt_rank0_tuning();
+    choices_adopted_ = true;
+  }
   const int slot = steps_run_ % kGraphSlots;
   // Everything the step puts on the stream lies between its first and last
   // mark -- the input copies, the work, the loss readback -- so steps timed

@@ -123,6 +123,8 @@ class StepRunner {
   bool graphs_wanted_;
   State state_ = State::Eager;
   int steps_run_ = 0;
+  bool choices_adopted_ = false;  // Model::adopt_rank0_tuning ran (after the first step)
+  bool adopting_choices() const;
   int applied_updates_ = 0;
   bool capture_failed_ = false;
   std::string capture_error_;

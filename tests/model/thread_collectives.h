@@ -72,6 +72,12 @@ class ThreadCollectives : public Collectives {
     *flag = most;
     hub_.wait();
   }
+  std::string text_from_rank0(const std::string& text) override {
+    hub_.publish(rank_, const_cast<std::string*>(&text));
+    std::string out = *static_cast<const std::string*>(hub_.buffer(0));
+    hub_.wait();  // rank 0's string outlives every read
+    return out;
+  }
 
  private:
   // data[begin, begin + count) = op over the ranks, read before any rank writes.

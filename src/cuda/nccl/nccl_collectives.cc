@@ -104,8 +104,38 @@ class NcclCollectives : public Collectives {
         ncclAllReduce(flag, flag, 1, ncclInt32, ncclMax, comm_, static_cast<cudaStream_t>(stream)),
         comm_);
   }
+  std::string text_from_rank0(const std::string& text) override {
+    std::int64_t size = rank_ == 0 ? static_cast<std::int64_t>(text.size()) : 0;
+    broadcast(&size, sizeof size);
+    std::string out = rank_ == 0 ? text : std::string(static_cast<std::size_t>(size), '\0');
+    if (size > 0) broadcast(out.data(), out.size());
+    return out;
+  }
 
  private:
+  // Rank 0's host[0, bytes) into every rank's host[0, bytes), through a
+  // device buffer on a stream of its own; returns when it has arrived.
+  void broadcast(void* host, std::size_t bytes) {
+    struct Staging {
+      cudaStream_t stream = nullptr;
+      void* device = nullptr;
+      ~Staging() {
+        if (device != nullptr) cudaFree(device);
+        if (stream != nullptr) cudaStreamDestroy(stream);
+      }
+    } s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMalloc(&s.device, bytes));
+    if (rank_ == 0) {
+      CUDA_CHECK(cudaMemcpyAsync(s.device, host, bytes, cudaMemcpyHostToDevice, s.stream));
+    }
+    NCCL_CHECK(ncclBroadcast(s.device, s.device, bytes, ncclUint8, 0, comm_, s.stream), comm_);
+    if (rank_ != 0) {
+      CUDA_CHECK(cudaMemcpyAsync(host, s.device, bytes, cudaMemcpyDeviceToHost, s.stream));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  }
+
   int rank_;
   int world_;
   ncclComm_t comm_ = nullptr;
