@@ -113,7 +113,7 @@ class GemmRunner {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    bool settled = false;  // false: rank 0 for now, to be timed at an eager use
+    bool settled = false;       // false: rank 0 for now, to be timed at an eager use
     std::uint64_t imports = 0;  // TunedGemmAlgos::imports when algo was last looked up
   };
   using Key = GemmTuningKey;
