@@ -7,7 +7,7 @@
 
 namespace tinyllama::cuda {
 
-// The kernel bench on the H100 (docs/PERFORMANCE.md, 2026-11-27 seventh
+// The kernel bench on the H100 (docs/log/2026-11-27.md, seventh
 // session): staged rows cost as much as streamed ones at 24 KiB (171 against
 // 174 µs), 9 % more at 16 KiB, and save 15-35 % from 32 KiB up, where the
 // rows resident at once no longer fit in L2 for the streamed kernel's second

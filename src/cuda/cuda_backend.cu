@@ -65,7 +65,7 @@ CudaBackend::CudaBackend(Precision precision) : precision_(precision) {
   // behind them (the profile showed the data-gradient GEMMs beside a sweep
   // at 36-50 % of what they reach alone). With priorities the block
   // scheduler places the GEMM's blocks first and the sweep fills the gaps.
-  // Measured on the H100 (docs/PERFORMANCE.md, seventh session): bf16
+  // Measured on the H100 (docs/log/2026-11-24.md, seventh session): bf16
   // B8 S128 1.52 against 1.59 ms, GPT-2 size 32.4 against 32.7 ms, the rest
   // level; but fp32 B8 S128 6.12 against 6.02 ms, where the sweeps are best
   // run as early as the long SIMT GEMMs let them. So fp32 compute keeps

@@ -43,7 +43,7 @@ void CudaBackend::embedding_backward(Mat dtable, const std::int32_t* tokens, Mat
 
 // The sort on the update stream, which has nothing to do until the first
 // layer's sweep: at the workshop's size it took 17 us of the step's tail,
-// after the last layer's backward (docs/PERFORMANCE.md, 2026-11-25).
+// after the last layer's backward (docs/log/2026-11-25.md).
 void CudaBackend::embedding_backward_prepare(const std::int32_t* tokens, std::int64_t n,
                                              std::int64_t vocab) {
   sorted_tokens_ = SortedTokens{};
@@ -78,7 +78,7 @@ void CudaBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat wei
 // large for the in-kernel sum, runs on the side branch: only the optimizer
 // reads dweight (its sweeps order after the side branch), and the next op
 // of the backward pass need not wait for it (at B32 S1024 it was 14 us of
-// each norm's 72 on the main stream; docs/PERFORMANCE.md, 2026-11-25). The
+// each norm's 72 on the main stream; docs/log/2026-11-25.md). The
 // next norm writes the other set of partial rows; a set is written again
 // only after the sum that read it.
 void CudaBackend::norm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,

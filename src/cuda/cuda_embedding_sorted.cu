@@ -39,7 +39,7 @@ constexpr Key kNoKey = 0xffffffffu;
 // threads on a GPU of 132 SMs, each thread adding 32 rows one after another
 // (kernel bench: 30.8 us for the gradient, 16.3 with chunks of 4; at 8192
 // positions 16-row chunks measured slower than 32, 118.5 against 111.8 us;
-// docs/PERFORMANCE.md, 2026-11-25). Larger batches grow the chunks past 32
+// docs/log/2026-11-25.md). Larger batches grow the chunks past 32
 // instead, so that the partial sums (two rows of dim floats per chunk) stay
 // within kMaxChunks rows each.
 constexpr std::int64_t kMinChunkRows = 4;

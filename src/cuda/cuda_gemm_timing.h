@@ -4,7 +4,7 @@
 // launches back to back (as a captured step runs them). At the workshop's
 // sizes a GEMM takes 4-12 us and one launch at a time between events costs
 // as much overhead, so the choice among close candidates was mostly noise
-// (docs/PERFORMANCE.md, 2026-11-27 third session).
+// (docs/log/2026-11-27.md, third session).
 #include <cuda_runtime.h>
 
 #include <functional>

@@ -367,7 +367,7 @@ void fall_back_to_full_gradients(StepPlan& plan, std::string reason) {
 std::int64_t loss_chunk_rows(const ModelConfig& cfg, BatchShape shape, Precision precision) {
   // 512 MiB: on the H100 at the GPT-2 size (bf16, 1.6 GB of logits), 4
   // chunks ran 0.5 ms faster than 7 of 256 MiB for 0.17 GB more peak
-  // (docs/PERFORMANCE.md, seventh session).
+  // (docs/log/2026-11-24.md, seventh session).
   constexpr std::int64_t kChunkBytes = std::int64_t{512} << 20;
   constexpr std::int64_t kRowMultiple = 128;
   const std::int64_t rows = shape.tokens();

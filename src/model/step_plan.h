@@ -65,8 +65,8 @@ enum class NormImpl { Plain, Fused };
 // CUDA, in the flash kernels' epilogues, on the fp32 accumulators before
 // rounding). The forward keeps its one pass over the QKV GEMM's q|k
 // columns: rotating inside the flash forward (Backend::attention_rope_forward)
-// measured slower at every shape but the workshop's (docs/PERFORMANCE.md,
-// 2026-11-25). Only with our flash attention: resolve_plan turns it back to
+// measured slower at every shape but the workshop's (docs/log/2026-11-25.md).
+// Only with our flash attention: resolve_plan turns it back to
 // Separate for the others.
 enum class RopeImpl { Separate, Fused };
 // The embedding gradient (the scatter-add of d(embedding output) into the

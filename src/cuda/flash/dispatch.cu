@@ -140,7 +140,7 @@ std::atomic<FlashBackwardKernel> g_backward_kernel{FlashBackwardKernel::Best};
 // kernel's last wave leaves SMs idle and their latencies add up; one grid
 // fills those gaps. What one launch costs: every block takes the dK/dV
 // role's registers and shared memory, and the dK/dV blocks sum D
-// themselves. The kernel bench (docs/PERFORMANCE.md, 2026-11-27, H100 and
+// themselves. The kernel bench (docs/log/2026-11-27.md, H100 and
 // H200) draws the line:
 //  * head_dim 64: where both roles' blocks together are at most
 //    kOneLaunchBlocksPerSm per SM. 4-25 % faster than the two wgmma

@@ -6,7 +6,7 @@
 // the backward reads them (FwdArgs::q_rot, k_rot, v_copy), instead of a
 // separate rope kernel before attention. The kernel bench's attention.fwd
 // flash+rope; the model keeps the rope kernel, which measured faster at
-// every shape but the workshop's (docs/PERFORMANCE.md, 2026-11-25).
+// every shape but the workshop's (docs/log/2026-11-25.md).
 //
 // A K tile is read by every query tile at or after it and none of them may
 // wait for another block, so each block rotates the K tiles it reads
