@@ -4,11 +4,11 @@
 #include <vector>
 
 #include "cuda/attention_choice.h"
-#include "cuda/cuda_check.h"
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_event_timer.h"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/flash/flash_attention.h"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/cuda_event_timer.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -21,7 +21,7 @@ constexpr int kTimed = 15;
 // implementation meets a degenerate softmax.
 template <typename T>
 __global__ void fill_uniform_kernel(T* p, std::int64_t n, std::uint32_t seed) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {

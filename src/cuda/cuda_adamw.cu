@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -57,7 +57,7 @@ __global__ void adamw_kernel(float* __restrict__ p, std::int64_t ld_p, const flo
                              std::int64_t ld_g, float* __restrict__ m, std::int64_t ld_m,
                              float* __restrict__ v, std::int64_t ld_v, std::int64_t rows,
                              std::int64_t cols, AdamWArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   if (a.skip != nullptr && *a.skip != 0) return;
   load_step_scalars(a);
@@ -92,7 +92,7 @@ __global__ void adamw_fused_kernel(float* __restrict__ p, const float* __restric
                                    float* __restrict__ m, float* __restrict__ v,
                                    TC* __restrict__ copy, std::int64_t n, std::int64_t head,
                                    std::int64_t nvec, AdamWArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   if (a.skip != nullptr && *a.skip != 0) return;
   load_step_scalars(a);
@@ -146,7 +146,7 @@ __global__ void adamw_fused_kernel(float* __restrict__ p, const float* __restric
 template <typename T>
 __global__ void flag_nonfinite_kernel(const T* __restrict__ x, std::int64_t ld, std::int64_t rows,
                                       std::int64_t cols, std::int32_t* __restrict__ flag) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t n = rows * cols;
   bool bad = false;

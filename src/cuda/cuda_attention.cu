@@ -5,8 +5,8 @@
 
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -21,7 +21,7 @@ std::int64_t aligned(std::int64_t bytes) {
 template <typename T>
 __global__ void gather_heads_kernel(T* __restrict__ dst, const T* __restrict__ src, std::int64_t ld,
                                     int seq, int heads, int group, int hd, std::int64_t n) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -41,7 +41,7 @@ template <typename T>
 __global__ void scatter_heads_kernel(T* __restrict__ dst, std::int64_t ld,
                                      const T* __restrict__ src, int seq, int dst_heads, int group,
                                      int hd, std::int64_t n) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const int heads = dst_heads * group;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -67,7 +67,7 @@ constexpr int kWarpsPerBlock = 8;
 template <typename T>
 __global__ void softmax_causal_kernel(T* __restrict__ p, std::int64_t ld, float* __restrict__ lse,
                                       std::int64_t ld_lse, int seq, std::int64_t rows) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t r =
       blockIdx.x * static_cast<std::int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5);
@@ -105,7 +105,7 @@ template <typename T>
 __global__ void softmax_backward_kernel(T* __restrict__ ds, std::int64_t ld_ds,
                                         const T* __restrict__ p, std::int64_t ld_p, int seq,
                                         std::int64_t rows) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t r =
       blockIdx.x * static_cast<std::int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5);

@@ -11,13 +11,13 @@
 
 #include "core/errors.h"
 #include "cuda/attention_choice.h"
-#include "cuda/cuda_check.h"
 #include "cuda/cuda_entry.h"
-#include "cuda/cuda_env.h"
-#include "cuda/cuda_event_timer.h"
-#include "cuda/cuda_launch.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_workspaces.h"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/cuda_env.h"
+#include "cuda/runtime/cuda_event_timer.h"
+#include "cuda/runtime/cuda_launch.h"
 
 namespace tinyllama::cuda {
 namespace {

@@ -12,11 +12,11 @@
 
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_gemm.h"
-#include "cuda/cuda_graph.h"
 #include "cuda/cuda_ops.h"
-#include "cuda/cuda_side_branch.h"
 #include "cuda/cudnn/cudnn_sdpa.h"
 #include "cuda/flash/flash_attention.h"
+#include "cuda/runtime/cuda_graph.h"
+#include "cuda/runtime/cuda_side_branch.h"
 #include "model/backend.h"
 
 namespace tinyllama::cuda {

@@ -12,7 +12,7 @@
 
 #include "core/errors.h"
 #include "core/mat.h"
-#include "cuda/cuda_check.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda {
 

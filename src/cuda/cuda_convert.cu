@@ -1,8 +1,8 @@
 // dst = src in dst's dtype: the master -> compute weight copy under AMP, and
 // the tests' rounding of inputs. Round to nearest even, like PyTorch's .to().
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -11,7 +11,7 @@ template <typename TOut, typename TIn>
 __global__ void convert_kernel(TOut* __restrict__ dst, std::int64_t ld_dst,
                                const TIn* __restrict__ src, std::int64_t ld_src, std::int64_t rows,
                                std::int64_t cols) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t n = rows * cols;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;

@@ -4,8 +4,8 @@
 // every read of a row finishes (inside the block reductions) before the
 // first write to it.
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -27,7 +27,7 @@ __global__ void cross_entropy_forward_kernel(float* __restrict__ losses, std::in
                                              const T* __restrict__ logits, std::int64_t ld,
                                              const std::int32_t* __restrict__ targets,
                                              std::int64_t cols) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t r = blockIdx.x;
   const T* row = logits + r * ld;
@@ -44,7 +44,7 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, std::int64_t ld_d, con
                                               std::int64_t ld, const std::int32_t* targets,
                                               std::int64_t cols, float scale,
                                               const float* scale_on_device) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   // Read when the kernel runs, so a replayed graph sees this step's scale.
   if (scale_on_device != nullptr) scale = *scale_on_device;

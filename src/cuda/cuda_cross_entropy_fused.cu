@@ -21,10 +21,10 @@
 #include "cuda/arch/ptx.cuh"
 #include "cuda/cross_entropy_rows.h"
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_env.h"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/runtime/cuda_env.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -70,7 +70,7 @@ __global__ void cross_entropy_fused_kernel(float* __restrict__ losses, std::int6
                                            T* logits, std::int64_t ld,
                                            const std::int32_t* __restrict__ targets,
                                            std::int64_t cols, const float* __restrict__ scale_at) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t r = blockIdx.x;
   T* row = logits + r * ld;
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kStagedThreads)
   static_assert(Vec * sizeof(T) == 16, "rows are staged in 16-byte copies");
   extern __shared__ __align__(16) unsigned char staged_bytes[];
   T* staged = reinterpret_cast<T*>(staged_bytes);
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t r = blockIdx.x;
   T* row = logits + r * ld;

@@ -1,9 +1,9 @@
 // Elementwise ops on 2-D views with row strides: residual adds, products and
 // the SwiGLU pieces. Arithmetic in fp32, one rounding on the store.
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/runtime/cuda_launch.cuh"
 #include "cuda/swiglu_math.cuh"
 
 namespace tinyllama::cuda {
@@ -44,7 +44,7 @@ struct SwigluForwardOp {  // (gate, up) -> silu(gate) * up
 template <typename T, int Vec, typename Op>
 __global__ void binary_kernel(View<T> out, View<const T> a, View<const T> b, std::int64_t rows,
                               std::int64_t chunks, Op op) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t chunk = my_chunk();
   if (chunk >= chunks) return;
@@ -61,7 +61,7 @@ __global__ void binary_kernel(View<T> out, View<const T> a, View<const T> b, std
 
 template <typename T, int Vec>
 __global__ void silu_kernel(View<T> out, View<const T> x, std::int64_t rows, std::int64_t chunks) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t chunk = my_chunk();
   if (chunk >= chunks) return;
@@ -80,7 +80,7 @@ template <typename T, int Vec>
 __global__ void swiglu_backward_kernel(View<T> dgate, View<T> dup, View<const T> dout,
                                        View<const T> gate, View<const T> up, std::int64_t rows,
                                        std::int64_t chunks) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t chunk = my_chunk();
   if (chunk >= chunks) return;

@@ -7,8 +7,8 @@
 // token (a space in byte-level text: a sixth of the positions) serialises
 // the whole gradient on one block.
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -18,7 +18,7 @@ __global__ void embedding_forward_kernel(T* __restrict__ out, std::int64_t ld_ou
                                          const std::int32_t* __restrict__ tokens,
                                          const T* __restrict__ table, std::int64_t ld_table,
                                          std::int64_t vocab, std::int64_t n, std::int64_t dim) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t total = n * dim;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kBackwardThreads)
     embedding_backward_kernel(float* __restrict__ dtable, std::int64_t ld_table, std::int64_t vocab,
                               const std::int32_t* __restrict__ tokens, const T* __restrict__ dout,
                               std::int64_t ld_out, std::int64_t n, std::int64_t dim) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   __shared__ int warp_count[kBackwardThreads / 32];
   __shared__ int warp_offset[kBackwardThreads / 32 + 1];

@@ -20,9 +20,9 @@
 #include <string>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -150,7 +150,7 @@ Layout layout_for(std::int64_t positions, std::int64_t dim, std::int64_t sort_by
 __global__ void sort_input_kernel(Key* __restrict__ keys, std::int32_t* __restrict__ pos,
                                   const std::int32_t* __restrict__ tokens, std::int64_t vocab,
                                   std::int64_t n) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kChunkThreads)
                       const std::int32_t* __restrict__ pos, float* __restrict__ head,
                       float* __restrict__ tail, std::int64_t pitch, Key sentinel, std::int64_t n,
                       std::int64_t dim, std::int64_t chunk_rows, std::int64_t chunks) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t chunk = static_cast<std::int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const std::int64_t c = (static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * Vec;
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kCombineThreads)
                         const Key* __restrict__ keys, const float* __restrict__ head,
                         const float* __restrict__ tail, std::int64_t pitch, Key sentinel,
                         std::int64_t dim, std::int64_t chunk_rows, std::int64_t chunks) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   __shared__ int stop_at;
   __shared__ float groups[kCombineThreads * kCombineVec];

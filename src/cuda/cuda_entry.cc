@@ -12,11 +12,11 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_entry.h"
 #include "cuda/cuda_gemm.h"
-#include "cuda/cuda_launch.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_workspaces.h"
 #include "cuda/decode/cuda_decoder.h"
 #include "cuda/flash/flash_attention.h"
+#include "cuda/runtime/cuda_launch.h"
 #include "cuda/swiglu_gemm/swiglu_gemm.h"
 
 #if __has_include(<cudnn.h>)

@@ -9,13 +9,13 @@
 #include <mutex>
 #include <string>
 
-#include "cuda/cuda_check.h"
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_env.h"
-#include "cuda/cuda_event_timer.h"
 #include "cuda/cuda_gemm_search.h"
 #include "cuda/cuda_gemm_timing.h"
-#include "cuda/cuda_graph.h"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/cuda_env.h"
+#include "cuda/runtime/cuda_event_timer.h"
+#include "cuda/runtime/cuda_graph.h"
 
 namespace tinyllama::cuda {
 namespace {

@@ -5,7 +5,7 @@
 #include <array>
 #include <set>
 
-#include "cuda/cuda_check.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda {
 namespace {

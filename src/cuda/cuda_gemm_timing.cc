@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <array>
 
-#include "cuda/cuda_check.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda {
 namespace {

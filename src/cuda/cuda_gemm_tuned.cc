@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "cuda/cuda_check.h"
 #include "cuda/cuda_gemm.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda {
 

@@ -12,8 +12,8 @@
 #include <cstdint>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/runtime/cuda_launch.cuh"
 #include "model/backend.h"
 
 namespace tinyllama::cuda {
@@ -39,7 +39,7 @@ __device__ double block_sum_double(double v) {
 template <typename T>
 __global__ void sum_squares_partials(const T* __restrict__ x, std::int64_t ld, std::int64_t rows,
                                      std::int64_t cols, double* __restrict__ partials) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t n = rows * cols;
   float sum = 0.f;

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -16,7 +16,7 @@ template <typename T>
 __global__ void naive_linear_kernel(T* out, std::int64_t out_ld, const T* x, std::int64_t x_ld,
                                     const T* w, std::int64_t w_ld, std::int64_t rows,
                                     std::int64_t cols, std::int64_t inner) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= cols) return;

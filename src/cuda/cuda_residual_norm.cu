@@ -10,10 +10,10 @@
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_norm_common.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -33,7 +33,7 @@ __global__ void add_rmsnorm_forward_kernel(T* sum, std::int64_t ld_sum, T* __res
                                            std::int64_t ld_rstd, const T* a, std::int64_t ld_a,
                                            const T* b, std::int64_t ld_b, const W* __restrict__ w,
                                            std::int64_t rows, std::int64_t dim, float eps) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   constexpr int kRegs = Chunks > 0 ? Chunks : 1;
   const int lane = threadIdx.x & 31;

@@ -19,13 +19,13 @@
 #include <algorithm>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
-#include "cuda/cuda_launch.h"
 #include "cuda/cuda_norm_common.cuh"
 #include "cuda/cuda_norm_partials.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_rmsnorm_team.cuh"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/runtime/cuda_launch.cuh"
+#include "cuda/runtime/cuda_launch.h"
 
 namespace tinyllama::cuda {
 namespace {
@@ -39,7 +39,7 @@ __global__ void rmsnorm_forward_kernel(T* out, std::int64_t ld_out, float* __res
                                        std::int64_t ld_rstd, const T* x, std::int64_t ld_x,
                                        const W* __restrict__ w, std::int64_t rows, std::int64_t dim,
                                        float eps) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
@@ -74,7 +74,7 @@ template <typename T, typename W, int Vec>
 __global__ void rmsnorm_apply_kernel(T* out, std::int64_t ld_out, const float* __restrict__ rstd,
                                      std::int64_t ld_rstd, const T* x, std::int64_t ld_x,
                                      const W* __restrict__ w, std::int64_t rows, std::int64_t dim) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
@@ -107,7 +107,7 @@ __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __rest
                                         const T* x, std::int64_t ld_x, const W* __restrict__ w,
                                         const float* __restrict__ rstd, std::int64_t ld_rstd,
                                         std::int64_t rows, std::int64_t dim) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   extern __shared__ float dw_acc[];  // [warps per block][dim]
   const int lane = threadIdx.x & 31;
@@ -158,7 +158,7 @@ __global__ void rmsnorm_backward_kernel(T* dx, std::int64_t ld_dx, float* __rest
 // thread adds the groups.
 __global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restrict__ partials,
                                     int blocks, std::int64_t dim) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   __shared__ float group_sum[kSumGroups][32];
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;

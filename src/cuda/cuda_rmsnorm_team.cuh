@@ -12,10 +12,10 @@
 
 #include "cuda/arch/ptx.cuh"
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_norm_common.cuh"
 #include "cuda/cuda_norm_partials.cuh"
 #include "cuda/cuda_vec.cuh"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda::norm_team {
 
@@ -32,7 +32,7 @@ __device__ __forceinline__ void backward_rows(T* dx, std::int64_t ld_dx,
                                               std::int64_t ld_x, const W* __restrict__ w,
                                               const float* __restrict__ rstd, std::int64_t ld_rstd,
                                               std::int64_t rows, std::int64_t dim) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   constexpr int kTeamThreads = TeamWarps * 32;
   extern __shared__ float team_dw[];  // [teams][dim], written once at the end

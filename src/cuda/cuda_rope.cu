@@ -7,10 +7,10 @@
 #include <cmath>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
 #include "cuda/rope_math.cuh"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -36,7 +36,7 @@ __device__ __forceinline__ void angle_sincos(double pos, double inv, float* s, f
 template <typename T, int Vec>
 __global__ void rope_kernel(T* x, std::int64_t ld, std::int64_t rows, std::int64_t chunks, int seq,
                             int half_hd, const Frequencies freq, float sign) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   static_assert(Vec % 2 == 0, "a thread owns whole pairs");
   __shared__ double inv[kMaxHalfHeadDim];
@@ -69,7 +69,7 @@ __global__ void rope_kernel(T* x, std::int64_t ld, std::int64_t rows, std::int64
 // of entry e = position * half_hd + pair.
 __global__ void rope_table_kernel(float2* cos_sin, std::int64_t entries, int half_hd,
                                   const Frequencies freq) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   __shared__ double inv[kMaxHalfHeadDim];
   for (int k = static_cast<int>(threadIdx.x); k < half_hd; k += static_cast<int>(blockDim.x)) {

@@ -9,8 +9,8 @@
 #include <cmath>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {
@@ -35,7 +35,7 @@ __global__ void strided_kv_attention_kernel(T* out, std::int64_t ldo, float* lse
                                             std::int64_t ld_lse, const T* q, std::int64_t ldq,
                                             const T* k, std::int64_t ldk, const T* v,
                                             std::int64_t ldv, AttentionShape s, float scale) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);

@@ -1,4 +1,4 @@
-// KernelLaunch::Pdl (programmatic dependent launch, cuda/cuda_launch.cuh)
+// KernelLaunch::Pdl (programmatic dependent launch, cuda/runtime/cuda_launch.cuh)
 // changes when a kernel may start, never what it computes: whole training
 // steps with every kernel of the step launched programmatically give the
 // losses, weights and AdamW moments of plain launches bit for bit, eagerly
@@ -24,8 +24,8 @@
 #include <tuple>
 #include <vector>
 
-#include "cuda/cuda_launch.h"
 #include "cuda/flash/flash_attention.h"
+#include "cuda/runtime/cuda_launch.h"
 #include "gpu_model_util.h"
 #include "gpu_test_util.h"
 #include "model/model.h"

@@ -3,8 +3,8 @@
 #include <map>
 #include <memory>
 
-#include "cuda/cuda_check.h"
 #include "cuda/cudnn/backend_descriptor.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda::cudnn {
 

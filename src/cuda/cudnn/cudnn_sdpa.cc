@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "cuda/cuda_check.h"
 #include "cuda/cudnn/cudnn_handle.h"
 #include "cuda/cudnn/execution_plan.h"
 #include "cuda/cudnn/graph_builders.h"
 #include "cuda/cudnn/sdpa_checks.h"
 #include "cuda/cudnn/sdpa_graphs.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda {
 

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "core/errors.h"
-#include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/decode/decode_ops.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda {
 namespace {

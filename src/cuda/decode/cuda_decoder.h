@@ -16,7 +16,7 @@
 
 #include "cuda/cuda_entry.h"
 #include "cuda/cuda_gemm.h"
-#include "cuda/cuda_graph.h"
+#include "cuda/runtime/cuda_graph.h"
 #include "model/param_layout.h"
 #include "model/token_decoder.h"
 

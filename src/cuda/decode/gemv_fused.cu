@@ -20,10 +20,10 @@
 #include <string>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_launch.cuh"
-#include "cuda/cuda_launch.h"
 #include "cuda/cuda_vec.cuh"
 #include "cuda/decode/decode_ops.h"
+#include "cuda/runtime/cuda_launch.cuh"
+#include "cuda/runtime/cuda_launch.h"
 
 namespace tinyllama::cuda {
 namespace {

@@ -27,7 +27,6 @@
 #include <cstdint>
 
 #include "cuda/arch/tma_maps.h"
-#include "cuda/cuda_check.h"
 #include "cuda/flash/arch.cuh"
 #include "cuda/flash/dq_ordered.cuh"
 #include "cuda/flash/launch.cuh"
@@ -37,6 +36,7 @@
 #include "cuda/flash/rope_epilogue.cuh"
 #include "cuda/flash/tiles.cuh"
 #include "cuda/flash/ws_key_block.cuh"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda::flash {
 namespace {
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
                            const __grid_constant__ CUtensorMap tk,
                            const __grid_constant__ CUtensorMap tv,
                            const __grid_constant__ CUtensorMap tdo, const BwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = FusedBwd<HD, STAGES>;
@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
 // the scale, one rounding. One thread per 4 columns of a (token, head).
 template <typename T, int HD>
 __global__ void flash_bwd_dq_convert_kernel(const BwdArgs a, std::int64_t quads) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= quads) return;

@@ -19,11 +19,11 @@
 
 #include <algorithm>
 
-#include "cuda/cuda_check.h"
 #include "cuda/flash/backward_wgmma_bodies.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda::flash {
 namespace {
@@ -37,7 +37,7 @@ using wgmma_bwd::kWgThreads;
 template <typename T, int HD>
 __global__ void __launch_bounds__(kWgThreads)
     flash_bwd_one_launch_kernel(const BwdArgs a, int n_kt, int kv_heads, int n_dkdv) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   const int i = static_cast<int>(blockIdx.x);
   if (i < n_dkdv) {

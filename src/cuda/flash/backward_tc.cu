@@ -37,7 +37,7 @@ struct MmaDkdv {
 //   dV += P^T dO, dK += dS^T Q (times scale at the end).
 template <typename T, int HD>
 __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const BwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   using Cfg = MmaDkdv<T, HD>;
   constexpr int BK = Cfg::BK, BQ = Cfg::BQ, LDS = Cfg::LDS;
@@ -177,7 +177,7 @@ struct MmaDq {
 template <typename T, int HD>
 __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
     flash_bwd_dq_mma_kernel(const BwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   using Cfg = MmaDq<T, HD>;
   constexpr int BQ = Cfg::BQ, BK = Cfg::BK, LDS = Cfg::LDS;

@@ -8,11 +8,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "cuda/cuda_check.h"
 #include "cuda/flash/backward_wgmma_bodies.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/params.h"
 #include "cuda/flash/prologue.cuh"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda::flash {
 namespace {
@@ -22,14 +22,14 @@ using wgmma_bwd::kWgThreads;
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(kWgThreads) flash_bwd_dkdv_wgmma_kernel(const BwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   wgmma_bwd::dkdv_body<T, HD, false>(a, KeyTileBlock<kTile, kTile>(a));
 }
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(kWgThreads) flash_bwd_dq_wgmma_kernel(const BwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   wgmma_bwd::dq_body<T, HD>(a, QueryTileBlock<kTile, kTile>(a));
 }

@@ -17,7 +17,6 @@
 #include <cstdint>
 
 #include "cuda/arch/tma_maps.h"
-#include "cuda/cuda_check.h"
 #include "cuda/flash/arch.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
@@ -26,6 +25,7 @@
 #include "cuda/flash/rope_epilogue.cuh"
 #include "cuda/flash/tiles.cuh"
 #include "cuda/flash/ws_key_block.cuh"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda::flash {
 namespace {
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
                              const __grid_constant__ CUtensorMap tk,
                              const __grid_constant__ CUtensorMap tv,
                              const __grid_constant__ CUtensorMap tdo, const BwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = WsDkdv<HD, STAGES>;

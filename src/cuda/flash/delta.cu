@@ -34,7 +34,7 @@ __global__ void flash_bwd_delta_kernel(float* __restrict__ delta, const T* __res
                                        std::int64_t ld_out, int seq, int heads, int hd,
                                        std::int64_t rows, int* __restrict__ counters,
                                        std::int64_t n_counters) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   zero_counters(counters, n_counters);
   const std::int64_t r = blockIdx.x * static_cast<std::int64_t>(kDeltaWarps) + (threadIdx.x >> 5);
@@ -62,7 +62,7 @@ __global__ void flash_bwd_delta_vec_kernel(float* __restrict__ delta, const T* _
                                            std::int64_t ld_out, int seq, int heads,
                                            std::int64_t rows, int* __restrict__ counters,
                                            std::int64_t n_counters) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   zero_counters(counters, n_counters);
   constexpr int kLanes = DeltaVec<T, HD>::kLanes;

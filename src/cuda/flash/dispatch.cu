@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "cuda/cuda_common.cuh"
-#include "cuda/cuda_env.h"
-#include "cuda/cuda_launch.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/flash/flash_attention.h"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/params.h"
+#include "cuda/runtime/cuda_env.h"
+#include "cuda/runtime/cuda_launch.h"
 
 namespace tinyllama::cuda {
 namespace {

@@ -32,7 +32,7 @@ struct MmaFwd {
 template <typename T, int HD, bool ROPE>
 __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
     flash_fwd_mma_kernel(const FwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   using Cfg = MmaFwd<T, HD>;
   constexpr int BQ = Cfg::BQ, BK = Cfg::BK, LDS = Cfg::LDS;

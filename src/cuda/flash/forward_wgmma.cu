@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/cuda_check.h"
 #include "cuda/flash/arch.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/mma_tiles.cuh"
@@ -21,6 +20,7 @@
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda::flash {
 namespace {
@@ -46,7 +46,7 @@ struct WgmmaFwd {
 template <typename T, int HD, int BK, int WGS, bool PAIR, bool ROPE>
 __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
     flash_fwd_wgmma_kernel(const FwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = WgmmaFwd<HD, BK, WGS, PAIR>;

@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/cuda_check.h"
 #include "cuda/flash/arch.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/online_softmax.cuh"
@@ -20,6 +19,7 @@
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda::flash {
 namespace {
@@ -39,7 +39,7 @@ struct OverlapFwd {
 template <typename T, int HD, int BK, int WGS, bool ROPE>
 __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
     flash_fwd_wgmma_overlap_kernel(const FwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = OverlapFwd<HD, BK, WGS>;

@@ -19,7 +19,6 @@
 #include <cstdint>
 
 #include "cuda/arch/tma_maps.h"
-#include "cuda/cuda_check.h"
 #include "cuda/flash/arch.cuh"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/online_softmax.cuh"
@@ -27,6 +26,7 @@
 #include "cuda/flash/prologue.cuh"
 #include "cuda/flash/rope_tiles.cuh"
 #include "cuda/flash/tiles.cuh"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda::flash {
 namespace {
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
     flash_fwd_ws_kernel(const __grid_constant__ CUtensorMap tq,
                         const __grid_constant__ CUtensorMap tk,
                         const __grid_constant__ CUtensorMap tv, const FwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
   using Cfg = WsFwd<HD, BK, STAGES>;

@@ -30,7 +30,7 @@ struct F32Fwd {
 // kernel without it compiles as if it did not exist.
 template <int HD, bool ROPE>
 __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   using Cfg = F32Fwd<HD>;
   constexpr int BQ = Cfg::BQ, BK = Cfg::BK, RM = Cfg::RM, CN = Cfg::CN, LDS = Cfg::LDS,
@@ -151,7 +151,7 @@ struct F32Dkdv {
 template <int HD>
 __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
     flash_bwd_dkdv_f32_kernel(const BwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   using Cfg = F32Dkdv<HD>;
   constexpr int BK = Cfg::BK, BQ = Cfg::BQ, RM = Cfg::RM, CN = Cfg::CN, LDS = Cfg::LDS,
@@ -258,7 +258,7 @@ struct F32Dq {
 
 template <int HD>
 __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const BwdArgs a) {
-  pdl_wait_previous();  // first: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
   using Cfg = F32Dq<HD>;
   constexpr int BQ = Cfg::BQ, BK = Cfg::BK, RM = Cfg::RM, CN = Cfg::CN, LDS = Cfg::LDS,

@@ -13,9 +13,9 @@
 #include <cstdint>
 
 #include "core/mat.h"
-#include "cuda/cuda_check.h"
-#include "cuda/cuda_launch.cuh"
 #include "cuda/flash/params.h"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda::flash {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "cuda/cuda_check.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama {
 namespace {

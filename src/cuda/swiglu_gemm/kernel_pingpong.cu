@@ -8,9 +8,9 @@
 // products, the other runs its epilogue (the SwiGLU, memory-bound), so the
 // epilogue hides under the products as in CUTLASS's ping-pong schedule. A
 // stage is released by the consumer that read it.
-#include "cuda/cuda_check.h"
-#include "cuda/cuda_launch.cuh"
-#include "cuda/cuda_launch.h"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/cuda_launch.cuh"
+#include "cuda/runtime/cuda_launch.h"
 #include "cuda/swiglu_gemm/kernels.h"
 #include "cuda/swiglu_gemm/tiles.cuh"
 
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     arch::mbar_init_fence();
   }
   __syncthreads();
-  pdl_wait_previous();  // first read of global memory: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first read of global memory: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
 
   if (wg == 0) {  // the producer

@@ -7,8 +7,8 @@
 // block's epilogue (memory-bound) can run under the other's products. The
 // first form; measured slower than kernel_pingpong.cu and than cuBLASLt +
 // the fused kernel (docs/PERFORMANCE.md): kept for the bench.
-#include "cuda/cuda_check.h"
-#include "cuda/cuda_launch.cuh"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/cuda_launch.cuh"
 #include "cuda/swiglu_gemm/kernels.h"
 #include "cuda/swiglu_gemm/tiles.cuh"
 
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     arch::mbar_init_fence();
   }
   __syncthreads();
-  pdl_wait_previous();  // first read of global memory: PDL (cuda/cuda_launch.cuh)
+  pdl_wait_previous();  // first read of global memory: PDL (cuda/runtime/cuda_launch.cuh)
   pdl_allow_next();
 
   const int nk = (a.k + kBK - 1) / kBK;

@@ -1,4 +1,4 @@
-#include "cuda/cuda_graph.h"
+#include "cuda/runtime/cuda_graph.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "cuda/cuda_check.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda {
 namespace {

@@ -21,8 +21,8 @@
 #include <cstddef>
 #include <utility>
 
-#include "cuda/cuda_check.h"
-#include "cuda/cuda_launch.h"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/cuda_launch.h"
 
 namespace tinyllama::cuda {
 

@@ -1,4 +1,4 @@
-#include "cuda/cuda_launch.h"
+#include "cuda/runtime/cuda_launch.h"
 
 #include <algorithm>
 #include <map>
@@ -8,8 +8,8 @@
 #include <tuple>
 #include <vector>
 
-#include "cuda/cuda_check.h"
-#include "cuda/cuda_launch.cuh"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
 namespace {

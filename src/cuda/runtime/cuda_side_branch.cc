@@ -1,8 +1,8 @@
-#include "cuda/cuda_side_branch.h"
+#include "cuda/runtime/cuda_side_branch.h"
 
 #include <algorithm>
 
-#include "cuda/cuda_check.h"
+#include "cuda/runtime/cuda_check.h"
 
 namespace tinyllama::cuda {
 

@@ -1,11 +1,11 @@
-#include "cuda/cuda_event_timer.h"
+#include "cuda/runtime/cuda_event_timer.h"
 
 #include <string>
 #include <vector>
 
 #include "core/errors.h"
-#include "cuda/cuda_check.h"
-#include "cuda/cuda_graph.h"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/cuda_graph.h"
 
 namespace tinyllama::cuda {
 namespace {
