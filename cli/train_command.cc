@@ -426,6 +426,76 @@ std::optional<suite::EarlierRun> earlier_run(const std::string& file) {
   return suite::read_earlier_run(file, read_json_file("--compare-with-v1", file));
 }
 
+// Trains, printing the step, warm-up and note lines as they come (the
+// progress line between them).
+TrainSummary train_printing(const TrainOptions& opts, ProgressLine& progress,
+                            Collectives* collectives) {
+  return train(
+      opts,
+      [&progress](const StepRecord& rec, const TrainOptions& o, const TrainSummary& so_far) {
+        if (should_log_step(rec.step, o)) {
+          progress.clear();
+          std::cout << format_step_line(rec, o, so_far.peak_mb) << std::endl;
+        }
+        print_exercise_lines(rec, o, /*warmup=*/false, progress);
+        progress.step_done(o.warmup_steps + rec.step, rec.ms);
+      },
+      [&progress](const std::string& line) {
+        progress.clear();
+        std::cout << line << std::endl;
+      },
+      [&progress](const StepRecord& rec, const TrainOptions& o) {
+        if (should_log_warmup(rec.step, o)) {
+          progress.clear();
+          std::cout << format_warmup_line(rec, o) << std::endl;
+        }
+        print_exercise_lines(rec, o, /*warmup=*/true, progress);
+        progress.step_done(rec.step, rec.ms);
+      },
+      collectives);
+}
+
+// --compare-with-v1: this run against the earlier one, its line printed.
+suite::RunComparison compare_with(const suite::EarlierRun& earlier, const TrainSummary& summary) {
+  std::optional<double> sm_mhz;
+  if (summary.clocks) {
+    const nlohmann::json clocks = prof::clocks_summary(*summary.clocks);
+    if (clocks.contains("sm_mhz_median")) sm_mhz = clocks["sm_mhz_median"].get<double>();
+  }
+  const suite::RunComparison versus{earlier, summary.ms_per_step, summary.peak_mb, sm_mhz};
+  std::cout << versus.summary_line();
+  return versus;
+}
+
+// --json: the report (with the comparison under its own key). Throws
+// RuntimeFailure when it cannot be written.
+void write_report(const TrainOptions& opts, const TrainSummary& summary,
+                  const std::optional<suite::RunComparison>& versus) {
+  std::cout.flush();  // --json /dev/stdout comes after the summary
+  if (versus) {
+    // The report with the comparison added under its own key.
+    nlohmann::json report = json_report(summary, opts);
+    report["compare_with_v1"] = versus->to_json();
+    const std::string text = report.dump(2) + "\n";
+    write_atomically("--json", opts.json_path, [&](FileSink& out) { out.write(text); });
+  } else {
+    write_json_report(opts.json_path, summary, opts);
+  }
+  // Nothing more on a stdout the report went to: a redirected stdout
+  // would write over it (the report appends, stdout keeps its offset).
+  if (!written_in_place(opts.json_path)) std::cout << "wrote " << opts.json_path << "\n";
+}
+
+// The failures, one line each; the last is thrown.
+void report_failures(const std::vector<std::string>& failures) {
+  if (failures.empty()) return;
+  for (std::size_t i = 0; i + 1 < failures.size(); ++i) {
+    std::cout.flush();
+    std::cerr << "error: " << failures[i] << std::endl;
+  }
+  throw RuntimeFailure(failures.back());
+}
+
 }  // namespace
 
 int TrainCommand::run() const {
@@ -453,29 +523,7 @@ int TrainCommand::run() const {
   // From here a first Ctrl-C or SIGTERM ends the run after the step in
   // flight, with everything below still written (train/interrupt.h).
   const InterruptGuard interrupts(rank ? rank->launcher_pid : 0);
-  const TrainSummary summary = train(
-      opts,
-      [&progress](const StepRecord& rec, const TrainOptions& o, const TrainSummary& so_far) {
-        if (should_log_step(rec.step, o)) {
-          progress.clear();
-          std::cout << format_step_line(rec, o, so_far.peak_mb) << std::endl;
-        }
-        print_exercise_lines(rec, o, /*warmup=*/false, progress);
-        progress.step_done(o.warmup_steps + rec.step, rec.ms);
-      },
-      [&progress](const std::string& line) {
-        progress.clear();
-        std::cout << line << std::endl;
-      },
-      [&progress](const StepRecord& rec, const TrainOptions& o) {
-        if (should_log_warmup(rec.step, o)) {
-          progress.clear();
-          std::cout << format_warmup_line(rec, o) << std::endl;
-        }
-        print_exercise_lines(rec, o, /*warmup=*/true, progress);
-        progress.step_done(rec.step, rec.ms);
-      },
-      collectives.get());
+  const TrainSummary summary = train_printing(opts, progress, collectives.get());
   progress.clear();
   if (summary.stop == TrainSummary::Stop::Interrupted) {
     std::cout << "interrupted by " << (summary.signal == SIGINT ? "SIGINT" : "SIGTERM")
@@ -485,15 +533,7 @@ int TrainCommand::run() const {
   }
   std::cout << format_summary(summary, opts);
   std::optional<suite::RunComparison> versus;
-  if (earlier) {
-    std::optional<double> sm_mhz;
-    if (summary.clocks) {
-      const nlohmann::json clocks = prof::clocks_summary(*summary.clocks);
-      if (clocks.contains("sm_mhz_median")) sm_mhz = clocks["sm_mhz_median"].get<double>();
-    }
-    versus = suite::RunComparison{*earlier, summary.ms_per_step, summary.peak_mb, sm_mhz};
-    std::cout << versus->summary_line();
-  }
+  if (earlier) versus = compare_with(*earlier, summary);
   std::cout << summary.profile_report;
   std::cout << summary.memory_profile_report;
   // Everything finished is reported before any failure: the summary above,
@@ -501,32 +541,14 @@ int TrainCommand::run() const {
   std::vector<std::string> failures;
   if (!opts.json_path.empty() && (!rank || rank->rank == 0)) {
     try {
-      std::cout.flush();  // --json /dev/stdout comes after the summary
-      if (versus) {
-        // The report with the comparison added under its own key.
-        nlohmann::json report = json_report(summary, opts);
-        report["compare_with_v1"] = versus->to_json();
-        const std::string text = report.dump(2) + "\n";
-        write_atomically("--json", opts.json_path, [&](FileSink& out) { out.write(text); });
-      } else {
-        write_json_report(opts.json_path, summary, opts);
-      }
-      // Nothing more on a stdout the report went to: a redirected stdout
-      // would write over it (the report appends, stdout keeps its offset).
-      if (!written_in_place(opts.json_path)) std::cout << "wrote " << opts.json_path << "\n";
+      write_report(opts, summary, versus);
     } catch (const RuntimeFailure& e) {
       failures.emplace_back(e.what());
     }
   }
   if (!summary.save_error.empty()) failures.push_back(summary.save_error);
   if (summary.stop == TrainSummary::Stop::Diverged) failures.push_back(summary.stop_message);
-  if (!failures.empty()) {
-    for (std::size_t i = 0; i + 1 < failures.size(); ++i) {
-      std::cout.flush();
-      std::cerr << "error: " << failures[i] << std::endl;
-    }
-    throw RuntimeFailure(failures.back());
-  }
+  report_failures(failures);
   if (summary.stop == TrainSummary::Stop::Interrupted) return interrupt_exit_code(summary.signal);
   return 0;
 }
