@@ -92,166 +92,200 @@ class Builder {
   std::vector<OpVariant> entries_;
 };
 
-std::vector<OpVariant> build_registry() {
-  const ImplChoice v2;
+// The implementation choices the registry's variants run with (v2's
+// defaults, and each one changed from them).
+struct Choices {
+  ImplChoice v2;
   ImplChoice materialised;
-  materialised.attention = AttentionImpl::Materialized;
   ImplChoice cudnn;
-  cudnn.attention = AttentionImpl::Cudnn;
   ImplChoice unfused_ffn;
-  unfused_ffn.fused_ffn = false;
   ImplChoice per_tensor;
-  per_tensor.fused_optimizer = false;
   ImplChoice fused_norm;
-  fused_norm.fused_norm = true;
   ImplChoice chunked_loss;
-  chunked_loss.chunked_loss = true;
   ImplChoice fused_rope;
-  fused_rope.fused_rope = true;
   ImplChoice recompute_norms;
-  recompute_norms.recompute_norms = true;
   ImplChoice swiglu_gemm;
-  swiglu_gemm.swiglu_gemm = true;
   ImplChoice scan_embedding_grad;
-  scan_embedding_grad.sorted_embedding_grad = false;
-  const Pass fwd = Pass::Forward;
-  const Pass bwd = Pass::Backward;
+};
 
-  Builder b;
-  // Forward pass.
-  b.add("embedding.fwd", "", "forward/embedding", v2,
-        [=](BenchContext& c) { return make_embedding(c, fwd); });
-  b.add("rmsnorm.fwd", "", "forward/layer0/attn_norm", v2,
-        [=](BenchContext& c) { return make_rmsnorm(c, fwd); });
-  b.gemm(Linear::Qkv, GemmPass::Forward);
-  b.add("rope.fwd", "", "forward/layer0/rope", v2,
-        [=](BenchContext& c) { return make_rope(c, fwd); });
-  b.attention(fwd, "materialized", materialised);
-  b.attention(fwd, "flash", v2);
+Choices choices() {
+  Choices c;
+  c.materialised.attention = AttentionImpl::Materialized;
+  c.cudnn.attention = AttentionImpl::Cudnn;
+  c.unfused_ffn.fused_ffn = false;
+  c.per_tensor.fused_optimizer = false;
+  c.fused_norm.fused_norm = true;
+  c.chunked_loss.chunked_loss = true;
+  c.fused_rope.fused_rope = true;
+  c.recompute_norms.recompute_norms = true;
+  c.swiglu_gemm.swiglu_gemm = true;
+  c.scan_embedding_grad.sorted_embedding_grad = false;
+  return c;
+}
+
+// The forward pass's attention in each implementation and kernel family.
+void forward_attention(Builder& b, const Choices& with) {
+  const Pass fwd = Pass::Forward;
+  b.attention(fwd, "materialized", with.materialised);
+  b.attention(fwd, "flash", with.v2);
   // RoPE's rotation as the flash kernels load q and k (rope fused): time it
   // against flash plus rope.fwd.
-  b.attention(fwd, "flash+rope", fused_rope);
+  b.attention(fwd, "flash+rope", with.fused_rope);
   // Our forward's kernel families pinned (flash: the best the device runs).
-  b.attention(fwd, "flash-mma", v2, FlashPin::Mma);
+  b.attention(fwd, "flash-mma", with.v2, FlashPin::Mma);
   // wgWxK: W warpgroups of 64 query rows per block, K keys per tile.
-  b.attention(fwd, "flash-wg1x64", v2, FlashPin::Wgmma1x64);
-  b.attention(fwd, "flash-wg1x128", v2, FlashPin::Wgmma1x128);
-  b.attention(fwd, "flash-wg2x64", v2, FlashPin::Wgmma2x64);
-  b.attention(fwd, "flash-wg2x128", v2, FlashPin::Wgmma2x128);
+  b.attention(fwd, "flash-wg1x64", with.v2, FlashPin::Wgmma1x64);
+  b.attention(fwd, "flash-wg1x128", with.v2, FlashPin::Wgmma1x128);
+  b.attention(fwd, "flash-wg2x64", with.v2, FlashPin::Wgmma2x64);
+  b.attention(fwd, "flash-wg2x128", with.v2, FlashPin::Wgmma2x128);
   // pairWxK: the warpgroups take W heads of one kv group (shared K/V tiles).
-  b.attention(fwd, "flash-pair2x64", v2, FlashPin::Paired2x64);
-  b.attention(fwd, "flash-pair2x128", v2, FlashPin::Paired2x128);
+  b.attention(fwd, "flash-pair2x64", with.v2, FlashPin::Paired2x64);
+  b.attention(fwd, "flash-pair2x128", with.v2, FlashPin::Paired2x128);
   // ovWxK: the same with the softmax overlapped with P V.
-  b.attention(fwd, "flash-ov1x64", v2, FlashPin::Overlap1x64);
-  b.attention(fwd, "flash-ov2x64", v2, FlashPin::Overlap2x64);
-  b.attention(fwd, "flash-ov2x128", v2, FlashPin::Overlap2x128);
+  b.attention(fwd, "flash-ov1x64", with.v2, FlashPin::Overlap1x64);
+  b.attention(fwd, "flash-ov2x64", with.v2, FlashPin::Overlap2x64);
+  b.attention(fwd, "flash-ov2x128", with.v2, FlashPin::Overlap2x128);
   // wsK: a TMA producer warpgroup and two wgmma consumers, K keys per tile.
-  b.attention(fwd, "flash-ws64", v2, FlashPin::Specialized64);
-  b.attention(fwd, "flash-ws128", v2, FlashPin::Specialized128);
+  b.attention(fwd, "flash-ws64", with.v2, FlashPin::Specialized64);
+  b.attention(fwd, "flash-ws128", with.v2, FlashPin::Specialized128);
   // wsppK: the same with the consumers taking turns at the tensor cores.
-  b.attention(fwd, "flash-wspp64", v2, FlashPin::PingPong64);
-  b.attention(fwd, "flash-wspp128", v2, FlashPin::PingPong128);
-  b.attention(fwd, "cudnn", cudnn);
+  b.attention(fwd, "flash-wspp64", with.v2, FlashPin::PingPong64);
+  b.attention(fwd, "flash-wspp128", with.v2, FlashPin::PingPong128);
+  b.attention(fwd, "cudnn", with.cudnn);
+}
+
+// The forward pass.
+void forward_ops(Builder& b, const Choices& with) {
+  const Pass fwd = Pass::Forward;
+  b.add("embedding.fwd", "", "forward/embedding", with.v2,
+        [=](BenchContext& c) { return make_embedding(c, fwd); });
+  b.add("rmsnorm.fwd", "", "forward/layer0/attn_norm", with.v2,
+        [=](BenchContext& c) { return make_rmsnorm(c, fwd); });
+  b.gemm(Linear::Qkv, GemmPass::Forward);
+  b.add("rope.fwd", "", "forward/layer0/rope", with.v2,
+        [=](BenchContext& c) { return make_rope(c, fwd); });
+  forward_attention(b, with);
   b.gemm(Linear::OutProj, GemmPass::Forward);
-  b.add("residual_add", "", "forward/layer0/attn_residual", v2,
+  b.add("residual_add", "", "forward/layer0/attn_residual", with.v2,
         [](BenchContext& c) { return make_residual_add(c); });
-  b.add("residual_norm.fwd", "fused", "forward/layer0/attn_residual_norm", fused_norm,
+  b.add("residual_norm.fwd", "fused", "forward/layer0/attn_residual_norm", with.fused_norm,
         [=](BenchContext& c) { return make_residual_norm(c, fwd); });
   b.gemm(Linear::GateUp, GemmPass::Forward);
-  b.add("swiglu.fwd", "fused", "forward/layer0/swiglu", v2,
+  b.add("swiglu.fwd", "fused", "forward/layer0/swiglu", with.v2,
         [=](BenchContext& c) { return make_swiglu(c, fwd, true); });
-  b.add("swiglu.fwd", "silu+mul", "forward/layer0/swiglu", unfused_ffn,
+  b.add("swiglu.fwd", "silu+mul", "forward/layer0/swiglu", with.unfused_ffn,
         [=](BenchContext& c) { return make_swiglu(c, fwd, false); });
   // The gate/up GEMM and the SwiGLU: cuBLASLt then the kernel, against one
   // kernel with the SwiGLU in its epilogue (swiglu gemm).
-  b.add("gate_up+swiglu.fwd", "gemm+fused", "forward/layer0/gate_up_gemm", swiglu_gemm,
+  b.add("gate_up+swiglu.fwd", "gemm+fused", "forward/layer0/gate_up_gemm", with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, false); });
-  b.add("gate_up+swiglu.fwd", "epilogue", "forward/layer0/gate_up_gemm", swiglu_gemm,
+  b.add("gate_up+swiglu.fwd", "epilogue", "forward/layer0/gate_up_gemm", with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true); });
-  b.add("gate_up+swiglu.fwd", "epilogue-pingpong", "forward/layer0/gate_up_gemm", swiglu_gemm,
+  b.add("gate_up+swiglu.fwd", "epilogue-pingpong", "forward/layer0/gate_up_gemm", with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true, SwigluGemmPin::PingPong); });
-  b.add("gate_up+swiglu.fwd", "epilogue-2blocks", "forward/layer0/gate_up_gemm", swiglu_gemm,
+  b.add("gate_up+swiglu.fwd", "epilogue-2blocks", "forward/layer0/gate_up_gemm", with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true, SwigluGemmPin::TwoBlocks); });
   b.gemm(Linear::Down, GemmPass::Forward);
   b.gemm(Linear::LmHead, GemmPass::Forward);
-  b.add("cross_entropy.fwd", "", "forward/cross_entropy", v2,
+  b.add("cross_entropy.fwd", "", "forward/cross_entropy", with.v2,
         [=](BenchContext& c) { return make_cross_entropy(c, fwd); });
-  b.add("cross_entropy.fused", "", "forward/cross_entropy", chunked_loss,
+  b.add("cross_entropy.fused", "", "forward/cross_entropy", with.chunked_loss,
         [](BenchContext& c) { return make_cross_entropy_fused(c); });
-  b.add("cross_entropy.fused", "staged", "forward/cross_entropy", chunked_loss,
+  b.add("cross_entropy.fused", "staged", "forward/cross_entropy", with.chunked_loss,
         [](BenchContext& c) { return make_cross_entropy_fused(c, CrossEntropyPin::Staged); });
-  b.add("cross_entropy.fused", "streamed", "forward/cross_entropy", chunked_loss,
+  b.add("cross_entropy.fused", "streamed", "forward/cross_entropy", with.chunked_loss,
         [](BenchContext& c) { return make_cross_entropy_fused(c, CrossEntropyPin::Streamed); });
+}
 
-  // Backward pass.
-  b.add("cross_entropy.bwd", "", "backward/cross_entropy", v2,
+// The backward pass from the loss to the attention block's norm.
+void backward_head_and_ffn_ops(Builder& b, const Choices& with) {
+  const Pass bwd = Pass::Backward;
+  b.add("cross_entropy.bwd", "", "backward/cross_entropy", with.v2,
         [=](BenchContext& c) { return make_cross_entropy(c, bwd); });
   b.gemm(Linear::LmHead, GemmPass::InputGrad);
   b.gemm(Linear::LmHead, GemmPass::WeightGrad);
   b.gemm(Linear::Down, GemmPass::InputGrad);
   b.gemm(Linear::Down, GemmPass::WeightGrad);
-  b.add("swiglu.bwd", "fused", "backward/layer0/swiglu", v2,
+  b.add("swiglu.bwd", "fused", "backward/layer0/swiglu", with.v2,
         [=](BenchContext& c) { return make_swiglu(c, bwd, true); });
-  b.add("swiglu.bwd", "silu+mul", "backward/layer0/swiglu", unfused_ffn,
+  b.add("swiglu.bwd", "silu+mul", "backward/layer0/swiglu", with.unfused_ffn,
         [=](BenchContext& c) { return make_swiglu(c, bwd, false); });
-  b.add("down_dgrad+swiglu.bwd", "gemm+fused", "backward/layer0/down_gemm_dgrad", swiglu_gemm,
+  b.add("down_dgrad+swiglu.bwd", "gemm+fused", "backward/layer0/down_gemm_dgrad", with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, false); });
-  b.add("down_dgrad+swiglu.bwd", "epilogue", "backward/layer0/down_gemm_dgrad", swiglu_gemm,
+  b.add("down_dgrad+swiglu.bwd", "epilogue", "backward/layer0/down_gemm_dgrad", with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true); });
   b.add("down_dgrad+swiglu.bwd", "epilogue-pingpong", "backward/layer0/down_gemm_dgrad",
-        swiglu_gemm,
+        with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true, SwigluGemmPin::PingPong); });
-  b.add("down_dgrad+swiglu.bwd", "epilogue-2blocks", "backward/layer0/down_gemm_dgrad", swiglu_gemm,
+  b.add("down_dgrad+swiglu.bwd", "epilogue-2blocks", "backward/layer0/down_gemm_dgrad",
+        with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true, SwigluGemmPin::TwoBlocks); });
   b.gemm(Linear::GateUp, GemmPass::InputGrad);
   b.gemm(Linear::GateUp, GemmPass::WeightGrad);
-  b.add("rmsnorm.bwd", "", "backward/layer0/ffn_norm", v2,
+  b.add("rmsnorm.bwd", "", "backward/layer0/ffn_norm", with.v2,
         [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
-  b.add("rmsnorm.bwd", "separate-sum", "backward/layer0/ffn_norm", v2,
+  b.add("rmsnorm.bwd", "separate-sum", "backward/layer0/ffn_norm", with.v2,
         [=](BenchContext& c) { return make_rmsnorm(c, bwd, NormBackwardPin::SeparateSum); });
-  b.add("rmsnorm.bwd", "one-warp", "backward/layer0/ffn_norm", v2,
+  b.add("rmsnorm.bwd", "one-warp", "backward/layer0/ffn_norm", with.v2,
         [=](BenchContext& c) { return make_rmsnorm(c, bwd, NormBackwardPin::OneWarp); });
-  b.add("rmsnorm.apply", "recompute", "backward/layer0/ffn_norm_recompute", recompute_norms,
+  b.add("rmsnorm.apply", "recompute", "backward/layer0/ffn_norm_recompute", with.recompute_norms,
         [](BenchContext& c) { return make_rmsnorm_apply(c); });
-  b.add("residual_norm.bwd", "fused", "backward/layer0/ffn_residual_norm", fused_norm,
+  b.add("residual_norm.bwd", "fused", "backward/layer0/ffn_residual_norm", with.fused_norm,
         [=](BenchContext& c) { return make_residual_norm(c, bwd); });
-  b.add("residual_norm.bwd", "one-warp", "backward/layer0/ffn_residual_norm", fused_norm,
+  b.add("residual_norm.bwd", "one-warp", "backward/layer0/ffn_residual_norm", with.fused_norm,
         [=](BenchContext& c) { return make_residual_norm(c, bwd, NormBackwardPin::OneWarp); });
+}
+
+// The backward pass from the output projection to the embedding.
+void backward_attention_ops(Builder& b, const Choices& with) {
+  const Pass bwd = Pass::Backward;
   b.gemm(Linear::OutProj, GemmPass::InputGrad);
   b.gemm(Linear::OutProj, GemmPass::WeightGrad);
-  b.attention(bwd, "materialized", materialised);
-  b.attention(bwd, "flash", v2);
-  b.attention(bwd, "flash-mma", v2, FlashPin::BackwardMma);
-  b.attention(bwd, "flash-wgmma", v2, FlashPin::BackwardWgmma);
-  b.attention(bwd, "flash-ws", v2, FlashPin::BackwardSpecialized);
-  b.attention(bwd, "flash-one-launch", v2, FlashPin::BackwardOneLaunch);
-  ImplChoice fused_backward = v2;
+  b.attention(bwd, "materialized", with.materialised);
+  b.attention(bwd, "flash", with.v2);
+  b.attention(bwd, "flash-mma", with.v2, FlashPin::BackwardMma);
+  b.attention(bwd, "flash-wgmma", with.v2, FlashPin::BackwardWgmma);
+  b.attention(bwd, "flash-ws", with.v2, FlashPin::BackwardSpecialized);
+  b.attention(bwd, "flash-one-launch", with.v2, FlashPin::BackwardOneLaunch);
+  ImplChoice fused_backward = with.v2;
   fused_backward.fused_flash_backward = true;
   b.attention(bwd, "flash-fused", fused_backward, FlashPin::BackwardFused);
-  b.attention(bwd, "flash-delta-separate", v2, FlashPin::BackwardSeparateDelta);
-  b.attention(bwd, "cudnn", cudnn);
+  b.attention(bwd, "flash-delta-separate", with.v2, FlashPin::BackwardSeparateDelta);
+  b.attention(bwd, "cudnn", with.cudnn);
   // RoPE's backward rotation in the flash kernels' epilogues (rope fused):
   // time it against flash plus rope.bwd.
-  b.attention(bwd, "flash+rope", fused_rope);
-  b.add("rope.bwd", "", "backward/layer0/rope", v2,
+  b.attention(bwd, "flash+rope", with.fused_rope);
+  b.add("rope.bwd", "", "backward/layer0/rope", with.v2,
         [=](BenchContext& c) { return make_rope(c, bwd); });
   b.gemm(Linear::Qkv, GemmPass::InputGrad);
   b.gemm(Linear::Qkv, GemmPass::WeightGrad);
   // Each gradient kernel on uniform tokens and on text-like skewed ones
   // (Zipf): the scan kernel's cost follows the commonest token's count.
-  b.add("embedding.bwd", "scan", "backward/embedding", scan_embedding_grad,
+  b.add("embedding.bwd", "scan", "backward/embedding", with.scan_embedding_grad,
         [=](BenchContext& c) { return make_embedding(c, bwd); });
-  b.add("embedding.bwd", "sorted", "backward/embedding", v2,
+  b.add("embedding.bwd", "sorted", "backward/embedding", with.v2,
         [=](BenchContext& c) { return make_embedding(c, bwd); });
-  b.add("embedding.bwd", "scan-zipf", "backward/embedding", scan_embedding_grad,
+  b.add("embedding.bwd", "scan-zipf", "backward/embedding", with.scan_embedding_grad,
         [=](BenchContext& c) { return make_embedding(c, bwd, true); });
-  b.add("embedding.bwd", "sorted-zipf", "backward/embedding", v2,
+  b.add("embedding.bwd", "sorted-zipf", "backward/embedding", with.v2,
         [=](BenchContext& c) { return make_embedding(c, bwd, true); });
+}
 
-  // Optimizer: layer 0's parameters.
-  b.add("adamw", "per-tensor", kLayerAdamwPath, per_tensor,
+// Optimizer: layer 0's parameters.
+void optimizer_ops(Builder& b, const Choices& with) {
+  b.add("adamw", "per-tensor", kLayerAdamwPath, with.per_tensor,
         [](BenchContext& c) { return make_adamw(c, false); });
-  b.add("adamw", "fused", kLayerAdamwPath, v2, [](BenchContext& c) { return make_adamw(c, true); });
+  b.add("adamw", "fused", kLayerAdamwPath, with.v2,
+        [](BenchContext& c) { return make_adamw(c, true); });
+}
+
+std::vector<OpVariant> build_registry() {
+  const Choices with = choices();
+  Builder b;
+  forward_ops(b, with);
+  backward_head_and_ffn_ops(b, with);
+  backward_attention_ops(b, with);
+  optimizer_ops(b, with);
   return b.take();
 }
 

@@ -32,6 +32,44 @@ std::string list_heads(const std::vector<std::int64_t>& heads) {
   return s;
 }
 
+// The part of an attention op the check recomputes on the CPU: batch row 0
+// and two whole kv groups (the first and the last), their query heads, and
+// the rows and columns of each buffer they cover.
+struct CheckedSlice {
+  std::vector<std::int64_t> kv_heads;
+  std::vector<std::int64_t> heads;  // the query heads of kv_heads
+  AttentionShape sub;               // the slice's own shape (batch 1)
+  Index positions;                  // batch row 0
+  Index q_cols;
+  Index kv_cols;
+  // lse rows and probs rows of batch row 0 are indexed by head.
+  Index lse_rows;
+  Index prob_rows;
+};
+
+CheckedSlice checked_slice(const AttentionShape& shape) {
+  CheckedSlice s;
+  const std::int64_t hd = shape.head_dim;
+  const std::int64_t seq = shape.seq;
+  const std::int64_t group = shape.heads / shape.kv_heads;
+  s.kv_heads = {0};
+  if (shape.kv_heads > 1) s.kv_heads.push_back(shape.kv_heads - 1);
+  for (const std::int64_t g : s.kv_heads) {
+    for (std::int64_t j = 0; j < group; ++j) s.heads.push_back(g * group + j);
+  }
+  s.sub = AttentionShape{1, shape.seq, static_cast<int>(s.heads.size()),
+                         static_cast<int>(s.kv_heads.size()), shape.head_dim};
+  s.positions = all_of(seq);
+  s.q_cols = head_columns(s.heads, hd);
+  s.kv_cols = head_columns(s.kv_heads, hd);
+  s.lse_rows = Index(s.heads.begin(), s.heads.end());
+  for (const std::int64_t h : s.heads) {
+    const Index r = range_of(h * seq, (h + 1) * seq);
+    s.prob_rows.insert(s.prob_rows.end(), r.begin(), r.end());
+  }
+  return s;
+}
+
 #if defined(TINYLLAMA_HAS_CUDA)
 cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
   switch (pin) {
@@ -213,27 +251,16 @@ class AttentionCase final : public OpCase {
   // the GQA mapping at both ends of the heads in a fraction of the work.
   CheckResult check() override {
     Backend& gpu = ctx_.gpu;
-    const std::int64_t hd = shape_.head_dim;
     const std::int64_t seq = shape_.seq;
-    const std::int64_t group = shape_.heads / shape_.kv_heads;
-    std::vector<std::int64_t> kv_heads{0};
-    if (shape_.kv_heads > 1) kv_heads.push_back(shape_.kv_heads - 1);
-    std::vector<std::int64_t> heads;
-    for (const std::int64_t g : kv_heads) {
-      for (std::int64_t j = 0; j < group; ++j) heads.push_back(g * group + j);
-    }
-    const AttentionShape sub{1, shape_.seq, static_cast<int>(heads.size()),
-                             static_cast<int>(kv_heads.size()), shape_.head_dim};
-    const Index positions = all_of(seq);  // batch row 0
-    const Index q_cols = head_columns(heads, hd);
-    const Index kv_cols = head_columns(kv_heads, hd);
-    // lse rows and probs rows of batch row 0 are indexed by head.
-    const Index lse_rows(heads.begin(), heads.end());
-    Index prob_rows;
-    for (const std::int64_t h : heads) {
-      const Index r = range_of(h * seq, (h + 1) * seq);
-      prob_rows.insert(prob_rows.end(), r.begin(), r.end());
-    }
+    const CheckedSlice slice = checked_slice(shape_);
+    const std::vector<std::int64_t>& kv_heads = slice.kv_heads;
+    const std::vector<std::int64_t>& heads = slice.heads;
+    const AttentionShape& sub = slice.sub;
+    const Index& positions = slice.positions;
+    const Index& q_cols = slice.q_cols;
+    const Index& kv_cols = slice.kv_cols;
+    const Index& lse_rows = slice.lse_rows;
+    const Index& prob_rows = slice.prob_rows;
     const bool materialised = !probs_.empty();
 
     HostMat q = gather(gpu, q_, positions, q_cols);

@@ -176,6 +176,76 @@ std::string failure_line(const BenchReport& report) {
   return std::to_string(n) + " kernel bench op" + (n == 1 ? "" : "s") + " failed: " + s;
 }
 
+namespace {
+
+// One op of a run: its status, and its figures when it ran.
+nlohmann::json op_json(const OpResult& o) {
+  using nlohmann::json;
+  json op;
+  op["op"] = o.op;
+  op["variant"] = o.variant;
+  op["cost_path"] = o.cost_path;
+  if (!o.skipped.empty()) {
+    op["status"] = "skipped";
+    op["reason"] = o.skipped;
+    return op;
+  }
+  if (!o.error.empty()) {
+    op["status"] = "error";
+    op["reason"] = o.error;
+    return op;
+  }
+  op["status"] = o.check_failed() ? "check_failed" : "ok";
+  op["timing_mode"] = timing_mode_name(o.timing.mode);
+  if (!o.timing.note.empty()) op["timing_note"] = o.timing.note;
+  op["median_us"] = number(o.median_us);
+  op["min_us"] = number(o.min_us);
+  op["samples_us"] = o.timing.samples_us;
+  op["flops"] = o.flops;
+  op["bytes"] = o.bytes;
+  op["gb_per_s"] = number(o.rates.gbs);
+  op["tflop_per_s"] = number(o.rates.tflops);
+  op["roof_us"] = number(o.rates.roof_us);
+  op["pct_of_roof"] = number(o.rates.pct_of_roof);
+  if (o.checked) {
+    op["check"] = {{"max_rel_err", number(o.check.max_rel_err)},
+                   {"tolerance", o.tolerance},
+                   {"passed", !o.check_failed()},
+                   {"worst_output", o.check.worst},
+                   {"scope", o.check.scope}};
+  } else {
+    op["check"] = nullptr;
+  }
+  return op;
+}
+
+// One run (a model shape at a precision) and its ops.
+nlohmann::json run_json(const RunResult& run) {
+  using nlohmann::json;
+  const ModelConfig& m = run.shape.cfg;
+  json r;
+  r["config"] = run.shape.name;
+  r["model"] = {
+      {"vocab_size", m.vocab_size}, {"hidden_dim", m.hidden_dim},     {"num_layers", m.num_layers},
+      {"num_heads", m.num_heads},   {"num_kv_heads", m.num_kv_heads}, {"head_dim", m.head_dim()},
+      {"ffn_dim", m.ffn_dim}};
+  r["batch_size"] = run.shape.batch.batch;
+  r["seq_len"] = run.shape.batch.seq;
+  r["tokens"] = run.shape.batch.tokens();
+  r["precision"] = precision_label(run.precision);
+  if (run.roof.known()) {
+    r["roof"] = {{"tflops", run.roof.tflops}, {"bandwidth_gbs", run.roof.bandwidth_gbs}};
+  } else {
+    r["roof"] = nullptr;
+  }
+  json ops = json::array();
+  for (const OpResult& o : run.ops) ops.push_back(op_json(o));
+  r["ops"] = ops;
+  return r;
+}
+
+}  // namespace
+
 nlohmann::json report_json(const BenchReport& report) {
   using nlohmann::json;
   json j;
@@ -195,70 +265,7 @@ nlohmann::json report_json(const BenchReport& report) {
                  {"repeats", report.timing.repeats}};
   j["check"] = report.check;
   json runs = json::array();
-  for (const RunResult& run : report.runs) {
-    const ModelConfig& m = run.shape.cfg;
-    json r;
-    r["config"] = run.shape.name;
-    r["model"] = {{"vocab_size", m.vocab_size},
-                  {"hidden_dim", m.hidden_dim},
-                  {"num_layers", m.num_layers},
-                  {"num_heads", m.num_heads},
-                  {"num_kv_heads", m.num_kv_heads},
-                  {"head_dim", m.head_dim()},
-                  {"ffn_dim", m.ffn_dim}};
-    r["batch_size"] = run.shape.batch.batch;
-    r["seq_len"] = run.shape.batch.seq;
-    r["tokens"] = run.shape.batch.tokens();
-    r["precision"] = precision_label(run.precision);
-    if (run.roof.known()) {
-      r["roof"] = {{"tflops", run.roof.tflops}, {"bandwidth_gbs", run.roof.bandwidth_gbs}};
-    } else {
-      r["roof"] = nullptr;
-    }
-    json ops = json::array();
-    for (const OpResult& o : run.ops) {
-      json op;
-      op["op"] = o.op;
-      op["variant"] = o.variant;
-      op["cost_path"] = o.cost_path;
-      if (!o.skipped.empty()) {
-        op["status"] = "skipped";
-        op["reason"] = o.skipped;
-        ops.push_back(op);
-        continue;
-      }
-      if (!o.error.empty()) {
-        op["status"] = "error";
-        op["reason"] = o.error;
-        ops.push_back(op);
-        continue;
-      }
-      op["status"] = o.check_failed() ? "check_failed" : "ok";
-      op["timing_mode"] = timing_mode_name(o.timing.mode);
-      if (!o.timing.note.empty()) op["timing_note"] = o.timing.note;
-      op["median_us"] = number(o.median_us);
-      op["min_us"] = number(o.min_us);
-      op["samples_us"] = o.timing.samples_us;
-      op["flops"] = o.flops;
-      op["bytes"] = o.bytes;
-      op["gb_per_s"] = number(o.rates.gbs);
-      op["tflop_per_s"] = number(o.rates.tflops);
-      op["roof_us"] = number(o.rates.roof_us);
-      op["pct_of_roof"] = number(o.rates.pct_of_roof);
-      if (o.checked) {
-        op["check"] = {{"max_rel_err", number(o.check.max_rel_err)},
-                       {"tolerance", o.tolerance},
-                       {"passed", !o.check_failed()},
-                       {"worst_output", o.check.worst},
-                       {"scope", o.check.scope}};
-      } else {
-        op["check"] = nullptr;
-      }
-      ops.push_back(op);
-    }
-    r["ops"] = ops;
-    runs.push_back(r);
-  }
+  for (const RunResult& run : report.runs) runs.push_back(run_json(run));
   j["runs"] = runs;
   return j;
 }

@@ -34,9 +34,8 @@ void toggle(CLI::App* cmd, const std::string& name, TogglePair& pair, const std:
                 "turn " + what + " off (overrides the --version preset)");
 }
 
-void register_flags(CLI::App* cmd, TrainArgs& a) {
-  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-
+// The model's shape.
+void model_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--vocab-size", a.vocab_size, "INT", "vocabulary size (>= 2)")->group("Model");
   value(cmd, "--hidden-dim", a.hidden_dim, "INT", "hidden size D; D / num-heads must be even")
       ->group("Model");
@@ -48,7 +47,10 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--ffn-dim", a.ffn_dim, "INT", "SwiGLU inner size F")
       ->default_str("4*D")
       ->group("Model");
+}
 
+// The step's shape, its length and the optimizer's rate.
+void training_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--seq-len", a.seq_len, "INT", "tokens per row S (>= 2)")->group("Training");
   value(cmd, "--batch-size", a.batch_size, "INT",
         "rows per step B; each step draws B distinct rows of a 1000-row synthetic pool")
@@ -60,7 +62,11 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--learning-rate", a.learning_rate, "FLOAT", "AdamW learning rate")->group("Training");
   value(cmd, "--seed", a.seed, "UINT", "seed of the initial weights and the synthetic data")
       ->group("Training");
+}
 
+// Where and how the steps run: ranks, device, level preset, precision and
+// the fusion toggles.
+void execution_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--gpus", a.gpus, "INT",
         "data parallel on N GPUs of this host: starts one process per GPU (NCCL), each "
         "training --batch-size rows of every global batch of N*B rows; only rank 0 prints and "
@@ -95,6 +101,11 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
   toggle(cmd, "fused-optimizer", a.toggles.fused_optimizer,
          "the fused AdamW sweeps (they also write the AMP weight copy; with CUDA graphs, "
          "except fp16, one per layer beside the backward pass)");
+}
+
+// The level toggles that pick an implementation per op: attention, norm,
+// loss, activations, GEMM epilogue.
+void op_choice_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--attention", a.toggles.attention, "{materialized,flash,cudnn,cudnn+flash,auto}",
         "attention implementation, overriding the preset: materialized (S x S scores, v1), "
         "flash (our kernels, v2), cudnn (cuDNN's fused SDPA; bf16/fp16 on CUDA), cudnn+flash "
@@ -130,6 +141,11 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "normalise: v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
+}
+
+// The level toggles that pick an implementation per op: SwiGLU, RoPE,
+// gradient buffers, kernel launch, optimizer.
+void kernel_choice_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--swiglu", a.toggles.swiglu, "{separate,fused,gemm}",
         "SwiGLU: separate (silu, then a multiply: v1), fused (one kernel each way: v2-v4) or "
         "gemm (inside the GEMMs beside it: the gate/up GEMM writes silu(g)*u beside g and u, and "
@@ -170,6 +186,11 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "--enable/--disable-fused-optimizer")
       ->default_str("the preset's")
       ->group("Level toggles");
+}
+
+// The chunked loss's rows, the all-fusion toggles, and every fusion toggle
+// shown under "Level toggles".
+void fusion_group_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
         "rows per chunk of the chunked loss (needs the chunked loss)")
       ->default_str("the fewest chunks of at most 512 MiB of logits each")
@@ -185,10 +206,10 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "--disable-fused-optimizer", "--enable-all-fusion", "--disable-all-fusion"}) {
     cmd->get_option(name)->group("Level toggles");
   }
+}
 
-  register_run_flags(cmd, a.run);
-  register_recipe_flags(cmd, a.recipe);
-
+// What the run prints and writes.
+void output_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--log-every", a.log_every, "INT",
         "print a step line every N steps (step 1 and the last step always); warm-up steps get "
         "'warm-up i/N' lines by the same rule. On a terminal a progress line with the time per "
@@ -215,7 +236,10 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "debugging/parity aid: write the initial weights, every timed batch and step 1's "
         "gradients (safetensors) for an independent replay")
       ->group("Output");
+}
 
+// --profile and where and what it records.
+void profile_flags(CLI::App* cmd, TrainArgs& a) {
   cmd->add_flag("--profile", a.profile,
                 "profile N timed steps: kernel statistics (CSV), a Perfetto trace and a summary "
                 "with FLOPs, MFU and a roofline (docs/PROFILING.md)")
@@ -227,6 +251,10 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
         "timed steps --profile records (the first ones after the warm-up)")
       ->default_str("5")
       ->group("Profiling");
+}
+
+// The debugging exercises' flags.
+void exercise_flags(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("--inject", a.inject,
                   "exercise fault (docs/EXERCISES.md), repeatable or comma-separated: "
                   "broken-init (weights N(0, 1), not N(0, 0.02)), unsynced-timing (host-clock "
@@ -246,6 +274,11 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
                 "<= 2, judged (first loss near ln(vocab), finite gradients, step 1 against the "
                 "float64 reference when small enough); prints PASS or FAIL, exit 0 or 1")
       ->group("Debugging exercise");
+}
+
+// The profiler's options past --profile: API records, memory timeline,
+// everything at once.
+void profiling_detail_flags(CLI::App* cmd, TrainArgs& a) {
   cmd->add_flag("--profile-api-calls", a.profile_api_calls,
                 "eager runs: keep CUPTI's CUDA API records in the profiled steps too (the trace's "
                 "CUDA API track and launch arrows from each call); costs a host-bound eager step "
@@ -266,6 +299,22 @@ void register_flags(CLI::App* cmd, TrainArgs& a) {
          "--profile-api-calls (kernel statistics, trace with the CUDA API track, summary) "
          "and --enable-memory-profiling (memory_timeline.json in the profile folder unless named)")
       ->group("Profiling");
+}
+
+void register_flags(CLI::App* cmd, TrainArgs& a) {
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  model_flags(cmd, a);
+  training_flags(cmd, a);
+  execution_flags(cmd, a);
+  op_choice_flags(cmd, a);
+  kernel_choice_flags(cmd, a);
+  fusion_group_flags(cmd, a);
+  register_run_flags(cmd, a.run);
+  register_recipe_flags(cmd, a.recipe);
+  output_flags(cmd, a);
+  profile_flags(cmd, a);
+  exercise_flags(cmd, a);
+  profiling_detail_flags(cmd, a);
   value(cmd, "--compare-with-v1", a.compare_with_v1, "FILE",
         "an earlier run's --json (any level, the workshop's name): the summary and --json add "
         "this run's speed-up in ms/step and its peak memory ratio against it")
@@ -377,6 +426,76 @@ std::optional<suite::EarlierRun> earlier_run(const std::string& file) {
   return suite::read_earlier_run(file, read_json_file("--compare-with-v1", file));
 }
 
+// Trains, printing the step, warm-up and note lines as they come (the
+// progress line between them).
+TrainSummary train_printing(const TrainOptions& opts, ProgressLine& progress,
+                            Collectives* collectives) {
+  return train(
+      opts,
+      [&progress](const StepRecord& rec, const TrainOptions& o, const TrainSummary& so_far) {
+        if (should_log_step(rec.step, o)) {
+          progress.clear();
+          std::cout << format_step_line(rec, o, so_far.peak_mb) << std::endl;
+        }
+        print_exercise_lines(rec, o, /*warmup=*/false, progress);
+        progress.step_done(o.warmup_steps + rec.step, rec.ms);
+      },
+      [&progress](const std::string& line) {
+        progress.clear();
+        std::cout << line << std::endl;
+      },
+      [&progress](const StepRecord& rec, const TrainOptions& o) {
+        if (should_log_warmup(rec.step, o)) {
+          progress.clear();
+          std::cout << format_warmup_line(rec, o) << std::endl;
+        }
+        print_exercise_lines(rec, o, /*warmup=*/true, progress);
+        progress.step_done(rec.step, rec.ms);
+      },
+      collectives);
+}
+
+// --compare-with-v1: this run against the earlier one, its line printed.
+suite::RunComparison compare_with(const suite::EarlierRun& earlier, const TrainSummary& summary) {
+  std::optional<double> sm_mhz;
+  if (summary.clocks) {
+    const nlohmann::json clocks = prof::clocks_summary(*summary.clocks);
+    if (clocks.contains("sm_mhz_median")) sm_mhz = clocks["sm_mhz_median"].get<double>();
+  }
+  const suite::RunComparison versus{earlier, summary.ms_per_step, summary.peak_mb, sm_mhz};
+  std::cout << versus.summary_line();
+  return versus;
+}
+
+// --json: the report (with the comparison under its own key). Throws
+// RuntimeFailure when it cannot be written.
+void write_report(const TrainOptions& opts, const TrainSummary& summary,
+                  const std::optional<suite::RunComparison>& versus) {
+  std::cout.flush();  // --json /dev/stdout comes after the summary
+  if (versus) {
+    // The report with the comparison added under its own key.
+    nlohmann::json report = json_report(summary, opts);
+    report["compare_with_v1"] = versus->to_json();
+    const std::string text = report.dump(2) + "\n";
+    write_atomically("--json", opts.json_path, [&](FileSink& out) { out.write(text); });
+  } else {
+    write_json_report(opts.json_path, summary, opts);
+  }
+  // Nothing more on a stdout the report went to: a redirected stdout
+  // would write over it (the report appends, stdout keeps its offset).
+  if (!written_in_place(opts.json_path)) std::cout << "wrote " << opts.json_path << "\n";
+}
+
+// The failures, one line each; the last is thrown.
+void report_failures(const std::vector<std::string>& failures) {
+  if (failures.empty()) return;
+  for (std::size_t i = 0; i + 1 < failures.size(); ++i) {
+    std::cout.flush();
+    std::cerr << "error: " << failures[i] << std::endl;
+  }
+  throw RuntimeFailure(failures.back());
+}
+
 }  // namespace
 
 int TrainCommand::run() const {
@@ -404,29 +523,7 @@ int TrainCommand::run() const {
   // From here a first Ctrl-C or SIGTERM ends the run after the step in
   // flight, with everything below still written (train/interrupt.h).
   const InterruptGuard interrupts(rank ? rank->launcher_pid : 0);
-  const TrainSummary summary = train(
-      opts,
-      [&progress](const StepRecord& rec, const TrainOptions& o, const TrainSummary& so_far) {
-        if (should_log_step(rec.step, o)) {
-          progress.clear();
-          std::cout << format_step_line(rec, o, so_far.peak_mb) << std::endl;
-        }
-        print_exercise_lines(rec, o, /*warmup=*/false, progress);
-        progress.step_done(o.warmup_steps + rec.step, rec.ms);
-      },
-      [&progress](const std::string& line) {
-        progress.clear();
-        std::cout << line << std::endl;
-      },
-      [&progress](const StepRecord& rec, const TrainOptions& o) {
-        if (should_log_warmup(rec.step, o)) {
-          progress.clear();
-          std::cout << format_warmup_line(rec, o) << std::endl;
-        }
-        print_exercise_lines(rec, o, /*warmup=*/true, progress);
-        progress.step_done(rec.step, rec.ms);
-      },
-      collectives.get());
+  const TrainSummary summary = train_printing(opts, progress, collectives.get());
   progress.clear();
   if (summary.stop == TrainSummary::Stop::Interrupted) {
     std::cout << "interrupted by " << (summary.signal == SIGINT ? "SIGINT" : "SIGTERM")
@@ -436,15 +533,7 @@ int TrainCommand::run() const {
   }
   std::cout << format_summary(summary, opts);
   std::optional<suite::RunComparison> versus;
-  if (earlier) {
-    std::optional<double> sm_mhz;
-    if (summary.clocks) {
-      const nlohmann::json clocks = prof::clocks_summary(*summary.clocks);
-      if (clocks.contains("sm_mhz_median")) sm_mhz = clocks["sm_mhz_median"].get<double>();
-    }
-    versus = suite::RunComparison{*earlier, summary.ms_per_step, summary.peak_mb, sm_mhz};
-    std::cout << versus->summary_line();
-  }
+  if (earlier) versus = compare_with(*earlier, summary);
   std::cout << summary.profile_report;
   std::cout << summary.memory_profile_report;
   // Everything finished is reported before any failure: the summary above,
@@ -452,32 +541,14 @@ int TrainCommand::run() const {
   std::vector<std::string> failures;
   if (!opts.json_path.empty() && (!rank || rank->rank == 0)) {
     try {
-      std::cout.flush();  // --json /dev/stdout comes after the summary
-      if (versus) {
-        // The report with the comparison added under its own key.
-        nlohmann::json report = json_report(summary, opts);
-        report["compare_with_v1"] = versus->to_json();
-        const std::string text = report.dump(2) + "\n";
-        write_atomically("--json", opts.json_path, [&](FileSink& out) { out.write(text); });
-      } else {
-        write_json_report(opts.json_path, summary, opts);
-      }
-      // Nothing more on a stdout the report went to: a redirected stdout
-      // would write over it (the report appends, stdout keeps its offset).
-      if (!written_in_place(opts.json_path)) std::cout << "wrote " << opts.json_path << "\n";
+      write_report(opts, summary, versus);
     } catch (const RuntimeFailure& e) {
       failures.emplace_back(e.what());
     }
   }
   if (!summary.save_error.empty()) failures.push_back(summary.save_error);
   if (summary.stop == TrainSummary::Stop::Diverged) failures.push_back(summary.stop_message);
-  if (!failures.empty()) {
-    for (std::size_t i = 0; i + 1 < failures.size(); ++i) {
-      std::cout.flush();
-      std::cerr << "error: " << failures[i] << std::endl;
-    }
-    throw RuntimeFailure(failures.back());
-  }
+  report_failures(failures);
   if (summary.stop == TrainSummary::Stop::Interrupted) return interrupt_exit_code(summary.signal);
   return 0;
 }

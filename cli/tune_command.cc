@@ -130,21 +130,9 @@ void measure(TunePoint& p, const TuneArgs& a, const TrainOptions& base,
   p.device_used_peak_mb = j["device_used_peak_mb"].get<double>();
 }
 
-}  // namespace
-
-TuneCommand::TuneCommand(CLI::App& app)
-    : cmd_(app.add_subcommand("tune",
-                              "find the largest batch size under a memory target and the batch "
-                              "size with the best tokens/s (measured)")) {
-  register_flags(cmd_, args_);
-  cmd_->footer(
-      "The largest batch comes from the plan's exact memory arithmetic (no run needed); each "
-      "candidate batch is then measured by a short train run in a child process (--warmup-steps "
-      "+ --num-steps on synthetic data), so a run that fails costs only its own point.");
-}
-
-int TuneCommand::run() const {
-  const TuneArgs& a = args_;
+// The arguments of each measured train run: --precision as train's AMP
+// flags, the tune's step counts, batch 1 until a point sets its own.
+TuneArgs run_args(const TuneArgs& a) {
   TuneArgs with_steps = a;
   TrainArgs& t = with_steps.train;
   if (a.precision == "bf16" || a.precision == "fp16") {
@@ -156,22 +144,12 @@ int TuneCommand::run() const {
   t.batch_size = "1";
   t.warmup_steps = a.warmup_steps;
   t.num_steps = a.num_steps;
-  TuneResult result;
-  result.max_bytes = parse_max_memory(a.max_memory);
-  const std::vector<int> asked =
-      a.batches.empty() ? std::vector<int>() : parse_batch_list(a.batches);
-  TrainOptions base = to_train_options(t);
-  if (base.num_steps < 1) throw UsageError("--num-steps " + a.num_steps + ": expected at least 1");
-  check_output_path("--json", a.json_path);
-  for (const std::string& note : resolve_run(base)) std::cout << "note: " << note << "\n";
+  return with_steps;
+}
 
-  const std::int64_t available = available_memory_bytes(base.plan.device);
-  if (available >= 0 && result.max_bytes > available) {
-    std::cout << "note: --max-memory " << a.max_memory << " is above what the "
-              << device_name(base.plan.device) << " has "
-              << (base.plan.device == DeviceKind::Cuda ? "free" : "available") << " ("
-              << format_bytes(available) << "): a batch between the two fails when it runs\n";
-  }
+// The largest batch under the target, and the candidate points: each one's
+// predicted peak and whether it is to be run.
+void plan_points(const TrainOptions& base, const std::vector<int>& asked, TuneResult& result) {
   // Batches are drawn distinct from the synthetic pool: at most its rows.
   result.largest_batch = largest_fitting_batch(base, result.max_bytes, base.data_pool_rows);
   if (result.largest_batch > 0) {
@@ -188,13 +166,20 @@ int TuneCommand::run() const {
     }
     result.points.push_back(p);
   }
+}
+
+void print_header(const TrainOptions& base, const TuneResult& result) {
   std::cout << "tune | model D" << base.model.hidden_dim << " L" << base.model.num_layers << " H"
             << base.model.num_heads << " K" << base.model.num_kv_heads << " F" << base.model.ffn_dim
             << " vocab " << base.model.vocab_size << " | seq " << base.shape.seq << " | "
             << base.plan.level << " | " << precision_name(base.plan.precision) << " | "
             << device_name(base.plan.device) << " | target " << format_bytes(result.max_bytes)
             << std::endl;
+}
 
+// Measures every point that fits, in a temporary directory, with a line
+// (and an ETA) after each.
+void measure_points(TuneResult& result, const TuneArgs& with_steps, const TrainOptions& base) {
   int to_run = 0;
   for (const TunePoint& p : result.points) to_run += p.fits ? 1 : 0;
   char dir_template[] = "/tmp/tinyllama-tune-XXXXXX";
@@ -223,6 +208,43 @@ int TuneCommand::run() const {
     throw;
   }
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+TuneCommand::TuneCommand(CLI::App& app)
+    : cmd_(app.add_subcommand("tune",
+                              "find the largest batch size under a memory target and the batch "
+                              "size with the best tokens/s (measured)")) {
+  register_flags(cmd_, args_);
+  cmd_->footer(
+      "The largest batch comes from the plan's exact memory arithmetic (no run needed); each "
+      "candidate batch is then measured by a short train run in a child process (--warmup-steps "
+      "+ --num-steps on synthetic data), so a run that fails costs only its own point.");
+}
+
+int TuneCommand::run() const {
+  const TuneArgs& a = args_;
+  const TuneArgs with_steps = run_args(a);
+  TuneResult result;
+  result.max_bytes = parse_max_memory(a.max_memory);
+  const std::vector<int> asked =
+      a.batches.empty() ? std::vector<int>() : parse_batch_list(a.batches);
+  TrainOptions base = to_train_options(with_steps.train);
+  if (base.num_steps < 1) throw UsageError("--num-steps " + a.num_steps + ": expected at least 1");
+  check_output_path("--json", a.json_path);
+  for (const std::string& note : resolve_run(base)) std::cout << "note: " << note << "\n";
+
+  const std::int64_t available = available_memory_bytes(base.plan.device);
+  if (available >= 0 && result.max_bytes > available) {
+    std::cout << "note: --max-memory " << a.max_memory << " is above what the "
+              << device_name(base.plan.device) << " has "
+              << (base.plan.device == DeviceKind::Cuda ? "free" : "available") << " ("
+              << format_bytes(available) << "): a batch between the two fails when it runs\n";
+  }
+  plan_points(base, asked, result);
+  print_header(base, result);
+  measure_points(result, with_steps, base);
   result.best = best_point(result.points);
   std::cout << format_tune_table(result);
   if (!a.json_path.empty()) {

@@ -95,7 +95,10 @@ nlohmann::json to_json(const CompareReport& report) {
   return j;
 }
 
-std::string to_markdown(const CompareReport& report) {
+namespace {
+
+// The title, the environment and the level table's header.
+std::string markdown_intro(const CompareReport& report) {
   const BenchReport& runs = report.runs;
   std::string out = "# tinyllama compare\n\nModel " + runs.model + ", " +
                     std::to_string(runs.warmup_steps) + " warm-up + " +
@@ -114,35 +117,51 @@ std::string to_markdown(const CompareReport& report) {
     rule += "---:|";
     if (&level != &report.levels.back()) out += " ";
   }
-  out += "\n" + rule + "\n";
-  const auto row = [&](const std::string& name, auto cell) {
-    out += "| " + name + " |";
-    for (std::size_t i = 0; i < report.levels.size(); ++i) {
-      const PointResult* r = level_point(report, report.levels[i]);
-      out += " " + cell(r, report.profiles[i]) + " |";
-    }
-    out += "\n";
+  return out + "\n" + rule + "\n";
+}
+
+// One row of the level table: its name, then a cell per level.
+template <typename Cell>
+std::string level_row(const CompareReport& report, const std::string& name, Cell cell) {
+  std::string out = "| " + name + " |";
+  for (std::size_t i = 0; i < report.levels.size(); ++i) {
+    const PointResult* r = level_point(report, report.levels[i]);
+    out += " " + cell(r, report.profiles[i]) + " |";
+  }
+  return out + "\n";
+}
+
+// A cell from the level's plain run.
+template <typename Figure>
+auto plain_cell(Figure figure) {
+  return [figure](const PointResult* r, const ProfileFigures&) -> std::string {
+    if (!r) return "-";
+    return r->ok ? figure(*r) : "failed: " + markdown_cell(r->error);
   };
-  const auto plain = [](auto figure) {
-    return [figure](const PointResult* r, const ProfileFigures&) -> std::string {
-      if (!r) return "-";
-      return r->ok ? figure(*r) : "failed: " + markdown_cell(r->error);
-    };
+}
+
+// A cell from the level's profiled run's kernel records.
+template <typename Figure>
+auto kernel_cell(Figure figure) {
+  return [figure](const PointResult*, const ProfileFigures& p) -> std::string {
+    if (!p.ok) return "failed: " + markdown_cell(p.error);
+    return p.has_kernels ? figure(p) : std::string("n/a (no kernel records, see below)");
   };
-  const auto kernels = [](auto figure) {
-    return [figure](const PointResult*, const ProfileFigures& p) -> std::string {
-      if (!p.ok) return "failed: " + markdown_cell(p.error);
-      return p.has_kernels ? figure(p) : std::string("n/a (no kernel records, see below)");
-    };
-  };
-  row("throughput (tokens/s)",
-      plain([](const PointResult& r) { return fixed(r.tokens_per_s, 0); }));
-  row("ms/step", plain([](const PointResult& r) { return fixed(r.ms_per_step, 3); }));
-  row("speed-up over " + report.levels.front(), plain([&](const PointResult& r) {
-        const PointResult* first = level_point(report, report.levels.front());
-        return first && first->ok ? fixed(first->ms_per_step / r.ms_per_step, 2) + "x"
-                                  : std::string("-");
-      }));
+}
+
+// The rows of the plain runs: throughput, time, speed-up, clock, memory.
+std::string run_rows(const CompareReport& report) {
+  std::string out =
+      level_row(report, "throughput (tokens/s)",
+                plain_cell([](const PointResult& r) { return fixed(r.tokens_per_s, 0); }));
+  out += level_row(report, "ms/step",
+                   plain_cell([](const PointResult& r) { return fixed(r.ms_per_step, 3); }));
+  out += level_row(report, "speed-up over " + report.levels.front(),
+                   plain_cell([&](const PointResult& r) {
+                     const PointResult* first = level_point(report, report.levels.front());
+                     return first && first->ok ? fixed(first->ms_per_step / r.ms_per_step, 2) + "x"
+                                               : std::string("-");
+                   }));
   // The clock the plain runs held (a power-capped GPU runs the same kernels
   // slower); left out where no level's run sampled one (the CPU).
   bool any_clock = false;
@@ -151,29 +170,42 @@ std::string to_markdown(const CompareReport& report) {
     any_clock = any_clock || (r && r->sm_mhz);
   }
   if (any_clock) {
-    row("SM clock (power-capped share)", plain([](const PointResult& r) {
-          return r.sm_mhz ? fixed(*r.sm_mhz, 0) + " MHz (" +
-                                fixed(r.power_capped_pct.value_or(0), 0) + " %)"
-                          : std::string("-");
-        }));
+    out += level_row(report, "SM clock (power-capped share)", plain_cell([](const PointResult& r) {
+                       return r.sm_mhz ? fixed(*r.sm_mhz, 0) + " MHz (" +
+                                             fixed(r.power_capped_pct.value_or(0), 0) + " %)"
+                                       : std::string("-");
+                     }));
   }
-  row("peak memory (MB)", plain([](const PointResult& r) { return fixed(r.peak_mb, 1); }));
-  row("kernel dispatches per step",
-      kernels([](const ProfileFigures& p) { return fixed(p.dispatches_per_step, 0); }));
-  row("unique kernels",
-      kernels([](const ProfileFigures& p) { return std::to_string(p.unique_kernels); }));
+  out += level_row(report, "peak memory (MB)",
+                   plain_cell([](const PointResult& r) { return fixed(r.peak_mb, 1); }));
+  return out;
+}
+
+// The rows of the profiled runs: dispatches, unique kernels, top kernels, trace size.
+std::string kernel_rows(const CompareReport& report) {
+  std::string out = level_row(
+      report, "kernel dispatches per step",
+      kernel_cell([](const ProfileFigures& p) { return fixed(p.dispatches_per_step, 0); }));
+  out += level_row(report, "unique kernels", kernel_cell([](const ProfileFigures& p) {
+                     return std::to_string(p.unique_kernels);
+                   }));
   for (int k = 0; k < 3; ++k) {
-    row("top kernel " + std::to_string(k + 1), kernels([k](const ProfileFigures& p) {
-          if (static_cast<int>(p.top.size()) <= k) return std::string("-");
-          const TopKernel& t = p.top[k];
-          return "`" + markdown_cell(t.name, 80) + "` " + fixed(t.share_pct, 1) + " % (" +
-                 fixed(t.ms_per_step, 3) + " ms)";
-        }));
+    out += level_row(report, "top kernel " + std::to_string(k + 1),
+                     kernel_cell([k](const ProfileFigures& p) {
+                       if (static_cast<int>(p.top.size()) <= k) return std::string("-");
+                       const TopKernel& t = p.top[k];
+                       return "`" + markdown_cell(t.name, 80) + "` " + fixed(t.share_pct, 1) +
+                              " % (" + fixed(t.ms_per_step, 3) + " ms)";
+                     }));
   }
-  row("trace size", [](const PointResult*, const ProfileFigures& p) {
+  out += level_row(report, "trace size", [](const PointResult*, const ProfileFigures& p) {
     return p.ok ? megabytes(p.trace_bytes) : "failed: " + markdown_cell(p.error);
   });
-  // Why a level has no kernel figures, said once per distinct reason.
+  return out;
+}
+
+// Why a level has no kernel figures, said once per distinct reason.
+std::string missing_kernel_notes(const CompareReport& report) {
   std::vector<std::string> notes;
   for (const ProfileFigures& p : report.profiles) {
     if (!p.ok || p.has_kernels) continue;
@@ -181,8 +213,19 @@ std::string to_markdown(const CompareReport& report) {
     for (const std::string& n : notes) seen = seen || n == p.note;
     if (!seen) notes.push_back(p.note);
   }
+  std::string out;
   for (const std::string& n : notes) out += "\nNo kernel figures: " + n + ".\n";
-  const std::vector<AblationRow> effects = ablation_rows(runs.points);
+  return out;
+}
+
+}  // namespace
+
+std::string to_markdown(const CompareReport& report) {
+  std::string out = markdown_intro(report);
+  out += run_rows(report);
+  out += kernel_rows(report);
+  out += missing_kernel_notes(report);
+  const std::vector<AblationRow> effects = ablation_rows(report.runs.points);
   if (!effects.empty()) {
     out +=
         "\n## Each fusion's measured effect\n\nEach level again with one of the choices it "

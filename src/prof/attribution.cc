@@ -135,11 +135,8 @@ bool place_by_launch_order(const LaunchOrder& order, const Attribution& a, const
   return true;
 }
 
-}  // namespace
-
-Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* gpu,
-                      const LaunchOrder* order) {
-  Attribution a;
+// The host ranges' paths, the profiled steps and each op's host time.
+void attribute_host_ranges(const std::vector<HostRange>& ranges, Attribution& a) {
   std::vector<std::string> full(ranges.size());
   a.range_paths.resize(ranges.size());
   for (std::size_t i = 0; i < ranges.size(); ++i) {
@@ -155,119 +152,159 @@ Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* g
       t.host_ns += r.end_ns - r.start_ns;
     }
   }
-  if (gpu == nullptr) return a;
+}
 
-  const RangeFinder finder(ranges);
-  auto in_step = [&](std::int64_t t) {
-    const int i = finder.innermost(t);
+// Where one GPU record goes: its op, the API call that launched it and its
+// host range (-1 when none), and whether a profiled step launched it.
+struct Placement {
+  std::string op;
+  int api = -1;
+  int range = -1;
+  bool by_node = false;
+  bool inside = false;
+};
+
+// Places GPU records on the host ranges that launched them.
+class RecordPlacer {
+ public:
+  RecordPlacer(const std::vector<HostRange>& ranges, const GpuActivity& gpu,
+               const LaunchOrder* order, Attribution& a)
+      : ranges_(ranges), gpu_(gpu), a_(a), finder_(ranges) {
+    for (std::size_t i = 0; i < gpu.api_calls.size(); ++i) {
+      api_by_correlation_.emplace(gpu.api_calls[i].correlation, static_cast<int>(i));
+    }
+    if (order != nullptr && !place_by_launch_order(*order, a, gpu, api_by_correlation_, &placed_,
+                                                   &a.launch_order_note)) {
+      placed_ = {};
+      a.launch_order_note =
+          "the profiled steps did not launch their work in the order learnt "
+          "from the warm-up (" +
+          a.launch_order_note +
+          "): records without a launch record are counted by start time and "
+          "listed as " +
+          kUnattributed;
+    }
+  }
+
+  const OrderedPlacement& ordered() const { return placed_; }
+
+  // Placed by the launch order (-1: launched after the profiled steps), or
+  // by its API call, graph node or start time.
+  Placement place(const std::vector<int>& ordered, std::size_t i, std::uint64_t graph_node,
+                  std::uint32_t correlation, std::int64_t start_ns) {
+    Placement p;
+    if (!ordered.empty() && ordered[i] != -2) {
+      p.range = ordered[i];
+      p.inside = p.range >= 0;
+      if (p.inside) ++a_.by_launch_order;
+      p.op = p.inside ? path_of(p.range) : kUnattributed;
+      return p;
+    }
+    p.op = op_of(graph_node, correlation, p);
+    p.inside = launched_in_step(p.api, start_ns);
+    return p;
+  }
+
+ private:
+  bool in_step(std::int64_t t) const {
+    const int i = finder_.innermost(t);
     if (i < 0) return false;
     int root = i;
-    while (ranges[static_cast<std::size_t>(root)].parent >= 0) {
-      root = ranges[static_cast<std::size_t>(root)].parent;
+    while (ranges_[static_cast<std::size_t>(root)].parent >= 0) {
+      root = ranges_[static_cast<std::size_t>(root)].parent;
     }
-    return std::find(a.steps.begin(), a.steps.end(), root) != a.steps.end();
-  };
+    return std::find(a_.steps.begin(), a_.steps.end(), root) != a_.steps.end();
+  }
+
   // A record belongs to the step whose host range launched it: the trainer
   // enqueues steps ahead, so a kernel often runs after its step's range has
   // closed, while the next step is being launched. Without its API record,
   // the record's own start time decides.
-  auto launched_in_step = [&](int api, std::int64_t start_ns) {
-    return in_step(api >= 0 ? gpu->api_calls[static_cast<std::size_t>(api)].start_ns : start_ns);
-  };
-  std::unordered_map<std::uint32_t, int> api_by_correlation;
-  for (std::size_t i = 0; i < gpu->api_calls.size(); ++i) {
-    api_by_correlation.emplace(gpu->api_calls[i].correlation, static_cast<int>(i));
+  bool launched_in_step(int api, std::int64_t start_ns) const {
+    return in_step(api >= 0 ? gpu_.api_calls[static_cast<std::size_t>(api)].start_ns : start_ns);
   }
-  OrderedPlacement placed;
-  if (order != nullptr &&
-      !place_by_launch_order(*order, a, *gpu, api_by_correlation, &placed, &a.launch_order_note)) {
-    placed = {};
-    a.launch_order_note =
-        "the profiled steps did not launch their work in the order learnt "
-        "from the warm-up (" +
-        a.launch_order_note +
-        "): records without a launch record are counted by start time and "
-        "listed as " +
-        kUnattributed;
-  }
-  auto path_of = [&](int range) -> std::string {
-    const std::string& path = a.range_paths[static_cast<std::size_t>(range)];
+
+  std::string path_of(int range) const {
+    const std::string& path = a_.range_paths[static_cast<std::size_t>(range)];
     return path.empty() ? kStepOp : path;
-  };
-  // The op of one GPU record, the API call that launched it and its range.
-  auto op_of = [&](std::uint64_t graph_node, std::uint32_t correlation, int* api, int* range,
-                   bool* by_node) -> std::string {
-    const auto c = api_by_correlation.find(correlation);
-    *api = c != api_by_correlation.end() ? c->second : -1;
-    *range = -1;
-    *by_node = false;
+  }
+
+  // The op of one GPU record; sets the API call that launched it and its range.
+  std::string op_of(std::uint64_t graph_node, std::uint32_t correlation, Placement& p) const {
+    const auto c = api_by_correlation_.find(correlation);
+    p.api = c != api_by_correlation_.end() ? c->second : -1;
+    p.range = -1;
+    p.by_node = false;
     if (graph_node != 0) {
-      const auto tag = gpu->graph_node_ops.find(graph_node);
-      if (tag != gpu->graph_node_ops.end()) {
-        *by_node = true;
+      const auto tag = gpu_.graph_node_ops.find(graph_node);
+      if (tag != gpu_.graph_node_ops.end()) {
+        p.by_node = true;
         const std::string path = strip_step(tag->second);
         return path.empty() ? kStepOp : path;
       }
     }
-    if (*api < 0) return kUnattributed;
-    *range = finder.innermost(gpu->api_calls[static_cast<std::size_t>(*api)].start_ns);
-    if (*range < 0) return kUnattributed;
-    return path_of(*range);
-  };
-  // Placed by the launch order (-1: launched after the profiled steps), or
-  // by its API call, graph node or start time.
-  auto place = [&](const std::vector<int>& ordered, std::size_t i, std::uint64_t graph_node,
-                   std::uint32_t correlation, std::int64_t start_ns, int* api, int* range,
-                   bool* by_node, bool* inside) -> std::string {
-    if (!ordered.empty() && ordered[i] != -2) {
-      *api = -1;
-      *range = ordered[i];
-      *by_node = false;
-      *inside = *range >= 0;
-      if (*inside) ++a.by_launch_order;
-      return *inside ? path_of(*range) : kUnattributed;
-    }
-    std::string op = op_of(graph_node, correlation, api, range, by_node);
-    *inside = launched_in_step(*api, start_ns);
-    return op;
-  };
+    if (p.api < 0) return kUnattributed;
+    p.range = finder_.innermost(gpu_.api_calls[static_cast<std::size_t>(p.api)].start_ns);
+    if (p.range < 0) return kUnattributed;
+    return path_of(p.range);
+  }
 
-  const std::vector<std::int64_t> beside = time_beside_other_streams(gpu->kernels);
-  for (std::size_t i = 0; i < gpu->kernels.size(); ++i) {
-    const KernelRecord& k = gpu->kernels[i];
-    int api = -1, range = -1;
-    bool by_node = false, inside = false;
-    std::string op = place(placed.kernel_range, i, k.graph_node, k.correlation, k.start_ns, &api,
-                           &range, &by_node, &inside);
-    if (inside) {
-      OpTime& t = a.ops[op];
+  const std::vector<HostRange>& ranges_;
+  const GpuActivity& gpu_;
+  Attribution& a_;
+  const RangeFinder finder_;
+  std::unordered_map<std::uint32_t, int> api_by_correlation_;
+  OrderedPlacement placed_;
+};
+
+void attribute_kernels(const GpuActivity& gpu, RecordPlacer& placer, Attribution& a) {
+  const std::vector<std::int64_t> beside = time_beside_other_streams(gpu.kernels);
+  for (std::size_t i = 0; i < gpu.kernels.size(); ++i) {
+    const KernelRecord& k = gpu.kernels[i];
+    Placement p =
+        placer.place(placer.ordered().kernel_range, i, k.graph_node, k.correlation, k.start_ns);
+    if (p.inside) {
+      OpTime& t = a.ops[p.op];
       ++t.kernels;
       t.gpu_ns += k.duration_ns();
       t.beside_ns += beside[i];
       if (k.graph_node != 0) ++a.graph_kernels;
     }
-    a.kernel_in_step.push_back(inside);
-    a.kernel_ops.push_back(std::move(op));
-    a.kernel_api.push_back(api);
-    a.kernel_range.push_back(range);
-    a.kernel_by_graph_node.push_back(by_node);
+    a.kernel_in_step.push_back(p.inside);
+    a.kernel_ops.push_back(std::move(p.op));
+    a.kernel_api.push_back(p.api);
+    a.kernel_range.push_back(p.range);
+    a.kernel_by_graph_node.push_back(p.by_node);
   }
-  for (std::size_t i = 0; i < gpu->transfers.size(); ++i) {
-    const TransferRecord& x = gpu->transfers[i];
-    int api = -1, range = -1;
-    bool by_node = false, inside = false;
-    std::string op = place(placed.transfer_range, i, x.graph_node, x.correlation, x.start_ns, &api,
-                           &range, &by_node, &inside);
-    if (inside) {
-      OpTime& t = a.ops[op];
+}
+
+void attribute_transfers(const GpuActivity& gpu, RecordPlacer& placer, Attribution& a) {
+  for (std::size_t i = 0; i < gpu.transfers.size(); ++i) {
+    const TransferRecord& x = gpu.transfers[i];
+    Placement p =
+        placer.place(placer.ordered().transfer_range, i, x.graph_node, x.correlation, x.start_ns);
+    if (p.inside) {
+      OpTime& t = a.ops[p.op];
       ++t.transfers;
       t.gpu_ns += x.duration_ns();
     }
-    a.transfer_in_step.push_back(inside);
-    a.transfer_ops.push_back(std::move(op));
-    a.transfer_api.push_back(api);
-    a.transfer_range.push_back(range);
+    a.transfer_in_step.push_back(p.inside);
+    a.transfer_ops.push_back(std::move(p.op));
+    a.transfer_api.push_back(p.api);
+    a.transfer_range.push_back(p.range);
   }
+}
+
+}  // namespace
+
+Attribution attribute(const std::vector<HostRange>& ranges, const GpuActivity* gpu,
+                      const LaunchOrder* order) {
+  Attribution a;
+  attribute_host_ranges(ranges, a);
+  if (gpu == nullptr) return a;
+  RecordPlacer placer(ranges, *gpu, order, a);
+  attribute_kernels(*gpu, placer, a);
+  attribute_transfers(*gpu, placer, a);
   return a;
 }
 

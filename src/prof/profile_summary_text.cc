@@ -117,41 +117,45 @@ std::string format_clocks(const json& c, const std::string& label) {
   return out;
 }
 
-std::string format_profile_summary(const json& j) {
-  std::string out;
-  out += "profile: " + std::to_string(j["profiled_steps"].get<int>()) + " steps, " +
-         j["level"].get<std::string>() + ", " + j["precision"].get<std::string>() + ", " +
-         j["device"].get<std::string>() + "\n";
+namespace {
+
+std::string header_lines(const json& j) {
+  std::string out = "profile: " + std::to_string(j["profiled_steps"].get<int>()) + " steps, " +
+                    j["level"].get<std::string>() + ", " + j["precision"].get<std::string>() +
+                    ", " + j["device"].get<std::string>() + "\n";
   if (j.contains("plan") && j["plan"].contains("attention_auto")) {
     out += "  attention " + attention_auto_line(j["plan"]["attention_auto"]) + "\n";
   }
+  return out;
+}
 
-  const json& st = j["step_time"];
-  out += "  step      " + num(st["profiled_ms_per_step"], "%.3f") + " ms profiled";
+std::string step_line(const json& st) {
+  std::string out = "  step      " + num(st["profiled_ms_per_step"], "%.3f") + " ms profiled";
   if (st["unprofiled_ms_per_step"].is_number()) {
     out += ", " + num(st["unprofiled_ms_per_step"], "%.3f") + " ms unprofiled (overhead " +
            num(st["profiling_overhead_pct"], "%+.1f") + " %)";
   }
-  out += "\n";
+  return out + "\n";
+}
 
-  const json& g = j["gpu"];
-  if (g.is_object()) {
-    out += "  gpu       " + num(g["kernel_dispatches_per_step"], "%.0f") +
-           " kernel dispatches/step (" + num(g["launch_calls_per_step"], "%.0f") +
-           " launch calls), " + std::to_string(g["unique_kernels"].get<int>()) +
-           " unique kernels, " + num(g["gpu_time_per_step_ms"], "%.3f") +
-           " ms GPU time/step, busy " + num(g["gpu_busy_pct"], "%.1f") + " % of the step\n";
-  } else {
-    out += "  gpu       kernel statistics need a GPU (see the notes)\n";
-  }
-  if (j.contains("communication")) out += communication_lines(j["communication"]);
+std::string gpu_line(const json& g) {
+  if (!g.is_object()) return "  gpu       kernel statistics need a GPU (see the notes)\n";
+  return "  gpu       " + num(g["kernel_dispatches_per_step"], "%.0f") +
+         " kernel dispatches/step (" + num(g["launch_calls_per_step"], "%.0f") +
+         " launch calls), " + std::to_string(g["unique_kernels"].get<int>()) + " unique kernels, " +
+         num(g["gpu_time_per_step_ms"], "%.3f") + " ms GPU time/step, busy " +
+         num(g["gpu_busy_pct"], "%.1f") + " % of the step\n";
+}
 
+// The FLOPs and MFU, the clocks, and the MFU at the clock held.
+std::string flops_lines(const json& j) {
   const json& f = j["flops"];
   const json& mfu = j["mfu"];
   const json achieved = mfu["achieved_tflops"].get<double>() * 1e12;
-  out += "  flops     " + si(f["model_flops_per_step"]) + "FLOP/step of model work (6NT " +
-         si(f["six_n_t"]) + " + attention " + si(f["attention_term"]) + "), " + si(achieved) +
-         "FLOP/s at the run's " + num(j["step_time"]["run_ms_per_step"], "%.3f") + " ms/step";
+  std::string out = "  flops     " + si(f["model_flops_per_step"]) +
+                    "FLOP/step of model work (6NT " + si(f["six_n_t"]) + " + attention " +
+                    si(f["attention_term"]) + "), " + si(achieved) + "FLOP/s at the run's " +
+                    num(j["step_time"]["run_ms_per_step"], "%.3f") + " ms/step";
   if (mfu["value"].is_number()) {
     out += ", MFU " + format("%.1f", 100.0 * mfu["value"].get<double>()) + " % of " +
            num(mfu["peak_tflops"], "%.0f") + " TFLOP/s (" +
@@ -166,17 +170,37 @@ std::string format_profile_summary(const json& j) {
            " at the datasheet's " + num(h["rated_sm_mhz"], "%.0f") + " MHz): MFU " +
            format("%.1f", 100.0 * h["value"].get<double>()) + " % of it\n";
   }
+  return out;
+}
 
-  if (g.is_object() && !g["top_kernels"].empty()) {
-    out += "  top kernels      share  calls/step    ms/step  name\n";
-    for (const json& k : g["top_kernels"]) {
-      out += "            " + lpad(num(k["share_pct"], "%.1f %%"), 9) +
-             lpad(num(k["calls_per_step"], "%.0f"), 12) + lpad(num(k["ms_per_step"], "%.3f"), 11) +
-             "  " + shorten(k["name"].get<std::string>(), 80) + "\n";
-    }
+std::string top_kernel_lines(const json& g) {
+  if (!g.is_object() || g["top_kernels"].empty()) return "";
+  std::string out = "  top kernels      share  calls/step    ms/step  name\n";
+  for (const json& k : g["top_kernels"]) {
+    out += "            " + lpad(num(k["share_pct"], "%.1f %%"), 9) +
+           lpad(num(k["calls_per_step"], "%.0f"), 12) + lpad(num(k["ms_per_step"], "%.3f"), 11) +
+           "  " + shorten(k["name"].get<std::string>(), 80) + "\n";
   }
+  return out;
+}
 
-  // Ops by time, the slowest first; the JSON keeps the pass order.
+std::string op_line(const json& o) {
+  const json gflop = o["flops_per_step"].is_number() ? json(o["flops_per_step"].get<double>() / 1e9)
+                                                     : json(nullptr);
+  const json mbytes = o["bytes_per_step"].is_number()
+                          ? json(o["bytes_per_step"].get<double>() / 1e6)
+                          : json(nullptr);
+  return "    " + pad(shorten(o["op"].get<std::string>(), 32), 32) +
+         lpad(num(o["time_ms_per_step"], "%.3f"), 9) + lpad(num(o["kernels_per_step"], "%.4g"), 8) +
+         lpad(num(gflop, "%.3g"), 10) + lpad(num(mbytes, "%.3g"), 10) +
+         lpad(num(o["achieved_tflops"], "%.3g"), 9) + lpad(num(o["achieved_gbps"], "%.4g"), 9) +
+         lpad(num(o["arithmetic_intensity"], "%.1f"), 8) + lpad(num(o["pct_of_roof"], "%.0f"), 8) +
+         "  " + pad(o["bound"].is_string() ? o["bound"].get<std::string>() : std::string("-"), 7) +
+         lpad(num(o["beside_other_streams_pct"], "%.0f"), 8) + "\n";
+}
+
+// Ops by time, the slowest first; the JSON keeps the pass order.
+std::string op_table(const json& j) {
   std::vector<json> ops;
   for (const json& o : j["ops"]) {
     if (o["time_ms_per_step"].is_number()) ops.push_back(o);
@@ -184,46 +208,44 @@ std::string format_profile_summary(const json& j) {
   std::stable_sort(ops.begin(), ops.end(), [](const json& a, const json& b) {
     return a["time_ms_per_step"].get<double>() > b["time_ms_per_step"].get<double>();
   });
-  if (!ops.empty()) {
-    const std::string source = j["op_time_source"] == "gpu_kernels" ? "GPU kernel" : "host";
-    out += "  ops (" + source +
-           " time per step, slowest first; kernels: the kernels it ran per step)\n";
-    out += "    " + pad("op", 32) + lpad("ms", 9) + lpad("kernels", 8) + lpad("GFLOP", 10) +
-           lpad("MB", 10) + lpad("TFLOP/s", 9) + lpad("GB/s", 9) + lpad("FLOP/B", 8) +
-           lpad("roof %", 8) + "  bound  " + lpad("beside %", 8) + "\n";
-    for (std::size_t i = 0; i < ops.size() && i < 20; ++i) {
-      const json& o = ops[i];
-      const json gflop = o["flops_per_step"].is_number()
-                             ? json(o["flops_per_step"].get<double>() / 1e9)
-                             : json(nullptr);
-      const json mbytes = o["bytes_per_step"].is_number()
-                              ? json(o["bytes_per_step"].get<double>() / 1e6)
-                              : json(nullptr);
-      out += "    " + pad(shorten(o["op"].get<std::string>(), 32), 32) +
-             lpad(num(o["time_ms_per_step"], "%.3f"), 9) +
-             lpad(num(o["kernels_per_step"], "%.4g"), 8) + lpad(num(gflop, "%.3g"), 10) +
-             lpad(num(mbytes, "%.3g"), 10) + lpad(num(o["achieved_tflops"], "%.3g"), 9) +
-             lpad(num(o["achieved_gbps"], "%.4g"), 9) +
-             lpad(num(o["arithmetic_intensity"], "%.1f"), 8) +
-             lpad(num(o["pct_of_roof"], "%.0f"), 8) + "  " +
-             pad(o["bound"].is_string() ? o["bound"].get<std::string>() : std::string("-"), 7) +
-             lpad(num(o["beside_other_streams_pct"], "%.0f"), 8) + "\n";
-    }
-    if (ops.size() > 20) {
-      out += "    ... " + std::to_string(ops.size() - 20) + " more in summary.json\n";
-    }
+  if (ops.empty()) return "";
+  const std::string source = j["op_time_source"] == "gpu_kernels" ? "GPU kernel" : "host";
+  std::string out =
+      "  ops (" + source + " time per step, slowest first; kernels: the kernels it ran per step)\n";
+  out += "    " + pad("op", 32) + lpad("ms", 9) + lpad("kernels", 8) + lpad("GFLOP", 10) +
+         lpad("MB", 10) + lpad("TFLOP/s", 9) + lpad("GB/s", 9) + lpad("FLOP/B", 8) +
+         lpad("roof %", 8) + "  bound  " + lpad("beside %", 8) + "\n";
+  for (std::size_t i = 0; i < ops.size() && i < 20; ++i) out += op_line(ops[i]);
+  if (ops.size() > 20) {
+    out += "    ... " + std::to_string(ops.size() - 20) + " more in summary.json\n";
   }
+  return out;
+}
 
-  const json& m = j["memory"];
-  out += "  memory    parameters " + mb(m["parameters_bytes"]) + ", gradients " +
-         mb(m["gradients_bytes"]) + ", optimizer " + mb(m["optimizer_bytes"]) + ", activations " +
-         mb(m["activations_bytes"]) + ", workspaces " + mb(m["workspace_bytes"]) + "; total " +
-         mb(m["total_bytes"]);
+std::string memory_line(const json& m) {
+  std::string out = "  memory    parameters " + mb(m["parameters_bytes"]) + ", gradients " +
+                    mb(m["gradients_bytes"]) + ", optimizer " + mb(m["optimizer_bytes"]) +
+                    ", activations " + mb(m["activations_bytes"]) + ", workspaces " +
+                    mb(m["workspace_bytes"]) + "; total " + mb(m["total_bytes"]);
   if (m["device_total_bytes"].is_number()) out += " of " + mb(m["device_total_bytes"]) + " device";
   if (m["device_used_peak_bytes"].is_number()) {
     out += " (driver peak " + mb(m["device_used_peak_bytes"]) + ")";
   }
-  out += "\n";
+  return out + "\n";
+}
+
+}  // namespace
+
+std::string format_profile_summary(const json& j) {
+  std::string out = header_lines(j);
+  out += step_line(j["step_time"]);
+  const json& g = j["gpu"];
+  out += gpu_line(g);
+  if (j.contains("communication")) out += communication_lines(j["communication"]);
+  out += flops_lines(j);
+  out += top_kernel_lines(g);
+  out += op_table(j);
+  out += memory_line(j["memory"]);
   for (const json& n : j["notes"]) out += "  note: " + n.get<std::string>() + "\n";
   return out;
 }
