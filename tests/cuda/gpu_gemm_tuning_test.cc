@@ -33,7 +33,9 @@ std::string with_device(const std::string& text, int device) {
   return out;
 }
 
-TEST(GpuGemmTuning, ChoicesMoveToTheImportingDevice) {
+class GpuGemmTuning : public GpuTest {};
+
+TEST_F(GpuGemmTuning, ChoicesMoveToTheImportingDevice) {
   cuda::GemmRunner::forget_tuned_choices();
   Harness h(DType::BF16);
   h.prepare(ModelConfig{}, BatchShape{2, 16}, "v1");
