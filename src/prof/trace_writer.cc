@@ -229,16 +229,22 @@ class TraceEvents {
       }
       if (communication[i]) args["hidden_behind_compute_us"] = static_cast<double>(hidden[i]) / 1e3;
       keep_true_times(args, shown, k.start_ns, k.end_ns);
-      events_.push_back({{"ph", "X"},
-                         {"name", it->second},
-                         {"cat", "kernel"},
-                         {"pid", kGpuPidBase + static_cast<int>(k.device)},
-                         {"tid", k.stream},
-                         {"ts", us(shown.start)},
-                         {"dur", dur(shown.start, shown.end)},
-                         {"args", args}});
+      gpu_event(it->second, "kernel", k.device, k.stream, shown, std::move(args));
       flow(g, a_.kernel_api[i], a_.kernel_range[i], k.device, k.stream, shown.start);
     }
+  }
+
+  // One kernel, copy or memset on its device's stream track, where it is drawn.
+  void gpu_event(const std::string& name, const char* category, std::uint32_t device,
+                 std::uint32_t stream, const Shown& shown, json args) {
+    events_.push_back({{"ph", "X"},
+                       {"name", name},
+                       {"cat", category},
+                       {"pid", kGpuPidBase + static_cast<int>(device)},
+                       {"tid", stream},
+                       {"ts", us(shown.start)},
+                       {"dur", dur(shown.start, shown.end)},
+                       {"args", std::move(args)}});
   }
 
   void transfers(const GpuActivity& g, const std::vector<Shown>& transfer_shown) {
@@ -249,14 +255,8 @@ class TraceEvents {
       streams_.emplace(x.device, x.stream);
       json args = {{"correlation", x.correlation}, {"bytes", x.bytes}, {"op", a_.transfer_ops[i]}};
       keep_true_times(args, shown, x.start_ns, x.end_ns);
-      events_.push_back({{"ph", "X"},
-                         {"name", x.name},
-                         {"cat", x.name == "memset" ? "memset" : "memcpy"},
-                         {"pid", kGpuPidBase + static_cast<int>(x.device)},
-                         {"tid", x.stream},
-                         {"ts", us(shown.start)},
-                         {"dur", dur(shown.start, shown.end)},
-                         {"args", args}});
+      gpu_event(x.name, x.name == "memset" ? "memset" : "memcpy", x.device, x.stream, shown,
+                std::move(args));
       flow(g, a_.transfer_api[i], a_.transfer_range[i], x.device, x.stream, shown.start);
     }
   }
