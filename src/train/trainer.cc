@@ -28,54 +28,11 @@
 #include "train/loss_scaler.h"
 #include "train/memory_profile.h"
 #include "train/run_data.h"
+#include "train/run_dump.h"
 #include "train/step_runner.h"
 
 namespace tinyllama {
 namespace {
-
-// A step's rows (every micro-batch's), [rows, seq + 1].
-TensorData token_tensor(const std::vector<std::int32_t>& rows, int seq) {
-  TensorData t;
-  t.dtype = "I32";
-  t.shape = {static_cast<std::int64_t>(rows.size()) / (seq + 1), seq + 1};
-  t.bytes.resize(rows.size() * sizeof(std::int32_t));
-  std::memcpy(t.bytes.data(), rows.data(), t.bytes.size());
-  return t;
-}
-
-// --dump-dir: the initial weights, every timed batch and step 1's gradients,
-// so an independent implementation can replay the run (tests/python).
-class RunDump {
- public:
-  explicit RunDump(std::string dir) : dir_(std::move(dir)) {
-    if (!dir_.empty()) std::filesystem::create_directories(dir_);
-  }
-  bool enabled() const { return !dir_.empty(); }
-  void initial_weights(const Model& m) const {
-    if (enabled()) save_hf_weights(dir_ + "/init.safetensors", m.layout(), m.params());
-  }
-  void batch(int step, const std::vector<std::int32_t>& rows, BatchShape shape) {
-    if (enabled())
-      batches_.emplace_back("step" + std::to_string(step), token_tensor(rows, shape.seq));
-  }
-  // The gradients of the mean loss: fp16 runs hold them multiplied by the
-  // loss scale in force, which is divided out here.
-  void gradients(const Model& m, double loss_scale) const {
-    if (enabled()) {
-      std::vector<double> g = m.grads();
-      for (double& x : g) x /= loss_scale;
-      write_safetensors(dir_ + "/grads_step1.safetensors", to_hf_tensors(m.layout(), g, DType::F32),
-                        {{"producer", "tinyllama"}, {kRopeLayoutKey, kRotateHalf}});
-    }
-  }
-  void finish() const {
-    if (enabled()) write_safetensors(dir_ + "/batches.safetensors", batches_);
-  }
-
- private:
-  std::string dir_;
-  std::vector<std::pair<std::string, TensorData>> batches_;
-};
 
 void fill_averages(TrainSummary& s, const TrainOptions& opts) {
   if (s.steps.empty()) return;
