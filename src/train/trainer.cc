@@ -29,6 +29,7 @@
 #include "train/memory_profile.h"
 #include "train/run_data.h"
 #include "train/run_dump.h"
+#include "train/run_resume.h"
 #include "train/step_runner.h"
 
 namespace tinyllama {
@@ -66,40 +67,6 @@ TrainSummary initial_summary(const StepPlan& plan, Collectives* comm, int world,
   summary.memory = model.memory();
   for (const ParamSlot& s : model.layout().slots()) summary.parameter_count += s.numel();
   return summary;
-}
-
-// --resume: the latest checkpoint's weights, sampler, GEMM choices, loss
-// scale and update count. Returns the steps done before this process.
-int resume_run(const TrainOptions& opts, int total, RunData& data, Backend& backend, Model& model,
-               LossScaler& scaler, StepRunner& runner, TrainSummary& summary,
-               const NoteCallback& on_note) {
-  const std::string path = latest_checkpoint(opts.resume);
-  const CheckpointState c = load_checkpoint(path, model, opts);
-  if (c.steps_done >= total) {
-    throw UsageError("--num-steps " + std::to_string(opts.num_steps) + ": " + path + " has " +
-                     std::to_string(c.steps_done) +
-                     " steps done, as many as --warmup-steps + "
-                     "--num-steps (" +
-                     std::to_string(total) + "); raise --num-steps to go on");
-  }
-  data.train().restore(c.sampler);
-  // Before the first step: the GEMMs rerun the algorithms the checkpoint
-  // was trained with instead of timing their own.
-  if (!c.tuning.empty()) {
-    const std::string why = backend.restore_tuning_state(c.tuning);
-    if (!why.empty()) {
-      tell(on_note, "resume: " + why +
-                        "; the resumed steps may round differently from an "
-                        "uninterrupted run");
-    }
-  }
-  scaler.restore(c.loss_scale, c.clean_steps);
-  runner.restore_applied_updates(c.applied_updates);
-  const int start = c.steps_done;
-  summary.resumed_from = path;
-  summary.resumed_steps = start;
-  tell(on_note, "resumed from " + path + " (" + std::to_string(start) + " steps done)");
-  return start;
 }
 
 // The message of a run stopped by a non-finite loss.
