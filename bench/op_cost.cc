@@ -2,6 +2,7 @@
 
 #include "core/errors.h"
 #include "model/param_layout.h"
+#include "train/backend_factory.h"
 
 namespace tinyllama::bench {
 namespace {
@@ -69,7 +70,12 @@ StepPlan plan_for(const ModelConfig& cfg, BatchShape batch, const ImplChoice& im
   ops.activations =
       impl.recompute_norms ? ActivationsImpl::RecomputeNorms : ActivationsImpl::Stored;
   ops.execution = Execution::Graph;
-  return plan_for_choices(ops, precision, caps, cfg, batch);
+  PlanRequest request;
+  request.level = "custom";
+  request.ops = ops;
+  request.precision = precision;
+  request.kernel_pins = impl.kernels;
+  return resolve_plan(request, run_caps(caps, request, cfg, batch), cfg, batch);
 }
 
 prof::OpCost cost_of(const ModelConfig& cfg, BatchShape batch, const ImplChoice& impl,

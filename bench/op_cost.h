@@ -27,9 +27,10 @@ struct ImplChoice {
   bool fused_rope = false;            // RoPE's rotations inside the flash kernels (rope fused)
   bool recompute_norms = false;       // the norms' outputs remade in the backward (rmsnorm_apply)
   bool swiglu_gemm = false;           // SwiGLU in the GEMMs' epilogues (swiglu gemm)
-  // The fused flash backward pinned while the workspaces are planned, so
-  // the attention scratch holds its dQ accumulator (attention.bwd flash-fused).
-  bool fused_flash_backward = false;
+  // Kernel families pinned in the plan (flash attention's, the SwiGLU
+  // GEMM's): the backend is prepared with them, so the attention scratch
+  // holds the fused backward's dQ accumulator where it is pinned.
+  KernelPins kernels;
   bool operator==(const ImplChoice&) const = default;
 };
 

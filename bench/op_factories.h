@@ -52,36 +52,37 @@ enum class FlashPin {
 // rope: attention_rope_forward (q and k rotated as the kernels load them,
 // the rotated q, k and v's copy written out) or attention_rope_backward
 // (RoPE's inverse rotation of dq and dk inside the attention backward).
+// The pin is carried by the plan the backend is prepared with
+// (kernel_pins(pin) in the variant's ImplChoice); make_attention takes it to
+// skip, with the reason, a pinned family that cannot run here rather than
+// time the kernel that would run in its place.
 std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionImpl impl,
                                        FlashPin pin = FlashPin::None, bool rope = false);
+KernelPins kernel_pins(FlashPin pin);
 
-// The RMSNorm backward's kernels pinned to what the current ones replaced:
-// SeparateSum adds the weight gradient's partial rows in a second kernel on
-// every grid; OneWarp runs long rows (more than 32 * 4 vectors) on the
-// one-warp shared-memory kernel instead of the team kernel.
-enum class NormBackwardPin { None, SeparateSum, OneWarp };
+// The norms' and the chunked loss's kernels run as the prepared plan says:
+// a variant pins what the current kernels replaced through its
+// ImplChoice's KernelPins (NormWeightSum::SecondKernel, NormLongRows::
+// OneWarp, LossRows::Staged / Streamed), op_registry.cc.
 
 // ops_norm_rope.cc
-std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass,
-                                     NormBackwardPin pin = NormBackwardPin::None);
+std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass);
 // rmsnorm_apply: a norm's output remade from its saved rstd.
 std::unique_ptr<OpCase> make_rmsnorm_apply(BenchContext& ctx);
 std::unique_ptr<OpCase> make_rope(BenchContext& ctx, Pass pass);
 
 // ops_residual_norm.cc: NormImpl::Fused's residual add + RMSNorm.
-std::unique_ptr<OpCase> make_residual_norm(BenchContext& ctx, Pass pass,
-                                           NormBackwardPin pin = NormBackwardPin::None);
+std::unique_ptr<OpCase> make_residual_norm(BenchContext& ctx, Pass pass);
 
 // ops_elementwise.cc: SwiGLU fused or as silu and mul; the residual add.
 std::unique_ptr<OpCase> make_swiglu(BenchContext& ctx, Pass pass, bool fused);
 // The GEMM beside the SwiGLU and the SwiGLU (forward: the gate/up GEMM;
 // backward: the down projection's data gradient): in one kernel
 // (Backend::gemm_swiglu_*, in_epilogue) or as the GEMM then the fused
-// kernel (the composition the other levels run); `kernel` pins one of the
-// epilogue kernels (cuda::SwigluGemmKernel) or leaves the default's choice.
-enum class SwigluGemmPin { Best, PingPong, TwoBlocks };
-std::unique_ptr<OpCase> make_swiglu_gemm(BenchContext& ctx, Pass pass, bool in_epilogue,
-                                         SwigluGemmPin kernel = SwigluGemmPin::Best);
+// kernel (the composition the other levels run). The epilogue kernel's
+// schedule is the prepared plan's (a variant pins one through its
+// ImplChoice's KernelPins).
+std::unique_ptr<OpCase> make_swiglu_gemm(BenchContext& ctx, Pass pass, bool in_epilogue);
 std::unique_ptr<OpCase> make_residual_add(BenchContext& ctx);
 
 // ops_loss_embedding.cc. The embedding's tokens uniform over the
@@ -90,11 +91,7 @@ std::unique_ptr<OpCase> make_residual_add(BenchContext& ctx);
 std::unique_ptr<OpCase> make_embedding(BenchContext& ctx, Pass pass, bool zipf_tokens = false);
 std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass);
 // LossImpl::Chunked's loss and dlogits in one kernel.
-// Staged: every row that fits staged in shared memory; Streamed: none
-// (cuda_ops.h, CrossEntropyRows); None: the default's choice.
-enum class CrossEntropyPin { None, Staged, Streamed };
-std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx,
-                                                 CrossEntropyPin pin = CrossEntropyPin::None);
+std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx);
 
 // ops_adamw.cc: AdamW over layer 0's parameters, per tensor or one sweep.
 std::unique_ptr<OpCase> make_adamw(BenchContext& ctx, bool fused);

@@ -80,6 +80,7 @@ class Builder {
   // cannot run at a shape is skipped with resolve_plan's reason.
   void attention(Pass pass, const char* variant, ImplChoice impl, FlashPin pin = FlashPin::None) {
     const bool fwd = pass == Pass::Forward;
+    impl.kernels = kernel_pins(pin);
     add(fwd ? "attention.fwd" : "attention.bwd", variant,
         fwd ? "forward/layer0/attention" : "backward/layer0/attention", impl, [=](BenchContext& c) {
           return make_attention(c, pass, impl.attention, pin, impl.fused_rope);
@@ -105,7 +106,15 @@ struct Choices {
   ImplChoice fused_rope;
   ImplChoice recompute_norms;
   ImplChoice swiglu_gemm;
+  ImplChoice swiglu_pingpong;  // swiglu_gemm with each schedule pinned
+  ImplChoice swiglu_two_blocks;
   ImplChoice scan_embedding_grad;
+  // What the current kernels replaced, pinned in the plan beside them.
+  ImplChoice norm_second_kernel;  // the norm's weight gradient summed by a second kernel
+  ImplChoice norm_one_warp;       // long rows on the one-warp kernel, not the team kernel
+  ImplChoice fused_norm_one_warp;
+  ImplChoice loss_staged;  // the chunked loss: every row that fits staged, or none
+  ImplChoice loss_streamed;
 };
 
 Choices choices() {
@@ -119,7 +128,17 @@ Choices choices() {
   c.fused_rope.fused_rope = true;
   c.recompute_norms.recompute_norms = true;
   c.swiglu_gemm.swiglu_gemm = true;
+  c.swiglu_pingpong = c.swiglu_two_blocks = c.swiglu_gemm;
+  c.swiglu_pingpong.kernels.swiglu_gemm = SwigluGemmKernel::PingPong;
+  c.swiglu_two_blocks.kernels.swiglu_gemm = SwigluGemmKernel::TwoBlocks;
   c.scan_embedding_grad.sorted_embedding_grad = false;
+  c.norm_second_kernel.kernels.norm_weight_sum = NormWeightSum::SecondKernel;
+  c.norm_one_warp.kernels.norm_long_rows = NormLongRows::OneWarp;
+  c.fused_norm_one_warp = c.fused_norm;
+  c.fused_norm_one_warp.kernels.norm_long_rows = NormLongRows::OneWarp;
+  c.loss_staged = c.loss_streamed = c.chunked_loss;
+  c.loss_staged.kernels.loss_rows = LossRows::Staged;
+  c.loss_streamed.kernels.loss_rows = LossRows::Streamed;
   return c;
 }
 
@@ -181,20 +200,20 @@ void forward_ops(Builder& b, const Choices& with) {
         [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, false); });
   b.add("gate_up+swiglu.fwd", "epilogue", "forward/layer0/gate_up_gemm", with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true); });
-  b.add("gate_up+swiglu.fwd", "epilogue-pingpong", "forward/layer0/gate_up_gemm", with.swiglu_gemm,
-        [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true, SwigluGemmPin::PingPong); });
-  b.add("gate_up+swiglu.fwd", "epilogue-2blocks", "forward/layer0/gate_up_gemm", with.swiglu_gemm,
-        [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true, SwigluGemmPin::TwoBlocks); });
+  b.add("gate_up+swiglu.fwd", "epilogue-pingpong", "forward/layer0/gate_up_gemm",
+        with.swiglu_pingpong, [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true); });
+  b.add("gate_up+swiglu.fwd", "epilogue-2blocks", "forward/layer0/gate_up_gemm",
+        with.swiglu_two_blocks, [=](BenchContext& c) { return make_swiglu_gemm(c, fwd, true); });
   b.gemm(Linear::Down, GemmPass::Forward);
   b.gemm(Linear::LmHead, GemmPass::Forward);
   b.add("cross_entropy.fwd", "", "forward/cross_entropy", with.v2,
         [=](BenchContext& c) { return make_cross_entropy(c, fwd); });
   b.add("cross_entropy.fused", "", "forward/cross_entropy", with.chunked_loss,
         [](BenchContext& c) { return make_cross_entropy_fused(c); });
-  b.add("cross_entropy.fused", "staged", "forward/cross_entropy", with.chunked_loss,
-        [](BenchContext& c) { return make_cross_entropy_fused(c, CrossEntropyPin::Staged); });
-  b.add("cross_entropy.fused", "streamed", "forward/cross_entropy", with.chunked_loss,
-        [](BenchContext& c) { return make_cross_entropy_fused(c, CrossEntropyPin::Streamed); });
+  b.add("cross_entropy.fused", "staged", "forward/cross_entropy", with.loss_staged,
+        [](BenchContext& c) { return make_cross_entropy_fused(c); });
+  b.add("cross_entropy.fused", "streamed", "forward/cross_entropy", with.loss_streamed,
+        [](BenchContext& c) { return make_cross_entropy_fused(c); });
 }
 
 // The backward pass from the loss to the attention block's norm.
@@ -215,25 +234,23 @@ void backward_head_and_ffn_ops(Builder& b, const Choices& with) {
   b.add("down_dgrad+swiglu.bwd", "epilogue", "backward/layer0/down_gemm_dgrad", with.swiglu_gemm,
         [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true); });
   b.add("down_dgrad+swiglu.bwd", "epilogue-pingpong", "backward/layer0/down_gemm_dgrad",
-        with.swiglu_gemm,
-        [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true, SwigluGemmPin::PingPong); });
+        with.swiglu_pingpong, [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true); });
   b.add("down_dgrad+swiglu.bwd", "epilogue-2blocks", "backward/layer0/down_gemm_dgrad",
-        with.swiglu_gemm,
-        [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true, SwigluGemmPin::TwoBlocks); });
+        with.swiglu_two_blocks, [=](BenchContext& c) { return make_swiglu_gemm(c, bwd, true); });
   b.gemm(Linear::GateUp, GemmPass::InputGrad);
   b.gemm(Linear::GateUp, GemmPass::WeightGrad);
   b.add("rmsnorm.bwd", "", "backward/layer0/ffn_norm", with.v2,
         [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
-  b.add("rmsnorm.bwd", "separate-sum", "backward/layer0/ffn_norm", with.v2,
-        [=](BenchContext& c) { return make_rmsnorm(c, bwd, NormBackwardPin::SeparateSum); });
-  b.add("rmsnorm.bwd", "one-warp", "backward/layer0/ffn_norm", with.v2,
-        [=](BenchContext& c) { return make_rmsnorm(c, bwd, NormBackwardPin::OneWarp); });
+  b.add("rmsnorm.bwd", "separate-sum", "backward/layer0/ffn_norm", with.norm_second_kernel,
+        [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
+  b.add("rmsnorm.bwd", "one-warp", "backward/layer0/ffn_norm", with.norm_one_warp,
+        [=](BenchContext& c) { return make_rmsnorm(c, bwd); });
   b.add("rmsnorm.apply", "recompute", "backward/layer0/ffn_norm_recompute", with.recompute_norms,
         [](BenchContext& c) { return make_rmsnorm_apply(c); });
   b.add("residual_norm.bwd", "fused", "backward/layer0/ffn_residual_norm", with.fused_norm,
         [=](BenchContext& c) { return make_residual_norm(c, bwd); });
-  b.add("residual_norm.bwd", "one-warp", "backward/layer0/ffn_residual_norm", with.fused_norm,
-        [=](BenchContext& c) { return make_residual_norm(c, bwd, NormBackwardPin::OneWarp); });
+  b.add("residual_norm.bwd", "one-warp", "backward/layer0/ffn_residual_norm",
+        with.fused_norm_one_warp, [=](BenchContext& c) { return make_residual_norm(c, bwd); });
 }
 
 // The backward pass from the output projection to the embedding.
@@ -247,9 +264,7 @@ void backward_attention_ops(Builder& b, const Choices& with) {
   b.attention(bwd, "flash-wgmma", with.v2, FlashPin::BackwardWgmma);
   b.attention(bwd, "flash-ws", with.v2, FlashPin::BackwardSpecialized);
   b.attention(bwd, "flash-one-launch", with.v2, FlashPin::BackwardOneLaunch);
-  ImplChoice fused_backward = with.v2;
-  fused_backward.fused_flash_backward = true;
-  b.attention(bwd, "flash-fused", fused_backward, FlashPin::BackwardFused);
+  b.attention(bwd, "flash-fused", with.v2, FlashPin::BackwardFused);
   b.attention(bwd, "flash-delta-separate", with.v2, FlashPin::BackwardSeparateDelta);
   b.attention(bwd, "cudnn", with.cudnn);
   // RoPE's backward rotation in the flash kernels' epilogues (rope fused):

@@ -9,9 +9,6 @@
 #include "bench/op_factories.h"
 #include "bench/reference.h"
 #include "cpu/cpu_backend.h"
-#if defined(TINYLLAMA_HAS_CUDA)
-#include "cuda/flash/flash_attention.h"
-#endif
 
 namespace tinyllama::bench {
 namespace {
@@ -70,99 +67,6 @@ CheckedSlice checked_slice(const AttentionShape& shape) {
   return s;
 }
 
-#if defined(TINYLLAMA_HAS_CUDA)
-cuda::FlashForwardKernel pinned_kernel(FlashPin pin) {
-  switch (pin) {
-    case FlashPin::Mma:
-      return cuda::FlashForwardKernel::Mma;
-    case FlashPin::Wgmma1x64:
-      return cuda::FlashForwardKernel::Wgmma1x64;
-    case FlashPin::Wgmma1x128:
-      return cuda::FlashForwardKernel::Wgmma1x128;
-    case FlashPin::Wgmma2x64:
-      return cuda::FlashForwardKernel::Wgmma2x64;
-    case FlashPin::Wgmma2x128:
-      return cuda::FlashForwardKernel::Wgmma2x128;
-    case FlashPin::Paired2x64:
-      return cuda::FlashForwardKernel::Paired2x64;
-    case FlashPin::Paired2x128:
-      return cuda::FlashForwardKernel::Paired2x128;
-    case FlashPin::Overlap1x64:
-      return cuda::FlashForwardKernel::Overlap1x64;
-    case FlashPin::Overlap2x64:
-      return cuda::FlashForwardKernel::Overlap2x64;
-    case FlashPin::Overlap2x128:
-      return cuda::FlashForwardKernel::Overlap2x128;
-    case FlashPin::Specialized64:
-      return cuda::FlashForwardKernel::Specialized64;
-    case FlashPin::Specialized128:
-      return cuda::FlashForwardKernel::Specialized128;
-    case FlashPin::PingPong64:
-      return cuda::FlashForwardKernel::PingPong64;
-    case FlashPin::PingPong128:
-      return cuda::FlashForwardKernel::PingPong128;
-    case FlashPin::None:
-    case FlashPin::BackwardMma:
-    case FlashPin::BackwardWgmma:
-    case FlashPin::BackwardSpecialized:
-    case FlashPin::BackwardFused:
-    case FlashPin::BackwardSeparateDelta:
-    case FlashPin::BackwardOneLaunch:
-      break;
-  }
-  return cuda::FlashForwardKernel::Best;
-}
-
-cuda::FlashBackwardKernel pinned_backward(FlashPin pin) {
-  switch (pin) {
-    case FlashPin::BackwardMma:
-      return cuda::FlashBackwardKernel::Mma;
-    case FlashPin::BackwardWgmma:
-      return cuda::FlashBackwardKernel::Wgmma;
-    case FlashPin::BackwardSpecialized:
-      return cuda::FlashBackwardKernel::Specialized;
-    case FlashPin::BackwardFused:
-      return cuda::FlashBackwardKernel::Fused;
-    case FlashPin::BackwardOneLaunch:
-      return cuda::FlashBackwardKernel::OneLaunch;
-    default:
-      return cuda::FlashBackwardKernel::Best;
-  }
-}
-#endif
-
-// Pins flash attention's forward or backward kernel family, or the
-// backward's separate delta kernel, for its lifetime (the settings are
-// process-wide: every other case runs with the defaults).
-class ScopedFlashPin {
- public:
-  explicit ScopedFlashPin(FlashPin pin) : pin_(pin) {
-#if defined(TINYLLAMA_HAS_CUDA)
-    if (pin_ != FlashPin::None) {
-      cuda::set_flash_forward_kernel(pinned_kernel(pin_));
-      cuda::set_flash_backward_kernel(pinned_backward(pin_));
-      if (pin_ == FlashPin::BackwardSeparateDelta) {
-        cuda::set_flash_backward_delta(cuda::FlashDelta::Separate);
-      }
-    }
-#endif
-  }
-  ~ScopedFlashPin() {
-#if defined(TINYLLAMA_HAS_CUDA)
-    if (pin_ != FlashPin::None) {
-      cuda::set_flash_forward_kernel(cuda::FlashForwardKernel::Best);
-      cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
-      cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
-    }
-#endif
-  }
-  ScopedFlashPin(const ScopedFlashPin&) = delete;
-  ScopedFlashPin& operator=(const ScopedFlashPin&) = delete;
-
- private:
-  FlashPin pin_;
-};
-
 // Why a pinned kernel family cannot run on ctx's device at this shape and
 // precision, or "" when it can.
 std::string pin_unavailable(const BenchContext& ctx, Pass pass, FlashPin pin) {
@@ -178,25 +82,20 @@ std::string pin_unavailable(const BenchContext& ctx, Pass pass, FlashPin pin) {
   if (pin == FlashPin::Mma || pin == FlashPin::BackwardMma) return "";
   const int hd = ctx.cfg.head_dim();
   if (hd != 64 && hd != 128) return "Hopper kernels: head_dim 64 or 128 only";
-#if defined(TINYLLAMA_HAS_CUDA)
-  if (!cuda::flash_hopper_kernels_available()) {
+  if (!ctx.gpu.caps().no_hopper_kernels.empty()) {
     return "Hopper kernels: needs an sm_90 device and an sm_90a build";
   }
   return "";
-#else
-  return "a CUDA kernel family";
-#endif
 }
 
 class AttentionCase final : public OpCase {
  public:
-  AttentionCase(BenchContext& ctx, Pass pass, AttentionImpl impl, FlashPin pin, bool rope)
+  AttentionCase(BenchContext& ctx, Pass pass, AttentionImpl impl, bool rope)
       : ctx_(ctx),
         buffers_(ctx.gpu, ctx.seed),
         shape_(ctx.attention()),
         pass_(pass),
         impl_(impl),
-        pin_(pin),
         rope_(rope) {
     const bool materialised = impl == AttentionImpl::Materialized;
     const std::int64_t t = ctx.tokens();
@@ -231,7 +130,6 @@ class AttentionCase final : public OpCase {
   }
 
   void run() override {
-    const ScopedFlashPin pinned(pin_);
     if (pass_ == Pass::Forward && rope_) {
       ctx_.gpu.attention_rope_forward(impl_, out_, lse_, probs_, q_, k_, v_, q_rot_, k_rot_,
                                       v_copy_, shape_, ctx_.cfg.rope_theta);
@@ -332,7 +230,6 @@ class AttentionCase final : public OpCase {
   AttentionShape shape_;
   Pass pass_;
   AttentionImpl impl_;
-  FlashPin pin_;
   bool rope_;
   Mat qkv_, q_, k_, v_, out_, lse_, probs_;
   Mat q_rot_, k_rot_, v_copy_;  // rope on the forward pass
@@ -345,7 +242,76 @@ std::unique_ptr<OpCase> make_attention(BenchContext& ctx, Pass pass, AttentionIm
                                        FlashPin pin, bool rope) {
   const std::string why = pin_unavailable(ctx, pass, pin);
   if (!why.empty()) throw OpSkipped(why);
-  return std::make_unique<AttentionCase>(ctx, pass, impl, pin, rope);
+  return std::make_unique<AttentionCase>(ctx, pass, impl, rope);
+}
+
+KernelPins kernel_pins(FlashPin pin) {
+  KernelPins p;
+  switch (pin) {
+    case FlashPin::None:
+      break;
+    case FlashPin::Mma:
+      p.flash_forward = FlashForwardKernel::Mma;
+      break;
+    case FlashPin::Wgmma1x64:
+      p.flash_forward = FlashForwardKernel::Wgmma1x64;
+      break;
+    case FlashPin::Wgmma1x128:
+      p.flash_forward = FlashForwardKernel::Wgmma1x128;
+      break;
+    case FlashPin::Wgmma2x64:
+      p.flash_forward = FlashForwardKernel::Wgmma2x64;
+      break;
+    case FlashPin::Wgmma2x128:
+      p.flash_forward = FlashForwardKernel::Wgmma2x128;
+      break;
+    case FlashPin::Paired2x64:
+      p.flash_forward = FlashForwardKernel::Paired2x64;
+      break;
+    case FlashPin::Paired2x128:
+      p.flash_forward = FlashForwardKernel::Paired2x128;
+      break;
+    case FlashPin::Overlap1x64:
+      p.flash_forward = FlashForwardKernel::Overlap1x64;
+      break;
+    case FlashPin::Overlap2x64:
+      p.flash_forward = FlashForwardKernel::Overlap2x64;
+      break;
+    case FlashPin::Overlap2x128:
+      p.flash_forward = FlashForwardKernel::Overlap2x128;
+      break;
+    case FlashPin::Specialized64:
+      p.flash_forward = FlashForwardKernel::Specialized64;
+      break;
+    case FlashPin::Specialized128:
+      p.flash_forward = FlashForwardKernel::Specialized128;
+      break;
+    case FlashPin::PingPong64:
+      p.flash_forward = FlashForwardKernel::PingPong64;
+      break;
+    case FlashPin::PingPong128:
+      p.flash_forward = FlashForwardKernel::PingPong128;
+      break;
+    case FlashPin::BackwardMma:
+      p.flash_backward = FlashBackwardKernel::Mma;
+      break;
+    case FlashPin::BackwardWgmma:
+      p.flash_backward = FlashBackwardKernel::Wgmma;
+      break;
+    case FlashPin::BackwardSpecialized:
+      p.flash_backward = FlashBackwardKernel::Specialized;
+      break;
+    case FlashPin::BackwardFused:
+      p.flash_backward = FlashBackwardKernel::Fused;
+      break;
+    case FlashPin::BackwardSeparateDelta:
+      p.flash_delta = FlashDelta::Separate;
+      break;
+    case FlashPin::BackwardOneLaunch:
+      p.flash_backward = FlashBackwardKernel::OneLaunch;
+      break;
+  }
+  return p;
 }
 
 }  // namespace tinyllama::bench

@@ -10,9 +10,6 @@
 #include "bench/op_factories.h"
 #include "bench/reference.h"
 #include "cpu/cpu_backend.h"
-#if defined(TINYLLAMA_HAS_CUDA)
-#include "cuda/cuda_ops.h"
-#endif
 
 namespace tinyllama::bench {
 namespace {
@@ -202,8 +199,7 @@ class CrossEntropyCase final : public OpCase {
 // the check takes whatever logits are there as its input.
 class FusedCrossEntropyCase final : public OpCase {
  public:
-  FusedCrossEntropyCase(BenchContext& ctx, CrossEntropyPin pin)
-      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pin_(pin) {
+  explicit FusedCrossEntropyCase(BenchContext& ctx) : ctx_(ctx), buffers_(ctx.gpu, ctx.seed) {
     const std::int64_t t = ctx.tokens();
     const int vocab = ctx.cfg.vocab_size;
     // Rows padded to ModelConfig::padded_vocab() as the model lays them out
@@ -219,20 +215,7 @@ class FusedCrossEntropyCase final : public OpCase {
     scalars_ = static_cast<const StepScalars*>(scalars.data);
   }
 
-  void run() override {
-#if defined(TINYLLAMA_HAS_CUDA)
-    // Process-wide: set for this call (a graph capture records the kernel
-    // chosen now), the default back after it.
-    cuda::set_cross_entropy_rows(pin_ == CrossEntropyPin::Staged ? cuda::CrossEntropyRows::Staged
-                                 : pin_ == CrossEntropyPin::Streamed
-                                     ? cuda::CrossEntropyRows::Streamed
-                                     : cuda::CrossEntropyRows::Auto);
-#endif
-    ctx_.gpu.cross_entropy_fused(losses_, logits_, targets_, scalars_);
-#if defined(TINYLLAMA_HAS_CUDA)
-    cuda::set_cross_entropy_rows(cuda::CrossEntropyRows::Auto);
-#endif
-  }
+  void run() override { ctx_.gpu.cross_entropy_fused(losses_, logits_, targets_, scalars_); }
 
   CheckResult check() override {
     Backend& gpu = ctx_.gpu;
@@ -258,7 +241,6 @@ class FusedCrossEntropyCase final : public OpCase {
   StepScalars host_scalars_;
   const StepScalars* scalars_ = nullptr;
   Mat logits_, losses_;
-  CrossEntropyPin pin_;
 };
 
 }  // namespace
@@ -271,8 +253,8 @@ std::unique_ptr<OpCase> make_cross_entropy(BenchContext& ctx, Pass pass) {
   return std::make_unique<CrossEntropyCase>(ctx, pass);
 }
 
-std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx, CrossEntropyPin pin) {
-  return std::make_unique<FusedCrossEntropyCase>(ctx, pin);
+std::unique_ptr<OpCase> make_cross_entropy_fused(BenchContext& ctx) {
+  return std::make_unique<FusedCrossEntropyCase>(ctx);
 }
 
 }  // namespace tinyllama::bench

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "bench/device_buffers.h"
-#include "bench/norm_pin.h"
 #include "bench/op_factories.h"
 #include "bench/reference.h"
 #include "cpu/cpu_backend.h"
@@ -14,10 +13,7 @@ namespace {
 
 class RmsNormCase final : public OpCase {
  public:
-  // pin (backward): a kernel the current ones replaced, kept to time beside
-  // them (op_factories.h).
-  RmsNormCase(BenchContext& ctx, Pass pass, NormBackwardPin pin)
-      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass), pin_(pin) {
+  RmsNormCase(BenchContext& ctx, Pass pass) : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass) {
     const std::int64_t t = ctx.tokens();
     const std::int64_t d = ctx.cfg.hidden_dim;
     const DType act = ctx.act();
@@ -39,7 +35,6 @@ class RmsNormCase final : public OpCase {
     if (pass_ == Pass::Forward) {
       ctx_.gpu.rmsnorm_forward(out_, rstd_, x_, weight_, ctx_.cfg.rms_eps);
     } else {
-      const ScopedNormPin pinned(pin_);
       ctx_.gpu.rmsnorm_backward(dx_, dweight_, dout_, x_, weight_, rstd_);
     }
   }
@@ -83,7 +78,6 @@ class RmsNormCase final : public OpCase {
   BenchContext& ctx_;
   DeviceBuffers buffers_;
   Pass pass_;
-  NormBackwardPin pin_;
   Mat x_, weight_, out_, rstd_, dout_, dx_, dweight_;
 };
 
@@ -176,8 +170,8 @@ class RopeCase final : public OpCase {
 
 }  // namespace
 
-std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass, NormBackwardPin pin) {
-  return std::make_unique<RmsNormCase>(ctx, pass, pin);
+std::unique_ptr<OpCase> make_rmsnorm(BenchContext& ctx, Pass pass) {
+  return std::make_unique<RmsNormCase>(ctx, pass);
 }
 
 std::unique_ptr<OpCase> make_rmsnorm_apply(BenchContext& ctx) {

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "bench/device_buffers.h"
-#include "bench/norm_pin.h"
 #include "bench/op_factories.h"
 #include "bench/reference.h"
 #include "cpu/cpu_backend.h"
@@ -16,9 +15,8 @@ namespace {
 
 class ResidualNormCase final : public OpCase {
  public:
-  // pin (backward): a kernel the current ones replaced (op_factories.h).
-  ResidualNormCase(BenchContext& ctx, Pass pass, NormBackwardPin pin)
-      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass), pin_(pin) {
+  ResidualNormCase(BenchContext& ctx, Pass pass)
+      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass) {
     const std::int64_t t = ctx.tokens();
     const std::int64_t d = ctx.cfg.hidden_dim;
     const DType act = ctx.act();
@@ -43,7 +41,6 @@ class ResidualNormCase final : public OpCase {
     if (pass_ == Pass::Forward) {
       ctx_.gpu.add_rmsnorm_forward(sum_, out_, rstd_, a_, b_, weight_, ctx_.cfg.rms_eps);
     } else {
-      const ScopedNormPin pinned(pin_);
       ctx_.gpu.rmsnorm_backward_add(dx_, dweight_, dout_, x_, weight_, rstd_, dres_);
     }
   }
@@ -111,14 +108,13 @@ class ResidualNormCase final : public OpCase {
   BenchContext& ctx_;
   DeviceBuffers buffers_;
   Pass pass_;
-  NormBackwardPin pin_;
   Mat a_, b_, sum_, out_, x_, weight_, rstd_, dout_, dres_, dx_, dweight_;
 };
 
 }  // namespace
 
-std::unique_ptr<OpCase> make_residual_norm(BenchContext& ctx, Pass pass, NormBackwardPin pin) {
-  return std::make_unique<ResidualNormCase>(ctx, pass, pin);
+std::unique_ptr<OpCase> make_residual_norm(BenchContext& ctx, Pass pass) {
+  return std::make_unique<ResidualNormCase>(ctx, pass);
 }
 
 }  // namespace tinyllama::bench

@@ -6,21 +6,14 @@
 #include "bench/op_factories.h"
 #include "bench/reference.h"
 #include "cpu/cpu_backend.h"
-#if defined(TINYLLAMA_HAS_CUDA)
-#include "cuda/swiglu_gemm/swiglu_gemm.h"
-#endif
 
 namespace tinyllama::bench {
 namespace {
 
 class SwigluGemmCase final : public OpCase {
  public:
-  SwigluGemmCase(BenchContext& ctx, Pass pass, bool in_epilogue, SwigluGemmPin kernel)
-      : ctx_(ctx),
-        buffers_(ctx.gpu, ctx.seed),
-        pass_(pass),
-        in_epilogue_(in_epilogue),
-        kernel_(kernel) {
+  SwigluGemmCase(BenchContext& ctx, Pass pass, bool in_epilogue)
+      : ctx_(ctx), buffers_(ctx.gpu, ctx.seed), pass_(pass), in_epilogue_(in_epilogue) {
     const std::int64_t t = ctx.tokens();
     const std::int64_t d = ctx.cfg.hidden_dim;
     const std::int64_t f = ctx.cfg.ffn_dim;
@@ -38,11 +31,8 @@ class SwigluGemmCase final : public OpCase {
     d_gate_up_ = buffers_.poisoned(t, 2 * f, act);
   }
 
-  ~SwigluGemmCase() override { pin(SwigluGemmPin::Best); }
-
   void run() override {
     Backend& gpu = ctx_.gpu;
-    pin(kernel_);
     if (pass_ == Pass::Forward) {
       if (in_epilogue_) {
         gpu.gemm_swiglu_forward(gate_up_, hidden_, x_, w_);
@@ -86,32 +76,17 @@ class SwigluGemmCase final : public OpCase {
   }
 
  private:
-  // The kernel the epilogue form runs (swiglu_gemm.h), set at each run so
-  // that cases made side by side do not pin each other's.
-  static void pin(SwigluGemmPin kernel) {
-#if defined(TINYLLAMA_HAS_CUDA)
-    cuda::set_swiglu_gemm_kernel(
-        kernel == SwigluGemmPin::TwoBlocks  ? cuda::SwigluGemmKernel::TwoBlocks
-        : kernel == SwigluGemmPin::PingPong ? cuda::SwigluGemmKernel::PingPong
-                                            : cuda::SwigluGemmKernel::Best);
-#else
-    (void)kernel;
-#endif
-  }
-
   BenchContext& ctx_;
   DeviceBuffers buffers_;
   Pass pass_;
   bool in_epilogue_;
-  SwigluGemmPin kernel_;
   Mat x_, w_, gate_up_, hidden_, d_gate_up_;
 };
 
 }  // namespace
 
-std::unique_ptr<OpCase> make_swiglu_gemm(BenchContext& ctx, Pass pass, bool in_epilogue,
-                                         SwigluGemmPin kernel) {
-  return std::make_unique<SwigluGemmCase>(ctx, pass, in_epilogue, kernel);
+std::unique_ptr<OpCase> make_swiglu_gemm(BenchContext& ctx, Pass pass, bool in_epilogue) {
+  return std::make_unique<SwigluGemmCase>(ctx, pass, in_epilogue);
 }
 
 }  // namespace tinyllama::bench

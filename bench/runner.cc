@@ -6,32 +6,9 @@
 #include "bench/op_cost.h"
 #include "bench/reference.h"
 #include "bench/sample_stats.h"
-#if defined(TINYLLAMA_HAS_CUDA)
-#include "cuda/flash/flash_attention.h"
-#endif
 
 namespace tinyllama::bench {
 namespace {
-
-// prepare() for a variant; the fused flash backward is pinned meanwhile, so
-// the attention scratch is planned with its dQ accumulator.
-void prepare_for(Backend& gpu, const BenchShape& shape, const StepPlan& plan,
-                 [[maybe_unused]] const ImplChoice& impl) {
-#if defined(TINYLLAMA_HAS_CUDA)
-  if (impl.fused_flash_backward) {
-    cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Fused);
-    try {
-      gpu.prepare(shape.cfg, shape.batch, plan);
-    } catch (...) {
-      cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
-      throw;
-    }
-    cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
-    return;
-  }
-#endif
-  gpu.prepare(shape.cfg, shape.batch, plan);
-}
 
 // The choices the backend's workspaces were last prepared for.
 struct Prepared {
@@ -68,10 +45,11 @@ OpResult run_one(const OpVariant& entry, Backend& gpu, const BenchShape& shape, 
     r.flops = cost.flops;
     r.bytes = cost.bytes;
     // prepare() sizes the workspaces (attention scratch, GEMM tuning space)
-    // for the variant's choices; it reallocates, so only when they change.
+    // and takes the kernel families for the variant's choices; it
+    // reallocates, so only when they change.
     if (!prepared.valid || !(prepared.impl == entry.impl)) {
       prepared.valid = false;
-      prepare_for(gpu, shape, plan, entry.impl);
+      gpu.prepare(shape.cfg, shape.batch, plan);
       prepared = {true, entry.impl};
     }
     BenchContext ctx{gpu, shape.cfg, shape.batch, precision};

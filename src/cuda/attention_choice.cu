@@ -83,7 +83,7 @@ std::string cudnn_attention_support(const ModelConfig& cfg, BatchShape shape, Pr
 }
 
 AttentionTiming time_attention(AttentionImpl impl, const ModelConfig& cfg, BatchShape shape,
-                               Precision precision) {
+                               Precision precision, const KernelChoices& kernels) {
   require(impl == AttentionImpl::Flash || impl == AttentionImpl::Cudnn, "time_attention",
           std::string("times flash or cudnn, not ") + impl_name(impl));
   const DType t = precision.compute;
@@ -118,20 +118,21 @@ AttentionTiming time_attention(AttentionImpl impl, const ModelConfig& cfg, Batch
   if (sdpa != nullptr) {
     workspace = s.take(sdpa->workspace_bytes());
   } else {
-    flash = flash_attention_scratch(s.take(flash_attention_scratch_bytes(as)), as);
+    flash =
+        flash_attention_scratch(s.take(flash_attention_scratch_bytes(as, kernels)), as, kernels);
   }
   auto forward = [&] {
     if (sdpa != nullptr) {
       sdpa->forward(out, lse, q, k, v, workspace, stream);
     } else {
-      flash_attention_forward(out, lse, q, k, v, as, stream);
+      flash_attention_forward(kernels, out, lse, q, k, v, as, stream);
     }
   };
   auto backward = [&] {
     if (sdpa != nullptr) {
       sdpa->backward(dq, dk, dv, dout, q, k, v, out, lse, workspace, stream);
     } else {
-      flash_attention_backward(flash, dq, dk, dv, dout, q, k, v, out, lse, as, stream);
+      flash_attention_backward(kernels, flash, dq, dk, dv, dout, q, k, v, out, lse, as, stream);
     }
   };
 

@@ -2,7 +2,7 @@
 // What attention=cudnn and attention=auto need from the CUDA side: the
 // cuDNN SDPA layout of this model's attention, whether cuDNN can run it, and
 // a start-up timing of one layer's forward and backward per implementation
-// (DeviceCaps::cudnn_attention and ::time_attention).
+// (DeviceCaps::cudnn_attention and its timings, measured before the plan).
 #include "cuda/cudnn/cudnn_sdpa.h"
 #include "model/step_plan.h"
 
@@ -16,9 +16,10 @@ SdpaLayout model_sdpa_layout(const ModelConfig& cfg, BatchShape shape, DType dty
 std::string cudnn_attention_support(const ModelConfig& cfg, BatchShape shape, Precision precision);
 
 // Median forward and backward time of one layer's attention with `impl`
-// (Flash or Cudnn) on random inputs at the model's layout, after warm-up.
-// Allocates its own buffers and frees them before returning.
+// (Flash, with `kernels`' families, or Cudnn) on random inputs at the
+// model's layout, after warm-up. Allocates its own buffers and frees them
+// before returning.
 AttentionTiming time_attention(AttentionImpl impl, const ModelConfig& cfg, BatchShape shape,
-                               Precision precision);
+                               Precision precision, const KernelChoices& kernels);
 
 }  // namespace tinyllama::cuda

@@ -58,6 +58,7 @@ CudaBackend::CudaBackend(Precision precision) : precision_(precision) {
   // before creating a backend), device 0 otherwise.
   CUDA_CHECK(cudaGetDevice(&device_));
   CUDA_CHECK(cudaSetDevice(device_));
+  facts_ = cuda_device_caps();
   // Stream priorities: the main stream and the weight-gradient branch at the
   // device's highest, the per-layer AdamW sweeps at its lowest. A sweep is
   // memory-bound with thousands of blocks; at equal priority its blocks take
@@ -144,7 +145,7 @@ std::string CudaBackend::device_description() const {
 }
 
 DeviceCaps CudaBackend::caps() const {
-  return cuda_device_caps();
+  return facts_;
 }
 
 void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
@@ -192,6 +193,7 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
   // Zero once; every backward call that counts leaves them zero again.
   CUDA_CHECK(cudaMemsetAsync(rms_counters_, 0, kRmsnormCounterBytes, stream_));
 
+  kernels_ = plan.kernels;
   const AttentionShape as = attention_shape(cfg, shape);
   attention_block_ = take(w.attention, "attention scratch");
   switch (plan.ops.attention) {
@@ -199,7 +201,7 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
       materialized_scratch_ = AttentionScratch::assigned(attention_block_, as, precision_.compute);
       break;
     case AttentionImpl::Flash:
-      flash_scratch_ = flash_attention_scratch(attention_block_, as);
+      flash_scratch_ = flash_attention_scratch(attention_block_, as, kernels_);
       break;
     case AttentionImpl::Cudnn:
       cudnn_ = &cudnn_sdpa_for(model_sdpa_layout(cfg, shape, precision_.compute));
@@ -207,7 +209,7 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
       break;
     case AttentionImpl::CudnnFlash:  // one block: see workspace_sizes
       cudnn_ = &cudnn_sdpa_for(model_sdpa_layout(cfg, shape, precision_.compute));
-      flash_scratch_ = flash_attention_scratch(attention_block_, as);
+      flash_scratch_ = flash_attention_scratch(attention_block_, as, kernels_);
       break;
     case AttentionImpl::Auto:
       throw RuntimeFailure("CudaBackend::prepare: attention auto was not resolved");

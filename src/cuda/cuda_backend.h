@@ -174,6 +174,11 @@ class CudaBackend final : public Backend {
   void require_rope_table(const char* op, double rope_theta) const;
   AttentionScratch materialized_scratch_;  // the plan's attention decides which is set
   FlashScratch flash_scratch_;
+  // The plan's kernel families (flash attention's, the SwiGLU GEMM's), from prepare().
+  KernelChoices kernels_;
+  // What this device can do (cuda_device_caps()), read once: the SwiGLU
+  // GEMM's operands are checked against it.
+  DeviceCaps facts_;
   RopeTable rope_table_;  // rope fused: built once in prepare(), read by the flash backward
   const CudnnSdpa* cudnn_ = nullptr;  // cudnn_sdpa_for()'s, workspace in attention_block_
   // attention cudnn+flash plans cuDNN's forward workspace only.

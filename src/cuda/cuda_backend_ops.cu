@@ -87,13 +87,13 @@ void CudaBackend::norm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight
   float* partials = rms_partials_ + set * rms_partial_capacity_;
   if (!side_enabled_) {
     cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dresidual, partials,
-                           rms_partial_capacity_, rms_counters_, stream_);
+                           rms_partial_capacity_, rms_counters_, kernels_, stream_);
     return;
   }
   side_->join(stream_, rms_sum_tickets_[static_cast<std::size_t>(set)]);
   cuda::RmsnormPartialSum sum;
   cuda::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dresidual, partials,
-                         rms_partial_capacity_, rms_counters_, stream_, &sum);
+                         rms_partial_capacity_, rms_counters_, kernels_, stream_, &sum);
   if (sum.blocks == 0) return;  // summed in the kernel
   side_->fork(stream_);
   cuda::rmsnorm_sum_partials(sum, side_->stream());
@@ -148,7 +148,7 @@ void CudaBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat pr
                                      stream_);
       return;
     case AttentionImpl::Flash:
-      flash_attention_forward(out, lse, q, k, v, shape, stream_);
+      flash_attention_forward(kernels_, out, lse, q, k, v, shape, stream_);
       return;
     case AttentionImpl::Cudnn:
       prepared_cudnn("attention_forward").forward(out, lse, q, k, v, attention_block_, stream_);
@@ -170,7 +170,8 @@ void CudaBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv,
                                       lse, probs, shape, stream_);
       return;
     case AttentionImpl::Flash:
-      flash_attention_backward(flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_);
+      flash_attention_backward(kernels_, flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape,
+                               stream_);
       return;
     case AttentionImpl::Cudnn:
       if (!cudnn_backward_planned_) {
@@ -199,7 +200,7 @@ void CudaBackend::attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, M
   require_probs_match(impl, probs, "attention_rope_forward");
   require_rope_table("attention_rope_forward", rope_theta);
   const FlashRopeForward rope{&rope_table_, q_rot, k_rot, v_copy};
-  flash_attention_forward(out, lse, q, k, v, shape, stream_, &rope);
+  flash_attention_forward(kernels_, out, lse, q, k, v, shape, stream_, &rope);
 }
 
 void CudaBackend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout,
@@ -212,8 +213,8 @@ void CudaBackend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Ma
   }
   require_probs_match(impl, probs, "attention_rope_backward");
   require_rope_table("attention_rope_backward", rope_theta);
-  flash_attention_backward(flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape, stream_,
-                           &rope_table_);
+  flash_attention_backward(kernels_, flash_scratch_, dq, dk, dv, dout, q, k, v, out, lse, shape,
+                           stream_, &rope_table_);
 }
 
 void CudaBackend::silu_forward(Mat out, Mat x) {
@@ -242,20 +243,20 @@ void CudaBackend::swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up
 }
 
 void CudaBackend::gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu) {
-  if (!cuda::swiglu_gemm_unsupported(x.dtype, x.cols, hidden.cols).empty()) {
+  if (!swiglu_gemm_unsupported(facts_, x.dtype, x.cols, hidden.cols).empty()) {
     Backend::gemm_swiglu_forward(gate_up, hidden, x, w_gu);
     return;
   }
-  cuda::gemm_swiglu_forward(gate_up, hidden, x, w_gu, stream_);
+  cuda::gemm_swiglu_forward(gate_up, hidden, x, w_gu, kernels_.swiglu_forward, stream_);
 }
 
 void CudaBackend::gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w_down,
                                        Mat gate_up) {
-  if (!cuda::swiglu_gemm_unsupported(d_out.dtype, d_out.cols, w_down.cols).empty()) {
+  if (!swiglu_gemm_unsupported(facts_, d_out.dtype, d_out.cols, w_down.cols).empty()) {
     Backend::gemm_swiglu_backward(d_gate_up, d_hidden, d_out, w_down, gate_up);
     return;
   }
-  cuda::gemm_swiglu_backward(d_gate_up, d_out, w_down, gate_up, stream_);
+  cuda::gemm_swiglu_backward(d_gate_up, d_out, w_down, gate_up, kernels_.swiglu_backward, stream_);
 }
 
 void CudaBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) {
@@ -274,7 +275,8 @@ void CudaBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int
 
 void CudaBackend::cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
                                       const StepScalars* step) {
-  cuda::cross_entropy_fused(losses, logits, targets, &step->ce_grad_scale, stream_);
+  cuda::cross_entropy_fused(losses, logits, targets, &step->ce_grad_scale, kernels_.loss_rows,
+                            stream_);
 }
 
 void CudaBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) {

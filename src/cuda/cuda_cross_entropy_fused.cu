@@ -16,14 +16,12 @@
 // one write of DRAM. The max and the sum are separate sweeps of shared
 // memory, so each thread's exps are independent (the streamed kernel's
 // online max chains them).
-#include <cstdlib>
 
 #include "cuda/arch/ptx.cuh"
 #include "cuda/cross_entropy_rows.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_vec.cuh"
-#include "cuda/runtime/cuda_env.h"
 #include "cuda/runtime/cuda_launch.cuh"
 
 namespace tinyllama::cuda {
@@ -153,8 +151,6 @@ __global__ void __launch_bounds__(kStagedThreads)
   write_gradient<Vec>(row, staged, cols, row_max, row_sum, t, valid, *scale_at);
 }
 
-CrossEntropyRows rows_pin = CrossEntropyRows::Auto;  // set_cross_entropy_rows
-
 // The most dynamic shared memory a block may opt in to, less what the block
 // reductions declare statically.
 std::int64_t staged_row_capacity() {
@@ -169,22 +165,15 @@ std::int64_t staged_row_capacity() {
 
 }  // namespace
 
-void set_cross_entropy_rows(CrossEntropyRows pin) {
-  rows_pin = pin;
-}
-
-bool cross_entropy_rows_staged(std::int64_t cols, DType dtype) {
+bool cross_entropy_rows_staged(std::int64_t cols, DType dtype, LossRows rows) {
   const std::int64_t row_bytes = cols * static_cast<std::int64_t>(dtype_size(dtype));
   const std::int64_t staged_bytes = (row_bytes + 15) / 16 * 16;
-  if (rows_pin == CrossEntropyRows::Streamed || staged_bytes > staged_row_capacity()) return false;
-  // TINYLLAMA_CE_STAGED_ROWS=off: the streamed kernel under Auto (A/B runs).
-  static const bool allowed = env_flag(std::getenv("TINYLLAMA_CE_STAGED_ROWS"), true);
-  return rows_pin == CrossEntropyRows::Staged ||
-         (allowed && row_bytes >= kCrossEntropyStagedMinRowBytes);
+  if (rows == LossRows::Streamed || staged_bytes > staged_row_capacity()) return false;
+  return rows == LossRows::Staged || row_bytes >= kCrossEntropyStagedMinRowBytes;
 }
 
 void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
-                         const float* scale_on_device, cudaStream_t stream) {
+                         const float* scale_on_device, LossRows rows, cudaStream_t stream) {
   const char* name = "cross_entropy_fused";
   require(logits.rows <= 2147483647, name, "too many rows");
   require(losses.rows == logits.rows && losses.cols == 1, name, "losses must be [rows, 1]");
@@ -196,7 +185,7 @@ void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
     // Vectors need every row start aligned; the columns past the last whole
     // vector go one by one, so an odd vocabulary still takes the wide path.
     const bool wide = logits.ld % kMaxVec<T> == 0 && aligned_for<T>(logits.data, kMaxVec<T>);
-    if (wide && cross_entropy_rows_staged(logits.cols, logits.dtype)) {
+    if (wide && cross_entropy_rows_staged(logits.cols, logits.dtype, rows)) {
       constexpr auto kernel = cross_entropy_staged_kernel<T, kMaxVec<T>>;
       allow_smem<kernel>(static_cast<std::size_t>(staged_row_capacity()));
       const std::size_t bytes = static_cast<std::size_t>((logits.cols * sizeof(T) + 15) / 16 * 16);

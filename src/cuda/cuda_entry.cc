@@ -3,6 +3,7 @@
 // asks them to decide what to offer and to describe the build.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "cuda/cuda_workspaces.h"
 #include "cuda/decode/cuda_decoder.h"
 #include "cuda/flash/flash_attention.h"
+#include "cuda/runtime/cuda_env.h"
 #include "cuda/runtime/cuda_launch.h"
 #include "cuda/swiglu_gemm/swiglu_gemm.h"
 
@@ -54,16 +56,29 @@ DeviceCaps cuda_device_caps() {
   caps.graphs = true;
   caps.parallel_branches = true;
   caps.flash_head_dims.assign(std::begin(cuda::kFlashHeadDims), std::end(cuda::kFlashHeadDims));
-  caps.cudnn_attention = cuda::cudnn_attention_support;
-  caps.time_attention = cuda::time_attention;
   caps.no_programmatic_launch = cuda::programmatic_launch_unsupported();
-  caps.swiglu_gemm = [](const ModelConfig& cfg, Precision precision) {
-    return cuda::swiglu_gemm_unsupported(precision.compute, cfg.hidden_dim, cfg.ffn_dim);
-  };
-  caps.workspaces = [](const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
-    return cuda::workspace_sizes(cfg, shape, plan, cuda::gemm_autotune_enabled()).list();
-  };
+  caps.no_hopper_kernels = cuda::hopper_kernels_missing();
+  caps.sm_count = cuda_device_available() ? cuda::current_device_sm_count() : 0;
+  caps.flash_one_launch = cuda::env_flag(std::getenv("TINYLLAMA_FLASH_ONE_LAUNCH"), true);
+  caps.loss_staged_rows = cuda::env_flag(std::getenv("TINYLLAMA_CE_STAGED_ROWS"), true);
+  caps.times_attention = cuda_device_available();
   return caps;
+}
+
+std::optional<std::string> cuda_cudnn_attention(const ModelConfig& cfg, BatchShape shape,
+                                                Precision precision) {
+  // A build without cuDNN answers too, with that reason (cudnn/no_cudnn.cc).
+  return cuda::cudnn_attention_support(cfg, shape, precision);
+}
+
+AttentionTiming cuda_time_attention(AttentionImpl impl, const ModelConfig& cfg, BatchShape shape,
+                                    Precision precision, const KernelChoices& kernels) {
+  return cuda::time_attention(impl, cfg, shape, precision, kernels);
+}
+
+std::vector<Workspace> cuda_workspaces(const ModelConfig& cfg, BatchShape shape,
+                                       const StepPlan& plan) {
+  return cuda::workspace_sizes(cfg, shape, plan, cuda::gemm_autotune_enabled()).list();
 }
 
 bool cuda_device_available() {

@@ -5,6 +5,7 @@
 // engine never needs #ifdefs.
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,24 @@ bool cuda_memory_info(std::size_t* free_bytes, std::size_t* total_bytes);
 // to NVML whatever CUDA_VISIBLE_DEVICES renumbered; false without a device.
 bool cuda_pci_bus_id(std::string* id);
 std::string cuda_build_versions();
-// What the CUDA backend can do (graphs, parallel branches, the flash
-// kernels' head_dims) and how it sizes its workspaces for a plan; needs no
-// device. A build without CUDA says: nothing (eager, no kernels).
+// What the CUDA backend and the current device can do (graphs, parallel
+// branches, the flash kernels' head_dims, the Hopper kernels, the SM count),
+// as facts for resolve_plan. A build without CUDA says: nothing (eager, no
+// kernels).
 DeviceCaps cuda_device_caps();
+// The facts a run's plan needs measured on the device, before resolve_plan:
+// "" when cuDNN's SDPA runs this model's attention at these shapes and
+// precision, else why not (unset: the build has no cuDNN) ...
+std::optional<std::string> cuda_cudnn_attention(const ModelConfig& cfg, BatchShape shape,
+                                                Precision precision);
+// ... and one layer's attention timed with `impl` (Flash, with the plan's
+// kernel families, or Cudnn) for attention=auto.
+AttentionTiming cuda_time_attention(AttentionImpl impl, const ModelConfig& cfg, BatchShape shape,
+                                    Precision precision, const KernelChoices& kernels);
+// The CUDA backend's workspaces for a resolved plan: what prepare() will
+// allocate, for the memory check and the reported peak.
+std::vector<Workspace> cuda_workspaces(const ModelConfig& cfg, BatchShape shape,
+                                       const StepPlan& plan);
 
 // Incremental decoding on the GPU (cuda/decode/cuda_decoder.h).
 struct CudaDecodeOptions {

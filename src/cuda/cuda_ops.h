@@ -9,6 +9,7 @@
 
 #include "core/mat.h"
 #include "model/backend.h"
+#include "model/kernel_choices.h"
 
 namespace tinyllama::cuda {
 
@@ -93,19 +94,17 @@ struct RmsnormPartialSum {
 // after this call's kernel and before `partials` is written again.
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
                       float* partials, std::int64_t capacity, unsigned* counters,
-                      cudaStream_t stream, RmsnormPartialSum* defer_sum = nullptr);
+                      const KernelChoices& kernels, cudaStream_t stream,
+                      RmsnormPartialSum* defer_sum = nullptr);
 void rmsnorm_sum_partials(const RmsnormPartialSum& sum, cudaStream_t stream);
-// Process-wide, for the tests and the kernel bench: false makes every call
-// use the second kernel.
-void set_rmsnorm_partial_sums_in_kernel(bool on);
-// Process-wide, for the tests and the kernel bench: false sends rows of more
-// than 32 * 4 vectors to the one-warp shared-memory kernel that the team
-// kernel (cuda_rmsnorm_team.cuh) replaced there.
-void set_rmsnorm_backward_teams(bool on);
+// The plan's kernels (KernelChoices::norm_weight_sum, norm_long_rows) pick
+// where the weight gradient's partial rows are summed, and whether long
+// rows take the team kernel (cuda_rmsnorm_team.cuh) or the one-warp
+// shared-memory kernel it replaced there.
 // Whether a backward call over `rows` rows of `dim` (with the planned
 // kRmsnormPartialRows of partial rows) sums its partial rows in a second
-// kernel: its grid is too large for the in-kernel sum.
-bool rmsnorm_backward_sums_in_second_kernel(std::int64_t rows, std::int64_t dim);
+// kernel: its grid is too large for the in-kernel sum, or the plan says so.
+bool rmsnorm_backward_sums_in_second_kernel(std::int64_t rows, std::int64_t dim, NormWeightSum sum);
 // cuda_residual_norm.cu: sum = a + b, out = RMSNorm(sum), in one pass.
 void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight, double eps,
                          cudaStream_t stream);
@@ -127,17 +126,15 @@ void rope_table(float* cos_sin, int seq, int head_dim, double theta, cudaStream_
 
 // cuda_cross_entropy_fused.cu: losses, and dlogits over the logits with
 // the scale read from device memory when the kernel runs.
+// `rows` is the plan's (KernelChoices::loss_rows): Auto stages rows of
+// kCrossEntropyStagedMinRowBytes or more in shared memory (one DRAM read a
+// row instead of two; cross_entropy_rows.h), Staged every row that fits,
+// Streamed none.
 void cross_entropy_fused(Mat losses, Mat logits, const std::int32_t* targets,
-                         const float* scale_on_device, cudaStream_t stream);
-// Which of its kernels runs, process-wide, for the tests and the kernel
-// bench: Auto stages rows of kCrossEntropyStagedMinRowBytes or more in
-// shared memory (one DRAM read a row instead of two; cross_entropy_rows.h),
-// Staged every row that fits, Streamed none.
-enum class CrossEntropyRows { Auto, Staged, Streamed };
-void set_cross_entropy_rows(CrossEntropyRows pin);
-// Whether a row of `cols` logits of `dtype` is staged under the current pin
-// (rows of 16-byte aligned vectors only; the call checks that itself).
-bool cross_entropy_rows_staged(std::int64_t cols, DType dtype);
+                         const float* scale_on_device, LossRows rows, cudaStream_t stream);
+// Whether a row of `cols` logits of `dtype` is staged under `rows` (rows of
+// 16-byte aligned vectors only; the call checks that itself).
+bool cross_entropy_rows_staged(std::int64_t cols, DType dtype, LossRows rows);
 // cuda_cross_entropy.cu
 void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets,
                            cudaStream_t stream);

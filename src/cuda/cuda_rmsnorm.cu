@@ -228,8 +228,6 @@ void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream) {
 }
 
 namespace {
-bool partial_sums_in_kernel = true;  // set_rmsnorm_partial_sums_in_kernel
-bool team_rows = true;               // set_rmsnorm_backward_teams
 // Grids of at most this many blocks add their partial rows in the kernel:
 // two blocks per SM of an H100, the sizes whose backward is launch-bound.
 constexpr std::int64_t kInKernelSumMaxBlocks = 264;
@@ -281,21 +279,16 @@ std::int64_t resident_grid(Kernel kernel, int block_warps, std::size_t smem) {
 
 }  // namespace
 
-bool rmsnorm_backward_sums_in_second_kernel(std::int64_t rows, std::int64_t dim) {
-  return backward_blocks(rows, dim, kRmsnormPartialRows) > kInKernelSumMaxBlocks;
-}
-
-void set_rmsnorm_partial_sums_in_kernel(bool on) {
-  partial_sums_in_kernel = on;
-}
-
-void set_rmsnorm_backward_teams(bool on) {
-  team_rows = on;
+bool rmsnorm_backward_sums_in_second_kernel(std::int64_t rows, std::int64_t dim,
+                                            NormWeightSum sum) {
+  return sum == NormWeightSum::SecondKernel ||
+         backward_blocks(rows, dim, kRmsnormPartialRows) > kInKernelSumMaxBlocks;
 }
 
 void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual,
                       float* partials, std::int64_t capacity, unsigned* counters,
-                      cudaStream_t stream, RmsnormPartialSum* defer_sum) {
+                      const KernelChoices& kernels, cudaStream_t stream,
+                      RmsnormPartialSum* defer_sum) {
   if (defer_sum != nullptr) *defer_sum = RmsnormPartialSum{};
   const char* name = dresidual.empty() ? "rmsnorm_backward" : "rmsnorm_backward_add";
   require_same_shape(name, dx, x);
@@ -322,8 +315,10 @@ void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd
   require(dim <= 12288, name, "rows longer than 12288 are not supported");
   // Where the partial rows are added follows the one-warp grid whichever
   // kernel runs (backward_blocks).
-  const bool in_kernel = counters != nullptr && partial_sums_in_kernel &&
+  const bool in_kernel = counters != nullptr &&
+                         kernels.norm_weight_sum == NormWeightSum::InKernelWhereSmall &&
                          backward_blocks(x.rows, dim, by_capacity) <= kInKernelSumMaxBlocks;
+  const bool team_rows = kernels.norm_long_rows == NormLongRows::Teams;
   float* dw_in_kernel = in_kernel ? dweight.ptr<float>() : nullptr;
   unsigned* counters_in_kernel = in_kernel ? counters : nullptr;
   std::int64_t blocks = 0;  // the grid that ran: its partial rows

@@ -38,8 +38,9 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
   // Two sets of partial rows where the second kernel sums them on the side
   // branch: a norm's rows are summed there while the next norm writes the
   // other set (with one set, the next norm waits for that sum).
-  const bool side_sums = plan.parallel_branches &&
-                         rmsnorm_backward_sums_in_second_kernel(shape.tokens(), cfg.hidden_dim);
+  const bool side_sums =
+      plan.parallel_branches && rmsnorm_backward_sums_in_second_kernel(
+                                    shape.tokens(), cfg.hidden_dim, plan.kernels.norm_weight_sum);
   w.rms_partials = (side_sums ? 2 : 1) * static_cast<std::int64_t>(kRmsnormPartialRows) *
                        cfg.hidden_dim * static_cast<std::int64_t>(sizeof(float)) +
                    kRmsnormCounterBytes;
@@ -49,7 +50,7 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
       w.attention = AttentionScratch::bytes_for(as, plan.precision.compute);
       break;
     case AttentionImpl::Flash:
-      w.attention = flash_attention_scratch_bytes(as);
+      w.attention = flash_attention_scratch_bytes(as, plan.kernels);
       break;
     case AttentionImpl::Cudnn:
       w.attention =
@@ -60,7 +61,7 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
       // backward: never at once, so one block of the larger.
       w.attention = std::max(cudnn_sdpa_for(model_sdpa_layout(cfg, shape, plan.precision.compute))
                                  .forward_workspace_bytes(),
-                             flash_attention_scratch_bytes(as));
+                             flash_attention_scratch_bytes(as, plan.kernels));
       break;
     case AttentionImpl::Auto:
       throw RuntimeFailure("workspace_sizes: attention auto was not resolved");

@@ -1,7 +1,8 @@
 #pragma once
 // The CUDA backend's workspaces for a resolved plan, sized in one place:
-// resolve_plan() lists them in the plan (so the memory check and the reported
-// peak count them) and CudaBackend::prepare() allocates exactly these.
+// the plan lists them (cuda_workspaces(), which train's plan_for_run calls,
+// so the memory check and the reported peak count them) and
+// CudaBackend::prepare() allocates exactly these.
 #include <cstdint>
 #include <vector>
 

@@ -33,6 +33,16 @@ DeviceCaps cuda_device_caps() {
   caps.no_programmatic_launch = "this build has no CUDA";
   return caps;
 }
+std::optional<std::string> cuda_cudnn_attention(const ModelConfig&, BatchShape, Precision) {
+  return std::nullopt;
+}
+AttentionTiming cuda_time_attention(AttentionImpl, const ModelConfig&, BatchShape, Precision,
+                                    const KernelChoices&) {
+  throw RuntimeFailure("attention=auto: this build of tinyllama has no CUDA backend");
+}
+std::vector<Workspace> cuda_workspaces(const ModelConfig&, BatchShape, const StepPlan&) {
+  return {};
+}
 std::string cuda_build_versions() {
   return "CUDA none, cuDNN none (CPU-only build)";
 }

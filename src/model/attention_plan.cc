@@ -28,24 +28,36 @@ std::string flash_unsupported(const DeviceCaps& caps, const ModelConfig& cfg) {
          join_ints(dims) + " (this model: " + std::to_string(cfg.head_dim()) + ")";
 }
 
-std::string cudnn_unsupported(const DeviceCaps& caps, const ModelConfig& cfg, BatchShape shape,
-                              Precision precision) {
+std::string cudnn_unsupported(const DeviceCaps& caps) {
   if (!caps.cudnn_attention) {
     return "the " + std::string(device_name(caps.kind)) + " backend has no cuDNN";
   }
-  return caps.cudnn_attention(cfg, shape, precision);
+  return *caps.cudnn_attention;
+}
+
+// Why a saved choice cannot run here, or "" when it can.
+std::string saved_unrunnable(const SavedAttentionChoice& saved, const std::string& no_flash,
+                             const std::string& no_cudnn) {
+  switch (saved.chosen) {
+    case AttentionImpl::Flash:
+      return no_flash;
+    case AttentionImpl::Cudnn:
+      return no_cudnn;
+    case AttentionImpl::CudnnFlash:
+      return !no_cudnn.empty() ? no_cudnn : no_flash;
+    case AttentionImpl::Auto:
+      return "it names no implementation";
+    case AttentionImpl::Materialized:
+      break;
+  }
+  return "";
 }
 
 // The saved choice of attention=auto, when it can still run: taken as it
 // was, with its times, and not timed again. Else a note saying why not.
 bool reuse_attention(StepPlan& plan, const SavedAttentionChoice& saved, const std::string& no_flash,
                      const std::string& no_cudnn) {
-  const std::string why = saved.chosen == AttentionImpl::Flash   ? no_flash
-                          : saved.chosen == AttentionImpl::Cudnn ? no_cudnn
-                          : saved.chosen == AttentionImpl::CudnnFlash
-                              ? (!no_cudnn.empty() ? no_cudnn : no_flash)
-                          : saved.chosen == AttentionImpl::Auto ? "it names no implementation"
-                                                                : "";
+  const std::string why = saved_unrunnable(saved, no_flash, no_cudnn);
   if (why.empty()) {
     plan.attention_auto = saved.how;
     plan.attention_auto.requested = true;
@@ -72,11 +84,11 @@ AttentionImpl fastest_attention(const AttentionAuto& a) {
 // the fastest pairing is kept. Neither: materialised, the one that runs anything.
 // On resume, the checkpoint's choice instead, untimed.
 void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                      BatchShape shape, const std::optional<SavedAttentionChoice>& saved) {
+                      const std::optional<SavedAttentionChoice>& saved) {
   AttentionAuto& a = plan.attention_auto;
   a.requested = true;
   const std::string no_flash = flash_unsupported(caps, cfg);
-  const std::string no_cudnn = cudnn_unsupported(caps, cfg, shape, plan.precision);
+  const std::string no_cudnn = cudnn_unsupported(caps);
   if (saved && reuse_attention(plan, *saved, no_flash, no_cudnn)) return;
   if (!no_flash.empty()) a.notes.push_back("flash: " + no_flash);
   if (!no_cudnn.empty()) a.notes.push_back("cudnn: " + no_cudnn);
@@ -87,23 +99,22 @@ void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig&
     choice = AttentionImpl::Flash;
   } else if (!no_flash.empty()) {
     choice = AttentionImpl::Cudnn;
-  } else if (!caps.time_attention) {
-    // Both run but nothing can time them (a device without timers): our
-    // own kernels, the level's default.
+  } else if (!caps.flash_timing || !caps.cudnn_timing) {
+    // Both run but nothing timed them (a device without timers): our own
+    // kernels, the level's default.
     a.notes.push_back("no timer on this device: flash kept untimed");
     choice = AttentionImpl::Flash;
   } else {
-    a.flash = caps.time_attention(AttentionImpl::Flash, cfg, shape, plan.precision);
-    a.cudnn = caps.time_attention(AttentionImpl::Cudnn, cfg, shape, plan.precision);
+    a.flash = *caps.flash_timing;
+    a.cudnn = *caps.cudnn_timing;
     a.flash_timed = a.cudnn_timed = true;
     choice = fastest_attention(a);
   }
 }
 
-void resolve_mixed_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                             BatchShape shape) {
+void resolve_mixed_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg) {
   AttentionImpl& choice = plan.ops.attention;
-  const std::string no_cudnn = cudnn_unsupported(caps, cfg, shape, plan.precision);
+  const std::string no_cudnn = cudnn_unsupported(caps);
   if (!no_cudnn.empty()) {
     fall_back(plan, "attention", choice, AttentionImpl::Flash, no_cudnn);
   } else if (const std::string no_flash = flash_unsupported(caps, cfg); !no_flash.empty()) {
@@ -119,16 +130,26 @@ std::string ms(double v) {
 
 }  // namespace
 
+bool attention_timings_wanted(const PlanRequest& request, const DeviceCaps& caps,
+                              const ModelConfig& cfg) {
+  if (request.ops.attention != AttentionImpl::Auto || !caps.times_attention) return false;
+  const std::string no_flash = flash_unsupported(caps, cfg);
+  const std::string no_cudnn = cudnn_unsupported(caps);
+  if (!no_flash.empty() || !no_cudnn.empty()) return false;
+  return !request.saved_attention ||
+         !saved_unrunnable(*request.saved_attention, no_flash, no_cudnn).empty();
+}
+
 void resolve_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                       BatchShape shape, const std::optional<SavedAttentionChoice>& saved) {
+                       const std::optional<SavedAttentionChoice>& saved) {
   AttentionImpl& choice = plan.ops.attention;
   if (choice == AttentionImpl::Auto) {
-    choose_attention(plan, caps, cfg, shape, saved);
+    choose_attention(plan, caps, cfg, saved);
     return;
   }
-  if (choice == AttentionImpl::CudnnFlash) resolve_mixed_attention(plan, caps, cfg, shape);
+  if (choice == AttentionImpl::CudnnFlash) resolve_mixed_attention(plan, caps, cfg);
   if (choice == AttentionImpl::Cudnn) {
-    const std::string why = cudnn_unsupported(caps, cfg, shape, plan.precision);
+    const std::string why = cudnn_unsupported(caps);
     // fp32, or no cuDNN: our kernels run every precision.
     if (!why.empty()) fall_back(plan, "attention", choice, AttentionImpl::Flash, why);
   }

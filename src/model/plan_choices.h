@@ -20,6 +20,6 @@ void fall_back(StepPlan& plan, const char* op, Impl& choice, Impl fallback, std:
 // plan.ops.attention resolved on this device: auto timed and chosen (or
 // taken from `saved` on resume), an explicit choice kept or fallen back.
 void resolve_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
-                       BatchShape shape, const std::optional<SavedAttentionChoice>& saved);
+                       const std::optional<SavedAttentionChoice>& saved);
 
 }  // namespace tinyllama

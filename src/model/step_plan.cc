@@ -262,7 +262,7 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   OpChoices& ops = plan.ops;
   const std::string device = device_name(caps.kind);
 
-  resolve_attention(plan, caps, cfg, shape, request.saved_attention);
+  resolve_attention(plan, caps, cfg, request.saved_attention);
   if (ops.activations == ActivationsImpl::Auto) {
     const std::int64_t size = shape.tokens() * cfg.hidden_dim;
     const bool wide = cfg.hidden_dim >= kRecomputeFromHidden;
@@ -288,7 +288,7 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
             ? std::string(
                   "the gate/up GEMM's epilogue needs both halves in one GEMM (gate_up_gemm "
                   "separate)")
-            : (caps.swiglu_gemm ? caps.swiglu_gemm(cfg, plan.precision) : std::string());
+            : swiglu_gemm_unsupported(caps, plan.precision.compute, cfg.hidden_dim, cfg.ffn_dim);
     if (!why.empty()) fall_back(plan, "swiglu", ops.swiglu, SwigluImpl::Fused, why);
   }
   if (ops.execution == Execution::Graph && !caps.graphs) {
@@ -355,7 +355,7 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
                                ? std::min(request.loss_chunk_rows, shape.tokens())
                                : loss_chunk_rows(cfg, shape, plan.precision);
   }
-  if (caps.workspaces) plan.workspaces = caps.workspaces(cfg, shape, plan);
+  plan.kernels = resolve_kernels(caps, cfg, shape, plan.precision.compute, request.kernel_pins);
   return plan;
 }
 

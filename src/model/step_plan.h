@@ -12,7 +12,6 @@
 // resolve_plan, and the plan keeps a one-line reason for it (Fallback), so
 // the run header, the summary and --json can say what changed and why.
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "model/config.h"
 #include "model/data_parallel.h"
 #include "model/faults.h"
+#include "model/kernel_choices.h"
 
 namespace tinyllama {
 
@@ -220,29 +220,43 @@ struct AttentionTiming {
   double total_ms() const { return forward_ms + backward_ms; }
 };
 
+// What the device can do: facts, given to resolve_plan as data (the plan
+// never calls into a backend). The static ones come from the backend's
+// caps(); the ones that depend on the run (whether cuDNN takes this
+// attention, attention=auto's timings) are measured by the caller before the
+// plan is resolved (train/backend_factory.h: run_caps), and a test sets
+// them by hand.
 struct DeviceCaps {
   DeviceKind kind = DeviceKind::Cpu;
   bool graphs = false;             // can capture a whole step and replay it
   bool parallel_branches = false;  // work beside the main stream inside a capture
   // head_dims the flash kernels are built for; empty: any head_dim.
   std::vector<int> flash_head_dims;
-  // "" when cuDNN's SDPA can run this model's attention at these shapes and
-  // precision, else why not; unset: the device has no cuDNN.
-  std::function<std::string(const ModelConfig&, BatchShape, Precision)> cudnn_attention;
-  // Times an attention implementation at the run's shapes (attention=auto);
-  // unset: nothing to time, auto takes the only candidate.
-  std::function<AttentionTiming(AttentionImpl, const ModelConfig&, BatchShape, Precision)>
-      time_attention;
-  // The backend's workspaces for a resolved plan; unset: none.
-  std::function<std::vector<Workspace>(const ModelConfig&, BatchShape, const StepPlan&)> workspaces;
-  // "" when the backend runs SwiGLU inside its GEMMs (SwigluImpl::Gemm) for
-  // this model and precision, else why not; unset: it composes them (CPU).
-  std::function<std::string(const ModelConfig&, Precision)> swiglu_gemm;
   // "" when the device takes programmatic dependent launches
   // (KernelLaunch::Pdl), else why not.
   std::string no_programmatic_launch = "the cpu backend launches no kernels";
+  // "" when the build has sm_90a code and the device is a 9.0 one (the
+  // Hopper flash kernels and the SwiGLU GEMM run), else why not.
+  std::string no_hopper_kernels = "the cpu backend has none";
+  int sm_count = 0;  // 0: unknown (no kernel family is sized by it)
+  // The one-launch flash backward may be the default where it measured
+  // faster (TINYLLAMA_FLASH_ONE_LAUNCH, on unless set off).
+  bool flash_one_launch = true;
+  // The chunked loss may stage long rows in shared memory
+  // (TINYLLAMA_CE_STAGED_ROWS, on unless set off).
+  bool loss_staged_rows = true;
+  // attention=auto can time the candidates on this device.
+  bool times_attention = false;
 
-  static DeviceCaps cpu();  // the reference backend: eager, any head_dim, no workspaces
+  // --- measured for the run, before resolve_plan ----------------------------
+  // "" when cuDNN's SDPA runs this model's attention at the run's shapes and
+  // precision, else why not; unset: the device has no cuDNN (or nobody asked).
+  std::optional<std::string> cudnn_attention;
+  // attention=auto's timings of one layer, forward and backward, at the run's
+  // shapes (attention_timings_wanted says when the caller takes them).
+  std::optional<AttentionTiming> flash_timing, cudnn_timing;
+
+  static DeviceCaps cpu();  // the reference backend: eager, any head_dim
 };
 
 // --- how gradients become an update ---------------------------------------------
@@ -321,6 +335,8 @@ struct PlanRequest {
   // layers' gradients, so such a run falls back to Full with this reason.
   std::string whole_gradient_reader;
   UpdateRecipe update;
+  // Kernel families asked for instead of the defaults (the kernel bench, the tests).
+  KernelPins kernel_pins;
 };
 
 struct StepPlan {
@@ -349,6 +365,8 @@ struct StepPlan {
   DataParallel parallel;
   // Accumulation, clipping, the gradient norm and the decay groups.
   UpdateRecipe update;
+  // The kernel families inside the ops (flash attention's, the SwiGLU GEMM's).
+  KernelChoices kernels;
 
   bool captured() const { return ops.execution == Execution::Graph; }
   bool updates_layers_in_backward() const { return ops.optimizer == OptimizerImpl::FusedPerLayer; }
@@ -360,8 +378,17 @@ struct StepPlan {
 
 // The one function that decides. Throws UsageError for a request no
 // fallback can serve (there is none today: every op has a portable choice).
+// plan.workspaces is left empty: the backend sizes them for the resolved
+// plan (train/backend_factory.h: plan_for_run fills them).
 StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const ModelConfig& cfg,
                       BatchShape shape);
+
+// Whether resolve_plan would time attention=auto's candidates for this
+// request: auto asked, no saved choice that can still run, both flash and
+// cuDNN run here (caps.cudnn_attention measured), and the device can time.
+// The caller then fills caps.flash_timing and caps.cudnn_timing.
+bool attention_timings_wanted(const PlanRequest& request, const DeviceCaps& caps,
+                              const ModelConfig& cfg);
 
 // GradBuffers::Ring -> Full with `reason`, recorded as a Fallback; nothing
 // when the plan is Full already. For what is known only after resolve_plan

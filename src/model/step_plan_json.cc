@@ -6,6 +6,17 @@
 
 namespace tinyllama {
 
+nlohmann::json kernels_json(const KernelChoices& k) {
+  return {{"flash_forward", kernel_name(k.flash_forward)},
+          {"flash_backward", kernel_name(k.flash_backward)},
+          {"flash_delta", kernel_name(k.flash_delta)},
+          {"swiglu_forward", kernel_name(k.swiglu_forward)},
+          {"swiglu_backward", kernel_name(k.swiglu_backward)},
+          {"norm_weight_sum", kernel_name(k.norm_weight_sum)},
+          {"norm_long_rows", kernel_name(k.norm_long_rows)},
+          {"loss_rows", kernel_name(k.loss_rows)}};
+}
+
 nlohmann::json plan_json(const StepPlan& plan) {
   nlohmann::json ops = nlohmann::json::object();
   for (const NamedChoice& c : named_choices(plan.ops)) ops[c.op] = c.impl;
@@ -20,6 +31,7 @@ nlohmann::json plan_json(const StepPlan& plan) {
                         {"device", device_name(plan.device)},
                         {"precision", precision_name(plan.precision)},
                         {"ops", ops},
+                        {"kernels", kernels_json(plan.kernels)},
                         {"loss_scaling", impl_name(plan.loss_scaling)},
                         {"parallel_branches", plan.parallel_branches},
                         {"workspaces", workspaces},

@@ -7,11 +7,14 @@
 
 namespace tinyllama {
 
-// {"level", "device", "precision", "ops": {op: impl}, "loss_scaling",
+// {"level", "device", "precision", "ops": {op: impl}, "kernels":
+//  kernels_json(plan.kernels), "loss_scaling",
 //  "parallel_branches", "workspaces": {name: bytes}, "workspace_bytes",
 //  "fallbacks": [{"op", "wanted", "using", "reason"}]}, and with
 // attention=auto "attention_auto": attention_choice_json(plan).
 nlohmann::json plan_json(const StepPlan& plan);
+// The kernel families of a plan, by name: {"flash_forward": "pingpong128", ...}.
+nlohmann::json kernels_json(const KernelChoices& k);
 
 // attention=auto's decision: {"chosen", "flash" and "cudnn" (each
 // {"forward_ms", "backward_ms", "total_ms"}, or null when not timed),

@@ -1,6 +1,8 @@
 #pragma once
-// Picks the concrete backend for a device. It lives above the backends
-// (src/cpu, src/cuda), which the model layer never names.
+// Picks the concrete backend for a device, and gathers the device's facts a
+// plan is resolved from. It lives above the backends (src/cpu, src/cuda),
+// which the model layer never names: resolve_plan reads facts handed to it
+// and never calls into a backend.
 #include <memory>
 
 #include "model/backend.h"
@@ -9,7 +11,18 @@
 namespace tinyllama {
 
 std::unique_ptr<Backend> make_backend(DeviceKind device, Precision precision);
-// What the device's backend can do, without creating one (resolve_plan's input).
+// What the device's backend can do, without creating one: its static facts.
 DeviceCaps device_caps(DeviceKind device);
+// A device's static facts (device_caps(), a backend's caps()) with what this
+// run's plan needs measured on the device: on CUDA, whether cuDNN runs the
+// model's attention at these shapes, and attention=auto's timings of flash
+// and cuDNN where resolve_plan would compare them (attention_timings_wanted).
+DeviceCaps run_caps(DeviceCaps caps, const PlanRequest& request, const ModelConfig& cfg,
+                    BatchShape shape);
+// resolve_plan on run_caps(), then the backend's workspaces for the plan
+// (what prepare() allocates: the memory check and the reported peak count
+// them).
+StepPlan plan_for_run(const PlanRequest& request, DeviceKind device, const ModelConfig& cfg,
+                      BatchShape shape);
 
 }  // namespace tinyllama

@@ -16,8 +16,7 @@ namespace tinyllama {
 
 std::int64_t predicted_peak_bytes(const TrainOptions& base, int batch) {
   const BatchShape shape{batch, base.shape.seq};
-  const StepPlan plan =
-      resolve_plan(base.request, device_caps(base.plan.device), base.model, shape);
+  const StepPlan plan = plan_for_run(base.request, base.plan.device, base.model, shape);
   return Model::estimate_memory(base.model, shape, plan).total();
 }
 

@@ -210,7 +210,8 @@ NumericsResult check_numerics(const NumericsCase& c, Backend& backend) {
   request.ops = level_preset(c.level);
   request.precision = c.precision;
   request.whole_gradient_reader = "validate compares each step's gradients with the reference";
-  const StepPlan plan = resolve_plan(request, backend.caps(), cfg.model, cfg.shape);
+  const StepPlan plan = resolve_plan(
+      request, run_caps(backend.caps(), request, cfg.model, cfg.shape), cfg.model, cfg.shape);
   result.plan = plan.describe();
   Model model(cfg.model, cfg.shape, plan, backend);
   model.set_params(seeded_weights(model.layout(), cfg.seed));

@@ -50,7 +50,7 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   } else if (!opts.dump_dir.empty()) {
     request.whole_gradient_reader = "--dump-dir writes step 1's gradients";
   }
-  opts.plan = resolve_plan(request, device_caps(device), opts.model, opts.shape);
+  opts.plan = plan_for_run(request, device, opts.model, opts.shape);
   opts.plan.faults = opts.faults;
   // noncontiguous-kv replaces the flash forward: its backward reads the lse.
   if (opts.faults.noncontiguous_kv && opts.plan.ops.attention != AttentionImpl::Flash) {

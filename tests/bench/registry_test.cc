@@ -22,9 +22,14 @@ std::vector<Precision> every_precision() {
 
 // Every implementation choice the registry uses, all of them off and all on.
 std::vector<ImplChoice> every_impl() {
-  std::vector<ImplChoice> out{
-      ImplChoice{}, ImplChoice{false, false, AttentionImpl::Materialized, false, false, false},
-      ImplChoice{true, true, AttentionImpl::Flash, true, true, true}};
+  auto with = [](bool on, AttentionImpl attention) {
+    ImplChoice c;
+    c.fused_qkv = c.fused_ffn = c.fused_optimizer = c.fused_norm = c.chunked_loss = on;
+    c.attention = attention;
+    return c;
+  };
+  std::vector<ImplChoice> out{ImplChoice{}, with(false, AttentionImpl::Materialized),
+                              with(true, AttentionImpl::Flash)};
   for (const OpVariant& v : registry()) out.push_back(v.impl);
   return out;
 }

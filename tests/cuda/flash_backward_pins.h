@@ -1,9 +1,8 @@
 #pragma once
 // Shared by the flash backward GPU tests (gpu_flash_kernels_test.cc,
-// gpu_rope_fused_test.cc): the process-wide pins they run each case under
-// (kernel family, where D = rowsum(dO * O) is computed), why a pin has
-// nothing to check here, and a fixture that puts the pins back after
-// every test.
+// gpu_rope_fused_test.cc): the pins they run each case under (kernel
+// family, where D = rowsum(dO * O) is computed; in the plan the backend is
+// prepared with), and why a pin has nothing to check here.
 #include <string>
 
 #include "core/dtype.h"
@@ -13,41 +12,42 @@
 namespace tinyllama::gpu_test {
 
 struct BackwardPin {
-  cuda::FlashBackwardKernel kernel;
+  FlashBackwardKernel kernel;
   const char* name;
 };
-inline const BackwardPin kBackwardPins[] = {{cuda::FlashBackwardKernel::Mma, "mma"},
-                                            {cuda::FlashBackwardKernel::Wgmma, "wgmma"},
-                                            {cuda::FlashBackwardKernel::Specialized, "ws"},
-                                            {cuda::FlashBackwardKernel::Fused, "fused"},
-                                            {cuda::FlashBackwardKernel::OneLaunch, "onelaunch"}};
+inline const BackwardPin kBackwardPins[] = {{FlashBackwardKernel::Mma, "mma"},
+                                            {FlashBackwardKernel::Wgmma, "wgmma"},
+                                            {FlashBackwardKernel::Specialized, "ws"},
+                                            {FlashBackwardKernel::Fused, "fused"},
+                                            {FlashBackwardKernel::OneLaunch, "onelaunch"}};
 
 // D in the dQ kernel's prologue (the default) or in a kernel of its own.
 struct DeltaPin {
-  cuda::FlashDelta where;
+  FlashDelta where;
   const char* name;
 };
-inline const DeltaPin kDeltaPins[] = {{cuda::FlashDelta::InDq, "dq_delta"},
-                                      {cuda::FlashDelta::Separate, "separate_delta"}};
+inline const DeltaPin kDeltaPins[] = {{FlashDelta::InDq, "dq_delta"},
+                                      {FlashDelta::Separate, "separate_delta"}};
+
+inline KernelPins backward_pins(FlashBackwardKernel kernel, FlashDelta where = FlashDelta::InDq) {
+  KernelPins p;
+  p.flash_backward = kernel;
+  p.flash_delta = where;
+  return p;
+}
 
 // Why a pin has nothing to check on this machine or dtype, or "".
 inline std::string backward_skip(DType t, const BackwardPin& pin) {
-  if (t == DType::F32 && pin.kernel != cuda::FlashBackwardKernel::Mma) {
+  if (t == DType::F32 && pin.kernel != FlashBackwardKernel::Mma) {
     return "fp32 runs its own kernels whatever the pin";
   }
-  if (pin.kernel != cuda::FlashBackwardKernel::Mma && !cuda::flash_hopper_kernels_available()) {
+  if (pin.kernel != FlashBackwardKernel::Mma && !cuda::flash_hopper_kernels_available()) {
     return "the Hopper kernels need an sm_90 device and an sm_90a build";
   }
   return "";
 }
 
 template <typename Param>
-class FlashBackwardPinTest : public GpuParamTest<Param> {
- protected:
-  void TearDown() override {
-    cuda::set_flash_backward_kernel(cuda::FlashBackwardKernel::Best);
-    cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
-  }
-};
+using FlashBackwardPinTest = GpuParamTest<Param>;
 
 }  // namespace tinyllama::gpu_test

@@ -6,6 +6,7 @@
 // which one wins.
 #include "cuda/attention_choice.h"
 #include "gpu_test_util.h"
+#include "train/backend_factory.h"
 
 namespace tinyllama::gpu_test {
 namespace {
@@ -23,9 +24,14 @@ ModelConfig attention_config(int head_dim) {
 
 StepPlan plan_with(AttentionImpl attention, Precision precision, const ModelConfig& cfg,
                    BatchShape shape) {
-  OpChoices ops = level_preset("v2");
-  ops.attention = attention;
-  return plan_for_choices(ops, precision, cuda_device_caps(), cfg, shape);
+  PlanRequest request;
+  request.level = "custom";
+  request.ops = level_preset("v2");
+  request.ops.attention = attention;
+  request.precision = precision;
+  // What a run resolves on: the device's facts with cuDNN's answer and
+  // auto's timings measured (train's run_caps).
+  return resolve_plan(request, run_caps(cuda_device_caps(), request, cfg, shape), cfg, shape);
 }
 
 TEST_F(GpuTest, AutoTimesEveryCandidateAndKeepsTheFaster) {

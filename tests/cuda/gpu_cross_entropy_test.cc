@@ -50,7 +50,8 @@ TEST_P(GpuCrossEntropy, ForwardAndBackward) {
 // multiple of 128: the vector path with an odd vocabulary's scalar tail)
 // and by an odd 3 (the scalar path); the poisoned padding must stay unread
 // and unwritten.
-void expect_fused_matches(DType t, std::int64_t rows, std::int64_t vocab,
+// Called with the plan's kernel choice `pick` (KernelChoices::loss_rows).
+void expect_fused_matches(DType t, std::int64_t rows, std::int64_t vocab, LossRows pick,
                           const std::string& kernel) {
   for (const std::int64_t pad : {std::int64_t{3}, (vocab + 127) / 128 * 128 - vocab}) {
     Harness h(t);
@@ -63,8 +64,9 @@ void expect_fused_matches(DType t, std::int64_t rows, std::int64_t vocab,
     h.gpu().upload(staged, &host, sizeof(StepScalars));
     cpu::cross_entropy_forward(losses.cpu, logits.cpu, targets.cpu);
     cpu::cross_entropy_backward(logits.cpu, logits.cpu, targets.cpu, host.ce_grad_scale);
-    h.gpu().cross_entropy_fused(losses.gpu, logits.gpu, targets.gpu,
-                                static_cast<const StepScalars*>(staged));
+    cuda::cross_entropy_fused(losses.gpu, logits.gpu, targets.gpu,
+                              &static_cast<const StepScalars*>(staged)->ce_grad_scale, pick,
+                              static_cast<cudaStream_t>(h.gpu().main_stream_handle()));
     const std::string where =
         " (row padding " + std::to_string(pad) + ", " + kernel + " kernel where vectors)";
     h.expect_close(losses, 1e-5 * 5, "cross_entropy_fused losses (float32)" + where);
@@ -81,24 +83,20 @@ void expect_fused_matches(DType t, std::int64_t rows, std::int64_t vocab,
 TEST_P(GpuCrossEntropy, FusedMatchesForwardThenInPlaceBackward) {
   const auto [t, rows, vocab] = GetParam();
   const std::int64_t row_bytes = vocab * static_cast<std::int64_t>(dtype_size(t));
-  for (const cuda::CrossEntropyRows pin :
-       {cuda::CrossEntropyRows::Auto, cuda::CrossEntropyRows::Staged,
-        cuda::CrossEntropyRows::Streamed}) {
-    cuda::set_cross_entropy_rows(pin);
-    const bool staged = cuda::cross_entropy_rows_staged(vocab, t);
-    if (pin == cuda::CrossEntropyRows::Streamed || row_bytes > 227 * 1024) EXPECT_FALSE(staged);
-    if (pin == cuda::CrossEntropyRows::Auto && row_bytes < cuda::kCrossEntropyStagedMinRowBytes) {
+  for (const LossRows pin : {LossRows::Auto, LossRows::Staged, LossRows::Streamed}) {
+    const bool staged = cuda::cross_entropy_rows_staged(vocab, t, pin);
+    if (pin == LossRows::Streamed || row_bytes > 227 * 1024) EXPECT_FALSE(staged);
+    if (pin == LossRows::Auto && row_bytes < cuda::kCrossEntropyStagedMinRowBytes) {
       EXPECT_FALSE(staged);
     }
     // Rows that fit in any sm_80+ block's shared memory are staged when asked.
-    if (pin == cuda::CrossEntropyRows::Staged && row_bytes <= 96 * 1024) EXPECT_TRUE(staged);
-    if (pin == cuda::CrossEntropyRows::Auto && row_bytes >= cuda::kCrossEntropyStagedMinRowBytes &&
+    if (pin == LossRows::Staged && row_bytes <= 96 * 1024) EXPECT_TRUE(staged);
+    if (pin == LossRows::Auto && row_bytes >= cuda::kCrossEntropyStagedMinRowBytes &&
         row_bytes <= 96 * 1024) {
       EXPECT_TRUE(staged);
     }
-    expect_fused_matches(t, rows, vocab, std::string(staged ? "staged" : "streamed"));
+    expect_fused_matches(t, rows, vocab, pin, std::string(staged ? "staged" : "streamed"));
   }
-  cuda::set_cross_entropy_rows(cuda::CrossEntropyRows::Auto);
 }
 
 std::string ce_name(const ::testing::TestParamInfo<CeParam>& info) {

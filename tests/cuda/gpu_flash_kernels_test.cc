@@ -25,8 +25,6 @@
 namespace tinyllama::gpu_test {
 namespace {
 
-using cuda::FlashForwardKernel;
-
 struct KernelCase {
   int batch, seq, heads, kv_heads, head_dim, pad;
 };
@@ -59,7 +57,7 @@ TEST_P(GpuFlashForwardKernels, MatchTheReference) {
   cfg.num_heads = c.heads;
   cfg.num_kv_heads = c.kv_heads;
   cfg.hidden_dim = c.heads * c.head_dim;
-  h.prepare(cfg, BatchShape{c.batch, c.seq}, "v2");
+  h.prepare(cfg, BatchShape{c.batch, c.seq}, "v2", pin.pins());
 
   // Scale 1.5: scores of a few units, neither a flat nor a one-hot softmax.
   const Twin qkv = h.input(tokens, qd + 2 * kvd, t, 1.5, c.pad);
@@ -69,7 +67,6 @@ TEST_P(GpuFlashForwardKernels, MatchTheReference) {
   const Twin out = h.output(tokens, qd, t, c.pad);
   const Twin lse = h.output(static_cast<std::int64_t>(c.batch) * c.heads, c.seq, DType::F32, 1);
   cpu::attention_forward(out.cpu, lse.cpu, Mat{}, q.cpu, k.cpu, v.cpu, s);
-  cuda::set_flash_forward_kernel(pin.kernel);
   h.gpu().attention_forward(AttentionImpl::Flash, out.gpu, lse.gpu, Mat{}, q.gpu, k.gpu, v.gpu, s);
   h.expect_close(out, tolerance(t), std::string(pin.name) + " out (padding untouched)");
   h.expect_close(lse, tolerance(t), std::string(pin.name) + " lse (padding untouched)");
@@ -119,7 +116,9 @@ struct BackwardRun {
   AttentionShape s;
   Twin q, k, v, out_saved, lse_saved, dout, dqkv, dq, dk, dv;
 
-  BackwardRun(Harness& h, DType t, const KernelCase& c)
+  // The backend is prepared with `pins` (the fused kernel's scratch is
+  // planned with its dQ accumulator).
+  BackwardRun(Harness& h, DType t, const KernelCase& c, const KernelPins& pins)
       : s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim} {
     const std::int64_t tokens = static_cast<std::int64_t>(c.batch) * c.seq;
     const std::int64_t qd = static_cast<std::int64_t>(c.heads) * c.head_dim;
@@ -128,7 +127,7 @@ struct BackwardRun {
     cfg.num_heads = c.heads;
     cfg.num_kv_heads = c.kv_heads;
     cfg.hidden_dim = c.heads * c.head_dim;
-    h.prepare(cfg, BatchShape{c.batch, c.seq}, "v2");
+    h.prepare(cfg, BatchShape{c.batch, c.seq}, "v2", pins);
     const Twin qkv = h.input(tokens, qd + 2 * kvd, t, 1.5, c.pad);
     q = col_block(qkv, 0, qd);
     k = col_block(qkv, qd, kvd);
@@ -147,8 +146,8 @@ struct BackwardRun {
                             Mat{}, s);
   }
 
-  // The GPU backward into `grads` (d_qkv's layout) with the current pins;
-  // from `other_dout` where given.
+  // The GPU backward into `grads` (d_qkv's layout) with the prepared plan's
+  // kernels; from `other_dout` where given.
   void run_gpu(Harness& h, const Mat& grads, const Mat* other_dout = nullptr) const {
     const std::int64_t qd = q.gpu.cols;
     const std::int64_t kvd = k.gpu.cols;
@@ -168,9 +167,7 @@ TEST_P(GpuFlashBackwardKernels, MatchTheReference) {
   const std::string skip = backward_skip(t, pin);
   if (!skip.empty()) GTEST_SKIP() << skip;
   Harness h(t);
-  cuda::set_flash_backward_kernel(pin.kernel);  // before prepare(): the fused kernel's scratch
-  const BackwardRun r(h, t, c);
-  cuda::set_flash_backward_delta(delta.where);
+  const BackwardRun r(h, t, c, backward_pins(pin.kernel, delta.where));
   r.run_gpu(h, r.dqkv.gpu);
   const std::string what = std::string(pin.name) + " " + delta.name;
   h.expect_close(r.dv, tolerance(t), what + " dv (summed over the group)");
@@ -204,18 +201,31 @@ TEST_P(GpuFlashDeltaInDq, GivesTheSeparateKernelsBits) {
   const std::string skip = backward_skip(t, pin);
   if (!skip.empty()) GTEST_SKIP() << skip;
   Harness h(t);
-  cuda::set_flash_backward_kernel(pin.kernel);  // before prepare(): the fused kernel's scratch
-  const BackwardRun r(h, t, c);
+  const BackwardRun r(h, t, c, backward_pins(pin.kernel));
+  // The two placements called directly, with one scratch of their own, so
+  // that D stays where the other placement wrote it.
+  KernelChoices in_dq;
+  in_dq.flash_backward = pin.kernel;
+  KernelChoices separate_delta = in_dq;
+  separate_delta.flash_delta = FlashDelta::Separate;
+  const std::int64_t bytes = cuda::flash_attention_scratch_bytes(r.s, in_dq);
+  const Twin scratch_block = h.output((bytes + 3) / 4, 1, DType::F32);
+  const cuda::FlashScratch scratch =
+      cuda::flash_attention_scratch(scratch_block.gpu.data, r.s, in_dq);
+  auto run = [&](const KernelChoices& kernels, const Mat& grads, const Mat& dout) {
+    const std::int64_t qd = r.q.gpu.cols, kvd = r.k.gpu.cols;
+    cuda::flash_attention_backward(kernels, scratch, grads.col_block(0, qd),
+                                   grads.col_block(qd, kvd), grads.col_block(qd + kvd, kvd), dout,
+                                   r.q.gpu, r.k.gpu, r.v.gpu, r.out_saved.gpu, r.lse_saved.gpu, r.s,
+                                   static_cast<cudaStream_t>(h.gpu().main_stream_handle()));
+  };
   const Twin separate = h.output(r.dqkv.gpu.rows, r.dqkv.gpu.cols, t, c.pad);
   // First the scratch's D of another dO: a row the dQ kernels left
   // unwritten would keep that D and show below.
   const Twin other_dout = h.input(r.dout.gpu.rows, r.dout.gpu.cols, t, 1.0, c.pad);
-  cuda::set_flash_backward_delta(cuda::FlashDelta::Separate);
-  r.run_gpu(h, separate.gpu, &other_dout.gpu);
-  cuda::set_flash_backward_delta(cuda::FlashDelta::InDq);
-  r.run_gpu(h, r.dqkv.gpu);
-  cuda::set_flash_backward_delta(cuda::FlashDelta::Separate);
-  r.run_gpu(h, separate.gpu);
+  run(separate_delta, separate.gpu, other_dout.gpu);
+  run(in_dq, r.dqkv.gpu, r.dout.gpu);
+  run(separate_delta, separate.gpu, r.dout.gpu);
   const std::vector<double> a = h.device_values(separate.gpu);
   const std::vector<double> b = h.device_values(r.dqkv.gpu);
   ASSERT_EQ(a.size(), b.size());
@@ -247,12 +257,11 @@ class GpuFlashFusedBackward : public FlashBackwardPinTest<std::tuple<DType, Kern
 
 TEST_P(GpuFlashFusedBackward, RepeatsToTheBit) {
   const auto [t, c] = GetParam();
-  const BackwardPin fused{cuda::FlashBackwardKernel::Fused, "fused"};
+  const BackwardPin fused{FlashBackwardKernel::Fused, "fused"};
   const std::string skip = backward_skip(t, fused);
   if (!skip.empty()) GTEST_SKIP() << skip;
   Harness h(t);
-  cuda::set_flash_backward_kernel(fused.kernel);  // before prepare(): plans its accumulator
-  const BackwardRun r(h, t, c);
+  const BackwardRun r(h, t, c, backward_pins(fused.kernel));  // plans its accumulator
   r.run_gpu(h, r.dqkv.gpu);
   const std::vector<double> first = h.device_values(r.dqkv.gpu);
   h.expect_close(r.dq, tolerance(t), "fused dq");
@@ -290,18 +299,18 @@ TEST_F(GpuTest, PinnedHopperForwardFallsBackOnUnalignedRows) {
   cfg.num_heads = 4;
   cfg.num_kv_heads = 2;
   cfg.hidden_dim = 256;
-  h.prepare(cfg, BatchShape{1, 70}, "v2");
+  KernelPins pins;
+  pins.flash_forward = FlashForwardKernel::Wgmma2x128;
+  h.prepare(cfg, BatchShape{1, 70}, "v2", pins);
   const std::int64_t qd = 256, kvd = 128;
   const Twin qkv = h.input(70, qd + 2 * kvd, t, 1.5, /*pad=*/2);
   const Twin out = h.output(70, qd, t, 2);
   const Twin lse = h.output(4, 70, DType::F32);
   cpu::attention_forward(out.cpu, lse.cpu, Mat{}, col_block(qkv, 0, qd).cpu,
                          col_block(qkv, qd, kvd).cpu, col_block(qkv, qd + kvd, kvd).cpu, s);
-  cuda::set_flash_forward_kernel(FlashForwardKernel::Wgmma2x128);
   h.gpu().attention_forward(AttentionImpl::Flash, out.gpu, lse.gpu, Mat{},
                             col_block(qkv, 0, qd).gpu, col_block(qkv, qd, kvd).gpu,
                             col_block(qkv, qd + kvd, kvd).gpu, s);
-  cuda::set_flash_forward_kernel(FlashForwardKernel::Best);
   h.expect_close(out, tolerance(t), "out");
   h.expect_close(lse, tolerance(t), "lse");
 }

@@ -56,12 +56,12 @@ struct GpuRun {
 // with `ahead`, each step is launched before the last one is finished, as
 // the trainer does.
 GpuRun train_on_gpu(DType t, const std::string& level, bool graphs, int steps, double initial_scale,
-                    bool ahead = false) {
+                    bool ahead = false, const KernelPins& pins = {}) {
   const ModelConfig cfg = awkward_config(3);
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
   OpChoices ops = level_preset(level);
   ops.execution = graphs ? Execution::Graph : Execution::Eager;
-  const StepPlan plan = test_plan(ops, precision_for(t), *backend, cfg, kShape);
+  const StepPlan plan = test_plan(ops, precision_for(t), *backend, cfg, kShape, false, pins);
   Model model(cfg, kShape, plan, *backend);
   model.set_params(weights(model.layout()));
   LossScaler scaler(plan.loss_scaling == LossScaling::Dynamic, initial_scale, 2000);
@@ -97,15 +97,12 @@ GpuRun train_on_gpu(DType t, const std::string& level, bool graphs, int steps, d
 // at every norm: the same bits as the in-kernel sum, replayed at every
 // level with parallel branches.
 TEST_F(GpuTest, NormWeightSumsOnTheSideBranchKeepTheBits) {
-  struct InKernelSumsBack {
-    ~InKernelSumsBack() { cuda::set_rmsnorm_partial_sums_in_kernel(true); }
-  } restore;
+  KernelPins second;
+  second.norm_weight_sum = NormWeightSum::SecondKernel;
   for (const char* level : {"v2", "v3", "v4"}) {
     SCOPED_TRACE(level);
-    cuda::set_rmsnorm_partial_sums_in_kernel(true);
     const GpuRun in_kernel = train_on_gpu(DType::BF16, level, true, 4, 65536.0);
-    cuda::set_rmsnorm_partial_sums_in_kernel(false);
-    const GpuRun side = train_on_gpu(DType::BF16, level, true, 4, 65536.0);
+    const GpuRun side = train_on_gpu(DType::BF16, level, true, 4, 65536.0, false, second);
     ASSERT_TRUE(in_kernel.replaying && side.replaying) << in_kernel.note << side.note;
     ASSERT_TRUE(in_kernel.launches.has_value() && side.launches.has_value());
     EXPECT_GT(side.launches->kernels, in_kernel.launches->kernels) << "the second kernels ran";

@@ -35,9 +35,6 @@
 namespace tinyllama::gpu_test {
 namespace {
 
-using cuda::FlashBackwardKernel;
-using cuda::FlashForwardKernel;
-
 // head_dim 64, rows of 16 bytes and more: the Hopper flash kernels run
 // under bf16 and fp16. 130 positions: two 64-row tiles and a ragged third.
 ModelConfig hopper_sized() {
@@ -64,11 +61,12 @@ struct Trajectory {
 // `steps` whole steps through the trainer's StepRunner (step 1 eager, then
 // the captured graph's replays where the plan captures).
 Trajectory train(OpChoices ops, KernelLaunch launch, DType t, const InjectedFaults& faults,
-                 int steps) {
+                 int steps, const KernelPins& pins) {
   const ModelConfig cfg = hopper_sized();
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
   ops.kernel_launch = launch;
-  StepPlan plan = test_plan(ops, precision_for(t), *backend, cfg, kShape, /*keep_grad_ring=*/true);
+  StepPlan plan =
+      test_plan(ops, precision_for(t), *backend, cfg, kShape, /*keep_grad_ring=*/true, pins);
   plan.faults = faults;
   EXPECT_EQ(plan.ops.kernel_launch, launch) << "an sm_90 device takes PDL: " << plan.describe();
   Model model(cfg, kShape, plan, *backend);
@@ -94,10 +92,10 @@ Trajectory train(OpChoices ops, KernelLaunch launch, DType t, const InjectedFaul
 
 // Plain, then PDL, of the same choices: the same bits after every step.
 void expect_pdl_is_plain(const OpChoices& ops, DType t, const InjectedFaults& faults, int steps,
-                         const std::string& what) {
+                         const std::string& what, const KernelPins& pins = {}) {
   SCOPED_TRACE(what + " " + dtype_label(t));
-  const Trajectory plain = train(ops, KernelLaunch::Plain, t, faults, steps);
-  const Trajectory pdl = train(ops, KernelLaunch::Pdl, t, faults, steps);
+  const Trajectory plain = train(ops, KernelLaunch::Plain, t, faults, steps, pins);
+  const Trajectory pdl = train(ops, KernelLaunch::Pdl, t, faults, steps, pins);
   EXPECT_EQ(pdl.replaying, plain.replaying) << pdl.note;
   for (int s = 0; s < steps; ++s) {
     SCOPED_TRACE("step " + std::to_string(s + 1));
@@ -152,13 +150,7 @@ INSTANTIATE_TEST_SUITE_P(PrecisionsAndExecutions, GpuKernelLaunchSteps,
                                   impl_name(std::get<1>(info.param));
                          });
 
-class GpuKernelLaunchFamilies : public WithPdl<GpuTest> {
- protected:
-  void TearDown() override {
-    cuda::set_flash_forward_kernel(FlashForwardKernel::Best);
-    cuda::set_flash_backward_kernel(FlashBackwardKernel::Best);
-  }
-};
+class GpuKernelLaunchFamilies : public WithPdl<GpuTest> {};
 
 // Every level and every single change of one (each op family the plans
 // reach), two steps each, as the variant executes (eager or replayed): in
@@ -208,11 +200,12 @@ TEST_F(GpuKernelLaunchFamilies, EachFlashKernelIsBitIdentical) {
       {FlashForwardKernel::Paired2x128, FlashBackwardKernel::Fused}};
   int i = 0;
   for (const auto& [forward, backward] : pins) {
-    cuda::set_flash_forward_kernel(forward);
-    cuda::set_flash_backward_kernel(backward);
+    KernelPins pinned;
+    pinned.flash_forward = forward;
+    pinned.flash_backward = backward;
     for (const DType t : {DType::BF16, DType::F16}) {
       expect_pdl_is_plain(v4_with_flash(Execution::Graph), t, InjectedFaults{}, 2,
-                          "flash pin " + std::to_string(i));
+                          "flash pin " + std::to_string(i), pinned);
     }
     ++i;
   }

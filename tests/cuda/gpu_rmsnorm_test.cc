@@ -59,7 +59,9 @@ TEST_P(GpuRmsnorm, ForwardAndBackward) {
   cpu::rmsnorm_backward(dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, saved.cpu);
   for (const bool teams : {true, false}) {
     SCOPED_TRACE(teams ? "team kernel where rows are long" : "one-warp kernels only");
-    cuda::set_rmsnorm_backward_teams(teams);
+    KernelPins pins;
+    pins.norm_long_rows = teams ? NormLongRows::Teams : NormLongRows::OneWarp;
+    h.prepare(cfg, BatchShape{1, static_cast<int>(rows)}, "v1", pins);
     h.gpu().rmsnorm_backward(dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, saved.gpu);
     h.expect_close(dx, tolerance(t), "rmsnorm_backward dx");
     // dweight sums exactly-shared inputs in fp32: the fp32 tolerance (x100
@@ -69,7 +71,6 @@ TEST_P(GpuRmsnorm, ForwardAndBackward) {
     // dweight is overwritten, not accumulated: a second call gives the same.
     h.gpu().rmsnorm_backward(dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, saved.gpu);
     h.expect_close(dw, 1e-4, "rmsnorm_backward dweight, second call");
-    cuda::set_rmsnorm_backward_teams(true);
   }
 }
 
@@ -113,25 +114,31 @@ TEST_P(GpuRmsnormPartialSums, InKernelGivesTheSecondKernelsBits) {
   const Twin dy = h.input(rows, d, t, 1.0, 0);
   const Twin dres = h.input(rows, d, t, 0.7, 0);
   for (const bool with_residual : {false, true}) {
-    auto run = [&](bool in_kernel, const Twin& dx, const Twin& dw) {
-      cuda::set_rmsnorm_partial_sums_in_kernel(in_kernel);
+    auto run = [&](const Twin& dx, const Twin& dw) {
       if (with_residual) {
         h.gpu().rmsnorm_backward_add(dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, dres.gpu);
       } else {
         h.gpu().rmsnorm_backward(dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu);
       }
-      cuda::set_rmsnorm_partial_sums_in_kernel(true);
+    };
+    // The backend prepared with the plan's choice each way.
+    auto prepare = [&](NormWeightSum sum) {
+      KernelPins pins;
+      pins.norm_weight_sum = sum;
+      h.prepare(cfg, BatchShape{1, static_cast<int>(rows)}, "v1", pins);
     };
     const Twin dx_sep = h.output(rows, d, t);
     const Twin dw_sep = h.output(1, d, DType::F32);
-    run(false, dx_sep, dw_sep);
+    prepare(NormWeightSum::SecondKernel);
+    run(dx_sep, dw_sep);
     const auto want_dw = h.device_values(dw_sep.gpu);
     // Not zeros: a reduction that never ran would leave the output's fill.
     EXPECT_NE(want_dw, std::vector<double>(want_dw.size(), 0.0));
+    prepare(NormWeightSum::InKernelWhereSmall);
     for (int call = 0; call < 3; ++call) {
       const Twin dx = h.output(rows, d, t);
       const Twin dw = h.output(1, d, DType::F32);
-      run(true, dx, dw);
+      run(dx, dw);
       EXPECT_EQ(h.device_values(dw.gpu), want_dw)
           << "dweight, call " << call << (with_residual ? ", with the residual" : "");
       EXPECT_EQ(h.device_values(dx.gpu), h.device_values(dx_sep.gpu))
@@ -163,7 +170,8 @@ TEST_F(GpuRmsnormCapture, RecordsAfterAnEagerCallWithItsSumOnTheSideBranch) {
   const DType t = DType::BF16;
   const std::int64_t rows = 9000;
   const std::int64_t d = 512;
-  ASSERT_TRUE(cuda::rmsnorm_backward_sums_in_second_kernel(rows, d));
+  ASSERT_TRUE(
+      cuda::rmsnorm_backward_sums_in_second_kernel(rows, d, NormWeightSum::InKernelWhereSmall));
   Harness h(t);
   ModelConfig cfg;
   cfg.hidden_dim = static_cast<int>(d);

@@ -66,10 +66,9 @@ TEST_P(GpuFlashRopeForward, MatchesTheReferenceAndItsOwnWriteOut) {
   OpChoices ops = level_preset("v3");
   ops.rope = RopeImpl::Fused;
   const BatchShape shape{c.batch, c.seq};
-  const StepPlan plan = test_plan(ops, precision_for(t), h.gpu(), cfg, shape);
+  const StepPlan plan = test_plan(ops, precision_for(t), h.gpu(), cfg, shape, false, pin.pins());
   ASSERT_EQ(plan.ops.rope, RopeImpl::Fused) << "the plan kept the fused rotation";
   h.gpu().prepare(cfg, shape, plan);  // builds the (cos, sin) table
-  cuda::set_flash_forward_kernel(pin.kernel);
 
   // raw: the QKV GEMM's output; rot: where the fused op writes q, k
   // rotated and v copied; sep: the same values, rotated in place by the

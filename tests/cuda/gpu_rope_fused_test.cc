@@ -62,10 +62,10 @@ TEST_P(GpuFlashRopeBackward, MatchesAttentionThenRopeBackward) {
   OpChoices ops = level_preset("v3");
   ops.rope = RopeImpl::Fused;
   const BatchShape shape{c.batch, c.seq};
-  const StepPlan plan = test_plan(ops, precision_for(t), h.gpu(), cfg, shape);
+  const StepPlan plan = test_plan(ops, precision_for(t), h.gpu(), cfg, shape, false,
+                                  backward_pins(pin.kernel, delta.where));
   ASSERT_EQ(plan.ops.rope, RopeImpl::Fused) << "the plan kept the fused rotation";
-  cuda::set_flash_backward_kernel(pin.kernel);  // before prepare(): the fused kernel's scratch
-  h.gpu().prepare(cfg, shape, plan);            // builds the (cos, sin) table
+  h.gpu().prepare(cfg, shape, plan);  // builds the (cos, sin) table
 
   const Twin qkv = h.input(tokens, qd + 2 * kvd, t, 1.5, c.pad);
   const Twin q = col_block(qkv, 0, qd);
@@ -87,7 +87,6 @@ TEST_P(GpuFlashRopeBackward, MatchesAttentionThenRopeBackward) {
                           Mat{}, s);
   cpu::rope(dqkv.cpu.col_block(0, qd + kvd), c.seq, c.head_dim, cfg.rope_theta, -1);
 
-  cuda::set_flash_backward_delta(delta.where);
   h.gpu().attention_rope_backward(AttentionImpl::Flash, dq.gpu, dk.gpu, dv.gpu, dout.gpu, q.gpu,
                                   k.gpu, v.gpu, out_saved.gpu, lse_saved.gpu, Mat{}, s,
                                   cfg.rope_theta);

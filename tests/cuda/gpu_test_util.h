@@ -143,9 +143,11 @@ class Harness {
   Rng& rng() { return rng_; }
 
   // Prepares the backend with the plan of `level` (e.g. "v1": materialised
-  // attention's scratch; "v2": flash attention's) at these shapes.
-  void prepare(const ModelConfig& cfg, BatchShape shape, const std::string& level) {
-    gpu_->prepare(cfg, shape, test_plan(level, precision_, *gpu_, cfg, shape));
+  // attention's scratch; "v2": flash attention's) at these shapes, with the
+  // kernel families `pins` asks for.
+  void prepare(const ModelConfig& cfg, BatchShape shape, const std::string& level,
+               const KernelPins& pins = {}) {
+    gpu_->prepare(cfg, shape, test_plan(level, precision_, *gpu_, cfg, shape, pins));
   }
 
   // Random N(mean, scale^2) values rounded to dtype; `pad` extra elements per row.

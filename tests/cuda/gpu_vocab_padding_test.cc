@@ -39,7 +39,7 @@ StepPlan chunked_plan(const std::string& level, OpChoices ops, DType t, const Ba
   request.ops = ops;
   request.precision = precision_for(t);
   request.loss_chunk_rows = kChunkRows;
-  return resolve_plan(request, backend.caps(), cfg, kSmallStep);
+  return resolve_plan(request, run_caps(backend.caps(), request, cfg, kSmallStep), cfg, kSmallStep);
 }
 
 LossRun chunked_on_gpu(const ModelConfig& cfg, DType t, bool whole_step,

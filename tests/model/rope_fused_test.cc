@@ -39,15 +39,15 @@ OpChoices with_rope(const std::string& level, RopeImpl rope) {
   return ops;
 }
 
-// A CUDA-like device with cuDNN, where attention=auto times cuDNN faster.
+// A CUDA-like device with cuDNN, where attention=auto timed cuDNN faster.
 DeviceCaps cudnn_capable_caps() {
   DeviceCaps caps = graph_capable_cpu_caps();
   caps.kind = DeviceKind::Cuda;
   caps.flash_head_dims = {32, 64, 128};
-  caps.cudnn_attention = [](const ModelConfig&, BatchShape, Precision) { return std::string(); };
-  caps.time_attention = [](AttentionImpl impl, const ModelConfig&, BatchShape, Precision) {
-    return impl == AttentionImpl::Cudnn ? AttentionTiming{1.0, 2.0} : AttentionTiming{3.0, 4.0};
-  };
+  caps.cudnn_attention = "";
+  caps.times_attention = true;
+  caps.cudnn_timing = AttentionTiming{1.0, 2.0};
+  caps.flash_timing = AttentionTiming{3.0, 4.0};
   return caps;
 }
 
@@ -111,9 +111,8 @@ TEST(RopeFused, FallsBackToSeparateWithoutFlash) {
 
 TEST(RopeFused, AutoThatKeepsFlashKeepsIt) {
   DeviceCaps caps = cudnn_capable_caps();
-  caps.time_attention = [](AttentionImpl impl, const ModelConfig&, BatchShape, Precision) {
-    return impl == AttentionImpl::Flash ? AttentionTiming{1.0, 2.0} : AttentionTiming{3.0, 4.0};
-  };
+  caps.flash_timing = AttentionTiming{1.0, 2.0};
+  caps.cudnn_timing = AttentionTiming{3.0, 4.0};
   OpChoices ops = with_rope("v3", RopeImpl::Fused);
   ops.attention = AttentionImpl::Auto;
   const StepPlan plan = plan_on(caps, ops);

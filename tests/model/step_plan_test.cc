@@ -1,6 +1,6 @@
 // resolve_plan: the one place that decides each op's implementation, the
-// execution, loss scaling and the workspaces, with a reason for every
-// fallback.
+// execution, loss scaling and the kernel families, from the device's facts,
+// with a reason for every fallback.
 #include "model/step_plan.h"
 
 #include <gtest/gtest.h>
@@ -20,15 +20,6 @@ DeviceCaps gpu_like_caps() {
   caps.kind = DeviceKind::Cuda;
   caps.flash_head_dims = {32, 64, 128};
   caps.no_programmatic_launch = "";  // an sm_90 device
-  caps.workspaces = [](const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
-    std::vector<Workspace> w{{"gemm", 1000}};
-    // Depends on the resolved plan, not the request: materialised attention
-    // needs scores scratch.
-    if (plan.ops.attention == AttentionImpl::Materialized) {
-      w.push_back({"attention", shape.tokens() * shape.seq * cfg.num_heads});
-    }
-    return w;
-  };
   return caps;
 }
 
@@ -52,14 +43,11 @@ TEST(StepPlan, AHeadDimWithoutFlashKernelsFallsBackToMaterialisedWithAReason) {
   EXPECT_NE(plan.fallbacks[0].reason.find("head_dim 32, 64, 128 (this model: 96)"),
             std::string::npos)
       << plan.fallbacks[0].reason;
-  // The workspaces are sized for what runs: the materialised scratch.
-  EXPECT_EQ(plan.workspace_bytes(), 1000 + shape.tokens() * shape.seq * 4);
 
   const StepPlan ok =
       plan_for_level("v2", Precision::fp32(), gpu_like_caps(), with_head_dim(64), shape);
   EXPECT_EQ(ok.ops.attention, AttentionImpl::Flash);
   EXPECT_TRUE(ok.fallbacks.empty());
-  EXPECT_EQ(ok.workspace_bytes(), 1000);
   EXPECT_TRUE(ok.captured());
   EXPECT_TRUE(ok.parallel_branches);
   EXPECT_TRUE(ok.updates_layers_in_backward());
@@ -76,7 +64,7 @@ TEST(StepPlan, TheCpuRunsEagerlyAndOneSweepWithReasons) {
   EXPECT_EQ(plan.fallbacks[0].describe(), "execution graph -> eager: the cpu backend runs eagerly");
   EXPECT_EQ(plan.fallbacks[1].op, "optimizer");
   EXPECT_NE(plan.fallbacks[1].reason.find("runs eagerly"), std::string::npos);
-  EXPECT_EQ(plan.workspace_bytes(), 0);
+  EXPECT_TRUE(plan.workspaces.empty()) << "resolve_plan leaves them to the backend";
 }
 
 TEST(StepPlan, Fp16ScalesTheLossAndKeepsOneSweepAfterTheScan) {
@@ -185,30 +173,50 @@ TEST(StepPlan, JsonNamesEveryOpAndFallback) {
   EXPECT_EQ(j["ops"]["attention"], "materialized");
   EXPECT_EQ(j["ops"]["optimizer"], "fused_per_layer");
   EXPECT_EQ(j["loss_scaling"], "none");
-  EXPECT_EQ(j["workspaces"]["gemm"], 1000);
   EXPECT_EQ(j["workspace_bytes"], plan.workspace_bytes());
+  EXPECT_EQ(j["kernels"]["flash_forward"], "mma") << "no Hopper kernels in these facts";
+  EXPECT_EQ(j["kernels"]["loss_rows"], "auto");
+  EXPECT_EQ(j["kernels"].size(), 8u);
   ASSERT_EQ(j["fallbacks"].size(), 1u);
   EXPECT_EQ(j["fallbacks"][0]["using"], "materialized");
 }
 
 // A device with cuDNN for bf16/fp16 only (as on CUDA) and a timer that
-// reports the given times, counting its calls.
+// reports the given times. Its facts are measured as train's run_caps
+// measures them: cuDNN's answer for the run's precision, and the two
+// timings only where attention_timings_wanted says the plan compares them
+// (counted in calls).
 struct TimedCaps {
   AttentionTiming flash{0.30, 0.70};
   AttentionTiming cudnn{0.20, 0.50};
+  bool has_cudnn = true;
   int calls = 0;
 
-  DeviceCaps caps() {
+  DeviceCaps caps(const PlanRequest& request, const ModelConfig& cfg) {
     DeviceCaps c = gpu_like_caps();
-    c.cudnn_attention = [](const ModelConfig&, BatchShape, Precision p) {
-      return p.compute == DType::F32 ? std::string("cuDNN SDPA runs bf16 and fp16 only")
-                                     : std::string();
-    };
-    c.time_attention = [this](AttentionImpl impl, const ModelConfig&, BatchShape, Precision) {
-      ++calls;
-      return impl == AttentionImpl::Cudnn ? cudnn : flash;
-    };
+    c.times_attention = true;
+    if (has_cudnn) {
+      c.cudnn_attention = request.precision.compute == DType::F32
+                              ? std::string("cuDNN SDPA runs bf16 and fp16 only")
+                              : std::string();
+    }
+    if (attention_timings_wanted(request, c, cfg)) {
+      calls += 2;
+      c.flash_timing = flash;
+      c.cudnn_timing = cudnn;
+    }
     return c;
+  }
+  StepPlan resolve(const PlanRequest& request, const ModelConfig& cfg, BatchShape shape) {
+    return resolve_plan(request, caps(request, cfg), cfg, shape);
+  }
+  StepPlan plan(const OpChoices& ops, Precision precision, const ModelConfig& cfg,
+                BatchShape shape) {
+    PlanRequest request;
+    request.level = "custom";
+    request.ops = ops;
+    request.precision = precision;
+    return resolve(request, cfg, shape);
   }
 };
 
@@ -221,8 +229,7 @@ OpChoices with_attention(AttentionImpl impl) {
 TEST(StepPlan, AutoTimesFlashAndCudnnAndKeepsTheFaster) {
   const Precision bf16 = Precision::amp(DType::BF16);
   TimedCaps t;
-  StepPlan plan = plan_for_choices(with_attention(AttentionImpl::Auto), bf16, t.caps(),
-                                   with_head_dim(64), {2, 16});
+  StepPlan plan = t.plan(with_attention(AttentionImpl::Auto), bf16, with_head_dim(64), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
   EXPECT_EQ(t.calls, 2);
   EXPECT_TRUE(plan.attention_auto.requested);
@@ -234,8 +241,7 @@ TEST(StepPlan, AutoTimesFlashAndCudnnAndKeepsTheFaster) {
   EXPECT_NE(line.find("flash 1.000 ms (fwd 0.300 ms, bwd 0.700 ms)"), std::string::npos) << line;
 
   t.flash = {0.10, 0.20};  // now ours is faster
-  plan = plan_for_choices(with_attention(AttentionImpl::Auto), bf16, t.caps(), with_head_dim(64),
-                          {2, 16});
+  plan = t.plan(with_attention(AttentionImpl::Auto), bf16, with_head_dim(64), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
 
   const nlohmann::json j = plan_json(plan);
@@ -248,8 +254,8 @@ TEST(StepPlan, AutoTimesFlashAndCudnnAndKeepsTheFaster) {
 TEST(StepPlan, AutoWithOneCandidateTakesItUntimedAndSaysWhy) {
   TimedCaps t;
   // fp32: cuDNN is out, flash runs.
-  StepPlan plan = plan_for_choices(with_attention(AttentionImpl::Auto), Precision::fp32(), t.caps(),
-                                   with_head_dim(64), {2, 16});
+  StepPlan plan =
+      t.plan(with_attention(AttentionImpl::Auto), Precision::fp32(), with_head_dim(64), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
   EXPECT_EQ(t.calls, 0);
   ASSERT_EQ(plan.attention_auto.notes.size(), 1u);
@@ -257,12 +263,11 @@ TEST(StepPlan, AutoWithOneCandidateTakesItUntimedAndSaysWhy) {
   EXPECT_TRUE(plan_json(plan)["attention_auto"]["cudnn"].is_null());
 
   // head_dim 96 in bf16: our flash kernels lack it, cuDNN runs it.
-  plan = plan_for_choices(with_attention(AttentionImpl::Auto), Precision::amp(DType::BF16),
-                          t.caps(), with_head_dim(96), {2, 16});
+  plan = t.plan(with_attention(AttentionImpl::Auto), Precision::amp(DType::BF16), with_head_dim(96),
+                {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
   // Neither (fp32, head_dim 96): materialised, which runs anything.
-  plan = plan_for_choices(with_attention(AttentionImpl::Auto), Precision::fp32(), t.caps(),
-                          with_head_dim(96), {2, 16});
+  plan = t.plan(with_attention(AttentionImpl::Auto), Precision::fp32(), with_head_dim(96), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Materialized);
   EXPECT_EQ(plan.attention_auto.notes.size(), 2u);
   EXPECT_EQ(t.calls, 0);
@@ -270,16 +275,16 @@ TEST(StepPlan, AutoWithOneCandidateTakesItUntimedAndSaysWhy) {
 
 TEST(StepPlan, CudnnFallsBackToFlashThenMaterialisedWithAReasonEach) {
   TimedCaps t;
-  StepPlan plan = plan_for_choices(with_attention(AttentionImpl::Cudnn), Precision::fp32(),
-                                   t.caps(), with_head_dim(64), {2, 16});
+  StepPlan plan =
+      t.plan(with_attention(AttentionImpl::Cudnn), Precision::fp32(), with_head_dim(64), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
   ASSERT_EQ(plan.fallbacks.size(), 1u);
   EXPECT_EQ(plan.fallbacks[0].describe(),
             "attention cudnn -> flash: cuDNN SDPA runs bf16 and fp16 only");
   EXPECT_FALSE(plan.attention_auto.requested);
 
-  plan = plan_for_choices(with_attention(AttentionImpl::Cudnn), Precision::fp32(), t.caps(),
-                          with_head_dim(96), {2, 16});
+  plan =
+      t.plan(with_attention(AttentionImpl::Cudnn), Precision::fp32(), with_head_dim(96), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Materialized);
   EXPECT_EQ(plan.fallbacks.size(), 2u);
 
@@ -291,8 +296,8 @@ TEST(StepPlan, CudnnFallsBackToFlashThenMaterialisedWithAReasonEach) {
   EXPECT_EQ(plan.fallbacks[0].reason, "the cpu backend has no cuDNN");
 
   // Runs where it can: no fallback, nothing timed.
-  plan = plan_for_choices(with_attention(AttentionImpl::Cudnn), Precision::amp(DType::BF16),
-                          t.caps(), with_head_dim(128), {2, 16});
+  plan = t.plan(with_attention(AttentionImpl::Cudnn), Precision::amp(DType::BF16),
+                with_head_dim(128), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
   EXPECT_TRUE(plan.fallbacks.empty());
   EXPECT_EQ(t.calls, 0);
@@ -305,8 +310,8 @@ TEST(StepPlan, AutoPairsCudnnsForwardWithOurBackwardWhereThatIsFastest) {
   TimedCaps t;
   t.flash = {0.30, 0.50};  // 0.80 in all
   t.cudnn = {0.20, 0.65};  // 0.85 in all; cuDNN's forward with our backward: 0.70
-  const StepPlan plan = plan_for_choices(with_attention(AttentionImpl::Auto), bf16, t.caps(),
-                                         with_head_dim(64), {2, 16});
+  const StepPlan plan =
+      t.plan(with_attention(AttentionImpl::Auto), bf16, with_head_dim(64), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::CudnnFlash);
   EXPECT_EQ(t.calls, 2) << "each candidate timed once, both passes";
   EXPECT_EQ(forward_attention(plan.ops.attention), AttentionImpl::Cudnn);
@@ -337,21 +342,20 @@ TEST(StepPlan, AutoPairsCudnnsForwardWithOurBackwardWhereThatIsFastest) {
 // that runs, saying why.
 TEST(StepPlan, CudnnFlashFallsBackToTheHalfThatRuns) {
   TimedCaps t;
-  StepPlan plan =
-      plan_for_choices(with_attention(AttentionImpl::CudnnFlash), Precision::amp(DType::BF16),
-                       t.caps(), with_head_dim(64), {2, 16});
+  StepPlan plan = t.plan(with_attention(AttentionImpl::CudnnFlash), Precision::amp(DType::BF16),
+                         with_head_dim(64), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::CudnnFlash);
   EXPECT_TRUE(plan.fallbacks.empty());
   EXPECT_EQ(t.calls, 0);
-  plan = plan_for_choices(with_attention(AttentionImpl::CudnnFlash), Precision::fp32(), t.caps(),
-                          with_head_dim(64), {2, 16});
+  plan = t.plan(with_attention(AttentionImpl::CudnnFlash), Precision::fp32(), with_head_dim(64),
+                {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
   ASSERT_EQ(plan.fallbacks.size(), 1u);
   EXPECT_EQ(plan.fallbacks[0].describe(),
             "attention cudnn+flash -> flash: cuDNN SDPA runs bf16 and fp16 only");
   // head_dim 96: our flash kernels lack it, cuDNN runs both passes.
-  plan = plan_for_choices(with_attention(AttentionImpl::CudnnFlash), Precision::amp(DType::BF16),
-                          t.caps(), with_head_dim(96), {2, 16});
+  plan = t.plan(with_attention(AttentionImpl::CudnnFlash), Precision::amp(DType::BF16),
+                with_head_dim(96), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
   ASSERT_EQ(plan.fallbacks.size(), 1u);
   EXPECT_EQ(plan.fallbacks[0].op, "attention");
@@ -374,7 +378,7 @@ TEST(StepPlan, AutoTakesASavedChoiceWithoutTimingAgain) {
   saved.how.cudnn = {0.5, 1.0};
   saved.from = "ck/ckpt-00000006.safetensors";
   request.saved_attention = saved;
-  const StepPlan plan = resolve_plan(request, t.caps(), with_head_dim(64), {2, 16});
+  const StepPlan plan = t.resolve(request, with_head_dim(64), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
   EXPECT_EQ(t.calls, 0) << "a saved choice is not timed again";
   EXPECT_DOUBLE_EQ(plan.attention_auto.flash.total_ms(), 0.75);
@@ -399,13 +403,11 @@ TEST(StepPlan, AutoTakesASavedChoiceWithoutTimingAgain) {
 
   // Without a saved choice the same request is timed, and chooses cudnn.
   request.saved_attention.reset();
-  EXPECT_EQ(resolve_plan(request, t.caps(), with_head_dim(64), {2, 16}).ops.attention,
-            AttentionImpl::Cudnn);
+  EXPECT_EQ(t.resolve(request, with_head_dim(64), {2, 16}).ops.attention, AttentionImpl::Cudnn);
   EXPECT_EQ(t.calls, 2);
-  EXPECT_TRUE(
-      plan_json(plan_for_choices(with_attention(AttentionImpl::Auto), bf16, t.caps(),
-                                 with_head_dim(64), {2, 16}))["attention_auto"]["reused_from"]
-          .is_null());
+  EXPECT_TRUE(plan_json(t.plan(with_attention(AttentionImpl::Auto), bf16, with_head_dim(64),
+                               {2, 16}))["attention_auto"]["reused_from"]
+                  .is_null());
 }
 
 // A saved choice that cannot run here (this device has no cuDNN) is chosen
@@ -419,9 +421,8 @@ TEST(StepPlan, ASavedChoiceThatCannotRunIsChosenAgain) {
   saved.chosen = AttentionImpl::Cudnn;
   saved.from = "ckpt.safetensors";
   request.saved_attention = saved;
-  DeviceCaps no_cudnn = t.caps();
-  no_cudnn.cudnn_attention = nullptr;
-  StepPlan plan = resolve_plan(request, no_cudnn, with_head_dim(64), {2, 16});
+  t.has_cudnn = false;
+  StepPlan plan = t.resolve(request, with_head_dim(64), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
   EXPECT_TRUE(plan.attention_auto.reused_from.empty());
   ASSERT_FALSE(plan.attention_auto.notes.empty());
@@ -431,7 +432,8 @@ TEST(StepPlan, ASavedChoiceThatCannotRunIsChosenAgain) {
 
   request.ops.attention = AttentionImpl::Flash;
   request.precision = Precision::amp(DType::BF16);
-  plan = resolve_plan(request, t.caps(), with_head_dim(64), {2, 16});
+  t.has_cudnn = true;
+  plan = t.resolve(request, with_head_dim(64), {2, 16});
   EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
   EXPECT_FALSE(plan.attention_auto.requested);
   EXPECT_EQ(t.calls, 0);

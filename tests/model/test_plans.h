@@ -8,6 +8,7 @@
 
 #include "model/backend.h"
 #include "model/step_plan.h"
+#include "train/backend_factory.h"
 
 namespace tinyllama {
 
@@ -19,19 +20,28 @@ inline OpChoices with_full_gradients(OpChoices ops, bool keep_grad_ring = false)
   return ops;
 }
 
+// Resolved on the backend's facts with what a run measures on its device
+// (train's run_caps: whether cuDNN runs the attention), so a GPU test runs
+// the plan a training run would; `pins` asks for kernel families.
 inline StepPlan test_plan(const std::string& level, Precision precision, const Backend& backend,
-                          const ModelConfig& cfg, BatchShape shape) {
+                          const ModelConfig& cfg, BatchShape shape, const KernelPins& pins = {}) {
   PlanRequest request;
   request.level = level;
   request.ops = with_full_gradients(level_preset(level));
   request.precision = precision;
-  return resolve_plan(request, backend.caps(), cfg, shape);
+  request.kernel_pins = pins;
+  return resolve_plan(request, run_caps(backend.caps(), request, cfg, shape), cfg, shape);
 }
 
 inline StepPlan test_plan(const OpChoices& ops, Precision precision, const Backend& backend,
-                          const ModelConfig& cfg, BatchShape shape, bool keep_grad_ring = false) {
-  return plan_for_choices(with_full_gradients(ops, keep_grad_ring), precision, backend.caps(), cfg,
-                          shape);
+                          const ModelConfig& cfg, BatchShape shape, bool keep_grad_ring = false,
+                          const KernelPins& pins = {}) {
+  PlanRequest request;
+  request.level = "custom";
+  request.ops = with_full_gradients(ops, keep_grad_ring);
+  request.precision = precision;
+  request.kernel_pins = pins;
+  return resolve_plan(request, run_caps(backend.caps(), request, cfg, shape), cfg, shape);
 }
 
 // The CPU backend's caps, but as a device that captures with parallel

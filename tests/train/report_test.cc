@@ -174,10 +174,10 @@ TEST(Report, JsonBreaksTheActivationsDownByKind) {
 TEST(Report, AttentionAutoShowsItsChoiceAndBothTimes) {
   TrainOptions o;
   DeviceCaps caps = DeviceCaps::cpu();
-  caps.cudnn_attention = [](const ModelConfig&, BatchShape, Precision) { return std::string(); };
-  caps.time_attention = [](AttentionImpl impl, const ModelConfig&, BatchShape, Precision) {
-    return impl == AttentionImpl::Cudnn ? AttentionTiming{0.5, 1.0} : AttentionTiming{0.25, 0.5};
-  };
+  caps.cudnn_attention = "";
+  caps.times_attention = true;
+  caps.cudnn_timing = AttentionTiming{0.5, 1.0};
+  caps.flash_timing = AttentionTiming{0.25, 0.5};
   OpChoices ops = level_preset("v2");
   ops.attention = AttentionImpl::Auto;
   o.plan = plan_for_choices(ops, Precision::amp(DType::BF16), caps, o.model, o.shape);

@@ -2,10 +2,8 @@
 // head-dim dispatch, and the public functions of cuda_ops.h. The design
 // (online softmax, causal tile ranges, GQA without repeats, tails) and a map
 // of the folder are in README.md beside this file.
-#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -17,8 +15,6 @@
 #include "cuda/flash/flash_attention.h"
 #include "cuda/flash/launch.cuh"
 #include "cuda/flash/params.h"
-#include "cuda/runtime/cuda_env.h"
-#include "cuda/runtime/cuda_launch.h"
 
 namespace tinyllama::cuda {
 namespace {
@@ -107,101 +103,33 @@ float softmax_scale_log2(int hd) {
   return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
 }
 
-std::atomic<FlashForwardKernel> g_forward_kernel{FlashForwardKernel::Best};
-
-// The Hopper forward's kernel for this call (docs/PERFORMANCE.md has the
-// kernel bench behind the default), or Mma for the Ampere-style kernel.
-template <typename T, int HD>
-FlashForwardKernel forward_kernel_for(const flash::FwdArgs& args) {
-  if constexpr (std::is_same_v<T, float> || !flash::hopper_head_dim(HD)) {
-    return FlashForwardKernel::Mma;
-  } else {
-    if (!args.vec || !flash_hopper_kernels_available()) return FlashForwardKernel::Mma;
-    const FlashForwardKernel pinned = g_forward_kernel.load(std::memory_order_relaxed);
-    const bool pairs = args.group % 2 == 0;
-    if (!pairs &&
-        (pinned == FlashForwardKernel::Paired2x64 || pinned == FlashForwardKernel::Paired2x128)) {
-      return FlashForwardKernel::Wgmma2x64;  // no two heads share a kv head
-    }
-    if (pinned != FlashForwardKernel::Best) return pinned;
-    // The kernel bench's fastest (H100, docs/PERFORMANCE.md): at hd 128 the
-    // warp-specialised kernel with its consumers taking turns (2026-11-24);
-    // at hd 64 one warpgroup per block, ahead of the pair of heads sharing
-    // K/V tiles at every shape measured on 2026-11-25 (S 128 to 1024, GQA 2
-    // and the 1 B config's), by 1-14 %.
-    if (HD == 128) return FlashForwardKernel::PingPong128;
-    return FlashForwardKernel::Wgmma1x64;
+// A plan resolved for another device (its facts said Hopper) is refused
+// rather than run as something it did not choose.
+void require_hopper(const char* name, const char* family) {
+  if (!flash_hopper_kernels_available()) {
+    throw RuntimeFailure(std::string(name) + ": the plan runs the " + family +
+                         " kernels, and this device cannot (" + hopper_kernels_missing() + ")");
   }
 }
 
-std::atomic<FlashBackwardKernel> g_backward_kernel{FlashBackwardKernel::Best};
-
-// Whether the one-launch backward runs by default. In two launches each
-// kernel's last wave leaves SMs idle and their latencies add up; one grid
-// fills those gaps. What one launch costs: every block takes the dK/dV
-// role's registers and shared memory, and the dK/dV blocks sum D
-// themselves. The kernel bench (docs/log/2026-11-27.md, H100 and
-// H200) draws the line:
-//  * head_dim 64: where both roles' blocks together are at most
-//    kOneLaunchBlocksPerSm per SM. 4-25 % faster than the two wgmma
-//    kernels up to 1536 blocks (B8 S128 to S1024, B32 S256, GQA 2 and MHA),
-//    6-12 % slower from 3072 (B32 S512, B32 S1024, 1 B).
-//  * head_dim 128 (against the warp-specialised dK/dV): where the dK/dV
-//    blocks alone are at most one per SM (few kv heads: GQA 3-4 at short
-//    sequences or small batches), 2-22 % faster; with 256 dK/dV blocks
-//    (MHA at B16 S128 and B8 S256, GQA 4 at B4 S2048) 19-46 % slower.
-// TINYLLAMA_FLASH_ONE_LAUNCH=off keeps the two launches everywhere (the
-// A/B runs of that section); read once.
-constexpr long long kOneLaunchBlocksPerSm = 12;
-bool one_launch_by_default(const flash::FlashDims& d, int head_dim) {
-  static const bool allowed = env_flag(std::getenv("TINYLLAMA_FLASH_ONE_LAUNCH"), true);
-  if (!allowed) return false;
-  const long long tiles = (d.seq + 63) / 64;
-  const long long dkdv_blocks = tiles * d.kv_heads * d.batch;
-  const long long sms = current_device_sm_count();
-  if (head_dim == 128) return dkdv_blocks <= sms;
-  return tiles * (d.heads + d.kv_heads) * d.batch <= kOneLaunchBlocksPerSm * sms;
+// The plan's forward family where it can run on these operands: the
+// Hopper kernels need 16-byte accesses (the model's buffers always allow
+// them) and a device that has them (the plan's facts said so).
+FlashForwardKernel forward_kernel_for(const KernelChoices& kernels, const flash::FwdArgs& args) {
+  if (kernels.flash_forward == FlashForwardKernel::Mma || !args.vec) return FlashForwardKernel::Mma;
+  require_hopper("attention_forward (flash)", kernel_name(kernels.flash_forward));
+  return kernels.flash_forward;
 }
 
-// The backward's kernels for this call: Mma where the Hopper ones cannot run.
-template <typename T, int HD>
-FlashBackwardKernel backward_kernel_for(const flash::BwdArgs& args, const flash::FlashDims& d) {
-  if constexpr (std::is_same_v<T, float> || !flash::hopper_head_dim(HD)) {
+FlashBackwardKernel backward_kernel_for(const KernelChoices& kernels, const flash::BwdArgs& args) {
+  if (kernels.flash_backward == FlashBackwardKernel::Mma || !args.vec) {
     return FlashBackwardKernel::Mma;
-  } else {
-    if (!args.vec || !flash_hopper_kernels_available()) return FlashBackwardKernel::Mma;
-    const FlashBackwardKernel pinned = g_backward_kernel.load(std::memory_order_relaxed);
-    if (pinned != FlashBackwardKernel::Best) return pinned;
-    // Grids too small for two launches to fill: both roles in one launch,
-    // side by side.
-    if (one_launch_by_default(d, HD)) return FlashBackwardKernel::OneLaunch;
-    // The kernel bench's faster (2026-11-24, H100): the warp-specialised
-    // dK/dV at hd 128, the one-warpgroup kernels at hd 64.
-    return HD == 128 ? FlashBackwardKernel::Specialized : FlashBackwardKernel::Wgmma;
   }
+  require_hopper("attention_backward (flash)", kernel_name(kernels.flash_backward));
+  return kernels.flash_backward;
 }
-
-std::atomic<FlashDelta> g_backward_delta{FlashDelta::InDq};
 
 }  // namespace
-
-void set_flash_backward_kernel(FlashBackwardKernel k) {
-  g_backward_kernel.store(k);
-}
-
-void set_flash_backward_delta(FlashDelta where) {
-  g_backward_delta.store(where);
-}
-FlashDelta flash_backward_delta() {
-  return g_backward_delta.load();
-}
-
-void set_flash_forward_kernel(FlashForwardKernel k) {
-  g_forward_kernel.store(k);
-}
-FlashForwardKernel flash_forward_kernel() {
-  return g_forward_kernel.load();
-}
 
 bool flash_hopper_kernels_available() {
 #if defined(TINYLLAMA_HOPPER_KERNELS)
@@ -225,6 +153,12 @@ bool flash_hopper_kernels_available() {
 #endif
 }
 
+std::string hopper_kernels_missing() {
+  return flash_hopper_kernels_available()
+             ? std::string()
+             : std::string("needs an sm_90a build on a compute-capability 9.0 device");
+}
+
 namespace {
 
 // The fused backward's share of the scratch, in the order the pointers are
@@ -238,15 +172,14 @@ std::int64_t round256(std::int64_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
 
-ScratchLayout scratch_layout(const AttentionShape& s) {
+ScratchLayout scratch_layout(const AttentionShape& s, const KernelChoices& kernels) {
   ScratchLayout l;
   const std::int64_t bh = static_cast<std::int64_t>(s.batch) * s.heads;
   l.rows = bh * s.seq;
   l.total = round256(l.rows * static_cast<std::int64_t>(sizeof(float)));
-  // Only where the fused backward is pinned when the scratch is planned (the
-  // bench and the tests pin it before prepare()): the default never runs it.
-  if (g_backward_kernel.load() == FlashBackwardKernel::Fused &&
-      (s.head_dim == 64 || s.head_dim == 128) && flash_hopper_kernels_available()) {
+  // Only where the plan runs the fused backward (the kernel bench and the
+  // tests pin it; the default never runs it).
+  if (flash_backward_fused(kernels) && (s.head_dim == 64 || s.head_dim == 128)) {
     l.counters = bh * ((s.seq + 63) / 64);
     l.acc_elems = l.rows * s.head_dim;
     l.counters_at = l.total;
@@ -258,12 +191,13 @@ ScratchLayout scratch_layout(const AttentionShape& s) {
 
 }  // namespace
 
-std::int64_t flash_attention_scratch_bytes(const AttentionShape& s) {
-  return scratch_layout(s).total;
+std::int64_t flash_attention_scratch_bytes(const AttentionShape& s, const KernelChoices& kernels) {
+  return scratch_layout(s, kernels).total;
 }
 
-FlashScratch flash_attention_scratch(void* base, const AttentionShape& s) {
-  const ScratchLayout l = scratch_layout(s);
+FlashScratch flash_attention_scratch(void* base, const AttentionShape& s,
+                                     const KernelChoices& kernels) {
+  const ScratchLayout l = scratch_layout(s, kernels);
   FlashScratch f;
   f.delta = static_cast<float*>(base);
   f.rows = l.rows;
@@ -277,8 +211,9 @@ FlashScratch flash_attention_scratch(void* base, const AttentionShape& s) {
   return f;
 }
 
-void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
-                             cudaStream_t stream, const FlashRopeForward* rope) {
+void flash_attention_forward(const KernelChoices& kernels, Mat out, Mat lse, Mat q, Mat k, Mat v,
+                             const AttentionShape& shape, cudaStream_t stream,
+                             const FlashRopeForward* rope) {
   const char* name = "attention_forward (flash)";
   const flash::FlashDims d = check_flash(name, shape, q, k, v, out, lse);
   if (rope != nullptr) {
@@ -330,7 +265,7 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
       } else if constexpr (!flash::hopper_head_dim(HD)) {
         flash::launch_forward_tc<T, HD>(args, d, stream);
       } else {
-        switch (forward_kernel_for<T, HD>(args)) {
+        switch (forward_kernel_for(kernels, args)) {
           case FlashForwardKernel::Wgmma1x64:
             flash::launch_forward_wgmma<T, HD, 64, 1, false>(args, d, stream);
             break;
@@ -379,9 +314,10 @@ void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const Attent
   });
 }
 
-void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
-                              Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
-                              cudaStream_t stream, const RopeTable* rope) {
+void flash_attention_backward(const KernelChoices& kernels, const FlashScratch& scratch, Mat dq,
+                              Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
+                              const AttentionShape& shape, cudaStream_t stream,
+                              const RopeTable* rope) {
   const char* name = "attention_backward (flash)";
   const flash::FlashDims d = check_flash(name, shape, q, k, v, out, lse);
   require(dq.rows == q.rows && dq.cols == q.cols && dout.rows == q.rows && dout.cols == q.cols,
@@ -430,7 +366,7 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
   const std::int64_t counters = static_cast<std::int64_t>(d.batch) * d.heads * ((d.seq + 63) / 64);
   const bool fused_ready = scratch.dq_acc != nullptr && scratch.counters >= counters &&
                            scratch.dq_acc_elems >= rows * d.hd;
-  bool separate_delta = g_backward_delta.load(std::memory_order_relaxed) == FlashDelta::Separate;
+  bool separate_delta = kernels.flash_delta == FlashDelta::Separate;
 
   dispatch_head_dim(d.hd, name, [&](auto hd_tag) {
     constexpr int HD = decltype(hd_tag)::value;
@@ -438,11 +374,11 @@ void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat d
       using T = typename decltype(tag)::type;
       FlashBackwardKernel kernel = FlashBackwardKernel::Mma;
       if constexpr (!std::is_same_v<T, float> && flash::hopper_head_dim(HD))
-        kernel = backward_kernel_for<T, HD>(args, d);
+        kernel = backward_kernel_for(kernels, args);
       if (kernel == FlashBackwardKernel::Fused && !fused_ready) {
         throw RuntimeFailure(std::string(name) +
-                             ": the fused backward is pinned but the attention scratch has no dQ "
-                             "accumulator for this shape: pin it before prepare()");
+                             ": the fused backward runs but the attention scratch has no dQ "
+                             "accumulator for this shape: prepare() with the plan that runs it");
       }
       // The fused kernel reads D from the delta kernel, which zeroes its counters.
       const bool fused = kernel == FlashBackwardKernel::Fused;

@@ -5,18 +5,19 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "core/mat.h"
 #include "model/backend.h"
+#include "model/kernel_choices.h"
 
 namespace tinyllama::cuda {
 
 // The backward's scratch: D = rowsum(dO * O), fp32, one per query row
 // (written by the dQ kernels, or by the delta kernel: FlashDelta); and
-// where the fused kernel is pinned when the scratch is sized (Hopper,
-// head_dim 64 / 128), its dQ accumulator (fp32, B * H * S * head_dim) and
-// order counters (one per 64 query rows of each (batch, head)); null
-// elsewhere.
+// where the plan runs the fused kernel (Hopper, head_dim 64 / 128), its dQ
+// accumulator (fp32, B * H * S * head_dim) and order counters (one per 64
+// query rows of each (batch, head)); null elsewhere.
 struct FlashScratch {
   float* delta = nullptr;
   std::int64_t rows = 0;  // capacity: B * H * S
@@ -37,63 +38,23 @@ struct RopeTable {
   int head_dim = 0;
   double theta = 0;
 };
-std::int64_t flash_attention_scratch_bytes(const AttentionShape& s);
-FlashScratch flash_attention_scratch(void* base, const AttentionShape& s);
-// The forward's kernel families (bf16 / fp16). Best: the Hopper kernel
-// (wgmma, forward_wgmma.cu) where the device is sm_90, the build has sm_90a
-// code, the head dim is 64 or 128 and rows allow 16-byte accesses, else the
-// Ampere-style one (mma.sync, forward_tc.cu). The others pin one family
-// (a pinned Hopper kernel still falls back where it cannot run), so the
-// kernel bench and the tests can set them side by side; the model never
-// pins. Process-wide, read at each call.
-// WgmmaWxK: W warpgroups (64 query rows each) per block, K keys per tile;
-// PairedWxK: the W warpgroups take the same rows of W heads of one kv
-// group (others fall back to Wgmma2x64 when the group is odd); OverlapWxK:
-// the softmax overlapped with P V; SpecializedK: a TMA producer warpgroup
-// and two wgmma consumers, K keys per tile; PingPongK: the consumers take
-// turns at the tensor cores.
-enum class FlashForwardKernel {
-  Best,
-  Mma,
-  Wgmma1x64,
-  Wgmma1x128,
-  Wgmma2x64,
-  Wgmma2x128,
-  Paired2x64,
-  Paired2x128,
-  Overlap1x64,
-  Overlap2x64,
-  Overlap2x128,
-  Specialized64,
-  Specialized128,
-  PingPong64,
-  PingPong128
-};
-void set_flash_forward_kernel(FlashForwardKernel k);
-FlashForwardKernel flash_forward_kernel();
-// The backward's: Best is the Hopper kernels where the forward's could run
-// (the warp-specialised dK/dV at hd 128, backward_wgmma.cu's at hd 64),
-// else mma.sync.
-// Specialized: the dK/dV kernel warp-specialised (TMA producer, two wgmma
-// consumers), the dQ kernel as in Wgmma. Fused: one warp-specialised
-// kernel for dK, dV and dQ (five products per tile pair, not seven), dQ
-// summed across key blocks in a fixed order, after the delta kernel, and a
-// conversion kernel; pin it before prepare(), which then plans its dQ
-// accumulator (a call without one throws). OneLaunch: Wgmma's two kernels
-// as one grid, side by side (the dK/dV blocks compute D themselves); Best
-// takes it where two launches cannot fill the GPU (dispatch.cu says where).
-enum class FlashBackwardKernel { Best, Mma, Wgmma, Specialized, Fused, OneLaunch };
-void set_flash_backward_kernel(FlashBackwardKernel k);
-// Where the backward computes D = rowsum(dO * O): InDq (the default) in the
-// dQ kernel's prologue, for its own query tile, with dQ launched before
-// dK/dV (two launches); Separate: a kernel of its own before them (three).
-// The same bits either way; pinned like the kernels, for the kernel bench
-// and the tests. Process-wide, read at each call.
-enum class FlashDelta { InDq, Separate };
-void set_flash_backward_delta(FlashDelta where);
-FlashDelta flash_backward_delta();
-// Whether this build and the current device can run the Hopper kernels.
+// The scratch the backward needs at shape s with the plan's kernels (the
+// fused backward's dQ accumulator only where it runs).
+std::int64_t flash_attention_scratch_bytes(const AttentionShape& s, const KernelChoices& kernels);
+FlashScratch flash_attention_scratch(void* base, const AttentionShape& s,
+                                     const KernelChoices& kernels);
+// The kernel families are the plan's (model/kernel_choices.h:
+// KernelChoices, decided by resolve_kernels from the device's facts and the
+// shapes): the calls below run the families they are given. A Hopper family
+// runs where the operands allow 16-byte accesses and falls back to the
+// mma.sync kernel where they do not (a Mat the model never hands over);
+// a Hopper family on a device without the Hopper kernels is refused.
+
+// Whether this build and the current device can run the Hopper kernels
+// (flash attention's and the SwiGLU GEMM's), and why not in one line ("" when
+// they can): the device fact DeviceCaps::no_hopper_kernels.
 bool flash_hopper_kernels_available();
+std::string hopper_kernels_missing();
 
 // RopeImpl::Fused's forward (rope_tiles.cuh): q and k come as the QKV GEMM
 // wrote them; the kernels rotate their tiles as they load them, attend over
@@ -104,13 +65,15 @@ struct FlashRopeForward {
   const RopeTable* table = nullptr;
   Mat q_rot, k_rot, v_copy;
 };
-void flash_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v, const AttentionShape& shape,
-                             cudaStream_t stream, const FlashRopeForward* rope = nullptr);
+void flash_attention_forward(const KernelChoices& kernels, Mat out, Mat lse, Mat q, Mat k, Mat v,
+                             const AttentionShape& shape, cudaStream_t stream,
+                             const FlashRopeForward* rope = nullptr);
 // rope: nullptr, or the table whose inverse rotation dQ and dK get before
 // they are rounded and stored (RopeImpl::Fused): the result of
 // rope_backward on them, rounded once. Every backward kernel family does it.
-void flash_attention_backward(const FlashScratch& scratch, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
-                              Mat k, Mat v, Mat out, Mat lse, const AttentionShape& shape,
-                              cudaStream_t stream, const RopeTable* rope = nullptr);
+void flash_attention_backward(const KernelChoices& kernels, const FlashScratch& scratch, Mat dq,
+                              Mat dk, Mat dv, Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
+                              const AttentionShape& shape, cudaStream_t stream,
+                              const RopeTable* rope = nullptr);
 
 }  // namespace tinyllama::cuda

@@ -1,12 +1,11 @@
 // The host side of the SwiGLU GEMMs (swiglu_gemm.h): operand checks, the
-// operands' tensor maps, and the kernel (SwigluGemmKernel: the faster of
-// the two each way unless one is pinned, set_swiglu_gemm_kernel). The kernels and their shared
-// pieces are in kernel_*.cu and tiles.cuh.
+// operands' tensor maps, and the kernel the plan chose (KernelChoices::
+// swiglu_forward / swiglu_backward). The kernels and their shared pieces are
+// in kernel_*.cu and tiles.cuh.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -16,6 +15,8 @@
 #include "cuda/flash/flash_attention.h"
 #include "cuda/swiglu_gemm/kernels.h"
 #include "cuda/swiglu_gemm/swiglu_gemm.h"
+#include "model/kernel_choices.h"
+#include "model/step_plan.h"
 
 namespace tinyllama::cuda {
 namespace {
@@ -23,19 +24,11 @@ namespace {
 using swiglu_gemm::Epi;
 using swiglu_gemm::EpiArgs;
 
-std::atomic<SwigluGemmKernel> g_kernel{SwigluGemmKernel::Best};
-
 template <typename T, Epi E>
-void launch_typed(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, cudaStream_t stream) {
+void launch_typed(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, SwigluGemmKernel kernel,
+                  cudaStream_t stream) {
   const CUtensorMap ta = arch::tma_map_2d(a_mat, swiglu_gemm::kBM);
   const CUtensorMap tb = arch::tma_map_2d(b_mat, 64);
-  SwigluGemmKernel kernel = g_kernel.load();
-  if (kernel == SwigluGemmKernel::Best) {
-    // The forward's epilogue (writes only) hides under the ping-pong
-    // kernel's products; the backward's (reads and writes) ran faster with
-    // two blocks an SM at every shape measured.
-    kernel = E == Epi::Forward ? SwigluGemmKernel::PingPong : SwigluGemmKernel::TwoBlocks;
-  }
   if (kernel == SwigluGemmKernel::TwoBlocks) {
     swiglu_gemm::launch_two_blocks<T, E>(ta, tb, args, stream);
   } else {
@@ -45,11 +38,12 @@ void launch_typed(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, cudaS
 
 // The bf16 or fp16 instantiation, by the operands' dtype (checked before).
 template <Epi E>
-void launch(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, cudaStream_t stream) {
+void launch(const Mat& a_mat, const Mat& b_mat, const EpiArgs& args, SwigluGemmKernel kernel,
+            cudaStream_t stream) {
   if (a_mat.dtype == DType::BF16) {
-    launch_typed<__nv_bfloat16, E>(a_mat, b_mat, args, stream);
+    launch_typed<__nv_bfloat16, E>(a_mat, b_mat, args, kernel, stream);
   } else {
-    launch_typed<__half, E>(a_mat, b_mat, args, stream);
+    launch_typed<__half, E>(a_mat, b_mat, args, kernel, stream);
   }
 }
 
@@ -59,7 +53,10 @@ bool aligned16(const Mat& m) {
 
 void require_ready(const char* op, const Mat& x, std::int64_t ffn,
                    std::initializer_list<const Mat*> all) {
-  const std::string why = swiglu_gemm_unsupported(x.dtype, x.cols, ffn);
+  DeviceCaps device;
+  device.kind = DeviceKind::Cuda;
+  device.no_hopper_kernels = hopper_kernels_missing();
+  const std::string why = swiglu_gemm_unsupported(device, x.dtype, x.cols, ffn);
   require(why.empty(), op, why);
   for (const Mat* m : all) {
     require(m->dtype == x.dtype, op, "operands must share one dtype");
@@ -70,21 +67,8 @@ void require_ready(const char* op, const Mat& x, std::int64_t ffn,
 
 }  // namespace
 
-void set_swiglu_gemm_kernel(SwigluGemmKernel kernel) {
-  g_kernel.store(kernel);
-}
-
-std::string swiglu_gemm_unsupported(DType dtype, std::int64_t hidden_dim, std::int64_t ffn_dim) {
-  if (!flash_hopper_kernels_available()) {
-    return "needs an sm_90a build on a compute-capability 9.0 device";
-  }
-  if (dtype != DType::BF16 && dtype != DType::F16) return "bf16 or fp16 only";
-  if (ffn_dim % 64 != 0) return "the FFN width must be a multiple of 64";
-  if (hidden_dim % 8 != 0) return "the hidden width must be a multiple of 8";
-  return {};
-}
-
-void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu, cudaStream_t stream) {
+void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu, SwigluGemmKernel kernel,
+                         cudaStream_t stream) {
   const char* op = "gemm_swiglu_forward";
   const std::int64_t f = hidden.cols;
   require(gate_up.rows == x.rows && hidden.rows == x.rows && gate_up.cols == 2 * f, op,
@@ -99,10 +83,11 @@ void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu, cudaStream_t 
                      gate_up.ld,
                      hidden.data,
                      hidden.ld};
-  launch<Epi::Forward>(x, w_gu, args, stream);
+  launch<Epi::Forward>(x, w_gu, args, kernel, stream);
 }
 
-void gemm_swiglu_backward(Mat d_gate_up, Mat d_out, Mat w_down, Mat gate_up, cudaStream_t stream) {
+void gemm_swiglu_backward(Mat d_gate_up, Mat d_out, Mat w_down, Mat gate_up,
+                          SwigluGemmKernel kernel, cudaStream_t stream) {
   const char* op = "gemm_swiglu_backward";
   const std::int64_t f = w_down.cols;
   require(w_down.rows == d_out.cols, op, "w_down must be [D, F] for d_out's D columns");
@@ -118,7 +103,7 @@ void gemm_swiglu_backward(Mat d_gate_up, Mat d_out, Mat w_down, Mat gate_up, cud
                      gate_up.ld,
                      d_gate_up.data,
                      d_gate_up.ld};
-  launch<Epi::Backward>(d_out, w_down, args, stream);
+  launch<Epi::Backward>(d_out, w_down, args, kernel, stream);
 }
 
 }  // namespace tinyllama::cuda

@@ -17,25 +17,22 @@
 #include <string>
 
 #include "core/mat.h"
+#include "model/kernel_choices.h"
 
 namespace tinyllama::cuda {
 
-// Empty when the kernels can take these operands; otherwise why not (for
-// the plan's fallback note): no sm_90a build or no 9.0 device, not bf16 /
-// fp16, F not a multiple of 64, rows not 16-byte aligned.
-std::string swiglu_gemm_unsupported(DType dtype, std::int64_t hidden_dim, std::int64_t ffn_dim);
-
-// Which kernel runs: PingPong (persistent, a producer warpgroup, two
-// consumers taking turns), TwoBlocks (two blocks an SM, no producer), or
-// Best (the default): the one the kernel bench measured faster each way,
-// ping-pong forward and two blocks backward (H100, docs/PERFORMANCE.md).
-// Process-wide, for the kernel bench and the tests.
-enum class SwigluGemmKernel { Best, PingPong, TwoBlocks };
-void set_swiglu_gemm_kernel(SwigluGemmKernel kernel);
+// What the kernels take (model/kernel_choices.h, swiglu_gemm_unsupported:
+// an sm_90a build on a 9.0 device, bf16 / fp16, F a multiple of 64, D of 8)
+// is checked here too, with every operand's rows 16-byte aligned. `kernel`
+// is the plan's schedule (KernelChoices::swiglu_forward / _backward):
+// PingPong (persistent, a producer warpgroup, two consumers taking turns)
+// or TwoBlocks (two blocks an SM, no producer).
 
 // gate_up [N, 2F], hidden [N, F], x [N, D], w_gu [2F, D].
-void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu, cudaStream_t stream);
+void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu, SwigluGemmKernel kernel,
+                         cudaStream_t stream);
 // d_gate_up [N, 2F], d_out [N, D], w_down [D, F], gate_up [N, 2F].
-void gemm_swiglu_backward(Mat d_gate_up, Mat d_out, Mat w_down, Mat gate_up, cudaStream_t stream);
+void gemm_swiglu_backward(Mat d_gate_up, Mat d_out, Mat w_down, Mat gate_up,
+                          SwigluGemmKernel kernel, cudaStream_t stream);
 
 }  // namespace tinyllama::cuda
