@@ -8,6 +8,7 @@
 #include "bench/device_buffers.h"
 #include "bench/op_factories.h"
 #include "bench/reference.h"
+#include "core/errors.h"
 #include "cpu/cpu_backend.h"
 
 namespace tinyllama::bench {
@@ -131,8 +132,8 @@ class AttentionCase final : public OpCase {
 
   void run() override {
     if (pass_ == Pass::Forward && rope_) {
-      ctx_.gpu.attention_rope_forward(impl_, out_, lse_, probs_, q_, k_, v_, q_rot_, k_rot_,
-                                      v_copy_, shape_, ctx_.cfg.rope_theta);
+      exercise_ops().attention_rope_forward(impl_, out_, lse_, probs_, q_, k_, v_, q_rot_, k_rot_,
+                                            v_copy_, shape_, ctx_.cfg.rope_theta);
     } else if (pass_ == Pass::Forward) {
       ctx_.gpu.attention_forward(impl_, out_, lse_, probs_, q_, k_, v_, shape_);
     } else if (rope_) {
@@ -219,6 +220,16 @@ class AttentionCase final : public OpCase {
   }
 
  private:
+  // The device's exercise ops (model/exercise_ops.h): attention_rope_forward.
+  ExerciseOps& exercise_ops() {
+    ExerciseOps* ops = ctx_.gpu.exercise_ops();
+    if (ops == nullptr) {
+      throw RuntimeFailure("attention.fwd flash+rope: the " + ctx_.gpu.name() +
+                           " backend has no attention_rope_forward");
+    }
+    return *ops;
+  }
+
   // The CPU reference runs in the same mode: P stored, or from lse.
   AttentionImpl reference_impl() const {
     return impl_ == AttentionImpl::Materialized ? AttentionImpl::Materialized

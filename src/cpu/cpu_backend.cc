@@ -83,6 +83,12 @@ void CpuBackend::strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Ma
 void CpuBackend::naive_linear(Mat out, Mat x, Mat w) {
   cpu::gemm(out, x, false, w, true, 1.0, 0.0);
 }
+void CpuBackend::attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q,
+                                        Mat k, Mat v, Mat q_rot, Mat k_rot, Mat v_copy,
+                                        const AttentionShape& shape, double rope_theta) {
+  compose_attention_rope_forward(*this, impl, out, lse, probs, q, k, v, q_rot, k_rot, v_copy, shape,
+                                 rope_theta);
+}
 void CpuBackend::add(Mat out, Mat a, Mat b) {
   cpu::add(out, a, b);
 }

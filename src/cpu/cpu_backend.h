@@ -17,10 +17,13 @@ namespace tinyllama {
 enum class CpuKernels { Reference, Fast };
 
 // Not final: tests derive from it to run side GEMMs as late as the
-// Backend contract allows (tests/model/side_gemm_order_test.cc).
-class CpuBackend : public Backend {
+// Backend contract allows (tests/model/side_gemm_order_test.cc). Its
+// exercise ops (model/exercise_ops.h) are the references of the CUDA ones.
+class CpuBackend : public Backend, public ExerciseOps {
  public:
   explicit CpuBackend(CpuKernels kernels = CpuKernels::Reference);
+
+  ExerciseOps* exercise_ops() override { return this; }
 
   std::string name() const override { return "cpu"; }
   std::string device_description() const override;
@@ -65,6 +68,10 @@ class CpuBackend : public Backend {
   // The reference loops, never BLAS (noncontiguous-kv on the CPU).
   void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
                                     const AttentionShape& shape) override;
+  // The composition (compose_attention_rope_forward), the reference.
+  void attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+                              Mat q_rot, Mat k_rot, Mat v_copy, const AttentionShape& shape,
+                              double rope_theta) override;
   void silu_forward(Mat out, Mat x) override;
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;

@@ -24,12 +24,14 @@ namespace tinyllama::cuda {
 // "NVIDIA H100 80GB HBM3 (79.2 GiB, sm_90)"
 std::string describe_device(int device);
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public ExerciseOps {
  public:
   explicit CudaBackend(Precision precision);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
+
+  ExerciseOps* exercise_ops() override { return this; }
 
   cudaStream_t stream() const { return stream_; }
   GemmRunner& gemm_runner() { return *gemm_; }

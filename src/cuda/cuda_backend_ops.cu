@@ -193,8 +193,8 @@ void CudaBackend::attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, M
                                          Mat k, Mat v, Mat q_rot, Mat k_rot, Mat v_copy,
                                          const AttentionShape& shape, double rope_theta) {
   if (impl != AttentionImpl::Flash) {
-    Backend::attention_rope_forward(impl, out, lse, probs, q, k, v, q_rot, k_rot, v_copy, shape,
-                                    rope_theta);
+    compose_attention_rope_forward(*this, impl, out, lse, probs, q, k, v, q_rot, k_rot, v_copy,
+                                   shape, rope_theta);
     return;
   }
   require_probs_match(impl, probs, "attention_rope_forward");

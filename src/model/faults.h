@@ -13,7 +13,7 @@ struct InjectedFaults {
   // explode and the first loss sits far above ln(vocab).
   bool broken_init = false;
   // The attention forward reads K and V row by row per lane, uncoalesced,
-  // instead of the flash kernel's tiles (Backend::strided_kv_attention_
+  // instead of the flash kernel's tiles (ExerciseOps::strided_kv_attention_
   // forward; on the CPU the reference loops instead of BLAS). Needs the
   // flash plan, whose backward reads the lse it leaves.
   bool noncontiguous_kv = false;
@@ -21,7 +21,7 @@ struct InjectedFaults {
   // synchronising, printed beside the event-timed phases.
   bool unsynced_timing = false;
   // The SwiGLU FFN's gate and up projections computed with one thread per
-  // output reducing over D instead of GEMMs (Backend::naive_linear; on the
+  // output reducing over D instead of GEMMs (ExerciseOps::naive_linear; on the
   // CPU the reference loops instead of BLAS). The backward pass is the same.
   bool naive_swiglu = false;
 

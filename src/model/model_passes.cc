@@ -4,9 +4,27 @@
 // every level trains the same parameters.
 #include "model/model.h"
 
+#include <string>
+
+#include "core/errors.h"
 #include "core/op_marker.h"
 
 namespace tinyllama {
+namespace {
+
+// The backend's exercise ops for the injected fault `fault` (model/faults.h);
+// RuntimeFailure naming the kernel it `lacks` where it has none.
+ExerciseOps& exercise_ops_for(Backend& backend, const char* fault, const char* lacks) {
+  ExerciseOps* ops = backend.exercise_ops();
+  if (ops == nullptr) {
+    throw RuntimeFailure(std::string("--inject ") + fault + ": the " + backend.name() +
+                         " backend has no " + lacks);
+  }
+  return *ops;
+}
+
+}  // namespace
+
 void Model::forward() {
   run_forward(/*training=*/false);
   if (comm_ != nullptr) reduce_losses(/*beside_backward=*/false);
@@ -71,8 +89,9 @@ void Model::forward_layer(int l) {
   const AttentionShape as = attention_shape(cfg_, shape_);
   ops.next("attention");
   if (plan_.faults.noncontiguous_kv) {  // exercise fault: slow on purpose (model/faults.h)
-    backend_.strided_kv_attention_forward(attn, acts_.view(arena_, a.lse), qkv.col_block(0, qd),
-                                          qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), as);
+    exercise_ops_for(backend_, "noncontiguous-kv", "strided attention kernel")
+        .strided_kv_attention_forward(attn, acts_.view(arena_, a.lse), qkv.col_block(0, qd),
+                                      qkv.col_block(qd, kvd), qkv.col_block(qd + kvd, kvd), as);
   } else {
     backend_.attention_forward(forward_attention(plan_.ops.attention), attn,
                                acts_.view(arena_, a.lse), acts_.view(arena_, a.probs),
@@ -176,7 +195,7 @@ void Model::ffn_up_forward(int l) {
   const Mat gu = acts_.view(arena_, a.gate_up);
   const Mat w = compute_weight(layout_.layer(l, &LayerSlots::wgu));
   if (plan_.faults.naive_swiglu) {  // exercise fault: slow on purpose (model/faults.h)
-    backend_.naive_linear(gu, n2, w);
+    exercise_ops_for(backend_, "naive-swiglu", "naive kernel").naive_linear(gu, n2, w);
     return;
   }
   if (plan_.ops.gate_up_gemm == GemmGrouping::Fused) {

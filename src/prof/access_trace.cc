@@ -135,6 +135,14 @@ void AccessTraceBackend::strided_kv_attention_forward(Mat out, Mat lse, Mat q, M
   writes({out, lse});
 }
 
+void AccessTraceBackend::attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs,
+                                                Mat q, Mat k, Mat v, Mat q_rot, Mat k_rot,
+                                                Mat v_copy, const AttentionShape& shape,
+                                                double rope_theta) {
+  compose_attention_rope_forward(*this, impl, out, lse, probs, q, k, v, q_rot, k_rot, v_copy, shape,
+                                 rope_theta);
+}
+
 void AccessTraceBackend::add(Mat out, Mat a, Mat b) {
   reads({a, b});
   writes({out});

@@ -36,7 +36,7 @@ struct TracedOp {
   std::vector<MemoryAccess> accesses;
 };
 
-class AccessTraceBackend final : public Backend, private OpObserver {
+class AccessTraceBackend final : public Backend, public ExerciseOps, private OpObserver {
  public:
   // Reports the device (and its caps) the traced plan was resolved for.
   explicit AccessTraceBackend(const DeviceCaps& caps) : caps_(caps) {}
@@ -62,6 +62,7 @@ class AccessTraceBackend final : public Backend, private OpObserver {
   const std::vector<TracedOp>& ops() const { return ops_; }
 
   // --- Backend ---------------------------------------------------------------
+  ExerciseOps* exercise_ops() override { return this; }
   std::string name() const override { return "trace"; }
   std::string device_description() const override { return "access trace (computes nothing)"; }
   DeviceCaps caps() const override { return caps_; }
@@ -83,6 +84,10 @@ class AccessTraceBackend final : public Backend, private OpObserver {
   void naive_linear(Mat out, Mat x, Mat w) override;
   void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
                                     const AttentionShape& shape) override;
+  // The composition (compose_attention_rope_forward): its ops' accesses.
+  void attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q, Mat k, Mat v,
+                              Mat q_rot, Mat k_rot, Mat v_copy, const AttentionShape& shape,
+                              double rope_theta) override;
   void add(Mat out, Mat a, Mat b) override;
   void mul(Mat out, Mat a, Mat b) override;
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;

@@ -1,8 +1,9 @@
 // The exercise faults reach the passes: with naive-swiglu in the plan every
-// layer's gate/up projection goes through Backend::naive_linear, with
+// layer's gate/up projection goes through ExerciseOps::naive_linear, with
 // noncontiguous-kv every layer's attention forward through
 // strided_kv_attention_forward, with the same loss and gradients as the
-// healthy ops; without them, never.
+// healthy ops; without them, never. A backend without exercise ops refuses
+// either fault by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.h"
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "model/init.h"
@@ -33,12 +35,18 @@ class CountingBackend : public CpuBackend {
   int calls = 0;
 };
 
+// The CPU backend as a backend without the exercise ops sees it.
+class WithoutExerciseOps final : public CpuBackend {
+ public:
+  ExerciseOps* exercise_ops() override { return nullptr; }
+};
+
 struct Outcome {
   double loss = 0;
   std::vector<double> grads;
 };
 
-Outcome run_with(const InjectedFaults& faults, const std::string& level, int* calls) {
+Outcome run_on(Backend& backend, const InjectedFaults& faults, const std::string& level) {
   ModelConfig cfg;
   cfg.vocab_size = 29;
   cfg.hidden_dim = 16;
@@ -47,7 +55,6 @@ Outcome run_with(const InjectedFaults& faults, const std::string& level, int* ca
   cfg.num_kv_heads = 1;
   cfg.ffn_dim = 24;
   const BatchShape shape{2, 5};
-  CountingBackend backend;
   StepPlan plan = test_plan(level, Precision::fp64(), backend, cfg, shape);
   plan.faults = faults;
   Model model(cfg, shape, plan, backend);
@@ -58,8 +65,14 @@ Outcome run_with(const InjectedFaults& faults, const std::string& level, int* ca
   model.set_batch(rows);
   model.forward();
   model.backward();
-  *calls = backend.calls;
   return {model.loss(), model.grads()};
+}
+
+Outcome run_with(const InjectedFaults& faults, const std::string& level, int* calls) {
+  CountingBackend backend;
+  const Outcome outcome = run_on(backend, faults, level);
+  *calls = backend.calls;
+  return outcome;
 }
 
 void expect_same(const Outcome& a, const Outcome& b, const std::string& what) {
@@ -97,6 +110,29 @@ TEST(FaultHooks, EveryLayersAttentionGoesThroughTheStridedKernel) {
     EXPECT_EQ(strided_calls, 3) << level;
     EXPECT_EQ(healthy_calls, 0) << level;
     expect_same(slow, healthy, "noncontiguous-kv " + level);
+  }
+}
+
+TEST(FaultHooks, ABackendWithoutExerciseOpsRefusesEitherFaultByName) {
+  InjectedFaults naive;
+  naive.naive_swiglu = true;
+  InjectedFaults strided;
+  strided.noncontiguous_kv = true;
+  const struct {
+    InjectedFaults faults;
+    std::string message;
+  } cases[] = {
+      {naive, "--inject naive-swiglu: the cpu backend has no naive kernel"},
+      {strided, "--inject noncontiguous-kv: the cpu backend has no strided attention kernel"},
+  };
+  for (const auto& c : cases) {
+    WithoutExerciseOps backend;
+    try {
+      run_on(backend, c.faults, "v2");
+      ADD_FAILURE() << "ran without " << c.message;
+    } catch (const RuntimeFailure& e) {
+      EXPECT_EQ(std::string(e.what()), c.message);
+    }
   }
 }
 

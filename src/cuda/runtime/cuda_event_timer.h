@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "model/backend.h"
+#include "model/device_services.h"
 
 namespace tinyllama::cuda {
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <string>
 
-#include "model/backend.h"
+#include "model/device_services.h"
 
 namespace tinyllama::cuda {
 
@@ -26,9 +26,9 @@ class GraphRecorder {
   GraphRecorder& operator=(const GraphRecorder&) = delete;
 
   void begin();
-  // See Backend::end_capture.
+  // See DeviceServices::end_capture.
   GraphStats end(bool instantiate, int slot);
-  // See Backend::abort_capture.
+  // See DeviceServices::abort_capture.
   void abort() noexcept;
   void launch(int slot);
 
