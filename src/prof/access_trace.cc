@@ -39,6 +39,7 @@ AccessTraceBackend::~AccessTraceBackend() {
 
 void AccessTraceBackend::prepare(const ModelConfig&, BatchShape, const StepPlan& plan) {
   workspace_bytes_ = plan.workspace_bytes();
+  loss_rows_ = plan.kernels.loss_rows;
 }
 
 std::unique_ptr<EventTimer> AccessTraceBackend::make_timer(int) {
@@ -80,13 +81,13 @@ void AccessTraceBackend::close(int handle) noexcept {
 TracedOp& AccessTraceBackend::current_op() {
   if (open_.empty()) {
     // A call outside every marker: its own op, so nothing is hidden.
-    ops_.push_back({"(unmarked)", {}});
+    ops_.push_back({"(unmarked)", {}, {}});
     return ops_.back();
   }
   OpenMarker& m = open_.back();
   if (m.op < 0) {
     m.op = static_cast<int>(ops_.size());
-    ops_.push_back({m.path, {}});
+    ops_.push_back({m.path, {}, {}});
   }
   return ops_[static_cast<std::size_t>(m.op)];
 }
@@ -101,6 +102,10 @@ void AccessTraceBackend::record(std::initializer_list<Mat> mats, bool write) {
   }
 }
 
+void AccessTraceBackend::charge(const CallCost& cost) {
+  if (charging_) current_op().cost += cost;
+}
+
 void AccessTraceBackend::record_read(const void* src, std::size_t bytes) {
   const auto n = static_cast<std::int64_t>(bytes);
   current_op().accesses.push_back({static_cast<const char*>(src), 1, n, n, false});
@@ -111,28 +116,48 @@ void AccessTraceBackend::record_read(const void* src, std::size_t bytes) {
 void AccessTraceBackend::convert(Mat dst, Mat src) {
   reads({src});
   writes({dst});
+  charge(elementwise_cost({src}, {dst}, 0, dst));
 }
 
-void AccessTraceBackend::gemm(Mat c, Mat a, bool, Mat b, bool, float, float beta) {
+void AccessTraceBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool, float, float beta) {
   reads({a, b});
   if (beta != 0.0f) reads({c});
   writes({c});
+  charge(gemm_cost(c, a, trans_a, b, beta));
 }
 
-void AccessTraceBackend::gemm_add(Mat d, Mat a, bool, Mat b, bool, Mat c) {
+void AccessTraceBackend::gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool, Mat c) {
   reads({a, b, c});
   writes({d});
+  charge(gemm_add_cost(d, a, trans_a, b, c));
+}
+
+void AccessTraceBackend::gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu) {
+  charging_ = false;
+  Backend::gemm_swiglu_forward(gate_up, hidden, x, w_gu);
+  charging_ = true;
+  charge(gemm_swiglu_forward_cost(gate_up, hidden, x, w_gu));
+}
+
+void AccessTraceBackend::gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w_down,
+                                              Mat gate_up) {
+  charging_ = false;
+  Backend::gemm_swiglu_backward(d_gate_up, d_hidden, d_out, w_down, gate_up);
+  charging_ = true;
+  charge(gemm_swiglu_backward_cost(d_gate_up, d_out, w_down, gate_up));
 }
 
 void AccessTraceBackend::naive_linear(Mat out, Mat x, Mat w) {
   reads({x, w});
   writes({out});
+  charge(gemm_cost(out, x, false, w, 0.0f));
 }
 
 void AccessTraceBackend::strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
-                                                      const AttentionShape&) {
+                                                      const AttentionShape& shape) {
   reads({q, k, v});
   writes({out, lse});
+  charge(attention_forward_cost(out, lse, Mat(), q, k, v, shape));
 }
 
 void AccessTraceBackend::attention_rope_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs,
@@ -146,142 +171,181 @@ void AccessTraceBackend::attention_rope_forward(AttentionImpl impl, Mat out, Mat
 void AccessTraceBackend::add(Mat out, Mat a, Mat b) {
   reads({a, b});
   writes({out});
+  charge(elementwise_cost({a, b}, {out}, 1, out));
 }
 
 void AccessTraceBackend::mul(Mat out, Mat a, Mat b) {
   reads({a, b});
   writes({out});
+  charge(elementwise_cost({a, b}, {out}, 1, out));
 }
 
+// A gather of out's rows from the table: the rows read, not the table.
 void AccessTraceBackend::embedding_forward(Mat out, const std::int32_t*, Mat table) {
   reads({table});
   writes({out});
+  charge({0, out.rows * kTokenBytes + 2 * mat_bytes(out), 0, OpKind::Elementwise});
 }
 
+// A scatter-add: each looked-up row of the table gradient read and written.
 void AccessTraceBackend::embedding_backward(Mat dtable, const std::int32_t*, Mat dout) {
   reads({dout, dtable});
   writes({dtable});
+  const std::int64_t rows_bytes =
+      dout.rows * dout.cols * static_cast<std::int64_t>(dtype_size(dtable.dtype));
+  charge({dout.rows * dout.cols, dout.rows * kTokenBytes + mat_bytes(dout) + 2 * rows_bytes, 0,
+          OpKind::Elementwise});
 }
 
 void AccessTraceBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double) {
   reads({x, weight});
   writes({out, rstd});
+  charge(elementwise_cost({x, weight}, {out, rstd}, kRmsNormForwardFlops, x));
 }
 
 void AccessTraceBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight,
                                           Mat rstd) {
   reads({dout, x, weight, rstd});
   writes({dx, dweight});
+  charge(elementwise_cost({dout, x, weight, rstd}, {dx, dweight}, kRmsNormBackwardFlops, x));
 }
 
 void AccessTraceBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
                                              double) {
   reads({a, b, weight});
   writes({sum, out, rstd});
+  charge(elementwise_cost({a, b, weight}, {sum, out, rstd}, kRmsNormForwardFlops + 1, a));
 }
 
 void AccessTraceBackend::rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight,
                                               Mat rstd, Mat dresidual) {
   reads({dout, x, weight, rstd, dresidual});
   writes({dx, dweight});
+  charge(elementwise_cost({dout, x, weight, rstd, dresidual}, {dx, dweight},
+                          kRmsNormBackwardFlops + 1, x));
 }
 
+// Two multiplies an element.
 void AccessTraceBackend::rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) {
   reads({x, weight, rstd});
   writes({out});
+  charge(elementwise_cost({x, weight, rstd}, {out}, 2, x));
 }
 
 void AccessTraceBackend::rope_forward(Mat x, int, int, double) {
   reads({x});
   writes({x});
+  charge(elementwise_cost({x}, {x}, kRopeFlops, x));
 }
 
 void AccessTraceBackend::rope_backward(Mat dx, int, int, double) {
   reads({dx});
   writes({dx});
+  charge(elementwise_cost({dx}, {dx}, kRopeFlops, dx));
 }
 
 void AccessTraceBackend::attention_forward(AttentionImpl impl, Mat out, Mat lse, Mat probs, Mat q,
-                                           Mat k, Mat v, const AttentionShape&) {
+                                           Mat k, Mat v, const AttentionShape& shape) {
   require_probs_match(impl, probs, "trace attention_forward");
   reads({q, k, v});
   writes({out, lse, probs});
+  charge(attention_forward_cost(out, lse, probs, q, k, v, shape));
 }
 
 void AccessTraceBackend::attention_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout,
                                             Mat q, Mat k, Mat v, Mat out, Mat lse, Mat probs,
-                                            const AttentionShape&) {
+                                            const AttentionShape& shape) {
   require_probs_match(impl, probs, "trace attention_backward");
   reads({dout, q, k, v, out, lse, probs});
   writes({dq, dk, dv});
+  charge(attention_backward_cost(dq, dk, dv, dout, q, k, v, out, lse, probs, shape));
 }
 
+// The rotation's few nominal FLOPs are left out: attention's are model work.
 void AccessTraceBackend::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv,
                                                  Mat dout, Mat q, Mat k, Mat v, Mat out, Mat lse,
                                                  Mat probs, const AttentionShape& shape, double) {
   attention_backward(impl, dq, dk, dv, dout, q, k, v, out, lse, probs, shape);
+  charge({0, rope_table_read_bytes(shape), 0, OpKind::Attention});
 }
 
 void AccessTraceBackend::silu_forward(Mat out, Mat x) {
   reads({x});
   writes({out});
+  charge(elementwise_cost({x}, {out}, kSiluForwardFlops, x));
 }
 
 void AccessTraceBackend::silu_backward(Mat dx, Mat dout, Mat x) {
   reads({dout, x});
   writes({dx});
+  charge(elementwise_cost({dout, x}, {dx}, kSiluBackwardFlops, x));
 }
 
 void AccessTraceBackend::swiglu_forward(Mat out, Mat gate, Mat up) {
   reads({gate, up});
   writes({out});
+  charge(elementwise_cost({gate, up}, {out}, kSwigluForwardFlops, out));
 }
 
 void AccessTraceBackend::swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) {
   reads({dout, gate, up});
   writes({dgate, dup});
+  charge(elementwise_cost({dout, gate, up}, {dgate, dup}, kSwigluBackwardFlops, dout));
 }
 
 void AccessTraceBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32_t*) {
   reads({logits});
   writes({losses});
+  CallCost c = elementwise_cost({logits}, {losses}, kCrossEntropyFlops, logits);
+  c.bytes += logits.rows * kTokenBytes;
+  charge(c);
 }
 
 void AccessTraceBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t*,
                                                 float) {
   reads({logits});
   writes({dlogits});
+  CallCost c = elementwise_cost({logits}, {dlogits}, kCrossEntropyFlops, logits);
+  c.bytes += logits.rows * kTokenBytes;
+  charge(c);
 }
 
-void AccessTraceBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t*,
-                                                const StepScalars*) {
-  reads({logits});
-  writes({dlogits});
+void AccessTraceBackend::cross_entropy_backward(Mat dlogits, Mat logits,
+                                                const std::int32_t* targets, const StepScalars*) {
+  cross_entropy_backward(dlogits, logits, targets, 1.0f);
 }
 
 void AccessTraceBackend::cross_entropy_fused(Mat losses, Mat logits, const std::int32_t*,
                                              const StepScalars*) {
   reads({logits});
   writes({losses, logits});
+  charge(cross_entropy_fused_cost(losses, logits, loss_rows_));
 }
 
 void AccessTraceBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper&) {
   reads({param, grad, m, v});
   writes({param, m, v});
+  charge(adamw_cost(param, Mat()));
 }
 
 void AccessTraceBackend::adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
                                      const AdamWHyper&) {
   reads({param, grad, m, v});
   writes({param, m, v, compute_copy});
+  charge(adamw_cost(param, compute_copy));
 }
 
+// Reads x; the flag's word is written at most once.
 void AccessTraceBackend::flag_nonfinite(Mat x, std::int32_t*) {
   reads({x});
+  CallCost c = elementwise_cost({x}, {}, 1, x);
+  c.bytes += 4;
+  charge(c);
 }
 
 void AccessTraceBackend::sum_squares(Mat x, double*) {
   reads({x});
+  charge(elementwise_cost({x}, {}, kSumSquaresFlops, x));
 }
 
 void AccessTraceBackend::clip_by_norm(const double*, double, StepScalars*, float*) {}

@@ -1,10 +1,12 @@
 #pragma once
 // A Backend that computes nothing and records which memory each op of a step
-// reads and writes, under the name of the op marker it ran in. Running the
-// model's passes on it once gives the step's exact sequence of buffer
-// accesses -- the same calls the CPU and CUDA backends get, since the passes
-// are one code path -- from which the memory timeline derives each
-// activation buffer's lifetime (prof/memory_timeline.h).
+// reads and writes, and what each call costs (prof/call_cost.h), under the
+// name of the op marker it ran in. Running the model's passes on it once
+// gives the step's exact op sequence -- the same calls the CPU and CUDA
+// backends get, since the passes are one code path -- from which the memory
+// timeline derives each activation buffer's lifetime
+// (prof/memory_timeline.h) and the cost model each op's FLOPs and bytes
+// (prof/cost_model.h).
 //
 // Its allocations are address space reserved without access (mmap
 // PROT_NONE): the recorded pointers are real and distinct, a 1 B-parameter
@@ -17,6 +19,7 @@
 
 #include "core/op_marker.h"
 #include "model/backend.h"
+#include "prof/call_cost.h"
 
 namespace tinyllama::prof {
 
@@ -30,10 +33,12 @@ struct MemoryAccess {
   bool write = false;
 };
 
-// The backend calls made inside one opening of an op marker, in order.
+// The backend calls made inside one opening of an op marker, in order, and
+// their summed cost.
 struct TracedOp {
   std::string name;  // the marker path, "forward/layer3/qkv_gemm"
   std::vector<MemoryAccess> accesses;
+  CallCost cost;
 };
 
 class AccessTraceBackend final : public Backend, public ExerciseOps, private OpObserver {
@@ -123,6 +128,11 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   void adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper& hp) override;
   void adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
                    const AdamWHyper& hp) override;
+  // SwigluImpl::Gemm: the accesses of the composition (the GEMM, then the
+  // SwiGLU), the cost of the one kernel that does both.
+  void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu) override;
+  void gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w_down,
+                            Mat gate_up) override;
   void flag_nonfinite(Mat x, std::int32_t* flag) override;
   void sum_squares(Mat x, double* acc) override;
   void clip_by_norm(const double* acc, double max_norm, StepScalars* step, float* norm) override;
@@ -137,11 +147,16 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   // on its first access.
   TracedOp& current_op();
   void record(std::initializer_list<Mat> mats, bool write);
+  // Adds a call's cost to the current op (not while a composed op's parts
+  // run: it charges its own).
+  void charge(const CallCost& cost);
   void reads(std::initializer_list<Mat> mats) { record(mats, false); }
   void writes(std::initializer_list<Mat> mats) { record(mats, true); }
 
   DeviceCaps caps_;
   std::int64_t workspace_bytes_ = 0;
+  LossRows loss_rows_ = LossRows::Auto;  // the prepared plan's
+  bool charging_ = true;
   struct Reservation {
     void* base;
     std::size_t bytes;

@@ -1,9 +1,12 @@
 #pragma once
 // The one source of every FLOPs, bytes, MFU and roofline figure (DESIGN §3):
 // what each op of one training step must compute and move, from the shapes
-// alone. The op list mirrors the marked ops of the model passes one for one
-// (same path names: "forward/layer3/qkv_gemm"), so measured op times join
-// with these counts by name.
+// alone. The op list is the model passes' own: they run once on the
+// access-trace backend (prof/access_trace.h), which computes nothing and
+// charges each call its cost (prof/call_cost.h), so the ops are the marked
+// ops of the passes one for one (same path names: "forward/layer3/qkv_gemm")
+// and measured op times join with these counts by name. Nothing here lists
+// the step's ops a second time.
 //
 // Conventions (docs/PROFILING.md repeats them for readers of the output):
 //  * A GEMM of an [M, K] by [K, N] product is 2·M·N·K FLOPs. Every linear
@@ -34,12 +37,9 @@
 
 #include "model/config.h"
 #include "model/step_plan.h"
+#include "prof/call_cost.h"
 
 namespace tinyllama::prof {
-
-enum class OpKind { Gemm, Attention, Elementwise, Optimizer };
-
-const char* op_kind_name(OpKind kind);  // "gemm", "attention", ...
 
 struct OpCost {
   std::string path;   // "forward/layer3/qkv_gemm", "optimizer/adamw"
@@ -76,8 +76,11 @@ std::int64_t matmul_parameters(const ModelConfig& cfg);
 std::int64_t attention_training_flops(const ModelConfig& cfg, BatchShape shape);
 
 // Every op of one training step (forward, backward, optimizer) as the plan
-// runs it. Loss scaling adds the overflow scan of the gradients, AMP with a
-// per-tensor optimizer the refresh of the low-precision weight copy.
+// runs it: the passes' calls, each micro-batch's summed into its op. Loss
+// scaling adds the overflow scan of the gradients, AMP with a per-tensor
+// optimizer the refresh of the low-precision weight copy, the update recipe
+// the accumulation and the gradient norm -- because the passes run them.
+// One rank's step: the exchanges between ranks are not counted.
 StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan);
 
 }  // namespace tinyllama::prof
