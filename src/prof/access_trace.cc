@@ -37,9 +37,33 @@ AccessTraceBackend::~AccessTraceBackend() {
   for (const Reservation& r : reservations_) munmap(r.base, r.bytes);
 }
 
-void AccessTraceBackend::prepare(const ModelConfig&, BatchShape, const StepPlan& plan) {
+void AccessTraceBackend::prepare(const ModelConfig& cfg, BatchShape, const StepPlan& plan) {
   workspace_bytes_ = plan.workspace_bytes();
   loss_rows_ = plan.kernels.loss_rows;
+  vocab_ = cfg.vocab_size;
+  padded_vocab_ = cfg.padded_vocab();
+}
+
+// The head's three GEMMs have the padded vocabulary as one of M (weight
+// gradient: dE [P, D]), N (forward: logits [T, P]) or K (data gradient:
+// dlogits [T, P] times E [P, D]); that dimension, in the operands that span
+// it, counts the vocabulary's rows only.
+CallCost AccessTraceBackend::head_gemm_cost(Mat c, Mat a, bool trans_a, Mat b, bool trans_b,
+                                            float beta) {
+  const std::int64_t p = padded_vocab_;
+  const std::int64_t v = vocab_;
+  const std::int64_t k = trans_a ? a.rows : a.cols;
+  if (c.cols == p) {
+    c.cols = v;
+    (trans_b ? b.rows : b.cols) = v;
+  } else if (k == p) {
+    (trans_a ? a.rows : a.cols) = v;
+    (trans_b ? b.cols : b.rows) = v;
+  } else if (c.rows == p) {
+    c.rows = v;
+    (trans_a ? a.cols : a.rows) = v;
+  }
+  return gemm_cost(c, a, trans_a, b, beta);
 }
 
 std::unique_ptr<EventTimer> AccessTraceBackend::make_timer(int) {
@@ -119,11 +143,14 @@ void AccessTraceBackend::convert(Mat dst, Mat src) {
   charge(elementwise_cost({src}, {dst}, 0, dst));
 }
 
-void AccessTraceBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool, float, float beta) {
+void AccessTraceBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float, float beta) {
   reads({a, b});
   if (beta != 0.0f) reads({c});
   writes({c});
-  charge(gemm_cost(c, a, trans_a, b, beta));
+  const bool head =
+      padded_vocab_ != vocab_ && current_op().name.find("lm_head") != std::string::npos;
+  charge(head ? head_gemm_cost(c, a, trans_a, b, trans_b, beta)
+              : gemm_cost(c, a, trans_a, b, beta));
 }
 
 void AccessTraceBackend::gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool, Mat c) {

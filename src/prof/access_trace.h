@@ -83,6 +83,9 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   void fill_zero(void*, std::size_t) override {}
   void upload_async(void*, const void*, std::size_t) override {}
   void convert(Mat dst, Mat src) override;
+  // The LM head's GEMMs are charged over the vocabulary's rows, not the
+  // padded table's: the padding is not model work (6·N·T counts the
+  // vocabulary), as cost_model.h says.
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
   void gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c) override;
   // The exercise faults' slow kernels touch what the ops they replace touch.
@@ -156,6 +159,10 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   DeviceCaps caps_;
   std::int64_t workspace_bytes_ = 0;
   LossRows loss_rows_ = LossRows::Auto;  // the prepared plan's
+  // The LM head's GEMMs run over the table's padded rows; the cost counts
+  // the vocabulary's (head_gemm_cost).
+  std::int64_t vocab_ = 0, padded_vocab_ = 0;
+  CallCost head_gemm_cost(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float beta);
   bool charging_ = true;
   struct Reservation {
     void* base;

@@ -49,7 +49,9 @@ struct OpCost {
   OpKind kind = OpKind::Elementwise;
   std::int64_t flops = 0;
   std::int64_t bytes = 0;
-  int gemm_calls = 0;  // GEMMs the op runs at this level (3 for unfused QKV)
+  // GEMM launches the op makes in a step: 3 for unfused QKV, once per
+  // micro-batch and per loss chunk.
+  int gemm_calls = 0;
 
   // "forward/qkv_gemm": the op summed over layers, for per-op tables.
   std::string kind_key() const { return phase + "/" + op; }

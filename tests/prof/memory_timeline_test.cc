@@ -40,14 +40,14 @@ TEST(MemoryTimeline, LivenessFollowsWritesAndLastReads) {
   const ActivationBuffer& b = bufs[1];
   const ActivationBuffer& c = bufs[2];
   std::vector<TracedOp> ops{
-      {"forward/w_a", {access(arena, a, true)}},                              // 0
-      {"forward/a_to_b", {access(arena, a, false), access(arena, b, true)}},  // 1
-      {"forward/w_c", {access(arena, c, true)}},                              // 2: never read
-      {"backward/r_b", {access(arena, b, false)}},                            // 3
-      {"backward/w_a_half", {access(arena, a, true, 0, 2)}},                  // 4: partial
-      {"backward/r_a", {access(arena, a, false)}},                            // 5
-      {"backward/w_b_full", {access(arena, b, true)}},                        // 6: full, read at 7
-      {"optimizer/r_b", {access(arena, b, false)}},                           // 7
+      {"forward/w_a", {access(arena, a, true)}, {}},                              // 0
+      {"forward/a_to_b", {access(arena, a, false), access(arena, b, true)}, {}},  // 1
+      {"forward/w_c", {access(arena, c, true)}, {}},                              // 2: never read
+      {"backward/r_b", {access(arena, b, false)}, {}},                            // 3
+      {"backward/w_a_half", {access(arena, a, true, 0, 2)}, {}},                  // 4: partial
+      {"backward/r_a", {access(arena, a, false)}, {}},                            // 5
+      {"backward/w_b_full", {access(arena, b, true)}, {}},  // 6: full, read at 7
+      {"optimizer/r_b", {access(arena, b, false)}, {}},     // 7
   };
   const MemoryTimeline tl = analyse_accesses(ops, arena, bufs, {});
   using Ranges = std::vector<std::pair<int, int>>;
@@ -72,12 +72,12 @@ TEST(MemoryTimeline, ColumnBlocksTogetherMakeAFullWrite) {
   const ActivationBuffer& a = bufs[0];
   const char* base = arena + a.slot.offset;
   std::vector<TracedOp> ops{
-      {"forward/w", {access(arena, a, true)}},
-      {"forward/r", {access(arena, a, false)}},
-      {"forward/idle", {access(arena, bufs[1], true)}},
+      {"forward/w", {access(arena, a, true)}, {}},
+      {"forward/r", {access(arena, a, false)}, {}},
+      {"forward/idle", {access(arena, bufs[1], true)}, {}},
       // Both columns, one at a time (the separate QKV GEMMs' way).
-      {"backward/w_cols", {{base, 4, 4, 8, true}, {base + 4, 4, 4, 8, true}}},
-      {"backward/r", {access(arena, a, false)}},
+      {"backward/w_cols", {{base, 4, 4, 8, true}, {base + 4, 4, 4, 8, true}}, {}},
+      {"backward/r", {access(arena, a, false)}, {}},
   };
   const MemoryTimeline tl = analyse_accesses(ops, arena, bufs, {});
   using Ranges = std::vector<std::pair<int, int>>;
