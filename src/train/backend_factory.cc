@@ -30,11 +30,17 @@ DeviceCaps run_caps(DeviceCaps caps, const PlanRequest& request, const ModelConf
   return caps;
 }
 
+std::vector<Workspace> backend_workspaces(DeviceKind device, const ModelConfig& cfg,
+                                          BatchShape shape, const StepPlan& plan) {
+  if (device != DeviceKind::Cuda) return {};
+  return cuda_workspaces(cfg, shape, plan);
+}
+
 StepPlan plan_for_run(const PlanRequest& request, DeviceKind device, const ModelConfig& cfg,
                       BatchShape shape) {
   const DeviceCaps caps = run_caps(device_caps(device), request, cfg, shape);
   StepPlan plan = resolve_plan(request, caps, cfg, shape);
-  if (device == DeviceKind::Cuda) plan.workspaces = cuda_workspaces(cfg, shape, plan);
+  plan.workspaces = backend_workspaces(device, cfg, shape, plan);
   return plan;
 }
 

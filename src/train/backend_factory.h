@@ -4,6 +4,7 @@
 // which the model layer never names: resolve_plan reads facts handed to it
 // and never calls into a backend.
 #include <memory>
+#include <vector>
 
 #include "model/backend.h"
 #include "model/step_plan.h"
@@ -19,9 +20,11 @@ DeviceCaps device_caps(DeviceKind device);
 // and cuDNN where resolve_plan would compare them (attention_timings_wanted).
 DeviceCaps run_caps(DeviceCaps caps, const PlanRequest& request, const ModelConfig& cfg,
                     BatchShape shape);
-// resolve_plan on run_caps(), then the backend's workspaces for the plan
-// (what prepare() allocates: the memory check and the reported peak count
-// them).
+// The device's backend's workspaces for a resolved plan: what prepare()
+// allocates, for the memory check and the reported peak (none on the CPU).
+std::vector<Workspace> backend_workspaces(DeviceKind device, const ModelConfig& cfg,
+                                          BatchShape shape, const StepPlan& plan);
+// resolve_plan on run_caps(), then the plan's workspaces (backend_workspaces).
 StepPlan plan_for_run(const PlanRequest& request, DeviceKind device, const ModelConfig& cfg,
                       BatchShape shape);
 

@@ -31,7 +31,7 @@ StepPlan plan_with(AttentionImpl attention, Precision precision, const ModelConf
   request.precision = precision;
   // What a run resolves on: the device's facts with cuDNN's answer and
   // auto's timings measured (train's run_caps).
-  return resolve_plan(request, run_caps(cuda_device_caps(), request, cfg, shape), cfg, shape);
+  return plan_for_run(request, DeviceKind::Cuda, cfg, shape);
 }
 
 TEST_F(GpuTest, AutoTimesEveryCandidateAndKeepsTheFaster) {

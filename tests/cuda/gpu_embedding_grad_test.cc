@@ -258,8 +258,8 @@ TEST_F(GpuTest, BackendRunsThePlansEmbeddingGradient) {
     Harness h(DType::BF16);
     OpChoices ops = level_preset("v2");
     ops.embedding_grad = impl;
-    const StepPlan plan =
-        plan_for_choices(ops, precision_for(DType::BF16), h.gpu().caps(), cfg, shape);
+    StepPlan plan = plan_for_choices(ops, precision_for(DType::BF16), h.gpu().caps(), cfg, shape);
+    plan.workspaces = backend_workspaces(DeviceKind::Cuda, cfg, shape, plan);
     const bool planned =
         std::any_of(plan.workspaces.begin(), plan.workspaces.end(),
                     [](const Workspace& w) { return w.name == "embedding_grad" && w.bytes > 0; });

@@ -20,9 +20,19 @@ inline OpChoices with_full_gradients(OpChoices ops, bool keep_grad_ring = false)
   return ops;
 }
 
-// Resolved on the backend's facts with what a run measures on its device
-// (train's run_caps: whether cuDNN runs the attention), so a GPU test runs
-// the plan a training run would; `pins` asks for kernel families.
+// A request resolved as a run resolves it on this backend's device: its facts
+// with what a run measures there (train's run_caps: whether cuDNN runs the
+// attention), and the workspaces its prepare() allocates listed.
+inline StepPlan resolved_for(const Backend& backend, const PlanRequest& request,
+                             const ModelConfig& cfg, BatchShape shape) {
+  const DeviceCaps caps = run_caps(backend.caps(), request, cfg, shape);
+  StepPlan plan = resolve_plan(request, caps, cfg, shape);
+  plan.workspaces = backend_workspaces(caps.kind, cfg, shape, plan);
+  return plan;
+}
+
+// The plan a GPU test runs is the one a training run would; `pins` asks for
+// kernel families.
 inline StepPlan test_plan(const std::string& level, Precision precision, const Backend& backend,
                           const ModelConfig& cfg, BatchShape shape, const KernelPins& pins = {}) {
   PlanRequest request;
@@ -30,7 +40,7 @@ inline StepPlan test_plan(const std::string& level, Precision precision, const B
   request.ops = with_full_gradients(level_preset(level));
   request.precision = precision;
   request.kernel_pins = pins;
-  return resolve_plan(request, run_caps(backend.caps(), request, cfg, shape), cfg, shape);
+  return resolved_for(backend, request, cfg, shape);
 }
 
 inline StepPlan test_plan(const OpChoices& ops, Precision precision, const Backend& backend,
@@ -41,7 +51,7 @@ inline StepPlan test_plan(const OpChoices& ops, Precision precision, const Backe
   request.ops = with_full_gradients(ops, keep_grad_ring);
   request.precision = precision;
   request.kernel_pins = pins;
-  return resolve_plan(request, run_caps(backend.caps(), request, cfg, shape), cfg, shape);
+  return resolved_for(backend, request, cfg, shape);
 }
 
 // The CPU backend's caps, but as a device that captures with parallel
