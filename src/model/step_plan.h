@@ -61,13 +61,13 @@ enum class SwigluImpl { Separate, Fused, Gemm };
 enum class NormImpl { Plain, Fused };
 // Separate: a rotation pass over q and k after the QKV GEMM, and one over
 // dq and dk after attention's backward. Fused: the backward's rotation
-// happens inside attention's backward (Backend::attention_rope_backward; on
+// happens inside attention's backward (StepOps::attention_rope_backward; on
 // CUDA, in the flash kernels' epilogues, on the fp32 accumulators before
 // rounding). The forward keeps its one pass over the QKV GEMM's q|k
-// columns: rotating inside the flash forward (Backend::attention_rope_forward)
-// measured slower at every shape but the workshop's (docs/log/2026-11-25.md).
-// Only with our flash attention: resolve_plan turns it back to
-// Separate for the others.
+// columns: rotating inside the flash forward
+// (ExerciseOps::attention_rope_forward) measured slower at every shape but the workshop's
+// (docs/log/2026-11-25.md). Only with our flash attention: resolve_plan turns it back to Separate
+// for the others.
 enum class RopeImpl { Separate, Fused };
 // The embedding gradient (the scatter-add of d(embedding output) into the
 // table rows). Sorted: the positions sorted by token id, then equal-sized
