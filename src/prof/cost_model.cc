@@ -1,5 +1,6 @@
 #include "prof/cost_model.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -37,18 +38,18 @@ OpCost op_at(const std::string& path, const CallCost& cost) {
 // first seen), without the ops that cost nothing (the loss readback).
 StepCost collect(const std::vector<TracedOp>& traced) {
   StepCost sc;
+  std::map<std::string, std::size_t> at;  // path -> its entry in sc.ops
   for (const TracedOp& t : traced) {
     if (t.cost.flops == 0 && t.cost.bytes == 0) continue;
-    bool merged = false;
-    for (OpCost& o : sc.ops) {
-      if (o.path != t.name) continue;
-      o.flops += t.cost.flops;
-      o.bytes += t.cost.bytes;
-      o.gemm_calls += t.cost.gemms;
-      merged = true;
-      break;
+    const auto [it, added] = at.emplace(t.name, sc.ops.size());
+    if (added) {
+      sc.ops.push_back(op_at(t.name, t.cost));
+      continue;
     }
-    if (!merged) sc.ops.push_back(op_at(t.name, t.cost));
+    OpCost& o = sc.ops[it->second];
+    o.flops += t.cost.flops;
+    o.bytes += t.cost.bytes;
+    o.gemm_calls += t.cost.gemms;
   }
   return sc;
 }
