@@ -7,6 +7,7 @@
 
 #include "model/model.h"
 #include "prof/access_trace.h"
+#include "prof/traced_step.h"
 
 namespace tinyllama::prof {
 namespace {
@@ -109,18 +110,7 @@ StepCost step_cost(const ModelConfig& cfg, BatchShape shape, const StepPlan& pla
   single.parallel = DataParallel{};
   AccessTraceBackend backend(DeviceCaps::cpu());
   Model model(cfg, shape, single, backend);
-  {
-    const AccessTraceBackend::Recording recording(backend);
-    // As StepRunner::enqueue_work: each micro-batch's passes, then the update.
-    model.stage_step(1.0f, plan.loss_scaling == LossScaling::Dynamic, AdamWHyper{});
-    for (int m = 0; m < model.micro_batches(); ++m) {
-      model.select_micro_batch(m);
-      model.forward_pass();
-      model.backward_pass(/*update_layers=*/true);
-      model.accumulate_gradients();
-    }
-    model.optimizer_pass();
-  }
+  trace_step(model, backend, plan.loss_scaling == LossScaling::Dynamic, model.micro_batches());
   StepCost sc = collect(backend.ops());
   sc.tokens = shape.tokens() * model.micro_batches();
   return sc;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "prof/traced_step.h"
+
 namespace tinyllama::prof {
 namespace {
 
@@ -176,13 +178,10 @@ MemoryTimeline trace_memory_timeline(const ModelConfig& cfg, BatchShape shape,
   single.parallel = DataParallel{};
   AccessTraceBackend backend(DeviceCaps::cpu());
   Model model(cfg, shape, single, backend);
+  trace_step(model, backend, plan.loss_scaling == LossScaling::Dynamic, 1);
   {
+    // Then, as StepRunner, the loss readback.
     const AccessTraceBackend::Recording recording(backend);
-    // As StepRunner: the staged scalars, the three passes, the loss readback.
-    model.stage_step(1.0f, plan.loss_scaling == LossScaling::Dynamic, AdamWHyper{});
-    model.forward_pass();
-    model.backward_pass(/*update_layers=*/true);
-    model.optimizer_pass();
     const std::unique_ptr<HostReadback> readback = backend.make_readback(model.losses_bytes());
     const OpScope op("loss_readback");
     model.enqueue_loss_readback(*readback);
