@@ -21,6 +21,9 @@ constexpr std::int64_t kCheckElements = std::int64_t{1} << 24;
 
 // What every case needs to size, fill and run its op. Dtypes follow the
 // conventions of model/backend.h, as the training step uses them.
+// Which pass of an op a case runs.
+enum class Pass { Forward, Backward };
+
 struct BenchContext {
   Backend& gpu;
   ModelConfig cfg;

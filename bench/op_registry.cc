@@ -2,14 +2,41 @@
 
 #include <algorithm>
 
-#include "bench/op_factories.h"
 #include "bench/shapes.h"
 #include "core/errors.h"
+#include "ops/attention/bench_attention.h"
+#include "ops/elementwise/bench_residual_add.h"
+#include "ops/embedding/bench_embedding.h"
+#include "ops/linear/bench_gemm.h"
+#include "ops/loss/bench_loss.h"
+#include "ops/norm/bench_norm.h"
+#include "ops/optimizer/bench_adamw.h"
+#include "ops/rope/bench_rope.h"
+#include "ops/swiglu/bench_swiglu.h"
 
 namespace tinyllama::bench {
 namespace {
 
 using Factory = std::function<std::unique_ptr<OpCase>(BenchContext&)>;
+
+// A variant that pins one flash attention family through its plan.
+KernelPins forward_pin(FlashForwardKernel kernel) {
+  KernelPins pins;
+  pins.flash_forward = kernel;
+  return pins;
+}
+
+KernelPins backward_pin(FlashBackwardKernel kernel) {
+  KernelPins pins;
+  pins.flash_backward = kernel;
+  return pins;
+}
+
+KernelPins delta_pin(FlashDelta delta) {
+  KernelPins pins;
+  pins.flash_delta = delta;
+  return pins;
+}
 
 class Builder {
  public:
@@ -78,12 +105,12 @@ class Builder {
 
   // One pass of attention in one implementation. A variant the device
   // cannot run at a shape is skipped with resolve_plan's reason.
-  void attention(Pass pass, const char* variant, ImplChoice impl, FlashPin pin = FlashPin::None) {
+  void attention(Pass pass, const char* variant, ImplChoice impl, const KernelPins& pins = {}) {
     const bool fwd = pass == Pass::Forward;
-    impl.kernels = kernel_pins(pin);
+    impl.kernels = pins;
     add(fwd ? "attention.fwd" : "attention.bwd", variant,
         fwd ? "forward/layer0/attention" : "backward/layer0/attention", impl, [=](BenchContext& c) {
-          return make_attention(c, pass, impl.attention, pin, impl.fused_rope);
+          return make_attention(c, pass, impl.attention, pins, impl.fused_rope);
         });
   }
 
@@ -151,25 +178,25 @@ void forward_attention(Builder& b, const Choices& with) {
   // against flash plus rope.fwd.
   b.attention(fwd, "flash+rope", with.fused_rope);
   // Our forward's kernel families pinned (flash: the best the device runs).
-  b.attention(fwd, "flash-mma", with.v2, FlashPin::Mma);
+  b.attention(fwd, "flash-mma", with.v2, forward_pin(FlashForwardKernel::Mma));
   // wgWxK: W warpgroups of 64 query rows per block, K keys per tile.
-  b.attention(fwd, "flash-wg1x64", with.v2, FlashPin::Wgmma1x64);
-  b.attention(fwd, "flash-wg1x128", with.v2, FlashPin::Wgmma1x128);
-  b.attention(fwd, "flash-wg2x64", with.v2, FlashPin::Wgmma2x64);
-  b.attention(fwd, "flash-wg2x128", with.v2, FlashPin::Wgmma2x128);
+  b.attention(fwd, "flash-wg1x64", with.v2, forward_pin(FlashForwardKernel::Wgmma1x64));
+  b.attention(fwd, "flash-wg1x128", with.v2, forward_pin(FlashForwardKernel::Wgmma1x128));
+  b.attention(fwd, "flash-wg2x64", with.v2, forward_pin(FlashForwardKernel::Wgmma2x64));
+  b.attention(fwd, "flash-wg2x128", with.v2, forward_pin(FlashForwardKernel::Wgmma2x128));
   // pairWxK: the warpgroups take W heads of one kv group (shared K/V tiles).
-  b.attention(fwd, "flash-pair2x64", with.v2, FlashPin::Paired2x64);
-  b.attention(fwd, "flash-pair2x128", with.v2, FlashPin::Paired2x128);
+  b.attention(fwd, "flash-pair2x64", with.v2, forward_pin(FlashForwardKernel::Paired2x64));
+  b.attention(fwd, "flash-pair2x128", with.v2, forward_pin(FlashForwardKernel::Paired2x128));
   // ovWxK: the same with the softmax overlapped with P V.
-  b.attention(fwd, "flash-ov1x64", with.v2, FlashPin::Overlap1x64);
-  b.attention(fwd, "flash-ov2x64", with.v2, FlashPin::Overlap2x64);
-  b.attention(fwd, "flash-ov2x128", with.v2, FlashPin::Overlap2x128);
+  b.attention(fwd, "flash-ov1x64", with.v2, forward_pin(FlashForwardKernel::Overlap1x64));
+  b.attention(fwd, "flash-ov2x64", with.v2, forward_pin(FlashForwardKernel::Overlap2x64));
+  b.attention(fwd, "flash-ov2x128", with.v2, forward_pin(FlashForwardKernel::Overlap2x128));
   // wsK: a TMA producer warpgroup and two wgmma consumers, K keys per tile.
-  b.attention(fwd, "flash-ws64", with.v2, FlashPin::Specialized64);
-  b.attention(fwd, "flash-ws128", with.v2, FlashPin::Specialized128);
+  b.attention(fwd, "flash-ws64", with.v2, forward_pin(FlashForwardKernel::Specialized64));
+  b.attention(fwd, "flash-ws128", with.v2, forward_pin(FlashForwardKernel::Specialized128));
   // wsppK: the same with the consumers taking turns at the tensor cores.
-  b.attention(fwd, "flash-wspp64", with.v2, FlashPin::PingPong64);
-  b.attention(fwd, "flash-wspp128", with.v2, FlashPin::PingPong128);
+  b.attention(fwd, "flash-wspp64", with.v2, forward_pin(FlashForwardKernel::PingPong64));
+  b.attention(fwd, "flash-wspp128", with.v2, forward_pin(FlashForwardKernel::PingPong128));
   b.attention(fwd, "cudnn", with.cudnn);
 }
 
@@ -260,12 +287,12 @@ void backward_attention_ops(Builder& b, const Choices& with) {
   b.gemm(Linear::OutProj, GemmPass::WeightGrad);
   b.attention(bwd, "materialized", with.materialised);
   b.attention(bwd, "flash", with.v2);
-  b.attention(bwd, "flash-mma", with.v2, FlashPin::BackwardMma);
-  b.attention(bwd, "flash-wgmma", with.v2, FlashPin::BackwardWgmma);
-  b.attention(bwd, "flash-ws", with.v2, FlashPin::BackwardSpecialized);
-  b.attention(bwd, "flash-one-launch", with.v2, FlashPin::BackwardOneLaunch);
-  b.attention(bwd, "flash-fused", with.v2, FlashPin::BackwardFused);
-  b.attention(bwd, "flash-delta-separate", with.v2, FlashPin::BackwardSeparateDelta);
+  b.attention(bwd, "flash-mma", with.v2, backward_pin(FlashBackwardKernel::Mma));
+  b.attention(bwd, "flash-wgmma", with.v2, backward_pin(FlashBackwardKernel::Wgmma));
+  b.attention(bwd, "flash-ws", with.v2, backward_pin(FlashBackwardKernel::Specialized));
+  b.attention(bwd, "flash-one-launch", with.v2, backward_pin(FlashBackwardKernel::OneLaunch));
+  b.attention(bwd, "flash-fused", with.v2, backward_pin(FlashBackwardKernel::Fused));
+  b.attention(bwd, "flash-delta-separate", with.v2, delta_pin(FlashDelta::Separate));
   b.attention(bwd, "cudnn", with.cudnn);
   // RoPE's backward rotation in the flash kernels' epilogues (rope fused):
   // time it against flash plus rope.bwd.

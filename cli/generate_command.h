@@ -1,7 +1,7 @@
 #pragma once
 // `tinyllama generate`: text (or token ids) continued by a trained model,
 // decoded incrementally with a KV cache on the CPU (src/infer) or the GPU
-// (src/cuda/decode), with the prefill and decode speeds.
+// (src/cuda/cuda_decoder, src/ops/decode), with the prefill and decode speeds.
 #include <CLI/CLI.hpp>
 #include <string>
 

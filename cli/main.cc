@@ -11,9 +11,9 @@
 #include "bench_command.h"
 #include "compare_command.h"
 #include "core/errors.h"
-#include "cpu/cpu_blas.h"
 #include "generate_command.h"
 #include "kernels_command.h"
+#include "ops/linear/cpu_blas.h"
 #include "parallel_run.h"
 #include "parse_error.h"
 #include "plot_command.h"
@@ -91,7 +91,7 @@ int run_cli(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // Before anything: the CPU path's GEMMs on the best OpenBLAS kernels this
-  // CPU runs (may re-execute the process once; cpu/blas_kernels.h).
+  // CPU runs (may re-execute the process once; ops/linear/cpu_blas_kernels.h).
   tinyllama::cpu::use_best_blas_kernels(argv);
   // Only setting up the command line itself is left to fail here.
   try {

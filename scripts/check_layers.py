@@ -1,30 +1,49 @@
 #!/usr/bin/env python3
 """Fails when an include points up the layers (docs/ARCHITECTURE.md, Layers).
 
-    core <- model <- cpu, cuda, io <- data, prof <- train, infer <- bench, bench_suite <- cli
+    core <- model <- device <- cpu, cuda, io <- data, prof <- train, infer
+         <- bench, bench_suite <- cli
 
-A file may include its own folder and any folder of a lower layer; folders
-of one layer (cpu, cuda and io; data and prof; train and infer) do not
+A file belongs to the layer of its folder, except in src/ops/, where each op
+family's folder holds files of several layers, told apart by their names:
+cpu_* is the CPU reference (layer cpu), .cu, .cuh and cuda_* the CUDA kernels
+and their dispatch (layer cuda, as is everything in a family's subfolder:
+flash/, cudnn/, swiglu_gemm/), bench_* the kernel bench's entry (layer
+bench), and any other file the op's contract (layer model).
+
+A file may include its own layer and any lower one; layers of one rank (cpu,
+cuda and io; data and prof; train and infer; bench and bench_suite) do not
 include each other.
-
-Within a folder, a subfolder may sit beneath the rest of it (BENEATH): the
-device runtime, src/cuda/runtime, sits beneath the CUDA ops, so its files
-include only cuda/runtime/ of src/cuda (and the lower layers).
 """
 import pathlib
 import re
 import sys
 
-RANK = {"core": 0, "dist": 1, "model": 1, "cpu": 2, "cuda": 2, "io": 2, "data": 3, "prof": 3, "train": 4,
-        "infer": 4, "bench": 5, "bench_suite": 5, "cli": 6}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]*)"')
-# folder -> its subfolder beneath the rest of the folder
-BENEATH = {"cuda": "runtime"}
+RANK = {"core": 0, "dist": 1, "model": 1, "device": 1.5, "cpu": 2, "cuda": 2, "io": 2, "data": 3,
+        "prof": 3, "train": 4, "infer": 4, "bench": 5, "bench_suite": 5, "cli": 6}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+/[^"]*)"')
 
 
-def folder_of(path, root):
-    rel = path.relative_to(root).parts
-    return rel[1] if rel[0] == "src" else rel[0]
+def op_role(parts):
+    """The layer of a file under src/ops/<family>/ (parts: the path below ops/)."""
+    if len(parts) > 2:
+        return "cuda"
+    name = parts[-1]
+    if name.startswith("cpu_"):
+        return "cpu"
+    if name.startswith("bench_"):
+        return "bench"
+    if name.startswith("cuda_") or name.endswith((".cu", ".cuh")):
+        return "cuda"
+    return "model"
+
+
+def layer_of(rel):
+    """The layer of a path relative to the repository root (src/..., bench/..., cli/...)."""
+    parts = rel.parts[1:] if rel.parts[0] == "src" else rel.parts
+    if parts[0] == "ops":
+        return op_role(parts[1:])
+    return parts[0]
 
 
 def main():
@@ -33,24 +52,21 @@ def main():
     files = [p for d in ("src", "bench", "cli") for p in (root / d).rglob("*")
              if p.suffix in (".h", ".cc", ".cu", ".cuh")]
     for path in files:
-        here = folder_of(path, root)
+        rel = path.relative_to(root)
+        here = layer_of(rel)
         for n, line in enumerate(path.read_text().splitlines(), 1):
             m = INCLUDE.match(line)
-            if not m or m.group(1) not in RANK:
+            if not m:
                 continue
-            if m.group(1) == here:
-                sub = BENEATH.get(here)
-                rel = path.relative_to(root).parts
-                if (sub and rel[0] == "src" and len(rel) > 3 and rel[2] == sub
-                        and not m.group(2).startswith(sub + "/")):
-                    bad.append("%s:%d: %s/%s includes %s/%s (%s/%s sits beneath the rest of %s/)"
-                               % (path.relative_to(root), n, here, sub, here, m.group(2), here,
-                                  sub, here))
+            target = pathlib.PurePosixPath(m.group(1))
+            if target.parts[0] not in RANK and target.parts[0] != "ops":
                 continue
-            there = m.group(1)
+            there = layer_of(target)
+            if there == here:
+                continue
             if RANK[there] >= RANK[here]:
-                bad.append("%s:%d: %s includes %s/ (%s is not below %s)"
-                           % (path.relative_to(root), n, here, there, there, here))
+                bad.append("%s:%d: %s (layer %s) includes %s (layer %s, not below %s)"
+                           % (rel, n, rel.name, here, target, there, here))
     for b in bad:
         print(b)
     print("layers: %d files, %s" % (len(files), "%d upward includes" % len(bad) if bad else "ok"))

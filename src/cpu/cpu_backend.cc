@@ -6,9 +6,19 @@
 #include <new>
 #include <vector>
 
-#include "cpu/cpu_blas.h"
 #include "cpu/cpu_common.h"
-#include "cpu/cpu_ops.h"
+#include "ops/attention/cpu_attention.h"
+#include "ops/convert/cpu_convert.h"
+#include "ops/elementwise/cpu_elementwise.h"
+#include "ops/embedding/cpu_embedding.h"
+#include "ops/linear/cpu_blas.h"
+#include "ops/linear/cpu_gemm.h"
+#include "ops/loss/cpu_cross_entropy.h"
+#include "ops/norm/cpu_rmsnorm.h"
+#include "ops/optimizer/cpu_adamw.h"
+#include "ops/optimizer/cpu_grad_norm.h"
+#include "ops/rope/cpu_rope.h"
+#include "ops/swiglu/cpu_swiglu.h"
 
 namespace tinyllama {
 namespace {

@@ -10,14 +10,18 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "cuda/attention_choice.h"
 #include "cuda/cuda_entry.h"
-#include "cuda/cuda_ops.h"
 #include "cuda/cuda_workspaces.h"
-#include "cuda/runtime/cuda_check.h"
-#include "cuda/runtime/cuda_env.h"
-#include "cuda/runtime/cuda_event_timer.h"
-#include "cuda/runtime/cuda_launch.h"
+#include "device/cuda_check.h"
+#include "device/cuda_env.h"
+#include "device/cuda_event_timer.h"
+#include "device/cuda_launch.h"
+#include "ops/attention/cuda_attention_choice.h"
+#include "ops/convert/cuda_convert.h"
+#include "ops/embedding/cuda_embedding.h"
+#include "ops/norm/cuda_rmsnorm.h"
+#include "ops/optimizer/cuda_adamw.h"
+#include "ops/rope/cuda_rope.h"
 
 namespace tinyllama::cuda {
 namespace {

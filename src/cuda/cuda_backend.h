@@ -10,14 +10,23 @@
 #include <memory>
 #include <string>
 
-#include "cuda/cuda_attention.h"
-#include "cuda/cuda_gemm.h"
-#include "cuda/cuda_ops.h"
-#include "cuda/cudnn/cudnn_sdpa.h"
-#include "cuda/flash/flash_attention.h"
-#include "cuda/runtime/cuda_graph.h"
-#include "cuda/runtime/cuda_side_branch.h"
+#include "device/cuda_graph.h"
+#include "device/cuda_side_branch.h"
 #include "model/backend.h"
+#include "ops/attention/cuda_attention.h"
+#include "ops/attention/cuda_strided_kv_attention.h"
+#include "ops/attention/cudnn/cudnn_sdpa.h"
+#include "ops/attention/flash/flash_attention.h"
+#include "ops/convert/cuda_convert.h"
+#include "ops/elementwise/cuda_elementwise.h"
+#include "ops/embedding/cuda_embedding.h"
+#include "ops/linear/cuda_gemm.h"
+#include "ops/linear/cuda_naive_linear.h"
+#include "ops/loss/cuda_cross_entropy.h"
+#include "ops/norm/cuda_rmsnorm.h"
+#include "ops/optimizer/cuda_adamw.h"
+#include "ops/optimizer/cuda_grad_norm.h"
+#include "ops/swiglu/cuda_swiglu.h"
 
 namespace tinyllama::cuda {
 
@@ -116,7 +125,7 @@ class CudaBackend final : public Backend, public ExerciseOps {
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;
   void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) override;
-  // One Hopper kernel each (cuda/swiglu_gemm) where it takes the operands,
+  // One Hopper kernel each (ops/swiglu/swiglu_gemm) where it takes the operands,
   // else the composed default.
   void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu) override;
   void gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w_down,

@@ -7,10 +7,19 @@
 #include <utility>
 
 #include "core/errors.h"
-#include "cuda/attention_choice.h"
 #include "cuda/cuda_backend.h"
-#include "cuda/cuda_ops.h"
-#include "cuda/swiglu_gemm/swiglu_gemm.h"
+#include "ops/attention/cuda_attention_choice.h"
+#include "ops/attention/cuda_strided_kv_attention.h"
+#include "ops/elementwise/cuda_elementwise.h"
+#include "ops/embedding/cuda_embedding.h"
+#include "ops/linear/cuda_naive_linear.h"
+#include "ops/loss/cuda_cross_entropy.h"
+#include "ops/norm/cuda_rmsnorm.h"
+#include "ops/optimizer/cuda_adamw.h"
+#include "ops/optimizer/cuda_grad_norm.h"
+#include "ops/rope/cuda_rope.h"
+#include "ops/swiglu/cuda_swiglu.h"
+#include "ops/swiglu/swiglu_gemm/swiglu_gemm.h"
 
 namespace tinyllama::cuda {
 

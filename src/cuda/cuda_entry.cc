@@ -9,17 +9,16 @@
 #include <string>
 
 #include "core/errors.h"
-#include "cuda/attention_choice.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_decoder.h"
 #include "cuda/cuda_entry.h"
-#include "cuda/cuda_gemm.h"
-#include "cuda/cuda_ops.h"
 #include "cuda/cuda_workspaces.h"
-#include "cuda/decode/cuda_decoder.h"
-#include "cuda/flash/flash_attention.h"
-#include "cuda/runtime/cuda_env.h"
-#include "cuda/runtime/cuda_launch.h"
-#include "cuda/swiglu_gemm/swiglu_gemm.h"
+#include "device/cuda_env.h"
+#include "device/cuda_launch.h"
+#include "ops/attention/cuda_attention_choice.h"
+#include "ops/attention/flash/flash_attention.h"
+#include "ops/linear/cuda_gemm.h"
+#include "ops/swiglu/swiglu_gemm/swiglu_gemm.h"
 
 #if __has_include(<cudnn.h>)
 #include <cudnn.h>

@@ -41,7 +41,7 @@ AttentionTiming cuda_time_attention(AttentionImpl impl, const ModelConfig& cfg, 
 std::vector<Workspace> cuda_workspaces(const ModelConfig& cfg, BatchShape shape,
                                        const StepPlan& plan);
 
-// Incremental decoding on the GPU (cuda/decode/cuda_decoder.h).
+// Incremental decoding on the GPU (cuda/cuda_decoder.h).
 struct CudaDecodeOptions {
   DType dtype = DType::BF16;  // weights, activations and cache: F32 or BF16
   // Batch-1 steps: our GEMV kernel (else cuBLASLt with M = 1), and one

@@ -3,10 +3,13 @@
 #include <algorithm>
 
 #include "core/errors.h"
-#include "cuda/attention_choice.h"
-#include "cuda/cuda_attention.h"
-#include "cuda/cuda_ops.h"
-#include "cuda/flash/flash_attention.h"
+#include "ops/attention/cuda_attention.h"
+#include "ops/attention/cuda_attention_choice.h"
+#include "ops/attention/flash/flash_attention.h"
+#include "ops/elementwise/cuda_elementwise.h"
+#include "ops/embedding/cuda_embedding.h"
+#include "ops/norm/cuda_rmsnorm.h"
+#include "ops/rope/cuda_rope.h"
 
 namespace tinyllama::cuda {
 namespace {

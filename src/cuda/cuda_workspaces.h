@@ -18,7 +18,7 @@ struct CudaWorkspaceSizes {
   // materialised: repeated K/V and dS; flash: D = rowsum(dO*O); cudnn: its workspace
   std::int64_t attention = 0;
   // embedding_grad sorted: the sort's keys and positions, cub's storage,
-  // the per-chunk partial sums (cuda_ops.h, EmbeddingGradScratch)
+  // the per-chunk partial sums (ops/embedding/cuda_embedding.h, EmbeddingGradScratch)
   std::int64_t embedding_grad = 0;
   // rope fused: the flash backward's (cos, sin) table, [seq, head_dim/2] pairs
   std::int64_t rope_table = 0;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "cpu/cpu_ops.h"
+#include "ops/decode/cpu_decode.h"
 
 namespace tinyllama {
 

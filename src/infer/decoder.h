@@ -5,7 +5,7 @@
 // cache, and the prefix is never recomputed. The math is the training
 // forward pass's (DESIGN §1), through the same CPU ops; a prefill of a row
 // computes the losses the training model computes (tests/infer). The CUDA
-// decoder (cuda/decode) runs the same steps on the GPU.
+// decoder (cuda/cuda_decoder) runs the same steps on the GPU.
 #include <cstdint>
 #include <memory>
 #include <vector>

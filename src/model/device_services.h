@@ -4,7 +4,7 @@
 // and the joins and forks that order the side streams against the main
 // one. Kept apart from the ops (model/step_ops.h) because none of it is
 // math: the trainer's step runner, the memory check and the device runtime
-// (cuda/runtime) use these services whatever the ops compute, and an op
+// (device) use these services whatever the ops compute, and an op
 // added to a backend changes nothing here.
 #include <cstddef>
 #include <cstdint>

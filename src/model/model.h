@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/op_marker.h"
 #include "model/activation_plan.h"
 #include "model/backend.h"
 #include "model/collectives.h"
@@ -199,6 +200,9 @@ class Model {
   void refresh_compute_weights();
   void run_forward(bool training);
   void forward_layer(int l);
+  // forward_layer's halves, marking their ops in the layer's sequence.
+  void forward_attention_block(int l, OpSequence& ops);
+  void forward_ffn_block(int l, OpSequence& ops);
   // model_loss.cc: the tied LM head and the cross-entropy. loss_forward
   // with head_gradients (Chunked only) also leaves d(final norm) in
   // d_norm_out and the head's weight gradient issued; loss_backward does
@@ -218,6 +222,13 @@ class Model {
     std::int64_t qkv = -1;       // reads d_qkv
   };
   void backward_layer(int l, Mat dres_in, Mat dres_out, WgradTickets& tickets);
+  // backward_layer's halves, marking their ops in the layer's sequence;
+  // the feed-forward half returns its down projection's weight-gradient
+  // ticket, which the attention half's norm backward joins.
+  std::int64_t backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& tickets,
+                                  OpSequence& ops);
+  void backward_attention_block(int l, Mat d_out, Mat d_h, std::int64_t down_ticket,
+                                WgradTickets& tickets, OpSequence& ops);
   // The optimizer's step settings: the staged scalars and, under fp16, the
   // overflow flag that skips the update.
   AdamWHyper update_hyper() const;

@@ -71,23 +71,14 @@ void Model::finish_gradients(const std::vector<ParamSpan>& buckets) {
 }
 
 // On entry d_out holds d(loss)/d(block output); on return d(loss)/d(block input).
-void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& tickets) {
-  const OpScope layer(layer_label(l));
-  OpSequence ops;
+// The feed-forward half, out = h + Wdown(silu(g) * u): d_out in, d(h) into
+// d_h. Returns the down projection's weight-gradient ticket, which the
+// attention half's norm backward joins.
+std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& tickets,
+                                       OpSequence& ops) {
   const LayerActivations& a = acts_.layers[l];
   const int f = cfg_.ffn_dim;
-  const int qd = cfg_.q_dim();
-  const int kvd = cfg_.kv_dim();
   const Mat d_norm_out = acts_.view(arena_, acts_.d_norm_out);
-  if (plan_.grad_ring()) {
-    // This layer's gradient slot was last read by the sweep of the layer two
-    // above: that sweep finishes before anything below writes the slot (an
-    // edge of the captured graph from the sweep's branch to the main stream,
-    // which the side GEMMs fork from).
-    backend_.join_side_update(slot_sweeps_[grad_layout_.slot_of_layer(l)]);
-  }
-
-  // Feed-forward half: out = h + Wdown(silu(g) * u).
   const Mat hidden = acts_.view(arena_, a.ffn_hidden);
   const Mat d_hidden = acts_.view(arena_, acts_.d_ffn_hidden);
   const Mat gu = acts_.view(arena_, a.gate_up);
@@ -148,12 +139,20 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   ops.close();  // ffn_up_backward marks its two GEMMs
   tickets.gate_up = ffn_up_backward(l, d_norm_out);
   const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
-  const Mat d_h = d_scratch;
   norm_residual_backward(d_h, grad(ffn_norm), d_norm_out, acts_.view(arena_, a.residual_mid),
                          compute_weight(ffn_norm), acts_.view(arena_, a.rstd2), d_out,
                          tickets.out_proj, NormHalf::Ffn);
+  return down_ticket;
+}
 
-  // Attention half: h = x + Wo(attn(rope(q), rope(k), v)).
+// The attention half, h = x + Wo(attn(rope(q), rope(k), v)): d(h) in, d(x)
+// into d_out.
+void Model::backward_attention_block(int l, Mat d_out, Mat d_h, std::int64_t down_ticket,
+                                     WgradTickets& tickets, OpSequence& ops) {
+  const LayerActivations& a = acts_.layers[l];
+  const int qd = cfg_.q_dim();
+  const int kvd = cfg_.kv_dim();
+  const Mat d_norm_out = acts_.view(arena_, acts_.d_norm_out);
   const Mat attn = acts_.view(arena_, a.attn_out);
   const Mat d_attn = acts_.view(arena_, acts_.d_attn);
   tickets.out_proj =
@@ -198,6 +197,22 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   norm_residual_backward(d_out, grad(attn_norm), d_norm_out, acts_.view(arena_, a.residual_in),
                          compute_weight(attn_norm), acts_.view(arena_, a.rstd1), d_h, down_ticket,
                          NormHalf::Attn);
+}
+
+void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& tickets) {
+  const OpScope layer(layer_label(l));
+  OpSequence ops;
+  if (plan_.grad_ring()) {
+    // This layer's gradient slot was last read by the sweep of the layer two
+    // above: that sweep finishes before anything below writes the slot (an
+    // edge of the captured graph from the sweep's branch to the main stream,
+    // which the side GEMMs fork from).
+    backend_.join_side_update(slot_sweeps_[grad_layout_.slot_of_layer(l)]);
+  }
+
+  // d_scratch holds d(h), the gradient at the block's middle residual.
+  const std::int64_t down_ticket = backward_ffn_block(l, d_out, d_scratch, tickets, ops);
+  backward_attention_block(l, d_out, d_scratch, down_ticket, tickets, ops);
   if (exchanges_in_backward()) {
     // Data parallel: this layer's gradients averaged over the ranks while
     // the layers below are computed.

@@ -62,10 +62,15 @@ void Model::run_forward(bool training) {
 void Model::forward_layer(int l) {
   const OpScope layer(layer_label(l));
   OpSequence ops;
+  forward_attention_block(l, ops);
+  forward_ffn_block(l, ops);
+}
+
+// h = x + Wo(attn(rope(q), rope(k), v)) with q, k, v from norm1(x), and h's
+// norm for the feed-forward half.
+void Model::forward_attention_block(int l, OpSequence& ops) {
   const LayerActivations& a = acts_.layers[l];
   const Mat x = acts_.view(arena_, a.residual_in);
-  const Mat out = acts_.view(
-      arena_, l + 1 < cfg_.num_layers ? acts_.layers[l + 1].residual_in : acts_.residual_out);
   const Mat n1 = acts_.view(arena_, a.norm1);
   const Mat qkv = acts_.view(arena_, a.qkv);
   const Mat attn = acts_.view(arena_, a.attn_out);
@@ -117,7 +122,16 @@ void Model::forward_layer(int l) {
     ops.next("ffn_norm");
     backend_.rmsnorm_forward(n2, acts_.view(arena_, a.rstd2), h, ffn_norm, cfg_.rms_eps);
   }
+}
 
+// out = h + Wdown(silu(g) * u), and out's norm for the next block where
+// the plan fuses it.
+void Model::forward_ffn_block(int l, OpSequence& ops) {
+  const LayerActivations& a = acts_.layers[l];
+  const Mat h = acts_.view(arena_, a.residual_mid);
+  const Mat n2 = acts_.view(arena_, a.norm2);
+  const Mat out = acts_.view(
+      arena_, l + 1 < cfg_.num_layers ? acts_.layers[l + 1].residual_in : acts_.residual_out);
   const Mat gu = acts_.view(arena_, a.gate_up);
   const Mat hidden = acts_.view(arena_, a.ffn_hidden);
   const int f = cfg_.ffn_dim;

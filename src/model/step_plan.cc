@@ -252,17 +252,12 @@ std::string StepPlan::describe() const {
   return out;
 }
 
-StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const ModelConfig& cfg,
-                      BatchShape shape) {
-  StepPlan plan;
-  plan.level = request.level;
-  plan.device = caps.kind;
-  plan.precision = request.precision;
-  plan.ops = request.ops;
-  OpChoices& ops = plan.ops;
-  const std::string device = device_name(caps.kind);
+namespace {
 
-  resolve_attention(plan, caps, cfg, request.saved_attention);
+// ActivationsImpl::Auto: recompute the norms and SwiGLU where the kept
+// activations would be large.
+void resolve_activations(StepPlan& plan, const ModelConfig& cfg, BatchShape shape) {
+  OpChoices& ops = plan.ops;
   if (ops.activations == ActivationsImpl::Auto) {
     const std::int64_t size = shape.tokens() * cfg.hidden_dim;
     const bool wide = cfg.hidden_dim >= kRecomputeFromHidden;
@@ -275,8 +270,13 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
                             std::to_string(shape.tokens()) + " tokens x hidden " +
                             (large ? ">= " : "< ") + std::to_string(kRecomputeFromTokenHidden);
   }
-  // After attention is resolved (auto included): only our flash backward
-  // has the rotation in it.
+}
+
+// The fused forms whose conditions are the attention's and the device's:
+// after attention is resolved (auto included).
+void resolve_rope_and_swiglu(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg) {
+  OpChoices& ops = plan.ops;
+  // Only our flash backward has the rotation in it.
   if (ops.rope == RopeImpl::Fused && backward_attention(ops.attention) != AttentionImpl::Flash) {
     fall_back(plan, "rope", ops.rope, RopeImpl::Separate,
               "the backward rotation is fused into the flash attention backward only (attention " +
@@ -291,18 +291,12 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
             : swiglu_gemm_unsupported(caps, plan.precision.compute, cfg.hidden_dim, cfg.ffn_dim);
     if (!why.empty()) fall_back(plan, "swiglu", ops.swiglu, SwigluImpl::Fused, why);
   }
-  if (ops.execution == Execution::Graph && !caps.graphs) {
-    fall_back(plan, "execution", ops.execution, Execution::Eager,
-              "the " + device + " backend runs eagerly");
-  }
-  // fp16's narrow range needs GradScaler's dynamic loss scaling; bf16 and
-  // fp32 have fp32's exponent range and run unscaled.
-  plan.loss_scaling =
-      plan.precision.compute == DType::F16 ? LossScaling::Dynamic : LossScaling::None;
-  // Branches pay off inside a captured step, where forking costs nothing;
-  // an eager step would pay two event calls per GEMM on the host.
-  plan.parallel_branches = plan.captured() && caps.parallel_branches;
-  plan.update = request.update;
+}
+
+// The per-layer sweeps beside the backward pass, unless the update needs
+// the whole gradient first.
+void resolve_optimizer(StepPlan& plan, const PlanRequest& request, const std::string& device) {
+  OpChoices& ops = plan.ops;
   if (ops.optimizer == OptimizerImpl::FusedPerLayer) {
     if (request.update.accumulates()) {
       fall_back(plan, "optimizer", ops.optimizer, OptimizerImpl::Fused,
@@ -322,6 +316,12 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
                 "gradient");
     }
   }
+}
+
+// The gradient ring, where nothing reads the whole gradient after the
+// backward pass.
+void resolve_grad_buffers(StepPlan& plan, const PlanRequest& request) {
+  OpChoices& ops = plan.ops;
   if (ops.grad_buffers == GradBuffers::Ring) {
     if (ops.optimizer != OptimizerImpl::FusedPerLayer) {
       fall_back(plan, "grad_buffers", ops.grad_buffers, GradBuffers::Full,
@@ -337,6 +337,10 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
                 request.whole_gradient_reader + ", and the ring keeps only two layers' gradients");
     }
   }
+}
+
+void resolve_kernel_launch(StepPlan& plan, const DeviceCaps& caps) {
+  OpChoices& ops = plan.ops;
   if (ops.kernel_launch == KernelLaunch::Auto) {
     // H100, B8 S128 (eighth session): pdl 2-3 % faster in bf16, 2 % slower
     // in fp32, where the graph's branches carry more of the step.
@@ -350,6 +354,38 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
     fall_back(plan, "kernel_launch", ops.kernel_launch, KernelLaunch::Plain,
               caps.no_programmatic_launch);
   }
+}
+
+}  // namespace
+
+StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const ModelConfig& cfg,
+                      BatchShape shape) {
+  StepPlan plan;
+  plan.level = request.level;
+  plan.device = caps.kind;
+  plan.precision = request.precision;
+  plan.ops = request.ops;
+  OpChoices& ops = plan.ops;
+  const std::string device = device_name(caps.kind);
+
+  resolve_attention(plan, caps, cfg, request.saved_attention);
+  resolve_activations(plan, cfg, shape);
+  resolve_rope_and_swiglu(plan, caps, cfg);
+  if (ops.execution == Execution::Graph && !caps.graphs) {
+    fall_back(plan, "execution", ops.execution, Execution::Eager,
+              "the " + device + " backend runs eagerly");
+  }
+  // fp16's narrow range needs GradScaler's dynamic loss scaling; bf16 and
+  // fp32 have fp32's exponent range and run unscaled.
+  plan.loss_scaling =
+      plan.precision.compute == DType::F16 ? LossScaling::Dynamic : LossScaling::None;
+  // Branches pay off inside a captured step, where forking costs nothing;
+  // an eager step would pay two event calls per GEMM on the host.
+  plan.parallel_branches = plan.captured() && caps.parallel_branches;
+  plan.update = request.update;
+  resolve_optimizer(plan, request, device);
+  resolve_grad_buffers(plan, request);
+  resolve_kernel_launch(plan, caps);
   if (ops.loss == LossImpl::Chunked) {
     plan.loss_chunk_rows = request.loss_chunk_rows > 0
                                ? std::min(request.loss_chunk_rows, shape.tokens())

@@ -139,7 +139,7 @@ enum class LossScaling { None, Dynamic };
 // its stream for the whole kernel before it. Pdl: programmatic dependent
 // launch (sm_90+): a kernel may be scheduled as soon as every block of the
 // one before it has started, and waits on the device, in its first
-// statement, for that one to complete (cuda/runtime/cuda_launch.cuh), so the
+// statement, for that one to complete (device/cuda_launch.cuh), so the
 // launch latency of a launch-bound step hides under the kernel before.
 // The same kernels compute the same bits either way. Plain on the CPU and
 // on devices below sm_90, with a reason. Auto (v4): pdl under mixed

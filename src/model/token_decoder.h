@@ -1,8 +1,8 @@
 #pragma once
 // What `generate` drives: a model decoded incrementally with a KV cache, on
 // whichever device holds it. The CPU decoder (infer/decoder.h) and the CUDA
-// one (cuda/decode, made through cuda/cuda_entry.h) implement it; the
-// interface lives here, below both, because cuda may not include infer.
+// one (cuda/cuda_decoder with ops/decode's kernels, made through cuda/cuda_entry.h) implement it;
+// the interface lives here, below both, because cuda may not include infer.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// The CUDA decoder (src/cuda/decode) against the CPU references on the
+// The CUDA decoder (src/cuda/cuda_decoder, src/ops/decode) against the CPU references on the
 // same random weights: a prefill, then single-token steps, checking the
 // logits of every step (LogitsCheck: float32 against the CPU decoder,
 // bfloat16 against the rounded references of tests/infer). The models
@@ -15,7 +15,7 @@
 #include <tuple>
 #include <utility>
 
-#include "cuda/decode/cuda_decoder.h"
+#include "cuda/cuda_decoder.h"
 #include "gpu_test_util.h"
 #include "infer/decode_test_models.h"
 #include "infer/decoder.h"

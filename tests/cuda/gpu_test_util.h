@@ -1,7 +1,7 @@
 #pragma once
 // Shared by the GPU tests: fixtures that skip (loudly) without a device, and
 // a harness that keeps every tensor twice: on the host in float64 for the CPU
-// reference ops (src/cpu/cpu_ops.h) and on the device in the dtype under test
+// reference ops (src/ops/*/cpu_*.h) and on the device in the dtype under test
 // for the CUDA backend. Each test runs one op on both and compares.
 //
 // Inputs are drawn at random (never all zeros), rounded to the device dtype

@@ -14,7 +14,7 @@ double to_bf16(double v) {
   return bf16_bits_to_double(round_to_bf16_bits(v));
 }
 
-// Where each mode rounds. Device (cuda/decode in bfloat16): the matmul
+// Where each mode rounds. Device (ops/decode in bfloat16): the matmul
 // weights (the embedding as the LM head's); the RMSNorm outputs; q, k and v
 // out of the QKV product, q and k again after RoPE; the attention output
 // (scores, softmax and sums fp32); gate and up; silu(gate) * up. The

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "cpu/cpu_ops.h"
+#include "ops/rope/cpu_rope.h"
 
 namespace tinyllama {
 namespace {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "cpu/cpu_ops.h"
 #include "model/model.h"
 #include "model/test_plans.h"
+#include "ops/norm/cpu_rmsnorm.h"
 #include "trained_steps.h"
 
 namespace tinyllama {

@@ -147,7 +147,7 @@ TEST(CostModel, OptimizerAndPrecisionDependentOps) {
 
 // The chunked loss's kernel reads a chunk's logits twice and writes them
 // once, except where it stages long rows in shared memory and reads them
-// once (cuda/cross_entropy_rows.h).
+// once (ops/loss/cross_entropy_rows.h).
 TEST(CostModel, ChunkedLossReadsLongRowsOnce) {
   auto logit_bytes = [](std::int64_t vocab, Precision precision) {
     ModelConfig cfg = tiny();

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/errors.h"
-#include "cuda/runtime/cuda_check.h"
+#include "device/cuda_check.h"
 
 namespace tinyllama {
 namespace {

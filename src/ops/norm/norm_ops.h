@@ -1,0 +1,34 @@
+#pragma once
+// RMSNorm: y = x / sqrt(mean(x^2) + eps) * w.
+// A part of the contract every backend meets (model/step_ops.h composes the
+// families; its conventions hold here too).
+#include "core/mat.h"
+
+namespace tinyllama {
+
+class NormOps {
+ public:
+  virtual ~NormOps() = default;
+
+  // rstd: [rows, 1] in stats dtype, saved for backward.
+  virtual void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps) = 0;
+  // dx and dweight ([1, D], master dtype) are overwritten.
+  virtual void rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd) = 0;
+  // NormImpl::Fused, forward: sum = a + b (rounded to sum's dtype; sum may
+  // alias a or b), then out = RMSNorm(sum) as rmsnorm_forward computes it
+  // from the stored sum. One pass instead of an add and a norm.
+  virtual void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
+                                   double eps) = 0;
+  // NormImpl::Fused, backward: dx = dresidual + the norm's input gradient
+  // (summed before rounding), dweight as rmsnorm_backward; dx may alias
+  // dresidual or dout.
+  virtual void rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd,
+                                    Mat dresidual) = 0;
+  // out = x * rstd * weight with the rstd that rmsnorm_forward (or
+  // add_rmsnorm_forward) saved for this x: bit-identical to the out it
+  // wrote. ActivationsImpl::RecomputeNorms's backward pass remakes the
+  // normalised inputs with it instead of keeping them per layer.
+  virtual void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) = 0;
+};
+
+}  // namespace tinyllama
