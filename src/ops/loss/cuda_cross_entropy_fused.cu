@@ -21,8 +21,8 @@
 #include "device/cuda_common.cuh"
 #include "device/cuda_launch.cuh"
 #include "device/cuda_vec.cuh"
-#include "ops/loss/cuda_cross_entropy.h"
 #include "ops/loss/cross_entropy_rows.h"
+#include "ops/loss/cuda_cross_entropy.h"
 
 namespace tinyllama::cuda {
 namespace {

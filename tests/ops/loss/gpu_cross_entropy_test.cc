@@ -5,8 +5,8 @@
 
 #include "cuda/gpu_test_util.h"
 #include "ops/loss/cpu_cross_entropy.h"
-#include "ops/loss/cuda_cross_entropy.h"
 #include "ops/loss/cross_entropy_rows.h"
+#include "ops/loss/cuda_cross_entropy.h"
 
 namespace tinyllama::gpu_test {
 namespace {
