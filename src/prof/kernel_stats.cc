@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -63,17 +64,47 @@ std::string quoted(const std::string& s) {
   return q + "\"";
 }
 
+// The counter columns' header, and one kernel's values (empty when none).
+constexpr const char* kCounterHeader =
+    ",CounterLaunches,DramReadBytes,DramWriteBytes,DramGBps,L2HitPct,SmActivePct,OccupancyPct,"
+    "TensorActivePct,Flops,TensorFlops,FlopsPerByte,AchievedTflops";
+
+std::string counter_columns(const CounterSum* c, double seconds_per_step) {
+  if (c == nullptr) return ",,,,,,,,,,,,";
+  auto field = [](double v) {
+    if (std::isnan(v)) return std::string(",");
+    char text[40];
+    std::snprintf(text, sizeof text, ",%.6g", v);
+    return std::string(text);
+  };
+  const double rate_s = seconds_per_step > 0 ? seconds_per_step : NAN;
+  return field(static_cast<double>(c->launches)) + field(c->get(Metric::DramRead)) +
+         field(c->get(Metric::DramWrite)) + field(c->dram_bytes() / rate_s / 1e9) +
+         field(c->get(Metric::L2HitRate)) + field(c->get(Metric::SmActive)) +
+         field(c->get(Metric::WarpsActive)) + field(c->get(Metric::TensorActive)) +
+         field(c->flops()) + field(c->tensor_flops()) + field(c->intensity()) +
+         field(c->flops() / rate_s / 1e12);
+}
+
 }  // namespace
 
-std::string kernel_stats_csv(const std::vector<KernelStat>& stats) {
-  std::string csv = "Name,Calls,TotalDurationNs,AverageNs,Percentage,MinNs,MaxNs\n";
+std::string kernel_stats_csv(const std::vector<KernelStat>& stats,
+                             const std::map<std::string, CounterSum>* counters, double steps) {
+  std::string csv = "Name,Calls,TotalDurationNs,AverageNs,Percentage,MinNs,MaxNs";
+  csv += counters != nullptr ? std::string(kCounterHeader) + "\n" : std::string("\n");
   char numbers[160];
   for (const KernelStat& s : stats) {
-    std::snprintf(numbers, sizeof numbers, ",%lld,%lld,%.3f,%.4f,%lld,%lld\n",
+    std::snprintf(numbers, sizeof numbers, ",%lld,%lld,%.3f,%.4f,%lld,%lld",
                   static_cast<long long>(s.calls), static_cast<long long>(s.total_ns),
                   s.average_ns(), s.percentage, static_cast<long long>(s.min_ns),
                   static_cast<long long>(s.max_ns));
     csv += quoted(s.name) + numbers;
+    if (counters != nullptr) {
+      const auto it = counters->find(s.name);
+      csv += counter_columns(it != counters->end() ? &it->second : nullptr,
+                             static_cast<double>(s.total_ns) / steps / 1e9);
+    }
+    csv += "\n";
   }
   return csv;
 }

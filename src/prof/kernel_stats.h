@@ -3,10 +3,12 @@
 // `--stats` users know: Name, Calls, TotalDurationNs, AverageNs, Percentage,
 // MinNs, MaxNs, sorted by total time.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "prof/activity.h"
+#include "prof/counters.h"
 
 namespace tinyllama::prof {
 
@@ -30,6 +32,12 @@ std::string demangle(const std::string& name);
 std::vector<KernelStat> kernel_stats(const std::vector<KernelRecord>& kernels);
 
 // The CSV text: a header row, then one row per kernel; names are quoted.
-std::string kernel_stats_csv(const std::vector<KernelStat>& stats);
+// With counters (the counter step's sums per kernel name, counters.h), the
+// rocprofv3 columns are followed by the counter columns: bytes and counts of
+// one step, rates over the kernel's profiled time per step (total / steps);
+// a kernel without counters leaves them empty.
+std::string kernel_stats_csv(const std::vector<KernelStat>& stats,
+                             const std::map<std::string, CounterSum>* counters = nullptr,
+                             double steps = 1);
 
 }  // namespace tinyllama::prof

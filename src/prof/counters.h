@@ -1,0 +1,105 @@
+#pragma once
+// Hardware counters of one step's kernels (issue 44): which metrics CUPTI's
+// range profiler is asked for, what each means, and the sums the profile
+// reports -- per kernel launch, per kernel name and per op. Plain data and
+// arithmetic, so everything past the collection (counter_collector.h) is
+// tested without a GPU on recorded values.
+//
+// The metric names are those checked on an H200 (GH100) by
+// scripts/probes/cupti_range_probe against ncu (docs/log/2026-11-28.md).
+// Together they cost 5 replay passes per kernel; sm__throughput (8 passes
+// alone) is left out, and "SM active" (sm__cycles_active) stands for the
+// SM's utilisation instead.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tinyllama::prof {
+
+enum class Metric : std::size_t {
+  DramRead,        // bytes read from device memory
+  DramWrite,       // bytes written to device memory
+  L2HitRate,       // % of L2 sector lookups that hit
+  SmActive,        // % of elapsed cycles with a warp on the SM (SM utilisation)
+  WarpsActive,     // achieved occupancy: % of the SM's warp slots in use while active
+  TensorActive,    // % of active cycles the tensor pipe was busy
+  DramThroughput,  // % of the DRAM's peak bandwidth over the kernel's time
+  Ffma,            // fp32 fused multiply-adds, thread instructions (2 FLOPs each)
+  Fadd,            // fp32 adds (1 FLOP)
+  Fmul,            // fp32 multiplies (1 FLOP)
+  HgmmaBf16,       // tensor math ops, Hopper wgmma, bf16 inputs
+  HgmmaFp16,       // likewise fp16
+  HgmmaTf32,       // likewise tf32
+  HmmaBf16,        // tensor math ops, mma.sync (HMMA), bf16 inputs
+  HmmaFp16,        // likewise fp16 into fp32
+  HmmaTf32,        // likewise tf32
+  DurationNs,      // the kernel's time in the replay (gpu__time_duration)
+  kCount
+};
+inline constexpr std::size_t kMetricCount = static_cast<std::size_t>(Metric::kCount);
+
+struct MetricInfo {
+  Metric metric;
+  const char* cupti_name;  // as CUPTI and ncu spell it
+  const char* label;       // short column name: "dram_read_bytes"
+  const char* unit;        // "bytes", "%", "inst", "ops", "ns"
+  const char* meaning;     // one line: what the counter reads
+  const char* limit;       // one line: which limit a high or low value points at
+  bool percentage;         // averaged over launches (weighted by time), not summed
+};
+
+// Every metric, in Metric's order.
+const std::array<MetricInfo, kMetricCount>& metric_table();
+const MetricInfo& metric_info(Metric m);
+// The CUPTI names, in Metric's order: what the collector asks for.
+std::vector<std::string> metric_names();
+
+// One metric value per Metric; NaN where CUPTI gave none.
+using MetricValues = std::array<double, kMetricCount>;
+MetricValues no_values();
+
+// The sums over some launches (one kernel name's, one op's): counts and
+// bytes added, percentages averaged weighted by each launch's duration.
+struct CounterSum {
+  std::int64_t launches = 0;
+  MetricValues values = no_values();
+
+  double get(Metric m) const { return values[static_cast<std::size_t>(m)]; }
+  void add(const MetricValues& launch);
+
+  double dram_bytes() const;       // read + written
+  double dram_gbps() const;        // dram_bytes over the kernels' replay time, GB/s
+  double fp32_flops() const;       // 2 FFMA + FADD + FMUL
+  double tensor_flops() const;     // every tensor math op (one op = one FLOP: ncu's roofline)
+  double flops() const;            // the two together
+  double intensity() const;        // flops per DRAM byte; NaN without bytes
+  double achieved_tflops() const;  // flops over the replay time
+  double seconds() const;          // the replay time
+
+ private:
+  MetricValues weighted_{};  // percentages: sum of value x weight
+  MetricValues weights_{};
+};
+
+// One launch of the counter step, matched to the profiled kernel it stands
+// for (by position: counter_match.h).
+struct LaunchCounters {
+  std::string kernel;  // demangled name
+  std::string op;      // the op path that launched it ("forward/layer3/qkv_gemm")
+  MetricValues values = no_values();
+};
+
+// Per kernel name and per op path, over one step.
+std::map<std::string, CounterSum> sum_by_kernel(const std::vector<LaunchCounters>& launches);
+std::map<std::string, CounterSum> sum_by_op(const std::vector<LaunchCounters>& launches);
+// Per op kind ("forward/qkv_gemm": summed over layers), the cost model's key.
+std::map<std::string, CounterSum> sum_by_op_kind(const std::vector<LaunchCounters>& launches);
+
+// The one line a profile prints when this process may not read the GPU's
+// counters: call is the CUPTI function that refused, error its result name.
+std::string no_counter_access_line(const std::string& call, const std::string& error);
+
+}  // namespace tinyllama::prof
