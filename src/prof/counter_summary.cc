@@ -1,0 +1,141 @@
+#include "prof/counter_summary.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace tinyllama::prof {
+namespace {
+
+using json = nlohmann::json;
+
+json number_or_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+json counters_json(const CounterSum& s) {
+  json j = {{"launches", s.launches}};
+  for (const MetricInfo& m : metric_table()) j[m.label] = number_or_null(s.get(m.metric));
+  j["dram_bytes"] = s.dram_bytes();
+  j["flops"] = s.flops();
+  j["fp32_flops"] = s.fp32_flops();
+  j["tensor_flops"] = s.tensor_flops();
+  return j;
+}
+
+json point_json(const RooflinePoint& p) {
+  if (!p.placed) return nullptr;
+  return {{"intensity", p.intensity},
+          {"achieved_tflops", p.achieved_tflops},
+          {"roof_tflops", p.roof_tflops},
+          {"bound", p.roof_tflops > 0 ? (p.memory_bound ? "memory" : "compute") : "unknown"},
+          {"pct_of_roof", p.pct_of_roof}};
+}
+
+json kernels_json(const CounterInputs& in, const CounterContext& ctx) {
+  const std::map<std::string, CounterSum> by_kernel = sum_by_kernel(in.launches);
+  json kernels = json::array();
+  for (std::size_t i = 0; i < ctx.stats->size() && kernels.size() < 10; ++i) {
+    const KernelStat& k = (*ctx.stats)[i];
+    const auto it = by_kernel.find(k.name);
+    if (it == by_kernel.end()) continue;
+    const double seconds = static_cast<double>(k.total_ns) / ctx.steps / 1e9;
+    const CounterSum& s = it->second;
+    const RooflinePoint p =
+        place_on_roofline(k.name, s.flops(), s.dram_bytes(), seconds, ctx.roofs);
+    kernels.push_back({{"rank", i + 1},
+                       {"name", k.name},
+                       {"ms_per_step", seconds * 1e3},
+                       {"dram_gbps", seconds > 0 ? s.dram_bytes() / seconds / 1e9 : 0.0},
+                       {"counters", counters_json(s)},
+                       {"roofline", point_json(p)}});
+  }
+  return kernels;
+}
+
+// Per op kind ("forward/qkv_gemm"): the profiled steps' GPU time and the
+// cost model's FLOPs and bytes, summed over layers.
+struct OpKindFigures {
+  double gpu_ns = 0;
+  double model_flops = 0;
+  double model_bytes = 0;
+};
+
+std::map<std::string, OpKindFigures> op_kind_figures(const CounterContext& ctx) {
+  std::map<std::string, OpKindFigures> kinds;
+  for (const auto& [path, t] : ctx.attribution->ops) {
+    kinds[op_kind_key(path)].gpu_ns += static_cast<double>(t.gpu_ns) / ctx.steps;
+  }
+  for (const OpCost& op : ctx.cost->ops) {
+    OpKindFigures& f = kinds[op.kind_key()];
+    f.model_flops += static_cast<double>(op.flops);
+    f.model_bytes += static_cast<double>(op.bytes);
+  }
+  return kinds;
+}
+
+void ops_json(const CounterInputs& in, const CounterContext& ctx, json& section) {
+  const std::map<std::string, CounterSum> measured = sum_by_op_kind(in.launches);
+  const std::map<std::string, OpKindFigures> figures = op_kind_figures(ctx);
+  json ops = json::array();
+  json differ = json::array();
+  for (const auto& [kind, s] : measured) {
+    const auto f = figures.find(kind);
+    const OpKindFigures fig = f != figures.end() ? f->second : OpKindFigures{};
+    const double seconds = fig.gpu_ns / 1e9;
+    const RooflinePoint m = place_on_roofline(kind, s.flops(), s.dram_bytes(), seconds, ctx.roofs);
+    const RooflinePoint c =
+        place_on_roofline(kind, fig.model_flops, fig.model_bytes, seconds, ctx.roofs);
+    const double ratio = fig.model_bytes > 0 ? s.dram_bytes() / fig.model_bytes : NAN;
+    ops.push_back({{"op", kind},
+                   {"ms_per_step", seconds * 1e3},
+                   {"counters", counters_json(s)},
+                   {"model_flops", fig.model_flops},
+                   {"model_bytes", fig.model_bytes},
+                   {"dram_bytes_over_model", number_or_null(ratio)},
+                   {"measured", point_json(m)},
+                   {"model", point_json(c)}});
+    if (std::isfinite(ratio) && std::fabs(ratio - 1) > kDramBytesTolerance) {
+      differ.push_back({{"op", kind},
+                        {"dram_bytes", s.dram_bytes()},
+                        {"model_bytes", fig.model_bytes},
+                        {"ratio", ratio}});
+    }
+  }
+  section["ops"] = ops;
+  section["dram_bytes_differ"] = differ;
+}
+
+}  // namespace
+
+json counter_section(const CounterInputs& in, const CounterContext& ctx) {
+  if (!in.unavailable.empty()) return {{"available", false}, {"note", in.unavailable}};
+  json j = {{"available", true},
+            {"passes", in.passes},
+            {"ranges", in.ranges},
+            {"dropped_ranges", in.dropped_ranges},
+            {"refused_metrics", in.refused},
+            {"counter_step_ms", in.counter_step_ms},
+            {"matched", !in.launches.empty()},
+            {"note", in.match_note},
+            {"basis",
+             "one step after the profiled ones, each kernel replayed once per pass; rates over "
+             "the profiled steps' time"}};
+  json metrics = json::array();
+  for (const MetricInfo& m : metric_table()) metrics.push_back(m.cupti_name);
+  j["metrics"] = metrics;
+  j["roofs"] = {{"compute_tflops", ctx.roofs.compute_tflops},
+                {"fp32_tflops", ctx.roofs.fp32_tflops},
+                {"bandwidth_gbps", ctx.roofs.bandwidth_gbps},
+                {"sm_mhz", ctx.roofs.sm_mhz},
+                {"ridge_flops_per_byte", ctx.roofs.known() ? ctx.roofs.ridge() : 0.0}};
+  CounterSum step;
+  for (const LaunchCounters& l : in.launches) step.add(l.values);
+  j["step"] = counters_json(step);
+  j["top_kernels"] = kernels_json(in, ctx);
+  ops_json(in, ctx, j);
+  return j;
+}
+
+}  // namespace tinyllama::prof

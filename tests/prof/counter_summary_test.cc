@@ -1,0 +1,205 @@
+// summary.json's counter section, its printed lines and the roofline SVG,
+// from recorded counter values and a hand-made cost model (no GPU needed):
+// per-op sums against the model, the > 20 % DRAM naming, points drawn where
+// the placement puts them, and the one line when counters are unavailable.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "prof/counter_summary.h"
+#include "prof/counters.h"
+#include "prof/roofline_svg.h"
+
+namespace tinyllama::prof {
+namespace {
+
+using nlohmann::json;
+
+void set(MetricValues& v, Metric m, double value) {
+  v[static_cast<std::size_t>(m)] = value;
+}
+
+// The probe's copy kernel as CUPTI recorded it on an H200
+// (docs/log/2026-11-28.md), with one fp32 add per float as its work.
+MetricValues recorded_copy() {
+  MetricValues v = no_values();
+  set(v, Metric::DramRead, 1073790720);
+  set(v, Metric::DramWrite, 1075718400);
+  set(v, Metric::L2HitRate, 51.34);
+  set(v, Metric::WarpsActive, 97.55);
+  set(v, Metric::SmActive, 99.1);
+  set(v, Metric::DurationNs, 536448);
+  set(v, Metric::Fadd, 268435456);
+  return v;
+}
+
+OpCost op(const std::string& path, const std::string& phase, int layer, const std::string& name,
+          double flops, double bytes) {
+  OpCost c;
+  c.path = path;
+  c.phase = phase;
+  c.layer = layer;
+  c.op = name;
+  c.flops = static_cast<std::int64_t>(flops);
+  c.bytes = static_cast<std::int64_t>(bytes);
+  return c;
+}
+
+struct Fixture {
+  std::vector<KernelStat> stats = {{"rmsnorm_kernel", 4, 4 * 540000, 530000, 550000, 66.7},
+                                   {"adamw_kernel", 2, 2 * 540000, 535000, 545000, 33.3}};
+  Attribution attribution;
+  StepCost cost;
+  CounterInputs in;
+  Roofs roofs;
+
+  Fixture() {
+    // Two profiled steps; per step each op ran 540 us.
+    attribution.ops["forward/layer0/rmsnorm"].gpu_ns = 2 * 540000;
+    attribution.ops["forward/layer1/rmsnorm"].gpu_ns = 2 * 540000;
+    attribution.ops["optimizer/adamw"].gpu_ns = 2 * 540000;
+    // The model's minimal bytes: rmsnorm 1.7 GB per layer (measured 2.15:
+    // 26 % over, named), AdamW 2.0 GB (measured 2.15: 7 % over, not named).
+    cost.ops = {op("forward/layer0/rmsnorm", "forward", 0, "rmsnorm", 5e8, 1.7e9),
+                op("forward/layer1/rmsnorm", "forward", 1, "rmsnorm", 5e8, 1.7e9),
+                op("optimizer/adamw", "optimizer", -1, "adamw", 2.7e9, 2.0e9)};
+    in.launches = {{"rmsnorm_kernel", "forward/layer0/rmsnorm", recorded_copy()},
+                   {"rmsnorm_kernel", "forward/layer1/rmsnorm", recorded_copy()},
+                   {"adamw_kernel", "optimizer/adamw", recorded_copy()}};
+    in.ranges = 3;
+    in.passes = 5;
+    in.counter_step_ms = 812.5;
+    roofs.compute_tflops = 989;
+    roofs.fp32_tflops = 67;
+    roofs.bandwidth_gbps = 4800;
+  }
+
+  json section() const { return counter_section(in, {&stats, &attribution, &cost, 2, roofs}); }
+};
+
+const json& op_entry(const json& section, const std::string& name) {
+  for (const json& o : section["ops"]) {
+    if (o["op"] == name) return o;
+  }
+  static const json none;
+  return none;
+}
+
+TEST(CounterSection, OpsSumOverLayersBesideTheCostModel) {
+  const json s = Fixture().section();
+  ASSERT_TRUE(s["available"].get<bool>());
+  EXPECT_EQ(s["passes"], 5);
+  const json& norm = op_entry(s, "forward/rmsnorm");
+  ASSERT_TRUE(norm.is_object()) << s.dump(1);
+  EXPECT_EQ(norm["counters"]["launches"], 2);
+  EXPECT_DOUBLE_EQ(norm["counters"]["dram_bytes"].get<double>(), 2 * (1073790720.0 + 1075718400.0));
+  EXPECT_DOUBLE_EQ(norm["model_bytes"].get<double>(), 3.4e9);
+  EXPECT_NEAR(norm["dram_bytes_over_model"].get<double>(), 4299018240.0 / 3.4e9, 1e-12);
+  // Two layers at 540 us each per step.
+  EXPECT_NEAR(norm["ms_per_step"].get<double>(), 1.08, 1e-12);
+  // Measured: 2 x 268 M adds over 4.3 GB; model: 1 GFLOP over 3.4 GB.
+  EXPECT_NEAR(norm["measured"]["intensity"].get<double>(), 2 * 268435456.0 / 4299018240.0, 1e-12);
+  EXPECT_NEAR(norm["model"]["intensity"].get<double>(), 1e9 / 3.4e9, 1e-12);
+  EXPECT_EQ(norm["measured"]["bound"], "memory");
+}
+
+TEST(CounterSection, NamesOnlyOpsWhoseDramBytesMissTheModelByMoreThan20Percent) {
+  const json s = Fixture().section();
+  ASSERT_EQ(s["dram_bytes_differ"].size(), 1u) << s["dram_bytes_differ"].dump();
+  EXPECT_EQ(s["dram_bytes_differ"][0]["op"], "forward/rmsnorm");
+  const std::string text = format_counter_summary(s);
+  EXPECT_NE(text.find("by more than 20 %: forward/rmsnorm (1.26x)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("optimizer/adamw (1."), std::string::npos) << text;
+}
+
+TEST(CounterSection, TopKernelsCarryTheirCountersAndPlacement) {
+  const json s = Fixture().section();
+  ASSERT_EQ(s["top_kernels"].size(), 2u);
+  const json& k = s["top_kernels"][0];
+  EXPECT_EQ(k["name"], "rmsnorm_kernel");
+  EXPECT_EQ(k["rank"], 1);
+  // 4.3 GB per step in 1.08 ms of profiled time.
+  EXPECT_NEAR(k["dram_gbps"].get<double>(), 4299018240.0 / 1.08e-3 / 1e9, 1e-6);
+  EXPECT_DOUBLE_EQ(k["counters"]["l2_hit_pct"].get<double>(), 51.34);
+  const std::string text = format_counter_summary(s);
+  EXPECT_NE(text.find("5 replay passes per kernel"), std::string::npos) << text;
+  EXPECT_NE(text.find("counter step 812.5 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("rmsnorm_kernel"), std::string::npos) << text;
+}
+
+TEST(CounterSection, UnavailableIsOneLine) {
+  Fixture f;
+  f.in.unavailable = no_counter_access_line("cuptiProfilerGetCounterAvailability",
+                                            "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
+  const json s = f.section();
+  EXPECT_FALSE(s["available"].get<bool>());
+  const std::string text = format_counter_summary(s);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_NE(text.find("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"), std::string::npos);
+  EXPECT_TRUE(roofline_chart(s, "t").measured_ops.empty());
+}
+
+// Every element opened is closed, in order: the SVG is well-formed XML as
+// far as its elements go (attribute values are escaped by svg_escape).
+bool balanced(const std::string& svg, std::string* why) {
+  std::vector<std::string> open;
+  for (std::size_t at = svg.find('<'); at != std::string::npos; at = svg.find('<', at + 1)) {
+    const std::size_t end = svg.find('>', at);
+    if (end == std::string::npos) return *why = "unclosed tag", false;
+    const std::string tag = svg.substr(at + 1, end - at - 1);
+    if (tag.back() == '/') continue;
+    if (tag.front() == '/') {
+      if (open.empty() || open.back() != tag.substr(1)) return *why = "stray " + tag, false;
+      open.pop_back();
+    } else {
+      open.push_back(tag.substr(0, tag.find(' ')));
+    }
+  }
+  if (!open.empty()) *why = "left open: " + open.back();
+  return open.empty();
+}
+
+std::string attribute_of(const std::string& svg, const std::string& element_start,
+                         const std::string& attribute) {
+  const std::size_t at = svg.find(element_start);
+  if (at == std::string::npos) return "";
+  const std::size_t a = svg.find(attribute + "=\"", at);
+  const std::size_t from = a + attribute.size() + 2;
+  return svg.substr(from, svg.find('"', from) - from);
+}
+
+TEST(RooflineSvg, WellFormedWithEveryPointWherePlaced) {
+  const json s = Fixture().section();
+  const RooflineChart chart = roofline_chart(s, "H200 <bf16>");
+  const std::string svg = roofline_svg(chart);
+  std::string why;
+  EXPECT_TRUE(balanced(svg, &why)) << why;
+  EXPECT_NE(svg.find("H200 &lt;bf16&gt;"), std::string::npos);
+  // Two ops, each measured and modelled, and two kernels.
+  EXPECT_EQ(chart.measured_ops.size(), 2u);
+  const RooflineAxes axes = roofline_axes(chart);
+  const json& norm = op_entry(s, "forward/rmsnorm");
+  const std::string start = "<circle data-kind=\"measured-op\" data-name=\"forward/rmsnorm\"";
+  char expected[32];
+  std::snprintf(expected, sizeof expected, "%.1f",
+                axes.px(norm["measured"]["intensity"].get<double>()));
+  EXPECT_EQ(attribute_of(svg, start, "cx"), expected);
+  std::snprintf(expected, sizeof expected, "%.1f",
+                axes.py(norm["measured"]["achieved_tflops"].get<double>()));
+  EXPECT_EQ(attribute_of(svg, start, "cy"), expected);
+  EXPECT_NE(svg.find("data-kind=\"model-op\" data-name=\"forward/rmsnorm\""), std::string::npos);
+  EXPECT_NE(svg.find("data-kind=\"kernel\" data-name=\"#1 rmsnorm_kernel\""), std::string::npos);
+  // The axes hold the ridge (206 FLOPs/byte) and the compute roof.
+  EXPECT_GE(axes.x_max, 989e12 / 4800e9);
+  EXPECT_GE(axes.y_max, 989.0);
+  // A lower intensity is further left, a higher rate further up.
+  EXPECT_LT(axes.px(0.1), axes.px(10));
+  EXPECT_GT(axes.py(0.1), axes.py(10));
+}
+
+}  // namespace
+}  // namespace tinyllama::prof
