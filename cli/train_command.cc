@@ -77,6 +77,10 @@ TrainOptions to_train_options(const TrainArgs& a) {
   if (!profile && !a.profile_steps.empty()) throw UsageError("--profile-steps: needs --profile");
   if (!profile && a.profile_api_calls) throw UsageError("--profile-api-calls: needs --profile");
   o.profile_api_calls = a.profile_api_calls || a.enable_all_profiling;
+  if (!profile && a.profile_counters) throw UsageError("--profile-counters: needs --profile");
+  if (!profile && !a.explain_kernel.empty()) throw UsageError("--explain-kernel: needs --profile");
+  o.profile_counters = a.profile_counters || !a.explain_kernel.empty();
+  o.explain_kernel = a.explain_kernel;
   o.profile = profile;
   o.memory_profile = a.memory_profile;
   for (const std::string& name : a.inject) add_fault(o.faults, name);

@@ -46,6 +46,8 @@ struct TrainArgs {
   std::string profile_dir;    // empty: not given ("profile")
   std::string profile_steps;  // empty: not given (5)
   bool profile_api_calls = false;
+  bool profile_counters = false;
+  std::string explain_kernel;    // empty: not given
   std::string memory_profile;    // --enable-memory-profiling [FILE]
   RunFlags run;                  // data, evaluation, checkpoints, resume
   RecipeFlags recipe;            // schedule, clipping, accumulation, AdamW settings

@@ -267,6 +267,18 @@ void profiling_detail_flags(CLI::App* cmd, TrainArgs& a) {
                 "CUDA API track and launch arrows from each call); costs a host-bound eager step "
                 "much more than the default, which learns the launch order in the warm-up")
       ->group("Profiling");
+  cmd->add_flag("--profile-counters", a.profile_counters,
+                "hardware counters per kernel and op (DRAM bytes and bandwidth, L2 hit rate, SM "
+                "and tensor-pipe activity, occupancy, FLOPs by instruction) through CUPTI's range "
+                "profiler, in one extra step after the profiled ones (each kernel replayed once "
+                "per pass; its time is neither profiled nor baseline), and the measured roofline "
+                "(roofline.svg); needs --num-steps > --profile-steps")
+      ->group("Profiling");
+  value(cmd, "--explain-kernel", a.explain_kernel, "NAME|RANK",
+        "with --profile: every counter of one kernel (a rank in kernel_stats.csv, 1 = most "
+        "time, or a piece of its name) with what each reads and which limit it points at, as "
+        "rocprof-compute analyze --dispatch does (implies --profile-counters)")
+      ->group("Profiling");
   cmd->add_option("--enable-memory-profiling", a.memory_profile,
                   "write one step's memory timeline: the bytes live in each activation buffer at "
                   "every op (exact, from the arena plan and the step's accesses), the memory held "

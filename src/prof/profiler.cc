@@ -1,7 +1,9 @@
 #include "prof/profiler.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -10,6 +12,9 @@
 #include "cuda/cuda_entry.h"
 #include "prof/attribution.h"
 #include "prof/cost_model.h"
+#include "prof/counter_summary.h"
+#include "prof/device_peaks.h"
+#include "prof/kernel_explain.h"
 #include "prof/kernel_stats.h"
 #include "prof/profile_summary.h"
 #include "prof/trace_writer.h"
@@ -24,10 +29,17 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   if (!out) throw RuntimeFailure("--profile-dir: cannot write " + path.string());
 }
 
+bool wants_counters(const ProfileSettings& s) {
+  return s.counters || !s.explain_kernel.empty();
+}
+
 }  // namespace
 
 Profiler::Profiler(const ProfileSettings& settings, const Model& model, Backend& backend)
-    : settings_(settings), model_(model), backend_(backend) {
+    : settings_(settings),
+      model_(model),
+      backend_(backend),
+      counter_step_(wants_counters(settings) && backend.name() == "cuda") {
   std::error_code ec;
   std::filesystem::create_directories(settings.dir, ec);
   if (ec || !std::filesystem::is_directory(settings.dir)) {
@@ -55,7 +67,15 @@ bool Profiler::begin_step(bool timed) {
     if (collector_) open_window();
     recorder_.clear();
   }
-  if (!recording_) return false;
+  if (!recording_) {
+    // The profiled steps are done and CUPTI's activity records with them
+    // (the trainer lets them finish first): the counter step may begin.
+    if (timed && static_cast<int>(profiled_ms_.size()) >= settings_.steps) {
+      const std::size_t steps = std::max<std::size_t>(profiled_ms_.size(), 1);
+      counter_step_.begin(activity_.kernels.size() / steps);
+    }
+    return false;
+  }
   // Warm-up ranges matter only while they are open (a graph node captured
   // now is tagged with the open path); dropping the finished ones keeps a
   // long warm-up from growing the buffer.
@@ -86,7 +106,10 @@ void Profiler::open_window() {
 }
 
 void Profiler::end_launch() {
-  if (!recording_) return;
+  if (!recording_) {
+    counter_step_.end_launch();
+    return;
+  }
   recorder_.close(step_range_);
   nvtx_pop();
   if (window_started_ && ++launched_profiled_ >= settings_.steps) stop_recording();
@@ -94,7 +117,7 @@ void Profiler::end_launch() {
 
 void Profiler::end_step(bool timed, bool profiled, double step_ms) {
   if (!profiled) {
-    if (timed) unprofiled_ms_.push_back(step_ms);
+    if (timed && !counter_step_.end_step(step_ms)) unprofiled_ms_.push_back(step_ms);
     return;
   }
   profiled_ms_.push_back(step_ms);
@@ -150,18 +173,88 @@ std::string Profiler::finish(const RunFigures& run) {
     }
   }
   const std::vector<KernelStat> stats = kernel_stats(profiled_kernels);
-  const nlohmann::json summary_json = profile_summary(in, attribution, stats);
+  nlohmann::json summary_json = profile_summary(in, attribution, stats);
 
   const std::filesystem::path dir(settings_.dir);
   std::string written;
-  if (in.gpu != nullptr) {
-    write_file(dir / "kernel_stats.csv", kernel_stats_csv(stats));
-    written += (dir / "kernel_stats.csv").string() + ", ";
-  }
+  const std::string counter_text = finish_counters(in, attribution, stats, summary_json, written);
   write_file(dir / "trace.json", chrome_trace(in, attribution).dump());
   write_file(dir / "summary.json", summary_json.dump(2) + "\n");
   written += (dir / "trace.json").string() + ", " + (dir / "summary.json").string();
-  return format_profile_summary(summary_json) + "wrote " + written + "\n";
+  return format_profile_summary(summary_json) + counter_text + "wrote " + written + "\n";
+}
+
+namespace {
+
+// --explain-kernel's text: the named kernel's counters, explained.
+std::string explain_text(const std::string& spec, const std::vector<KernelStat>& stats,
+                         const std::map<std::string, CounterSum>& by_kernel, double steps,
+                         const Roofs& roofs) {
+  std::string why;
+  const int index = find_kernel(stats, spec, &why);
+  if (index < 0) return "  explain   " + why + "\n";
+  const KernelStat& k = stats[static_cast<std::size_t>(index)];
+  const auto it = by_kernel.find(k.name);
+  if (it == by_kernel.end()) return "  explain   " + k.name + ": no counters for this kernel\n";
+  KernelExplainInput in;
+  in.name = k.name;
+  in.rank = index + 1;
+  in.profiled_ns_per_step = static_cast<double>(k.total_ns) / steps;
+  in.calls_per_step = static_cast<double>(k.calls) / steps;
+  in.counters = it->second;
+  in.roofs = roofs;
+  return explain_kernel(in);
+}
+
+}  // namespace
+
+std::string Profiler::finish_counters(const ProfileInputs& in, const Attribution& attribution,
+                                      const std::vector<KernelStat>& stats, nlohmann::json& summary,
+                                      std::string& written) {
+  const std::filesystem::path dir(settings_.dir);
+  const double steps = static_cast<double>(std::max<std::size_t>(attribution.steps.size(), 1));
+  if (!wants_counters(settings_)) {
+    if (in.gpu != nullptr) {
+      write_file(dir / "kernel_stats.csv", kernel_stats_csv(stats));
+      written += (dir / "kernel_stats.csv").string() + ", ";
+    }
+    return "";
+  }
+  CounterInputs counters;
+  if (counter_step_.wanted()) {
+    counters =
+        counter_step_.inputs(in.gpu, attribution, static_cast<int>(attribution.steps.size()));
+  } else {
+    counters.unavailable = "hardware counters unavailable: the run used the " + in.backend +
+                           " backend (counters need CUDA)";
+  }
+  const nlohmann::json& clocks = summary["clocks"];
+  const double held_mhz = clocks.is_object() && clocks.contains("sm_mhz_median")
+                              ? clocks["sm_mhz_median"].get<double>()
+                              : 0.0;
+  const Roofs roofs = held_clock_roofs(find_device_peak(in.device), in.plan.precision, held_mhz);
+  summary["counters"] = counter_section(counters, {&stats, &attribution, &in.cost, steps, roofs});
+  std::string text = format_counter_summary(summary["counters"]);
+  const std::map<std::string, CounterSum> by_kernel = sum_by_kernel(counters.launches);
+  if (in.gpu != nullptr) {
+    write_file(dir / "kernel_stats.csv",
+               kernel_stats_csv(stats, counters.launches.empty() ? nullptr : &by_kernel, steps));
+    written += (dir / "kernel_stats.csv").string() + ", ";
+  }
+  if (!counters.launches.empty()) {
+    const RooflineChart chart =
+        roofline_chart(summary["counters"], "Measured roofline: " + in.device);
+    write_file(dir / "roofline.svg", roofline_svg(chart));
+    written += (dir / "roofline.svg").string() + ", ";
+  }
+  if (!settings_.explain_kernel.empty() && !counters.launches.empty()) {
+    const std::string explained =
+        explain_text(settings_.explain_kernel, stats, by_kernel, steps, roofs);
+    write_file(dir / "explain_kernel.txt", explained);
+    written += (dir / "explain_kernel.txt").string() + ", ";
+    text += explained;
+  }
+  return text;
 }
 
 }  // namespace tinyllama::prof

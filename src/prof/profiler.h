@@ -11,18 +11,29 @@
 // detached: they are the baseline its overhead is measured against. The
 // trainer lets no baseline step start before the last profiled one has
 // finished, so CUPTI is off while they run.
+//
+// With counters (--profile-counters), the first step after the profiled
+// ones is the counter step (counter_step.h): its kernels replay under
+// CUPTI's range profiler, and its time counts as neither profiled nor
+// baseline. window_steps() tells the trainer how many steps, counted from
+// the first timed one, are not baseline steps.
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "model/backend.h"
 #include "model/model.h"
 #include "prof/activity.h"
+#include "prof/counter_step.h"
 #include "prof/cupti_collector.h"
 #include "prof/gpu_clocks.h"
 #include "prof/host_ranges.h"
+#include "prof/kernel_stats.h"
 #include "prof/launch_order.h"
+#include "prof/profile_summary.h"
 
 namespace tinyllama::prof {
 
@@ -32,6 +43,8 @@ struct ProfileSettings {
   int steps = 5;                // --profile-steps: the first timed steps
   int warmup_steps = 0;         // the run's untimed steps before them
   bool api_calls = false;       // --profile-api-calls
+  bool counters = false;        // --profile-counters: hardware counters in a step of their own
+  std::string explain_kernel;   // --explain-kernel NAME|RANK (implies counters)
 };
 
 // The run's figures the summary puts beside the profiled steps.
@@ -62,6 +75,10 @@ class Profiler {
   // Writes the files and returns the printed summary (lines ending in '\n').
   std::string finish(const RunFigures& run);
 
+  // Timed steps that are not baseline steps: the profiled ones and the
+  // counter step.
+  int window_steps() const { return settings_.steps + (counter_step_.wanted() ? 1 : 0); }
+
  private:
   void stop_recording();   // no more host ranges or NVTX
   void stop_collecting();  // CUPTI off, its records kept
@@ -69,6 +86,11 @@ class Profiler {
   // an eager step's launch order from its last step and, if it can, drops
   // CUPTI's API records from then on.
   void open_window();
+  // The counter section, the roofline and the --explain-kernel text, added
+  // to the summary; returns the printed lines and notes the files written.
+  std::string finish_counters(const ProfileInputs& in, const Attribution& attribution,
+                              const std::vector<KernelStat>& stats, nlohmann::json& summary,
+                              std::string& written);
 
   const ProfileSettings settings_;
   const Model& model_;
@@ -86,6 +108,7 @@ class Profiler {
   int launched_profiled_ = 0;
   std::vector<double> profiled_ms_;
   std::vector<double> unprofiled_ms_;
+  CounterStep counter_step_;
 };
 
 }  // namespace tinyllama::prof

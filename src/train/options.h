@@ -59,6 +59,8 @@ struct TrainOptions {
   std::string profile_dir = "profile";  // --profile-dir: where the profile files go
   int profile_steps = 5;                // --profile-steps
   bool profile_api_calls = false;       // --profile-api-calls: API records in eager profiled steps
+  bool profile_counters = false;  // --profile-counters: hardware counters in a step of their own
+  std::string explain_kernel;     // --explain-kernel NAME|RANK (implies profile_counters)
   // --enable-memory-profiling: one step's memory timeline as JSON here, and
   // its plot beside it (train/memory_profile.h); empty: off.
   std::string memory_profile;

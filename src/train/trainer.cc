@@ -161,7 +161,11 @@ class StepLoop {
       const bool timed = i >= opts_.warmup_steps;
       const int step = i - opts_.warmup_steps + 1;
       if (!between_steps(i, step)) break;
-      const bool regime_changes = step == 1 || (p_.profiler && step == opts_.profile_steps + 1);
+      // The profiled steps, the counter step (when asked for) and the
+      // baseline each start with nothing of the step before in flight.
+      const bool regime_changes =
+          step == 1 || (p_.profiler && (step == opts_.profile_steps + 1 ||
+                                        step == p_.profiler->window_steps() + 1));
       while (p_.runner.in_flight() > 0 &&
              (regime_changes || p_.runner.in_flight() >= depth_ || !p_.runner.can_launch())) {
         complete_oldest();
@@ -213,8 +217,8 @@ class StepLoop {
 
   // The wall-clock time per baseline step (after the profiled ones).
   double wall_ms_per_step() const {
-    const int wall_steps = std::max(
-        0, static_cast<int>(summary_.steps.size()) - (p_.profiler ? opts_.profile_steps : 0));
+    const int wall_steps = std::max(0, static_cast<int>(summary_.steps.size()) -
+                                           (p_.profiler ? p_.profiler->window_steps() : 0));
     const double wall_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start_)
             .count();
@@ -234,7 +238,7 @@ class StepLoop {
   bool stop_now() const { return p_.comm != nullptr ? stop_agreed_ : interrupt_signal() != 0; }
 
   bool baseline(int step) const {
-    return step >= 1 && (!p_.profiler || step > opts_.profile_steps);
+    return step >= 1 && (!p_.profiler || step > p_.profiler->window_steps());
   }
 
   // Between steps: a signal, a checkpoint or an evaluation waits for the
@@ -350,7 +354,7 @@ std::unique_ptr<prof::Profiler> make_profiler(const TrainOptions& opts, bool wri
   if (!opts.profile || !writer) return nullptr;
   return std::make_unique<prof::Profiler>(
       prof::ProfileSettings{opts.profile_dir, opts.profile_steps, opts.warmup_steps,
-                            opts.profile_api_calls},
+                            opts.profile_api_calls, opts.profile_counters, opts.explain_kernel},
       model, backend);
 }
 
