@@ -135,6 +135,12 @@ json counter_section(const CounterInputs& in, const CounterContext& ctx) {
   j["step"] = counters_json(step);
   j["top_kernels"] = kernels_json(in, ctx);
   ops_json(in, ctx, j);
+  // Every op range (layer by layer), compactly: what the per-kind rows sum.
+  json paths = json::object();
+  for (const auto& [path, s] : sum_by_op(in.launches)) {
+    paths[path] = {{"launches", s.launches}, {"dram_bytes", s.dram_bytes()}, {"flops", s.flops()}};
+  }
+  j["op_paths"] = paths;
   return j;
 }
 
