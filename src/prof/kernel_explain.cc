@@ -57,8 +57,9 @@ std::string verdict(const KernelExplainInput& in, const RooflinePoint& p) {
 }  // namespace
 
 int find_kernel(const std::vector<KernelStat>& stats, const std::string& spec, std::string* why) {
-  if (!spec.empty() && spec.find_first_not_of("0123456789") == std::string::npos) {
-    const long rank = std::stol(spec);
+  if (!spec.empty() && spec.size() < 10 &&
+      spec.find_first_not_of("0123456789") == std::string::npos) {
+    const long rank = std::stol(spec);  // < 10 digits: fits
     if (rank >= 1 && rank <= static_cast<long>(stats.size())) return static_cast<int>(rank - 1);
     *why = "--explain-kernel " + spec + ": the profiled steps ran " + std::to_string(stats.size()) +
            " distinct kernels";
