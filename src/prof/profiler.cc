@@ -228,10 +228,12 @@ std::string Profiler::finish_counters(const ProfileInputs& in, const Attribution
     counters.unavailable = "hardware counters unavailable: the run used the " + in.backend +
                            " backend (counters need CUDA)";
   }
-  const nlohmann::json& clocks = summary["clocks"];
-  const double held_mhz = clocks.is_object() && clocks.contains("sm_mhz_median")
-                              ? clocks["sm_mhz_median"].get<double>()
-                              : 0.0;
+  // Read without operator[]: it would add a null "clocks" to a CPU run's summary.
+  const auto clocks = summary.find("clocks");
+  const double held_mhz =
+      clocks != summary.end() && clocks->is_object() && clocks->contains("sm_mhz_median")
+          ? (*clocks)["sm_mhz_median"].get<double>()
+          : 0.0;
   const Roofs roofs = held_clock_roofs(find_device_peak(in.device), in.plan.precision, held_mhz);
   summary["counters"] = counter_section(counters, {&stats, &attribution, &in.cost, steps, roofs});
   std::string text = format_counter_summary(summary["counters"]);

@@ -106,7 +106,7 @@ TEST(CounterSection, OpsSumOverLayersBesideTheCostModel) {
   EXPECT_NEAR(norm["model"]["intensity"].get<double>(), 1e9 / 3.4e9, 1e-12);
   EXPECT_EQ(norm["measured"]["bound"], "memory");
   // Layer by layer, what the kind's row sums.
-  ASSERT_TRUE(s["op_paths"].contains("forward/layer1/rmsnorm"));
+  ASSERT_TRUE(s["op_paths"].contains("forward/layer1/rmsnorm")) << s["op_paths"].dump();
   EXPECT_EQ(s["op_paths"]["forward/layer1/rmsnorm"]["launches"], 1);
   EXPECT_DOUBLE_EQ(s["op_paths"]["forward/layer0/rmsnorm"]["dram_bytes"].get<double>() +
                        s["op_paths"]["forward/layer1/rmsnorm"]["dram_bytes"].get<double>(),
