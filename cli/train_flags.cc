@@ -272,7 +272,8 @@ void profiling_detail_flags(CLI::App* cmd, TrainArgs& a) {
                 "and tensor-pipe activity, occupancy, FLOPs by instruction) through CUPTI's range "
                 "profiler, in one extra step after the profiled ones (each kernel replayed once "
                 "per pass; its time is neither profiled nor baseline), and the measured roofline "
-                "(roofline.svg); needs --num-steps > --profile-steps")
+                "(roofline.svg); needs --num-steps > --profile-steps and an eager step "
+                "(--disable-cuda-graphs where the level captures one)")
       ->group("Profiling");
   value(cmd, "--explain-kernel", a.explain_kernel, "NAME|RANK",
         "with --profile: every counter of one kernel (a rank in kernel_stats.csv, 1 = most "

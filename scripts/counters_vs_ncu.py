@@ -27,12 +27,21 @@ MEMORY_BOUND = ("adamw", "rmsnorm", "swiglu", "loss")
 
 
 def base_name(name):
-    """'void ns::kern<float>(float*, int)' -> 'ns::kern': what both tools agree on."""
-    name = name.removeprefix("void ").strip()
-    for stop in ("<", "("):
-        if stop in name:
-            name = name[: name.index(stop)]
-    return name
+    """'void ns::(anonymous namespace)::kern<float, 64>(float*, int)' -> 'kern': the
+    function's own name, which both tools print alike (ncu shortens namespaces
+    its own way: 'flash::<unnamed>::kern<...>')."""
+    name = name.removeprefix("void ").replace("(anonymous namespace)", "anon").strip()
+    depth, out = 0, []
+    for ch in name:  # drop template arguments and the parameter list
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            break
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).split("::")[-1].strip()
 
 
 def read_ours(profile_dir):
@@ -63,6 +72,7 @@ def compare_ncu(ours, ncu):
         by_base[base_name(name)].append(name)
     print(f"{'kernel':<60} {'metric':<34} {'tinyllama':>14} {'ncu':>14} {'ratio':>6}")
     worst = 0.0
+    compared = 0
     for ncu_name, metrics in sorted(ncu.items()):
         name = ncu_name if ncu_name in ours else None
         if name is None and len(by_base.get(base_name(ncu_name), [])) == 1:
@@ -82,10 +92,16 @@ def compare_ncu(ours, ncu):
             # Byte counts under 1 MB per launch are noise either way (a few lines of L2).
             if not per_launch or theirs >= 1e6:
                 worst = max(worst, abs(ratio - 1))
+                compared += 1
             short = metric.split(".")[0]
             print(f"{name[:60]:<60} {short:<34} {mine:>14.6g} {theirs:>14.6g} {ratio:>6.3f}")
-    print(f"worst |ratio - 1| (bytes >= 1 MB per launch, and every %): {100 * worst:.1f} % "
-          f"({'within' if worst <= 0.05 else 'OUTSIDE'} 5 %)")
+    if compared == 0:
+        print(f"no kernel compared: none of ncu's {len(ncu)} kernels matched one of the "
+              f"profile's {len(ours)} kernels with counters")
+        return False
+    print(f"worst |ratio - 1| over {compared} values (bytes >= 1 MB per launch, and every %): "
+          f"{100 * worst:.1f} % ({'within' if worst <= 0.05 else 'OUTSIDE'} 5 %)")
+    return worst <= 0.05
 
 
 def compare_model(profile_dir):
@@ -111,12 +127,16 @@ def main():
     if len(sys.argv) < 4 or sys.argv[1] != "compare":
         sys.exit(__doc__)
     profiles, ncu_csv = sys.argv[2:-1], sys.argv[-1]
+    ok = False
     if os.path.exists(ncu_csv) and os.path.exists(os.path.join(profiles[0], "kernel_stats.csv")):
-        compare_ncu(read_ours(profiles[0]), read_ncu(ncu_csv))
+        ok = compare_ncu(read_ours(profiles[0]), read_ncu(ncu_csv))
+    else:
+        print("no comparison with ncu: its CSV or the profile's kernel_stats.csv is missing")
     for p in profiles:
         if os.path.exists(os.path.join(p, "summary.json")):
             compare_model(p)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -279,6 +279,10 @@ void release(State& s) {
         params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
     cuptiProfilerDeInitialize(&p);
     s.initialized = false;
+    // The activity collector left CUPTI attached for this step
+    // (CuptiCollector::finish); detached now, the steps after it run as in
+    // a process that never profiled.
+    cuptiFinalize();
   }
 }
 

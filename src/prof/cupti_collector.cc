@@ -369,7 +369,7 @@ void CuptiCollector::record_kernels_only() {
   }
 }
 
-GpuActivity CuptiCollector::finish() {
+GpuActivity CuptiCollector::finish(bool detach) {
   if (state_->finished) return {};
   state_->finished = true;
   // Kernel records are complete only once the kernels are; then a forced
@@ -384,7 +384,7 @@ GpuActivity CuptiCollector::finish() {
   // host-bound eager step stayed 30 % slower after the profiled ones until
   // CUPTI was detached. Every buffer is back and nothing is enabled, so no
   // CUPTI call can race this one; a later profiler attaches it again.
-  cuptiFinalize();
+  if (detach) cuptiFinalize();
   const std::lock_guard<std::mutex> lock(state_->mutex);
   return std::move(state_->activity);
 }
@@ -411,7 +411,7 @@ GpuActivity CuptiCollector::take_records() {
   return {};
 }
 void CuptiCollector::record_kernels_only() {}
-GpuActivity CuptiCollector::finish() {
+GpuActivity CuptiCollector::finish(bool) {
   return {};
 }
 

@@ -38,10 +38,13 @@ class CuptiCollector {
   // order is known (launch_order.h): each intercepted API call costs a
   // host-bound step far more than the kernel records do.
   void record_kernels_only();
-  // Waits for the device, flushes every buffer, stops recording, detaches
-  // CUPTI from the process (so that the steps after the profiled ones run
-  // as fast as in a process that never profiled) and returns the records.
-  GpuActivity finish();
+  // Waits for the device, flushes every buffer, stops recording and returns
+  // the records. With `detach`, also detaches CUPTI from the process, so
+  // that the steps after the profiled ones run as fast as in a process that
+  // never profiled; without, CUPTI stays attached for the counter step
+  // (prof/counter_step.h), whose range profiler cannot initialise in a
+  // process that has detached it (CUPTI_ERROR_NOT_INITIALIZED on an H200).
+  GpuActivity finish(bool detach = true);
 
   struct State;
 

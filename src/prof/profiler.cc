@@ -134,7 +134,8 @@ void Profiler::stop_collecting() {
   stop_recording();
   if (collector_ && !collected_) {
     collected_ = true;
-    activity_ = collector_->finish();
+    // The counter step's range profiler needs CUPTI still attached.
+    activity_ = collector_->finish(/*detach=*/!counter_step_.wanted());
   }
 }
 

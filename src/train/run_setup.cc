@@ -58,6 +58,15 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
                                  "forward, and this run's attention is ") +
                      impl_name(opts.plan.ops.attention) + " (add --attention flash)");
   }
+  // The range profiler replays each kernel alone (KernelReplay), which a
+  // CUDA graph's kernels are not: on an H200 the counter step of a captured
+  // step saw one range per graph launch, and at 8 layers it failed with an
+  // illegal instruction.
+  if (opts.profile_counters && opts.plan.captured()) {
+    throw UsageError(
+        "--profile-counters: the counters replay each kernel alone, which the kernels of a CUDA "
+        "graph cannot be (add --disable-cuda-graphs: the same kernels, launched eagerly)");
+  }
   if (opts.parallel.enabled) {
     if (device != DeviceKind::Cuda) {
       throw UsageError("--gpus: data parallel runs on CUDA devices (not --device cpu)");
