@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/errors.h"
 #include "gpu_test_util.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
@@ -86,18 +87,18 @@ TEST_F(GpuCounters, EagerCounterStepMatchesTheProfiledKernelsAndIsNoBaselineStep
   std::filesystem::remove_all(dir);
 }
 
-TEST_F(GpuCounters, GraphRunEitherMatchesOrSaysWhyNot) {
+// Kernel replay inside a CUDA graph failed on an H200 (an illegal
+// instruction at 8 layers, one range per graph launch at 2): a plan that
+// captures its step is refused before anything runs, with the flag to add.
+TEST_F(GpuCounters, ACapturedStepIsRefusedBeforeAnythingRuns) {
   const auto dir = fresh_dir("v2");
-  train(tiny_counted_run("v2", dir), nullptr);
-  const nlohmann::json c = summary_of(dir)["counters"];
-  if (!c["available"].get<bool>()) GTEST_SKIP() << c["note"];
-  if (c["matched"].get<bool>()) {
-    EXPECT_GT(c["step"]["dram_bytes"].get<double>(), 0.0);
-  } else {
-    EXPECT_FALSE(c["note"].get<std::string>().empty());
-    EXPECT_TRUE(c["top_kernels"].empty());
+  try {
+    tiny_counted_run("v2", dir);
+    FAIL() << "v2 captures its step: --profile-counters must be refused";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--disable-cuda-graphs"), std::string::npos) << e.what();
   }
-  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(std::filesystem::exists(dir / "summary.json"));
 }
 
 }  // namespace
