@@ -24,6 +24,115 @@ struct MmaFwd {
   static constexpr std::size_t smem = static_cast<std::size_t>(BQ + 2 * BK) * LDS * sizeof(T);
 };
 
+// This warp's 16 rows of Q, from shared memory to the A fragments of the
+// Q K^T products.
+template <typename T, int HD, int LDS>
+__device__ __forceinline__ void load_q_fragments(unsigned (&qf)[HD / 16][4], const T* s_qw,
+                                                 int lane) {
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    ldmatrix_x4(qf[kk], s_qw + a_row(lane) * LDS + kk * 16 + a_col(lane));
+  }
+}
+
+// Mainloop: this warp's 16 rows of S = Q K^T over one key tile, Q from its
+// fragments, K from shared memory.
+template <typename T, int HD, int BK, int LDS>
+__device__ __forceinline__ void score_tile(float (&s)[BK / 8][4], const unsigned (&qf)[HD / 16][4],
+                                           const T* s_k, int lane) {
+  zero(s);
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+#pragma unroll
+    for (int nn = 0; nn < BK / 16; ++nn) {
+      unsigned kb[4];
+      ldmatrix_x4(kb, s_k + (nn * 16 + bnk_row(lane)) * LDS + kk * 16 + bnk_col(lane));
+      mma16816<T>(s[2 * nn], qf[kk], kb[0], kb[1]);
+      mma16816<T>(s[2 * nn + 1], qf[kk], kb[2], kb[3]);
+    }
+  }
+}
+
+// Softmax: the online softmax over one score tile (exp2 domain, the causal
+// mask where the tile crosses the diagonal), leaving P = exp2(S - max) in s
+// and the output so far rescaled to the new max; m0, m1 the rows' running
+// max, l0, l1 this thread's partial sums. Its own summation order (one
+// element at a time), not online_softmax.cuh's (pairs), keeps the bits.
+template <int HD, int BK>
+__device__ __forceinline__ void softmax_tile_mma(float (&s)[BK / 8][4], float (&o)[HD / 8][4],
+                                                 float& m0, float& m1, float& l0, float& l1,
+                                                 float scale_log2, bool diag, int k0, int row0,
+                                                 int row1, int t) {
+  float mx0 = m0, mx1 = m1;
+#pragma unroll
+  for (int nt = 0; nt < BK / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = k0 + nt * 8 + 2 * t + e;
+      float x0 = s[nt][e] * scale_log2;
+      float x1 = s[nt][2 + e] * scale_log2;
+      if (diag) {
+        if (col > row0) x0 = -INFINITY;
+        if (col > row1) x1 = -INFINITY;
+      }
+      s[nt][e] = x0;
+      s[nt][2 + e] = x1;
+      mx0 = fmaxf(mx0, x0);
+      mx1 = fmaxf(mx1, x1);
+    }
+  }
+  mx0 = quad_max(mx0);
+  mx1 = quad_max(mx1);
+  const float alpha0 = exp2f(m0 - mx0);
+  const float alpha1 = exp2f(m1 - mx1);
+  m0 = mx0;
+  m1 = mx1;
+  float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < BK / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      s[nt][e] = exp2f(s[nt][e] - mx0);
+      s[nt][2 + e] = exp2f(s[nt][2 + e] - mx1);
+      rs0 += s[nt][e];
+      rs1 += s[nt][2 + e];
+    }
+  }
+  l0 = l0 * alpha0 + rs0;  // per-thread partial sums; the quad is summed at the end
+  l1 = l1 * alpha1 + rs1;
+#pragma unroll
+  for (int dt = 0; dt < HD / 8; ++dt) {
+    o[dt][0] *= alpha0;
+    o[dt][1] *= alpha0;
+    o[dt][2] *= alpha1;
+    o[dt][3] *= alpha1;
+  }
+}
+
+// Epilogue: O = acc / l, staged through this warp's rows of s_q, to global
+// memory, and lse = log(sum exp) per row.
+template <typename T, int HD, int LDS, typename Block>
+__device__ __forceinline__ void store_output(const FwdArgs& a, const Block& blk, T* s_q,
+                                             const float (&o)[HD / 8][4], float m0, float m1,
+                                             float l0, float l1, int warp, int lane, int t,
+                                             int row0, int row1) {
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+  // Each warp stages through its own rows of s_q, which only it has read.
+  __syncwarp();
+  T* s_o = s_q + warp * 16 * LDS;
+  stage_acc<T, HD>(s_o, o, 1.f / l0, 1.f / l1, lane);
+  __syncwarp();
+  T* go = static_cast<T*>(a.out) + (blk.tok0 + blk.q0 + warp * 16) * a.ldo +
+          static_cast<std::int64_t>(blk.h) * HD;
+  store_warp_rows<T, HD, LDS>(go, a.ldo, s_o, blk.q_end - (blk.q0 + warp * 16), a.vec, lane);
+  if (t == 0) {
+    float* lrow = a.lse + bh_row(blk.b, a.heads, blk.h) * a.ld_lse;
+    if (row0 < a.seq) lrow[row0] = lse_from_exp2(m0, l0);
+    if (row1 < a.seq) lrow[row1] = lse_from_exp2(m1, l1);
+  }
+}
+
 // Grid (query tiles, H, B), the longest (last) query tiles first. K and V of
 // a tile are loaded in two cp.async groups so that V arrives while Q K^T and
 // the softmax run, and the next K while P V runs.
@@ -70,11 +179,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
 
   // Q stays in registers for the whole key loop.
   unsigned qf[HD / 16][4];
-  const T* s_qw = s_q + warp * 16 * LDS;
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    ldmatrix_x4(qf[kk], s_qw + a_row(lane) * LDS + kk * 16 + a_col(lane));
-  }
+  load_q_fragments<T, HD, LDS>(qf, s_q + warp * 16 * LDS, lane);
 
   float o[HD / 8][4];
   zero(o);
@@ -96,65 +201,12 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
     cp_async_commit();
 
     float s[BK / 8][4];
-    zero(s);
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-#pragma unroll
-      for (int nn = 0; nn < BK / 16; ++nn) {
-        unsigned kb[4];
-        ldmatrix_x4(kb, s_k + (nn * 16 + bnk_row(lane)) * LDS + kk * 16 + bnk_col(lane));
-        mma16816<T>(s[2 * nn], qf[kk], kb[0], kb[1]);
-        mma16816<T>(s[2 * nn + 1], qf[kk], kb[2], kb[3]);
-      }
-    }
+    score_tile<T, HD, BK, LDS>(s, qf, s_k, lane);
 
-    // Online softmax over this tile (exp2 domain). Every row has key 0
-    // unmasked in the first tile, so the running max is finite from then on.
+    // Every row has key 0 unmasked in the first tile, so the running max is
+    // finite from then on.
     const bool diag = k0 + BK - 1 > blk.q0;
-    float mx0 = m0, mx1 = m1;
-#pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = k0 + nt * 8 + 2 * t + e;
-        float x0 = s[nt][e] * a.scale_log2;
-        float x1 = s[nt][2 + e] * a.scale_log2;
-        if (diag) {
-          if (col > row0) x0 = -INFINITY;
-          if (col > row1) x1 = -INFINITY;
-        }
-        s[nt][e] = x0;
-        s[nt][2 + e] = x1;
-        mx0 = fmaxf(mx0, x0);
-        mx1 = fmaxf(mx1, x1);
-      }
-    }
-    mx0 = quad_max(mx0);
-    mx1 = quad_max(mx1);
-    const float alpha0 = exp2f(m0 - mx0);
-    const float alpha1 = exp2f(m1 - mx1);
-    m0 = mx0;
-    m1 = mx1;
-    float rs0 = 0.f, rs1 = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        s[nt][e] = exp2f(s[nt][e] - mx0);
-        s[nt][2 + e] = exp2f(s[nt][2 + e] - mx1);
-        rs0 += s[nt][e];
-        rs1 += s[nt][2 + e];
-      }
-    }
-    l0 = l0 * alpha0 + rs0;  // per-thread partial sums; the quad is summed at the end
-    l1 = l1 * alpha1 + rs1;
-#pragma unroll
-    for (int dt = 0; dt < HD / 8; ++dt) {
-      o[dt][0] *= alpha0;
-      o[dt][1] *= alpha0;
-      o[dt][2] *= alpha1;
-      o[dt][3] *= alpha1;
-    }
+    softmax_tile_mma<HD, BK>(s, o, m0, m1, l0, l1, a.scale_log2, diag, k0, row0, row1, t);
 
     cp_async_wait<0>();
     __syncthreads();  // V[kt] landed; every warp is done with K[kt]
@@ -166,21 +218,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 128, 128))
     mma_pb<T, HD, BK>(o, s, s_v, lane);
   }
 
-  l0 = quad_sum(l0);
-  l1 = quad_sum(l1);
-  // Each warp stages through its own rows of s_q, which only it has read.
-  __syncwarp();
-  T* s_o = s_q + warp * 16 * LDS;
-  stage_acc<T, HD>(s_o, o, 1.f / l0, 1.f / l1, lane);
-  __syncwarp();
-  T* go = static_cast<T*>(a.out) + (blk.tok0 + blk.q0 + warp * 16) * a.ldo +
-          static_cast<std::int64_t>(blk.h) * HD;
-  store_warp_rows<T, HD, LDS>(go, a.ldo, s_o, blk.q_end - (blk.q0 + warp * 16), a.vec, lane);
-  if (t == 0) {
-    float* lrow = a.lse + bh_row(blk.b, a.heads, blk.h) * a.ld_lse;
-    if (row0 < a.seq) lrow[row0] = lse_from_exp2(m0, l0);
-    if (row1 < a.seq) lrow[row1] = lse_from_exp2(m1, l1);
-  }
+  store_output<T, HD, LDS>(a, blk, s_q, o, m0, m1, l0, l1, warp, lane, t, row0, row1);
 }
 
 }  // namespace
