@@ -171,6 +171,61 @@ struct MmaDq {
   static constexpr std::size_t smem = static_cast<std::size_t>(2 * BQ + 4 * BK) * LDS * sizeof(T);
 };
 
+// dS = P (dP - D) in place of S, with P = exp2(S scale - lse) under the
+// causal mask: one key tile of this warp's rows (g and g + 8 of its 16).
+template <int BK>
+__device__ __forceinline__ void scores_to_ds(float (&s)[BK / 8][4], const float (&dp)[BK / 8][4],
+                                             float scale_log2, float lse2_0, float lse2_1, float d0,
+                                             float d1, bool diag, int k0, int row0, int row1,
+                                             int t) {
+#pragma unroll
+  for (int nt = 0; nt < BK / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = k0 + nt * 8 + 2 * t + e;
+      float p0 = exp2f(fmaf(s[nt][e], scale_log2, -lse2_0));
+      float p1 = exp2f(fmaf(s[nt][2 + e], scale_log2, -lse2_1));
+      if (diag) {
+        if (col > row0) p0 = 0.f;
+        if (col > row1) p1 = 0.f;
+      }
+      s[nt][e] = p0 * (dp[nt][e] - d0);  // dS, in place of S
+      s[nt][2 + e] = p1 * (dp[nt][2 + e] - d1);
+    }
+  }
+}
+
+// Epilogue: dQ (RoPE's inverse rotation where fused, the softmax scale)
+// staged through the warp's own rows of s_q, read only by it, to global.
+template <typename T, int HD, int LDS, typename Block>
+__device__ __forceinline__ void store_dq(const BwdArgs& a, const Block& blk, T* s_dq,
+                                         float (&dq)[HD / 8][4], int warp, int lane, int t,
+                                         int row0) {
+  rope_unrotate_acc<HD>(dq, a.rope, row0, a.seq, t);
+  stage_acc<T, HD>(s_dq, dq, a.scale, a.scale, lane);
+  __syncwarp();
+  store_warp_rows<T, HD, LDS>(static_cast<T*>(a.dq) + (blk.tok0 + blk.q0 + warp * 16) * a.ld_dq +
+                                  static_cast<std::int64_t>(blk.h) * HD,
+                              a.ld_dq, s_dq, blk.q_end - (blk.q0 + warp * 16), a.vec, lane);
+}
+
+// The dQ block's first tiles: its Q and dO rows, and the first K and V tiles
+// (one cp.async group, committed by the caller).
+template <typename T, int HD, int BQ, int BK, int LDS, typename Block>
+__device__ __forceinline__ void load_dq_tiles(const BwdArgs& a, const Block& blk, T* s_q, T* s_do,
+                                              T* s_k, T* s_v, const T* gk, const T* gv) {
+  load_tile<T, BQ, HD, LDS>(s_q,
+                            static_cast<const T*>(a.q) + (blk.tok0 + blk.q0) * a.ldq +
+                                static_cast<std::int64_t>(blk.h) * HD,
+                            a.ldq, blk.q_end - blk.q0, a.vec);
+  load_tile<T, BQ, HD, LDS>(s_do,
+                            static_cast<const T*>(a.dout) + (blk.tok0 + blk.q0) * a.ld_dout +
+                                static_cast<std::int64_t>(blk.h) * HD,
+                            a.ld_dout, blk.q_end - blk.q0, a.vec);
+  load_tile<T, BK, HD, LDS>(s_k, gk, a.ldk, min(BK, a.seq), a.vec);
+  load_tile<T, BK, HD, LDS>(s_v, gv, a.ldv, min(BK, a.seq), a.vec);
+}
+
 // Grid (query tiles, H, B), longest first. Q and dO stay in shared memory;
 // K and V are double-buffered. Warp w owns query rows q0 + 16w .. +15:
 //   S = Q K^T, P = exp2(S - lse), dP = dO V^T, dS = P (dP - D), dQ += dS K.
@@ -198,16 +253,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
   const T* gv =
       static_cast<const T*>(a.v) + blk.tok0 * a.ldv + static_cast<std::int64_t>(blk.kvh) * HD;
 
-  load_tile<T, BQ, HD, LDS>(s_q,
-                            static_cast<const T*>(a.q) + (blk.tok0 + blk.q0) * a.ldq +
-                                static_cast<std::int64_t>(blk.h) * HD,
-                            a.ldq, blk.q_end - blk.q0, a.vec);
-  load_tile<T, BQ, HD, LDS>(s_do,
-                            static_cast<const T*>(a.dout) + (blk.tok0 + blk.q0) * a.ld_dout +
-                                static_cast<std::int64_t>(blk.h) * HD,
-                            a.ld_dout, blk.q_end - blk.q0, a.vec);
-  load_tile<T, BK, HD, LDS>(s_k, gk, a.ldk, min(BK, a.seq), a.vec);
-  load_tile<T, BK, HD, LDS>(s_v, gv, a.ldv, min(BK, a.seq), a.vec);
+  load_dq_tiles<T, HD, BQ, BK, LDS>(a, blk, s_q, s_do, s_k, s_v, gk, gv);
   cp_async_commit();
 
   const int row0 = blk.q0 + warp * 16 + g;
@@ -252,32 +298,12 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 255, 168, 128))
     mma_abt<T, HD, BK>(dp, s_dow, cv, lane);
 
     const bool diag = k0 + BK - 1 > blk.q0;
-#pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = k0 + nt * 8 + 2 * t + e;
-        float p0 = exp2f(fmaf(s[nt][e], a.scale_log2, -lse2_0));
-        float p1 = exp2f(fmaf(s[nt][2 + e], a.scale_log2, -lse2_1));
-        if (diag) {
-          if (col > row0) p0 = 0.f;
-          if (col > row1) p1 = 0.f;
-        }
-        s[nt][e] = p0 * (dp[nt][e] - d0);  // dS, in place of S
-        s[nt][2 + e] = p1 * (dp[nt][2 + e] - d1);
-      }
-    }
+    scores_to_ds<BK>(s, dp, a.scale_log2, lse2_0, lse2_1, d0, d1, diag, k0, row0, row1, t);
     mma_pb<T, HD, BK>(dq, s, ck, lane);
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
 
-  T* s_dq = s_q + warp * 16 * LDS;  // the warp's own rows, read only by it
-  rope_unrotate_acc<HD>(dq, a.rope, row0, a.seq, t);
-  stage_acc<T, HD>(s_dq, dq, a.scale, a.scale, lane);
-  __syncwarp();
-  store_warp_rows<T, HD, LDS>(static_cast<T*>(a.dq) + (blk.tok0 + blk.q0 + warp * 16) * a.ld_dq +
-                                  static_cast<std::int64_t>(blk.h) * HD,
-                              a.ld_dq, s_dq, blk.q_end - (blk.q0 + warp * 16), a.vec, lane);
+  store_dq<T, HD, LDS>(a, blk, s_q + warp * 16 * LDS, dq, warp, lane, t, row0);
 }
 
 }  // namespace
