@@ -30,6 +30,29 @@ struct MmaDkdv {
       static_cast<std::size_t>(2 * BK + 4 * BQ) * LDS * sizeof(T) + 4 * BQ * sizeof(float);
 };
 
+// Epilogue: dK (RoPE's inverse rotation where fused, the softmax scale) and
+// dV to global memory.
+template <typename T, int HD, int LDS, typename Block>
+__device__ __forceinline__ void store_dkdv(const BwdArgs& a, const Block& blk, T* s_k, T* s_v,
+                                           float (&dk)[HD / 8][4], float (&dv)[HD / 8][4], int warp,
+                                           int lane, int t, int key0) {
+  // Each warp stages through its own rows of s_k / s_v, which only it has read.
+  T* s_dk = s_k + warp * 16 * LDS;
+  T* s_dv = s_v + warp * 16 * LDS;
+  rope_unrotate_acc<HD>(dk, a.rope, key0, a.seq, t);
+  stage_acc<T, HD>(s_dk, dk, a.scale, a.scale, lane);
+  stage_acc<T, HD>(s_dv, dv, 1.f, 1.f, lane);
+  __syncwarp();
+  const std::int64_t row = blk.tok0 + blk.k0 + warp * 16;
+  const int valid = blk.k_valid - warp * 16;
+  store_warp_rows<T, HD, LDS>(
+      static_cast<T*>(a.dk) + row * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
+      s_dk, valid, a.vec, lane);
+  store_warp_rows<T, HD, LDS>(
+      static_cast<T*>(a.dv) + row * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
+      s_dv, valid, a.vec, lane);
+}
+
 // Grid (key tiles, K, B), the first key tiles (most queries) first. Loops
 // over the group's query heads and the query tiles at or after the key tile,
 // with Q, dO, lse and D double-buffered. Warp w owns keys k0 + 16w .. +15:
@@ -148,21 +171,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
     __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
 
-  // Each warp stages through its own rows of s_k / s_v, which only it has read.
-  T* s_dk = s_k + warp * 16 * LDS;
-  T* s_dv = s_v + warp * 16 * LDS;
-  rope_unrotate_acc<HD>(dk, a.rope, key0, a.seq, t);
-  stage_acc<T, HD>(s_dk, dk, a.scale, a.scale, lane);
-  stage_acc<T, HD>(s_dv, dv, 1.f, 1.f, lane);
-  __syncwarp();
-  const std::int64_t row = blk.tok0 + blk.k0 + warp * 16;
-  const int valid = blk.k_valid - warp * 16;
-  store_warp_rows<T, HD, LDS>(
-      static_cast<T*>(a.dk) + row * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
-      s_dk, valid, a.vec, lane);
-  store_warp_rows<T, HD, LDS>(
-      static_cast<T*>(a.dv) + row * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
-      s_dv, valid, a.vec, lane);
+  store_dkdv<T, HD, LDS>(a, blk, s_k, s_v, dk, dv, warp, lane, t, key0);
 }
 
 template <typename T, int HD>
