@@ -26,6 +26,67 @@ struct F32Fwd {
       (static_cast<std::size_t>(BQ + 2 * BK) * LDS + BQ * LDP) * sizeof(float);
 };
 
+// Softmax: the online softmax over one score tile (exp2 domain, the causal
+// mask where the tile crosses the diagonal): P = exp2(S - max) into s_p for
+// the P V product, the running max and sum updated, the output so far
+// rescaled.
+template <int RM, int CN, int OC, int LDP>
+__device__ __forceinline__ void softmax_tile_f32(float (&s)[RM][CN], float (&o)[RM][OC],
+                                                 float (&m)[RM], float (&l)[RM], float* s_p,
+                                                 float scale_log2, bool diag, int k0, int q0,
+                                                 int rg, int cg) {
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int row = q0 + rg * RM + i;
+    float mx = m[i];
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+      float x = s[i][c] * scale_log2;
+      if (diag && k0 + cg + 16 * c > row) x = -INFINITY;
+      s[i][c] = x;
+      mx = fmaxf(mx, x);
+    }
+    mx = half_warp_max(mx);  // finite: key 0 is never masked
+    const float alpha = exp2f(m[i] - mx);
+    m[i] = mx;
+    float rs = 0.f;
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+      const float p = exp2f(s[i][c] - mx);
+      s_p[(rg * RM + i) * LDP + cg + 16 * c] = p;
+      rs += p;
+    }
+    l[i] = l[i] * alpha + rs;
+#pragma unroll
+    for (int n = 0; n < OC; ++n) o[i][n] *= alpha;
+  }
+}
+
+// Epilogue: O = acc / l to global memory (the row sums over the half-warp
+// first) and lse = log(sum exp) per row.
+template <int HD, int RM, int OC, typename Block>
+__device__ __forceinline__ void store_output_f32(const FwdArgs& a, const Block& blk,
+                                                 const float (&o)[RM][OC], const float (&m)[RM],
+                                                 float (&l)[RM], int rg, int cg) {
+  float inv[RM];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    l[i] = half_warp_sum(l[i]);
+    inv[i] = 1.f / l[i];
+  }
+  f32_store_rows<RM, HD>(static_cast<float*>(a.out) + (blk.tok0 + blk.q0) * a.ldo +
+                             static_cast<std::int64_t>(blk.h) * HD,
+                         a.ldo, o, inv, rg, cg, blk.q_end - blk.q0, a.vec);
+  if (cg == 0) {
+    float* lrow = a.lse + bh_row(blk.b, a.heads, blk.h) * a.ld_lse;
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const int row = blk.q0 + rg * RM + i;
+      if (row < a.seq) lrow[row] = lse_from_exp2(m[i], l[i]);
+    }
+  }
+}
+
 // ROPE: a.rope is set (rope_tiles.cuh); a template argument, so that the
 // kernel without it compiles as if it did not exist.
 template <int HD, bool ROPE>
@@ -90,53 +151,50 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_f32_kernel(const FwdA
     f32_abt<RM, CN, HD>(s, s_q, s_k, rg, cg);
 
     const bool diag = k0 + BK - 1 > blk.q0;
-#pragma unroll
-    for (int i = 0; i < RM; ++i) {
-      const int row = blk.q0 + rg * RM + i;
-      float mx = m[i];
-#pragma unroll
-      for (int c = 0; c < CN; ++c) {
-        float x = s[i][c] * a.scale_log2;
-        if (diag && k0 + cg + 16 * c > row) x = -INFINITY;
-        s[i][c] = x;
-        mx = fmaxf(mx, x);
-      }
-      mx = half_warp_max(mx);  // finite: key 0 is never masked
-      const float alpha = exp2f(m[i] - mx);
-      m[i] = mx;
-      float rs = 0.f;
-#pragma unroll
-      for (int c = 0; c < CN; ++c) {
-        const float p = exp2f(s[i][c] - mx);
-        s_p[(rg * RM + i) * LDP + cg + 16 * c] = p;
-        rs += p;
-      }
-      l[i] = l[i] * alpha + rs;
-#pragma unroll
-      for (int n = 0; n < OC; ++n) o[i][n] *= alpha;
-    }
+    softmax_tile_f32<RM, CN, OC, LDP>(s, o, m, l, s_p, a.scale_log2, diag, k0, blk.q0, rg, cg);
     __syncthreads();
     f32_pb<RM, HD, BK, LDP>(o, s_p, s_v, rg, cg);
     __syncthreads();  // K, V and P are overwritten by the next tile
   }
 
-  float inv[RM];
+  store_output_f32<HD, RM, OC>(a, blk, o, m, l, rg, cg);
+}
+
+// Epilogue: dK (RoPE's inverse rotation where fused, the softmax scale) and
+// dV to global memory.
+template <int HD, int RM, int OC, typename Block>
+__device__ __forceinline__ void store_dkdv_f32(const BwdArgs& a, const Block& blk,
+                                               float (&dk)[RM][OC], float (&dv)[RM][OC], int rg,
+                                               int cg) {
+  rope_unrotate_f32<RM, HD, F32Tile<HD>::W, OC>(dk, a.rope, blk.k0 + rg * RM, a.seq, cg);
+  const std::int64_t row0 = blk.tok0 + blk.k0;
+  float fk[RM], fv[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
-    l[i] = half_warp_sum(l[i]);
-    inv[i] = 1.f / l[i];
+    fk[i] = a.scale;
+    fv[i] = 1.f;
   }
-  f32_store_rows<RM, HD>(static_cast<float*>(a.out) + (blk.tok0 + blk.q0) * a.ldo +
-                             static_cast<std::int64_t>(blk.h) * HD,
-                         a.ldo, o, inv, rg, cg, blk.q_end - blk.q0, a.vec);
-  if (cg == 0) {
-    float* lrow = a.lse + bh_row(blk.b, a.heads, blk.h) * a.ld_lse;
-#pragma unroll
-    for (int i = 0; i < RM; ++i) {
-      const int row = blk.q0 + rg * RM + i;
-      if (row < a.seq) lrow[row] = lse_from_exp2(m[i], l[i]);
-    }
-  }
+  f32_store_rows<RM, HD>(
+      static_cast<float*>(a.dk) + row0 * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
+      dk, fk, rg, cg, blk.k_valid, a.vec);
+  f32_store_rows<RM, HD>(
+      static_cast<float*>(a.dv) + row0 * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
+      dv, fv, rg, cg, blk.k_valid, a.vec);
+}
+
+// The dK/dV block's key tile: its K and V rows (cp.async, committed with the
+// first query tile's loads).
+template <int HD, int BK, int LDS, typename Block>
+__device__ __forceinline__ void load_key_tiles_f32(const BwdArgs& a, const Block& blk, float* s_k,
+                                                   float* s_v) {
+  load_tile<float, BK, HD, LDS>(s_k,
+                                static_cast<const float*>(a.k) + (blk.tok0 + blk.k0) * a.ldk +
+                                    static_cast<std::int64_t>(blk.kvh) * HD,
+                                a.ldk, blk.k_valid, a.vec);
+  load_tile<float, BK, HD, LDS>(s_v,
+                                static_cast<const float*>(a.v) + (blk.tok0 + blk.k0) * a.ldv +
+                                    static_cast<std::int64_t>(blk.kvh) * HD,
+                                a.ldv, blk.k_valid, a.vec);
 }
 
 template <int HD>
@@ -171,14 +229,7 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
   const int cg = tid & 15;
   const KeyTileBlock<BK, BQ> blk(a);
 
-  load_tile<float, BK, HD, LDS>(s_k,
-                                static_cast<const float*>(a.k) + (blk.tok0 + blk.k0) * a.ldk +
-                                    static_cast<std::int64_t>(blk.kvh) * HD,
-                                a.ldk, blk.k_valid, a.vec);
-  load_tile<float, BK, HD, LDS>(s_v,
-                                static_cast<const float*>(a.v) + (blk.tok0 + blk.k0) * a.ldv +
-                                    static_cast<std::int64_t>(blk.kvh) * HD,
-                                a.ldv, blk.k_valid, a.vec);
+  load_key_tiles_f32<HD, BK, LDS>(a, blk, s_k, s_v);
 
   float dk[RM][OC], dv[RM][OC];
   zero(dk);
@@ -233,20 +284,21 @@ __global__ void __maxnreg__(flash_reg_budget(HD, 200, 168, 128))
     __syncthreads();  // Q, dO, lse, D, P and dS are overwritten by the next tile
   }
 
-  rope_unrotate_f32<RM, HD, F32Tile<HD>::W, OC>(dk, a.rope, blk.k0 + rg * RM, a.seq, cg);
-  const std::int64_t row0 = blk.tok0 + blk.k0;
-  float fk[RM], fv[RM];
+  store_dkdv_f32<HD, RM, OC>(a, blk, dk, dv, rg, cg);
+}
+
+// Epilogue: dQ (RoPE's inverse rotation where fused, the softmax scale) to
+// global memory.
+template <int HD, int RM, int OC, typename Block>
+__device__ __forceinline__ void store_dq_f32(const BwdArgs& a, const Block& blk,
+                                             float (&dq)[RM][OC], int rg, int cg) {
+  rope_unrotate_f32<RM, HD, F32Tile<HD>::W, OC>(dq, a.rope, blk.q0 + rg * RM, a.seq, cg);
+  float f[RM];
 #pragma unroll
-  for (int i = 0; i < RM; ++i) {
-    fk[i] = a.scale;
-    fv[i] = 1.f;
-  }
-  f32_store_rows<RM, HD>(
-      static_cast<float*>(a.dk) + row0 * a.ld_dk + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dk,
-      dk, fk, rg, cg, blk.k_valid, a.vec);
-  f32_store_rows<RM, HD>(
-      static_cast<float*>(a.dv) + row0 * a.ld_dv + static_cast<std::int64_t>(blk.kvh) * HD, a.ld_dv,
-      dv, fv, rg, cg, blk.k_valid, a.vec);
+  for (int i = 0; i < RM; ++i) f[i] = a.scale;
+  f32_store_rows<RM, HD>(static_cast<float*>(a.dq) + (blk.tok0 + blk.q0) * a.ld_dq +
+                             static_cast<std::int64_t>(blk.h) * HD,
+                         a.ld_dq, dq, f, rg, cg, blk.q_end - blk.q0, a.vec);
 }
 
 template <int HD>
@@ -335,13 +387,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_f32_kernel(const B
     __syncthreads();  // K, V and dS are overwritten by the next tile
   }
 
-  rope_unrotate_f32<RM, HD, F32Tile<HD>::W, OC>(dq, a.rope, blk.q0 + rg * RM, a.seq, cg);
-  float f[RM];
-#pragma unroll
-  for (int i = 0; i < RM; ++i) f[i] = a.scale;
-  f32_store_rows<RM, HD>(static_cast<float*>(a.dq) + (blk.tok0 + blk.q0) * a.ld_dq +
-                             static_cast<std::int64_t>(blk.h) * HD,
-                         a.ld_dq, dq, f, rg, cg, blk.q_end - blk.q0, a.vec);
+  store_dq_f32<HD, RM, OC>(a, blk, dq, rg, cg);
 }
 
 }  // namespace
