@@ -17,6 +17,28 @@ namespace {
 constexpr int kMaxHeadDim = 256;
 constexpr int kWarps = 4;
 
+// The block's partial over its warps' rows: each warp's output and sum
+// rescaled to the block's max, into the scratch slot.
+__device__ __forceinline__ void write_block_partial(const float (&warp_m)[kWarps],
+                                                    const float (&warp_l)[kWarps],
+                                                    const float (&warp_o)[kWarps][kMaxHeadDim],
+                                                    int head_dim, std::int64_t slot, float* part_o,
+                                                    float* part_ml) {
+  float block_m = -INFINITY;  // finite: warp 0 had row `start`
+  for (int w = 0; w < kWarps; ++w) block_m = fmaxf(block_m, warp_m[w]);
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float sum = 0.f;
+    for (int w = 0; w < kWarps; ++w) sum += warp_o[w][d] * expf(warp_m[w] - block_m);
+    part_o[slot * head_dim + d] = sum;
+  }
+  if (threadIdx.x == 0) {
+    float sum = 0.f;
+    for (int w = 0; w < kWarps; ++w) sum += warp_l[w] * expf(warp_m[w] - block_m);
+    part_ml[2 * slot] = block_m;
+    part_ml[2 * slot + 1] = sum;
+  }
+}
+
 // Per (split, head, query): the chunk's unnormalised output (sum p_j v_j
 // with p_j = exp(s_j - m)) and its max m and sum l, into the scratch.
 template <typename T, int kDimsPerLane>
@@ -92,20 +114,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (d < head_dim) warp_o[warp][d] = o[i];
   }
   __syncthreads();
-  float block_m = -INFINITY;  // finite: warp 0 had row `start`
-  for (int w = 0; w < kWarps; ++w) block_m = fmaxf(block_m, warp_m[w]);
-  const std::int64_t slot = (static_cast<std::int64_t>(t) * heads + h) * splits + split;
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float sum = 0.f;
-    for (int w = 0; w < kWarps; ++w) sum += warp_o[w][d] * expf(warp_m[w] - block_m);
-    part_o[slot * head_dim + d] = sum;
-  }
-  if (threadIdx.x == 0) {
-    float sum = 0.f;
-    for (int w = 0; w < kWarps; ++w) sum += warp_l[w] * expf(warp_m[w] - block_m);
-    part_ml[2 * slot] = block_m;
-    part_ml[2 * slot + 1] = sum;
-  }
+  write_block_partial(warp_m, warp_l, warp_o, head_dim,
+                      (static_cast<std::int64_t>(t) * heads + h) * splits + split, part_o, part_ml);
 }
 
 // Per (head, query): the chunks that hold rows, rescaled to a common max
