@@ -48,13 +48,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto a_tile = [&](int s) { return smem + s * kStageBytes; };
   auto b_tile = [&](int s) { return smem + s * kStageBytes + kATileBytes; };
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      arch::mbar_init(&full[s], 1);
-      arch::mbar_init(&empty[s], 1);
-    }
-    arch::mbar_init_fence();
-  }
+  if (tid == 0) init_stage_barriers<kStages>(full, empty, 1);
   __syncthreads();
   pdl_wait_previous();  // first read of global memory: PDL (device/cuda_launch.cuh)
   pdl_allow_next();

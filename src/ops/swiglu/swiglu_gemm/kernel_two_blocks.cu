@@ -32,13 +32,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int wg = tid >> 7;
   const TileIndex tile = tile_of(static_cast<int>(blockIdx.x), tiles_m(a), tiles_n(E, a));
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      arch::mbar_init(&full[s], 1);
-      arch::mbar_init(&empty[s], 2);
-    }
-    arch::mbar_init_fence();
-  }
+  if (tid == 0) init_stage_barriers<kStages>(full, empty, 2);
   __syncthreads();
   pdl_wait_previous();  // first read of global memory: PDL (device/cuda_launch.cuh)
   pdl_allow_next();

@@ -90,6 +90,18 @@ __host__ __device__ inline int tiles_total(Epi e, const EpiArgs& a) {
 }
 
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
+// The stages' barriers, by thread 0, before anything waits on them: `full`
+// completes on the stage's TMA bytes, `empty` on `consumers` arrivals.
+template <int Stages>
+__device__ __forceinline__ void init_stage_barriers(std::uint64_t* full, std::uint64_t* empty,
+                                                    int consumers) {
+  for (int s = 0; s < Stages; ++s) {
+    arch::mbar_init(&full[s], 1);
+    arch::mbar_init(&empty[s], consumers);
+  }
+  arch::mbar_init_fence();
+}
+
 // Starts k step kt of tile (tm, tn) into the stage at a_tile / b_tile,
 // completing `bar`'s kStageBytes.
 template <Epi E>
