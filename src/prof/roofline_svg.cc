@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "prof/svg_text.h"
 
@@ -94,6 +96,49 @@ void point(std::ostringstream& s, const RooflineAxes& a, const RooflinePoint& p,
     << "</title></circle>\n";
 }
 
+// Op labels beside their points, each where it overlaps no label placed
+// before it (right, left, above or below the point), or left out: in a
+// cluster of GEMMs the names would otherwise print over each other.
+struct LabelPlacer {
+  struct Box {
+    double x0, y0, x1, y1;
+  };
+  std::vector<Box> boxes;
+  int left_out = 0;
+
+  static constexpr double kCharWidth = 5.0;  // 9 px sans-serif, on average
+  static constexpr double kTextHeight = 9.0;
+
+  bool free(const Box& b) const {
+    return std::none_of(boxes.begin(), boxes.end(), [&](const Box& o) {
+      return b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1;
+    });
+  }
+
+  void place(std::ostringstream& s, double x, double y, const std::string& name) {
+    const double w = kCharWidth * static_cast<double>(name.size());
+    struct Spot {
+      double x, y;  // the text's anchor (its baseline's start, or end)
+      bool end;     // text-anchor end: the text runs left of x
+    };
+    const Spot spots[] = {{x + 7, y + 4, false},
+                          {x - 7, y + 4, true},
+                          {x - w / 2, y - 8, false},
+                          {x - w / 2, y + 15, false}};
+    for (const Spot& spot : spots) {
+      const double x0 = spot.end ? spot.x - w : spot.x;
+      const Box b{x0, spot.y - kTextHeight, x0 + w, spot.y + 2};
+      if (!free(b)) continue;
+      boxes.push_back(b);
+      s << "<text x=\"" << num(spot.x) << "\" y=\"" << num(spot.y)
+        << "\" font-size=\"9\" fill=\"#333333\"" << (spot.end ? " text-anchor=\"end\"" : "") << ">"
+        << svg_escape(name) << "</text>\n";
+      return;
+    }
+    ++left_out;
+  }
+};
+
 void ops(std::ostringstream& s, const RooflineChart& c, const RooflineAxes& a) {
   for (const RooflinePoint& m : c.measured_ops) {
     for (const RooflinePoint& model : c.model_ops) {
@@ -106,13 +151,18 @@ void ops(std::ostringstream& s, const RooflineChart& c, const RooflineAxes& a) {
   for (const RooflinePoint& p : c.model_ops) {
     point(s, a, p, "model-op", "fill=\"none\" stroke=\"#888888\" stroke-width=\"1.5\"", false);
   }
+  LabelPlacer labels;
   for (const RooflinePoint& p : c.measured_ops) {
     point(s, a, p, "measured-op", "fill=\"#4e79a7\"", false);
-    if (!p.placed) continue;
-    s << "<text x=\"" << num(a.px(p.intensity) + 7) << "\" y=\"" << num(a.py(p.achieved_tflops) + 4)
-      << "\" font-size=\"9\" fill=\"#333333\">" << svg_escape(p.name) << "</text>\n";
+    if (p.placed) labels.place(s, a.px(p.intensity), a.py(p.achieved_tflops), p.name);
   }
   for (const RooflinePoint& p : c.kernels) point(s, a, p, "kernel", "fill=\"#f28e2b\"", true);
+  if (labels.left_out > 0) {
+    s << "<text x=\"" << kLeft << "\" y=\"" << kHeight - 4
+      << "\" font-size=\"10\" fill=\"#666666\">" << labels.left_out
+      << " op labels left out where they would overlap another (each point names its op on "
+         "hover; summary.json lists them all)</text>\n";
+  }
 }
 
 void legend(std::ostringstream& s) {

@@ -207,5 +207,56 @@ TEST(RooflineSvg, WellFormedWithEveryPointWherePlaced) {
   EXPECT_GT(axes.py(0.1), axes.py(10));
 }
 
+// Ops clustered where the GEMMs sit: each label is beside its point where it
+// overlaps no other label, or left out and counted; none print over another.
+TEST(RooflineSvg, LabelsOfClusteredOpsDoNotOverlap) {
+  RooflineChart chart;
+  chart.roofs.compute_tflops = 989;
+  chart.roofs.bandwidth_gbps = 4800;
+  for (int i = 0; i < 12; ++i) {
+    RooflinePoint p;
+    p.name = "backward/layer_gemm_" + std::to_string(i);
+    p.intensity = 300 + 3 * i;  // within a few pixels of each other
+    p.achieved_tflops = 600 + 5 * i;
+    p.placed = true;
+    chart.measured_ops.push_back(p);
+  }
+  RooflinePoint alone;
+  alone.name = "forward/rmsnorm";
+  alone.intensity = 0.5;
+  alone.achieved_tflops = 2;
+  alone.placed = true;
+  chart.measured_ops.push_back(alone);
+  const std::string svg = roofline_svg(chart);
+  struct Box {
+    double x0, y0, x1, y1;
+  };
+  std::vector<Box> boxes;
+  int labels = 0;
+  for (std::size_t at = svg.find("<text x=\""); at != std::string::npos;
+       at = svg.find("<text x=\"", at + 1)) {
+    const std::size_t close = svg.find("</text>", at);
+    const std::string element = svg.substr(at, close - at);
+    if (element.find("font-size=\"9\"") == std::string::npos) continue;  // op labels only
+    ++labels;
+    const double x = std::stod(element.substr(9));
+    const double y = std::stod(element.substr(element.find("y=\"") + 3));
+    const std::string name = element.substr(element.find('>') + 1);
+    const double w = 5.0 * static_cast<double>(name.size());
+    const double x0 = element.find("text-anchor=\"end\"") != std::string::npos ? x - w : x;
+    for (const Box& b : boxes) {
+      EXPECT_FALSE(x0 < b.x1 && b.x0 < x0 + w && y - 9 < b.y1 && b.y0 < y + 2) << name;
+    }
+    boxes.push_back({x0, y - 9, x0 + w, y + 2});
+  }
+  EXPECT_NE(svg.find(">forward/rmsnorm</text>"), std::string::npos);  // alone: labelled
+  EXPECT_LT(labels, 13);  // the cluster cannot hold all twelve
+  EXPECT_GE(labels, 3);
+  const std::string note = std::to_string(13 - labels) + " op labels left out";
+  EXPECT_NE(svg.find(note), std::string::npos) << note;
+  std::string why;
+  EXPECT_TRUE(balanced(svg, &why)) << why;
+}
+
 }  // namespace
 }  // namespace tinyllama::prof
