@@ -14,6 +14,7 @@
 #include "prof/communication.h"
 #include "prof/device_peaks.h"
 #include "prof/profile_op_table.h"
+#include "prof/roofline.h"
 
 namespace tinyllama::prof {
 namespace {
@@ -311,11 +312,12 @@ void mfu_section(const ProfileInputs& in, const std::optional<DevicePeak>& peak,
   if (in.clocks != nullptr) {
     j["clocks"] = clocks_summary(*in.clocks);
     // The peak scales with the clock: at the clock the GPU held, its units
-    // give peak x held / the datasheet's clock.
+    // give peak x held / the datasheet's clock (held_clock_roofs, as the
+    // roofline's roofs).
     const double rated = peak ? peak_clock_mhz(*peak, in.plan.precision) : 0.0;
     if (has_mfu && rated > 0 && j["clocks"].contains("sm_mhz_median")) {
       const double held = j["clocks"]["sm_mhz_median"].get<double>();
-      const double at_held = peak_tf * held / rated;
+      const double at_held = held_clock_roofs(peak, in.plan.precision, held).compute_tflops;
       j["mfu"]["at_held_clock"] = {{"sm_mhz", held},
                                    {"rated_sm_mhz", rated},
                                    {"peak_tflops", at_held},
