@@ -19,9 +19,13 @@ inline constexpr std::int64_t kCrossEntropyStagedMinRowBytes = 24 * 1024;
 // on; the cost model assumes Hopper.
 inline constexpr std::int64_t kCrossEntropyStagedMaxRowBytesHopper = 227 * 1024 - 256;
 
+// Whether a row (padded to 16 bytes) fits a Hopper block's shared memory.
+constexpr bool cross_entropy_row_fits_on_hopper(std::int64_t row_bytes) {
+  return (row_bytes + 15) / 16 * 16 <= kCrossEntropyStagedMaxRowBytesHopper;
+}
+
 constexpr bool cross_entropy_row_staged_on_hopper(std::int64_t row_bytes) {
-  return row_bytes >= kCrossEntropyStagedMinRowBytes &&
-         (row_bytes + 15) / 16 * 16 <= kCrossEntropyStagedMaxRowBytesHopper;
+  return row_bytes >= kCrossEntropyStagedMinRowBytes && cross_entropy_row_fits_on_hopper(row_bytes);
 }
 
 }  // namespace tinyllama::cuda

@@ -6,8 +6,7 @@ namespace tinyllama::prof {
 
 CallCost cross_entropy_fused_cost(const Mat& losses, const Mat& logits, LossRows rows) {
   const std::int64_t row_bytes = logits.cols * static_cast<std::int64_t>(dtype_size(logits.dtype));
-  const bool fits = (row_bytes + 15) / 16 * 16 <= cuda::kCrossEntropyStagedMaxRowBytesHopper;
-  const bool staged = rows == LossRows::Staged ? fits
+  const bool staged = rows == LossRows::Staged ? cuda::cross_entropy_row_fits_on_hopper(row_bytes)
                       : rows == LossRows::Streamed
                           ? false
                           : cuda::cross_entropy_row_staged_on_hopper(row_bytes);
