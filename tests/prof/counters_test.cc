@@ -17,23 +17,15 @@
 #include "prof/counters.h"
 #include "prof/kernel_explain.h"
 #include "prof/kernel_stats.h"
+#include "prof/recorded_counters.h"
 #include "prof/roofline.h"
 
 namespace tinyllama::prof {
 namespace {
 
-void set(MetricValues& v, Metric m, double value) {
-  v[static_cast<std::size_t>(m)] = value;
-}
-
-// The probe's copy kernel: 1 GiB read, 1 GiB written, 536 448 ns.
-MetricValues recorded_copy() {
-  MetricValues v = no_values();
-  set(v, Metric::DramRead, 1073790720);
-  set(v, Metric::DramWrite, 1075718400);
-  set(v, Metric::L2HitRate, 51.34);
-  set(v, Metric::WarpsActive, 97.55);
-  set(v, Metric::DurationNs, 536448);
+// recorded_copy with its (zero) FFMA count recorded.
+MetricValues copy_with_ffma() {
+  MetricValues v = recorded_copy();
   set(v, Metric::Ffma, 0);
   return v;
 }
@@ -63,7 +55,7 @@ TEST(Counters, MetricTableIsInMetricOrderWithDistinctNames) {
 
 TEST(Counters, BytesAddAndBandwidthIsBytesOverTime) {
   CounterSum s;
-  s.add(recorded_copy());
+  s.add(copy_with_ffma());
   EXPECT_EQ(s.launches, 1);
   EXPECT_DOUBLE_EQ(s.dram_bytes(), 1073790720.0 + 1075718400.0);
   // 2 149 509 120 bytes in 536 448 ns: about 4007 GB/s, 83 % of the H200's 4800.
@@ -74,7 +66,7 @@ TEST(Counters, BytesAddAndBandwidthIsBytesOverTime) {
 
 TEST(Counters, PercentagesAreTimeWeightedAndCountsAdd) {
   CounterSum s;
-  s.add(recorded_copy());
+  s.add(copy_with_ffma());
   s.add(recorded_fma());
   EXPECT_EQ(s.launches, 2);
   const double weighted = (51.34 * 536448 + 90.0 * 100000) / (536448 + 100000);
@@ -105,8 +97,8 @@ TEST(Counters, TensorOpsCountAsFlops) {
 
 TEST(Counters, OpsSumOverLayersByKind) {
   std::vector<LaunchCounters> launches = {
-      {"rmsnorm_kernel", "forward/layer0/rmsnorm", recorded_copy()},
-      {"rmsnorm_kernel", "forward/layer1/rmsnorm", recorded_copy()},
+      {"rmsnorm_kernel", "forward/layer0/rmsnorm", copy_with_ffma()},
+      {"rmsnorm_kernel", "forward/layer1/rmsnorm", copy_with_ffma()},
       {"fma_kernel", "forward/layer1/swiglu", recorded_fma()}};
   const auto by_op = sum_by_op(launches);
   ASSERT_EQ(by_op.size(), 3u);
@@ -124,7 +116,7 @@ TEST(CounterMatch, RangesTakeTheLastProfiledStepsKernelsInOrder) {
   std::vector<ProfiledLaunch> profiled = {
       {"b", "forward/x", 2100}, {"a", "forward/w", 1000}, {"c", "optimizer/adamw", 3000},
       {"a", "forward/w", 2000}, {"b", "forward/x", 1100}, {"c", "optimizer/adamw", 1200}};
-  std::vector<MetricValues> ranges = {recorded_copy(), recorded_fma(), recorded_copy()};
+  std::vector<MetricValues> ranges = {copy_with_ffma(), recorded_fma(), copy_with_ffma()};
   const CounterMatch m = match_counter_ranges(profiled, 2, ranges);
   ASSERT_EQ(m.launches.size(), 3u) << m.note;
   EXPECT_EQ(m.launches[0].kernel, "a");
@@ -136,7 +128,7 @@ TEST(CounterMatch, RangesTakeTheLastProfiledStepsKernelsInOrder) {
 
 TEST(CounterMatch, ADifferentKernelCountIsNotGuessed) {
   std::vector<ProfiledLaunch> profiled = {{"a", "x", 1}, {"b", "y", 2}, {"a", "x", 3}};
-  const CounterMatch m = match_counter_ranges(profiled, 2, {recorded_copy(), recorded_fma()});
+  const CounterMatch m = match_counter_ranges(profiled, 2, {copy_with_ffma(), recorded_fma()});
   EXPECT_TRUE(m.launches.empty());
   EXPECT_NE(m.note.find("launched 2 kernels"), std::string::npos) << m.note;
   EXPECT_NE(m.note.find("3 in all"), std::string::npos) << m.note;
@@ -180,8 +172,8 @@ TEST(CountersCsv, CounterColumnsFollowTheRocprofColumns) {
   KernelStat copy{"copy_kernel", 4, 4 * 536448, 536000, 537000, 80.0};
   KernelStat other{"no_counters", 2, 1000, 400, 600, 20.0};
   std::map<std::string, CounterSum> counters;
-  counters["copy_kernel"].add(recorded_copy());
-  counters["copy_kernel"].add(recorded_copy());
+  counters["copy_kernel"].add(copy_with_ffma());
+  counters["copy_kernel"].add(copy_with_ffma());
   const std::string csv = kernel_stats_csv({copy, other}, &counters, 2);
   const auto header_end = csv.find('\n');
   const std::string header = csv.substr(0, header_end);
@@ -218,7 +210,7 @@ TEST(KernelExplain, EveryCounterWithItsMeaningAndTheRoofAbove) {
   in.rank = 1;
   in.profiled_ns_per_step = 536448;
   in.calls_per_step = 1;
-  MetricValues v = recorded_copy();
+  MetricValues v = copy_with_ffma();
   set(v, Metric::Fadd, 268435456);  // one add per float: intensity 1/8 FLOP per byte
   in.counters.add(v);
   in.roofs.compute_tflops = 989;
