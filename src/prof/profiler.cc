@@ -214,11 +214,14 @@ std::string Profiler::finish_counters(const ProfileInputs& in, const Attribution
                                       std::string& written) {
   const std::filesystem::path dir(settings_.dir);
   const double steps = static_cast<double>(std::max<std::size_t>(attribution.steps.size(), 1));
+  // kernel_stats.csv, with the counter columns where there are counters.
+  auto write_kernel_stats = [&](const std::map<std::string, CounterSum>* by_kernel) {
+    if (in.gpu == nullptr) return;
+    write_file(dir / "kernel_stats.csv", kernel_stats_csv(stats, by_kernel, steps));
+    written += (dir / "kernel_stats.csv").string() + ", ";
+  };
   if (!wants_counters(settings_)) {
-    if (in.gpu != nullptr) {
-      write_file(dir / "kernel_stats.csv", kernel_stats_csv(stats));
-      written += (dir / "kernel_stats.csv").string() + ", ";
-    }
+    write_kernel_stats(nullptr);
     return "";
   }
   CounterInputs counters;
@@ -239,11 +242,7 @@ std::string Profiler::finish_counters(const ProfileInputs& in, const Attribution
   summary["counters"] = counter_section(counters, {&stats, &attribution, &in.cost, steps, roofs});
   std::string text = format_counter_summary(summary["counters"]);
   const std::map<std::string, CounterSum> by_kernel = sum_by_kernel(counters.launches);
-  if (in.gpu != nullptr) {
-    write_file(dir / "kernel_stats.csv",
-               kernel_stats_csv(stats, counters.launches.empty() ? nullptr : &by_kernel, steps));
-    written += (dir / "kernel_stats.csv").string() + ", ";
-  }
+  write_kernel_stats(counters.launches.empty() ? nullptr : &by_kernel);
   if (!counters.launches.empty()) {
     const RooflineChart chart =
         roofline_chart(summary["counters"], "Measured roofline: " + in.device);
