@@ -12,6 +12,7 @@
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace tinyllama::prof {
@@ -26,6 +27,7 @@ struct CounterCollector::State {
   bool initialized = false;  // cuptiProfilerInitialize succeeded
   std::size_t passes = 0;
   std::size_t max_ranges = 0;
+  std::size_t baseline_launches = 0;  // the first ranges are the empty kernel's
 };
 
 namespace {
@@ -59,19 +61,67 @@ bool ok(CUptiResult r, const char* call, std::string* why) {
   return false;
 }
 
-// The runtime's current context, through the driver's entry point (the
-// build links the runtime only: no libcuda at link time).
-bool current_context(CUcontext* ctx, std::string* why) {
-  cudaFree(nullptr);  // makes sure the primary context exists
+// A driver function through the runtime's entry point (the build links the
+// runtime only: no libcuda at link time); null when the driver has none.
+template <typename Fn>
+Fn driver_function(const char* name) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      fn == nullptr) {
+  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) !=
+      cudaSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
+// The runtime's current context.
+bool current_context(CUcontext* ctx, std::string* why) {
+  cudaFree(nullptr);  // makes sure the primary context exists
+  const auto get_current = driver_function<CUresult (*)(CUcontext*)>("cuCtxGetCurrent");
+  if (get_current == nullptr) {
     *why = "hardware counters unavailable: the driver has no cuCtxGetCurrent";
     return false;
   }
-  return reinterpret_cast<CUresult (*)(CUcontext*)>(fn)(ctx) == CUDA_SUCCESS && *ctx != nullptr;
+  return get_current(ctx) == CUDA_SUCCESS && *ctx != nullptr;
+}
+
+// An empty kernel, as PTX the driver compiles for the device at hand (the
+// build's own kernels live in the ops, above this layer): under kernel
+// replay its ranges read only what the replay adds (counters.h,
+// net_of_replay).
+constexpr const char* kEmptyKernelPtx =
+    ".version 7.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry tinyllama_counter_replay_baseline()\n{\n  ret;\n}\n";
+constexpr std::size_t kBaselineLaunches = 3;
+
+// Launches the empty kernel kBaselineLaunches times on the legacy stream
+// (ordered after any work before the counter step); how many launched.
+std::size_t launch_replay_baseline() {
+  using LoadData = CUresult (*)(CUmodule*, const void*);
+  using GetFunction = CUresult (*)(CUfunction*, CUmodule, const char*);
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void**, void**);
+  using Unload = CUresult (*)(CUmodule);
+  const auto load = driver_function<LoadData>("cuModuleLoadData");
+  const auto get = driver_function<GetFunction>("cuModuleGetFunction");
+  const auto launch = driver_function<Launch>("cuLaunchKernel");
+  const auto unload = driver_function<Unload>("cuModuleUnload");
+  CUmodule module = nullptr;
+  CUfunction kernel = nullptr;
+  if (load == nullptr || get == nullptr || launch == nullptr || unload == nullptr ||
+      load(&module, kEmptyKernelPtx) != CUDA_SUCCESS) {
+    return 0;
+  }
+  std::size_t launched = 0;
+  if (get(&kernel, module, "tinyllama_counter_replay_baseline") == CUDA_SUCCESS) {
+    while (launched < kBaselineLaunches &&
+           launch(kernel, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr) == CUDA_SUCCESS) {
+      ++launched;
+    }
+  }
+  cudaDeviceSynchronize();
+  unload(module);
+  return launched;
 }
 
 bool chip_and_availability(int device, CUcontext ctx, std::string* chip,
@@ -309,6 +359,7 @@ std::unique_ptr<CounterCollector> CounterCollector::start(std::size_t max_ranges
     release(*s);
     return nullptr;
   }
+  s->baseline_launches = launch_replay_baseline();
   return std::unique_ptr<CounterCollector>(new CounterCollector(std::move(s)));
 }
 
@@ -340,6 +391,14 @@ bool CounterCollector::stop(CounterReadout* out, std::string* why_not) {
   out->dropped_ranges = decode.numOfRangeDropped;
   out->refused = s.refused;
   evaluate_ranges(s, info.numTotalRanges, out);
+  // The empty kernel's ranges come first (start()); the step's follow.
+  const std::size_t baseline = std::min(s.baseline_launches, out->ranges.size());
+  if (baseline > 0) {
+    const std::vector<MetricValues> empty(out->ranges.begin(), out->ranges.begin() + baseline);
+    out->replay_baseline = median_values(empty);
+    out->baseline_launches = baseline;
+    out->ranges.erase(out->ranges.begin(), out->ranges.begin() + baseline);
+  }
   release(s);
   return true;
 }

@@ -9,7 +9,9 @@
 // its own, after the timed and profiled ones (prof/profiler.h).
 //
 // Ranges come back in launch order, unnamed (AutoRange numbers them); the
-// caller matches them to kernels (counter_match.h).
+// caller matches them to kernels (counter_match.h). start() itself first
+// launches an empty kernel a few times, whose ranges measure what the
+// replay adds to every kernel's DRAM bytes; stop() returns them apart.
 //
 // A process without permission to read counters, a device without range
 // profiling, a build without CUDA: start() returns null and one line why.
@@ -27,6 +29,11 @@ struct CounterReadout {
   std::size_t passes = 0;            // replay passes per kernel for the metric set
   std::size_t dropped_ranges = 0;    // launches past max_ranges (not counted)
   std::vector<std::string> refused;  // metric names this device refused (NaN in every range)
+  // The empty kernel's counters (median of its launches; counters.h,
+  // net_of_replay): what the replay itself adds to every range. NaN when
+  // it could not be launched.
+  MetricValues replay_baseline = no_values();
+  std::size_t baseline_launches = 0;
 };
 
 class CounterCollector {

@@ -53,7 +53,11 @@ CounterInputs CounterStep::inputs(const GpuActivity* gpu, const Attribution& att
     profiled.push_back(
         {demangle(gpu->kernels[i].name), attribution.kernel_ops[i], gpu->kernels[i].start_ns});
   }
-  CounterMatch match = match_counter_ranges(std::move(profiled), steps, readout_.ranges);
+  std::vector<MetricValues> ranges = readout_.ranges;
+  if (readout_.baseline_launches > 0) {
+    for (MetricValues& r : ranges) r = net_of_replay(r, readout_.replay_baseline);
+  }
+  CounterMatch match = match_counter_ranges(std::move(profiled), steps, ranges);
   in.launches = std::move(match.launches);
   in.match_note = match.note;
   in.ranges = readout_.ranges.size();
@@ -61,6 +65,8 @@ CounterInputs CounterStep::inputs(const GpuActivity* gpu, const Attribution& att
   in.dropped_ranges = readout_.dropped_ranges;
   in.refused = readout_.refused;
   in.counter_step_ms = step_ms_;
+  in.replay_baseline = readout_.replay_baseline;
+  in.baseline_launches = readout_.baseline_launches;
   return in;
 }
 

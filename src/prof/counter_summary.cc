@@ -122,6 +122,14 @@ json counter_section(const CounterInputs& in, const CounterContext& ctx) {
             {"basis",
              "one step after the profiled ones, each kernel replayed once per pass; rates over "
              "the profiled steps' time"}};
+  j["replay_baseline"] = {
+      {"launches", in.baseline_launches},
+      {"dram_read_bytes",
+       number_or_null(in.replay_baseline[static_cast<std::size_t>(Metric::DramRead)])},
+      {"dram_write_bytes",
+       number_or_null(in.replay_baseline[static_cast<std::size_t>(Metric::DramWrite)])},
+      {"basis",
+       "an empty kernel replayed like the step's; its DRAM bytes are taken out of every launch's"}};
   json metrics = json::array();
   for (const MetricInfo& m : metric_table()) metrics.push_back(m.cupti_name);
   j["metrics"] = metrics;

@@ -33,6 +33,11 @@ struct CounterInputs {
   std::size_t dropped_ranges = 0;
   std::vector<std::string> refused;
   double counter_step_ms = 0;  // the trainer's time of the counter step (replays included)
+  // What the replay adds to each range, measured on an empty kernel and
+  // already taken out of the launches' DRAM bytes (counters.h,
+  // net_of_replay); 0 launches when it could not be measured.
+  MetricValues replay_baseline = no_values();
+  std::size_t baseline_launches = 0;
 };
 
 // What the section is computed from besides the counters.

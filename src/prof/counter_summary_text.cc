@@ -49,6 +49,20 @@ std::string placement_text(const json& p) {
   return text;
 }
 
+// What the replay adds to each kernel's DRAM bytes, and that it is out.
+std::string replay_baseline_line(const json& c) {
+  const json& b = c.value("replay_baseline", json());
+  if (!b.is_object() || b.value("launches", 0) == 0) {
+    return "            DRAM bytes as read: the replay's own write-back could not be measured\n";
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "            DRAM bytes net of the replay's own traffic (an empty kernel read "
+                "%.3g MB + %.3g MB written a launch)\n",
+                num(b, "dram_read_bytes") / 1e6, num(b, "dram_write_bytes") / 1e6);
+  return line;
+}
+
 std::string header_lines(const json& c) {
   char line[512];
   std::snprintf(line, sizeof line,
@@ -62,6 +76,7 @@ std::string header_lines(const json& c) {
   if (!c["refused_metrics"].empty()) {
     text += "            refused by this device: " + c["refused_metrics"].dump() + "\n";
   }
+  text += replay_baseline_line(c);
   const json& s = c["step"];
   std::snprintf(line, sizeof line,
                 "            step: DRAM %.4g GB read + %.4g GB written, L2 hit%s, SM active%s, "

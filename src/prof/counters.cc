@@ -1,8 +1,10 @@
 #include "prof/counters.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "core/median.h"
 #include "prof/attribution.h"
 
 namespace tinyllama::prof {
@@ -180,6 +182,33 @@ std::map<std::string, CounterSum> sum_by_op(const std::vector<LaunchCounters>& l
 
 std::map<std::string, CounterSum> sum_by_op_kind(const std::vector<LaunchCounters>& launches) {
   return sum_by(launches, [](const LaunchCounters& l) { return op_kind_key(l.op); });
+}
+
+MetricValues net_of_replay(const MetricValues& launch, const MetricValues& baseline) {
+  MetricValues net = launch;
+  const auto at = [](Metric m) { return static_cast<std::size_t>(m); };
+  const double raw = or_zero(launch[at(Metric::DramRead)]) + or_zero(launch[at(Metric::DramWrite)]);
+  for (Metric m : {Metric::DramRead, Metric::DramWrite}) {
+    if (!std::isnan(net[at(m)]) && !std::isnan(baseline[at(m)])) {
+      net[at(m)] = std::max(0.0, net[at(m)] - baseline[at(m)]);
+    }
+  }
+  const double kept = or_zero(net[at(Metric::DramRead)]) + or_zero(net[at(Metric::DramWrite)]);
+  if (raw > 0) net[at(Metric::DramThroughput)] *= kept / raw;
+  return net;
+}
+
+MetricValues median_values(const std::vector<MetricValues>& launches) {
+  MetricValues median = no_values();
+  const auto median_of = [](std::vector<double> v) { return tinyllama::median(std::move(v)); };
+  for (std::size_t i = 0; i < kMetricCount; ++i) {
+    std::vector<double> known;
+    for (const MetricValues& l : launches) {
+      if (!std::isnan(l[i])) known.push_back(l[i]);
+    }
+    if (!known.empty()) median[i] = median_of(known);
+  }
+  return median;
 }
 
 std::string no_counter_access_line(const std::string& call, const std::string& error) {

@@ -92,6 +92,19 @@ struct LaunchCounters {
   MetricValues values = no_values();
 };
 
+// Kernel replay saves device memory before a kernel's first pass and
+// restores it before each later one. The L2 lines that leaves dirty are
+// written back inside the kernel's range and read as the kernel's own DRAM
+// writes (about 20 MB a launch on an H200, whatever the kernel writes), where
+// ncu, flushing the caches before each pass, reads none. The collector
+// measures that on an empty kernel replayed the same way; a launch's DRAM
+// bytes are taken net of it (clamped at zero), and the DRAM throughput
+// scaled to match.
+MetricValues net_of_replay(const MetricValues& launch, const MetricValues& baseline);
+
+// The metric-wise median of some launches (the baseline kernel's).
+MetricValues median_values(const std::vector<MetricValues>& launches);
+
 // Per kernel name and per op path, over one step.
 std::map<std::string, CounterSum> sum_by_kernel(const std::vector<LaunchCounters>& launches);
 std::map<std::string, CounterSum> sum_by_op(const std::vector<LaunchCounters>& launches);

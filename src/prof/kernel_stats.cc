@@ -109,4 +109,20 @@ std::string kernel_stats_csv(const std::vector<KernelStat>& stats,
   return csv;
 }
 
+std::string counter_launches_csv(const std::vector<LaunchCounters>& launches) {
+  std::string csv = "Index,Kernel,Op";
+  for (const MetricInfo& m : metric_table()) csv += std::string(",") + m.label;
+  csv += "\n";
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    csv += std::to_string(i) + "," + quoted(launches[i].kernel) + "," + quoted(launches[i].op);
+    for (double v : launches[i].values) {
+      char cell[32] = "";
+      if (!std::isnan(v)) std::snprintf(cell, sizeof cell, "%.17g", v);
+      csv += std::string(",") + cell;
+    }
+    csv += "\n";
+  }
+  return csv;
+}
+
 }  // namespace tinyllama::prof

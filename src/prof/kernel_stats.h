@@ -40,4 +40,10 @@ std::string kernel_stats_csv(const std::vector<KernelStat>& stats,
                              const std::map<std::string, CounterSum>* counters = nullptr,
                              double steps = 1);
 
+// counter_launches.csv: one row per launch of the counter step, in launch
+// order, with the op that launched it and every metric (counters.h's
+// labels): the per-dispatch view of rocprof-compute's --dispatch, and what
+// a tool matches launch by launch (scripts/counters_vs_ncu.py against ncu).
+std::string counter_launches_csv(const std::vector<LaunchCounters>& launches);
+
 }  // namespace tinyllama::prof

@@ -244,6 +244,8 @@ std::string Profiler::finish_counters(const ProfileInputs& in, const Attribution
   const std::map<std::string, CounterSum> by_kernel = sum_by_kernel(counters.launches);
   write_kernel_stats(counters.launches.empty() ? nullptr : &by_kernel);
   if (!counters.launches.empty()) {
+    write_file(dir / "counter_launches.csv", counter_launches_csv(counters.launches));
+    written += (dir / "counter_launches.csv").string() + ", ";
     const RooflineChart chart =
         roofline_chart(summary["counters"], "Measured roofline: " + in.device);
     write_file(dir / "roofline.svg", roofline_svg(chart));

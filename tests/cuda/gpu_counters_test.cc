@@ -78,6 +78,14 @@ TEST_F(GpuCounters, EagerCounterStepMatchesTheProfiledKernelsAndIsNoBaselineStep
   EXPECT_GT(c["step"]["flops"].get<double>(), 0.0);
   ASSERT_FALSE(c["top_kernels"].empty());
   EXPECT_TRUE(c["top_kernels"][0]["counters"]["dram_read_bytes"].is_number());
+  // The empty kernel's ranges measured the replay and were kept apart.
+  EXPECT_EQ(c["replay_baseline"]["launches"].get<int>(), 3) << c["replay_baseline"].dump();
+  EXPECT_TRUE(c["replay_baseline"]["dram_write_bytes"].is_number());
+  std::ifstream launches(dir / "counter_launches.csv");
+  std::string line;
+  int rows = -1;  // the header
+  while (std::getline(launches, line)) ++rows;
+  EXPECT_EQ(rows, c["ranges"].get<int>());
   EXPECT_TRUE(std::filesystem::exists(dir / "roofline.svg"));
   EXPECT_TRUE(std::filesystem::exists(dir / "explain_kernel.txt"));
   std::ifstream csv(dir / "kernel_stats.csv");

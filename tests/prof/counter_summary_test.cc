@@ -128,6 +128,22 @@ TEST(CounterSection, TopKernelsCarryTheirCountersAndPlacement) {
   EXPECT_NE(text.find("rmsnorm_kernel"), std::string::npos) << text;
 }
 
+TEST(CounterSection, SaysWhatTheReplayAddedAndThatItIsOut) {
+  Fixture f;
+  EXPECT_NE(format_counter_summary(f.section()).find("could not be measured"), std::string::npos);
+  set(f.in.replay_baseline, Metric::DramRead, 0.25e6);
+  set(f.in.replay_baseline, Metric::DramWrite, 21.5e6);
+  f.in.baseline_launches = 3;
+  const json s = f.section();
+  EXPECT_EQ(s["replay_baseline"]["launches"], 3);
+  EXPECT_DOUBLE_EQ(s["replay_baseline"]["dram_write_bytes"].get<double>(), 21.5e6);
+  const std::string text = format_counter_summary(s);
+  EXPECT_NE(text.find("net of the replay's own traffic (an empty kernel read 0.25 MB + 21.5 MB "
+                      "written a launch)"),
+            std::string::npos)
+      << text;
+}
+
 TEST(CounterSection, UnavailableIsOneLine) {
   Fixture f;
   f.in.unavailable = no_counter_access_line("cuptiProfilerGetCounterAvailability",

@@ -191,6 +191,66 @@ TEST(CountersCsv, CounterColumnsFollowTheRocprofColumns) {
   EXPECT_EQ(kernel_stats_csv({copy}).find("Dram"), std::string::npos);
 }
 
+TEST(ReplayBaseline, DramBytesNetOfTheEmptyKernelsAndThroughputScaled) {
+  MetricValues launch = recorded_copy();
+  set(launch, Metric::DramThroughput, 80.0);
+  MetricValues empty = no_values();
+  set(empty, Metric::DramRead, 1.0e6);
+  set(empty, Metric::DramWrite, 21.0e6);
+  const MetricValues net = net_of_replay(launch, empty);
+  EXPECT_DOUBLE_EQ(net[static_cast<std::size_t>(Metric::DramRead)], 1073790720 - 1.0e6);
+  EXPECT_DOUBLE_EQ(net[static_cast<std::size_t>(Metric::DramWrite)], 1075718400 - 21.0e6);
+  const double kept = (1073790720.0 + 1075718400.0 - 22.0e6) / (1073790720.0 + 1075718400.0);
+  EXPECT_NEAR(net[static_cast<std::size_t>(Metric::DramThroughput)], 80.0 * kept, 1e-9);
+  // Everything else as read.
+  EXPECT_DOUBLE_EQ(net[static_cast<std::size_t>(Metric::L2HitRate)], 51.34);
+  // A kernel writing less than the replay adds reads as zero, not negative.
+  MetricValues small = no_values();
+  set(small, Metric::DramRead, 0.5e6);
+  set(small, Metric::DramWrite, 21.047e6);
+  const MetricValues small_net = net_of_replay(small, empty);
+  EXPECT_DOUBLE_EQ(small_net[static_cast<std::size_t>(Metric::DramRead)], 0.0);
+  EXPECT_NEAR(small_net[static_cast<std::size_t>(Metric::DramWrite)], 47e3, 1e-3);
+  // No baseline (NaN): the launch as read.
+  const MetricValues same = net_of_replay(launch, no_values());
+  EXPECT_DOUBLE_EQ(same[static_cast<std::size_t>(Metric::DramWrite)], 1075718400);
+}
+
+TEST(ReplayBaseline, MedianPerMetricOverTheKnownValues) {
+  MetricValues a = no_values(), b = no_values(), c = no_values();
+  set(a, Metric::DramWrite, 20e6);
+  set(b, Metric::DramWrite, 22e6);
+  set(c, Metric::DramWrite, 21e6);
+  set(a, Metric::DramRead, 3.0);  // known in two launches only: their mean
+  set(c, Metric::DramRead, 5.0);
+  const MetricValues m = median_values({a, b, c});
+  EXPECT_DOUBLE_EQ(m[static_cast<std::size_t>(Metric::DramWrite)], 21e6);
+  EXPECT_DOUBLE_EQ(m[static_cast<std::size_t>(Metric::DramRead)], 4.0);
+  EXPECT_TRUE(std::isnan(m[static_cast<std::size_t>(Metric::L2HitRate)]));
+}
+
+TEST(CountersCsv, OneRowPerLaunchInOrderWithItsOp) {
+  MetricValues second = recorded_copy();
+  set(second, Metric::DramRead, 12345);
+  const std::string csv =
+      counter_launches_csv({{"copy_kernel", "forward/layer0/attn_norm", recorded_copy()},
+                            {"void k<\"x\">()", "optimizer/adamw", second}});
+  std::vector<std::string> rows;
+  for (std::size_t at = 0, end; (end = csv.find('\n', at)) != std::string::npos; at = end + 1) {
+    rows.push_back(csv.substr(at, end - at));
+  }
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].rfind("Index,Kernel,Op,dram_read_bytes,dram_write_bytes,", 0), 0u);
+  EXPECT_EQ(
+      rows[1].rfind("0,\"copy_kernel\",\"forward/layer0/attn_norm\",1073790720,1075718400,", 0), 0u)
+      << rows[1];
+  EXPECT_EQ(rows[2].rfind("1,\"void k<\"\"x\"\">()\",\"optimizer/adamw\",12345,", 0), 0u)
+      << rows[2];
+  auto commas = [](const std::string& row) { return std::count(row.begin(), row.end(), ','); };
+  EXPECT_EQ(commas(rows[0]), commas(rows[1]));
+  EXPECT_EQ(commas(rows[0]), commas(rows[2]));  // unknown metrics are empty cells
+}
+
 TEST(KernelExplain, FindsByRankOrNameAndSaysWhyNot) {
   std::vector<KernelStat> stats = {{"void gemm_bf16<128>()", 1, 10, 10, 10, 60},
                                    {"void adamw_kernel<float>()", 1, 5, 5, 5, 40}};

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""scripts/counters_vs_ncu.py on made-up files: launches matched to ncu's
+launch by launch (the last step's, by the kernel's own name, however each
+tool spells its namespaces and templates), the 5 % verdict both ways, and
+the memory-bound ops judged against the cost model."""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "counters_vs_ncu.py")
+COLUMNS = ["Index", "Kernel", "Op", "dram_read_bytes", "dram_write_bytes", "occupancy_pct",
+           "tensor_active_pct"]
+# Two launches of one GEMM at two shapes, and a norm: what the counter step read.
+OURS = [("nvjet_gemm", "forward/layer0/qkv_gemm", 40e6, 10e6, 50.0, 80.0),
+        ("void tinyllama::(anonymous namespace)::rmsnorm_kernel<float>(float*)",
+         "forward/layer0/attn_norm", 20e6, 20e6, 90.0, 0.0),
+        ("nvjet_gemm", "forward/layer0/out_gemm", 8e6, 2e6, 50.0, 70.0)]
+
+
+def write_profile(d):
+    with open(os.path.join(d, "counter_launches.csv"), "w", newline="") as f:
+        w = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC)
+        w.writerow(COLUMNS)
+        for i, row in enumerate(OURS):
+            w.writerow([i, *row])
+    ops = [{"op": "forward/attn_norm", "counters": {"dram_bytes": 40e6}, "model_bytes": 38e6,
+            "dram_bytes_over_model": 40 / 38, "model": {"bound": "memory"}},
+           {"op": "forward/qkv_gemm", "counters": {"dram_bytes": 50e6}, "model_bytes": 20e6,
+            "dram_bytes_over_model": 2.5, "model": {"bound": "compute"}}]
+    json.dump({"counters": {"available": True, "passes": 5, "ops": ops}},
+              open(os.path.join(d, "summary.json"), "w"))
+
+
+def write_ncu(path, scale):
+    """Two steps: the first with an autotuning trial GEMM, the second as ours."""
+    launches = [("nvjet_gemm", 1e9, 1e9, 10.0, 10.0)]  # a trial: must not be matched
+    for name, _, read, write, occ, tensor in OURS * 2:
+        name = name.replace("(anonymous namespace)", "<unnamed>").replace("tinyllama::", "")
+        launches.append((name, read * scale, write, occ, tensor))
+    lines = ['==PROF== Connected to process', '"ID","Kernel Name","Metric Name","Metric Value"']
+    metrics = ["dram__bytes_read.sum", "dram__bytes_write.sum",
+               "sm__warps_active.avg.pct_of_peak_sustained_active",
+               "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"]
+    for i, (name, *values) in enumerate(launches):
+        for m, v in zip(metrics, values):
+            lines.append(f'"{i}","{name}","{m}","{v:,.1f}"')
+    open(path, "w").write("\n".join(lines) + "\n")
+
+
+def run(profile, ncu):
+    return subprocess.run([sys.executable, SCRIPT, "compare", profile, ncu],
+                          capture_output=True, text=True)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        write_profile(d)
+        same, off = os.path.join(d, "same.csv"), os.path.join(d, "off.csv")
+        write_ncu(same, 1.0)
+        write_ncu(off, 1.08)  # ncu reads 8 % more: outside 5 %
+        good, bad = run(d, same), run(d, off)
+    failures = []
+    if good.returncode != 0 or "3 launches matched" not in good.stdout:
+        failures.append("same counters should pass with 3 launches matched:\n" + good.stdout +
+                        good.stderr)
+    if "(within 5 %)" not in good.stdout:
+        failures.append("no 'within 5 %' verdict:\n" + good.stdout)
+    if bad.returncode == 0 or "OUTSIDE 5 %" not in bad.stdout:
+        failures.append("8 % more bytes under ncu should fail:\n" + bad.stdout + bad.stderr)
+    if "memory-bound ops: worst |measured / model - 1| 5.3 %" not in good.stdout:
+        failures.append("the norm (memory-bound, 1.053) alone should be judged:\n" + good.stdout)
+    for f in failures:
+        print("FAIL:", f)
+    print("ok" if not failures else f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
