@@ -66,22 +66,18 @@ def read_ncu(path):
 
 
 def pairs_by_launch(ours, ncu):
-    """Each of our launches with ncu's launch of the same kernel in the same
-    place: per kernel (by its own name), our n launches of the counter step
-    against ncu's last n (the run's last step; the first step's GEMM
-    autotuning trials come before it), in order."""
-    theirs = defaultdict(list)
-    for name, metrics in ncu:
-        theirs[base_name(name)].append(metrics)
-    mine = defaultdict(list)
-    for row in ours:
-        mine[base_name(row["Kernel"])].append(row)
+    """Our counter step's launches against ncu's last as many (its run's last
+    step: the first step's GEMM autotuning trials come before it), one for
+    one in launch order, where both name the same kernel. A launch whose
+    kernel differs (the two processes' GEMM autotuning chose another
+    algorithm there) is not compared."""
+    if len(ncu) < len(ours):
+        return [], len(ours)
     pairs = []
-    for name, rows in mine.items():
-        if len(theirs[name]) < len(rows):
-            continue
-        pairs += list(zip(rows, theirs[name][-len(rows):]))
-    return pairs
+    for row, (name, metrics) in zip(ours, ncu[-len(ours):]):
+        if base_name(row["Kernel"]) == base_name(name):
+            pairs.append((row, metrics))
+    return pairs, len(ours) - len(pairs)
 
 
 def significant(metric, mine, theirs):
@@ -92,14 +88,15 @@ def significant(metric, mine, theirs):
 
 
 def compare_ncu(ours, ncu):
-    pairs = pairs_by_launch(ours, ncu)
+    pairs, differ = pairs_by_launch(ours, ncu)
     ratios = defaultdict(list)  # (kernel, metric) -> [(mine, theirs)]
     for row, metrics in pairs:
         for metric, (column, _) in METRIC_COLUMNS.items():
             if metric in metrics and row.get(column):
                 ratios[(row["Kernel"], metric)].append((float(row[column]), metrics[metric]))
     print(f"{len(pairs)} launches matched to ncu's, launch by launch "
-          f"(of {len(ours)} in the counter step, {len(ncu)} under ncu)")
+          f"(of {len(ours)} in the counter step, {len(ncu)} under ncu; {differ} ran another "
+          f"kernel there)")
     print(f"{'kernel':<60} {'metric':<28} {'n':>4} {'tinyllama':>12} {'ncu':>12} "
           f"{'median':>6} {'worst':>6}")
     worst_median = 0.0

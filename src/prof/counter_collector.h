@@ -11,7 +11,7 @@
 // Ranges come back in launch order, unnamed (AutoRange numbers them); the
 // caller matches them to kernels (counter_match.h). start() itself first
 // launches an empty kernel a few times, whose ranges measure what the
-// replay adds to every kernel's DRAM bytes; stop() returns them apart.
+// replay itself adds to a range's DRAM bytes; stop() returns them apart.
 //
 // A process without permission to read counters, a device without range
 // profiling, a build without CUDA: start() returns null and one line why.

@@ -93,13 +93,12 @@ struct LaunchCounters {
 };
 
 // Kernel replay saves device memory before a kernel's first pass and
-// restores it before each later one. The L2 lines that leaves dirty are
-// written back inside the kernel's range and read as the kernel's own DRAM
-// writes (about 20 MB a launch on an H200, whatever the kernel writes), where
-// ncu, flushing the caches before each pass, reads none. The collector
-// measures that on an empty kernel replayed the same way; a launch's DRAM
-// bytes are taken net of it (clamped at zero), and the DRAM throughput
-// scaled to match.
+// restores it before each later one. Should that traffic land inside a
+// kernel's range, it would read as the kernel's own DRAM bytes. The
+// collector measures it on an empty kernel replayed the same way (on an
+// H200 with CUDA 13: 2.6 KB read and nothing written a launch) and a
+// launch's DRAM bytes are taken net of it (clamped at zero), the DRAM
+// throughput scaled to match.
 MetricValues net_of_replay(const MetricValues& launch, const MetricValues& baseline);
 
 // The metric-wise median of some launches (the baseline kernel's).

@@ -14,6 +14,8 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "counter
 COLUMNS = ["Index", "Kernel", "Op", "dram_read_bytes", "dram_write_bytes", "occupancy_pct",
            "tensor_active_pct"]
 # Two launches of one GEMM at two shapes, and a norm: what the counter step read.
+# The GEMM's shapes differ: matched by name in order, a pairing off by one
+# launch would compare 40 MB with 8 MB.
 OURS = [("nvjet_gemm", "forward/layer0/qkv_gemm", 40e6, 10e6, 50.0, 80.0),
         ("void tinyllama::(anonymous namespace)::rmsnorm_kernel<float>(float*)",
          "forward/layer0/attn_norm", 20e6, 20e6, 90.0, 0.0),
@@ -35,9 +37,12 @@ def write_profile(d):
 
 
 def write_ncu(path, scale):
-    """Two steps: the first with an autotuning trial GEMM, the second as ours."""
+    """Two steps: the first with an autotuning trial GEMM, the second as ours
+    but for a GEMM algorithm of its own at the last launch (not comparable)."""
     launches = [("nvjet_gemm", 1e9, 1e9, 10.0, 10.0)]  # a trial: must not be matched
-    for name, _, read, write, occ, tensor in OURS * 2:
+    steps = OURS * 2
+    steps[-1] = ("nvjet_other_gemm", *steps[-1][1:])
+    for name, _, read, write, occ, tensor in steps:
         name = name.replace("(anonymous namespace)", "<unnamed>").replace("tinyllama::", "")
         launches.append((name, read * scale, write, occ, tensor))
     lines = ['==PROF== Connected to process', '"ID","Kernel Name","Metric Name","Metric Value"']
@@ -63,8 +68,8 @@ def main():
         write_ncu(off, 1.08)  # ncu reads 8 % more: outside 5 %
         good, bad = run(d, same), run(d, off)
     failures = []
-    if good.returncode != 0 or "3 launches matched" not in good.stdout:
-        failures.append("same counters should pass with 3 launches matched:\n" + good.stdout +
+    if good.returncode != 0 or "2 launches matched" not in good.stdout:
+        failures.append("same counters should pass with 2 launches matched:\n" + good.stdout +
                         good.stderr)
     if "(within 5 %)" not in good.stdout:
         failures.append("no 'within 5 %' verdict:\n" + good.stdout)
