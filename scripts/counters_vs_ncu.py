@@ -80,10 +80,22 @@ def pairs_by_launch(ours, ncu):
     return pairs, len(ours) - len(pairs)
 
 
+# DRAM writes are shown, not judged: the two tools count different things.
+# ncu flushes the caches before each pass and stops counting when the
+# kernel ends, so a kernel's output still dirty in L2 then (all of it when
+# it fits) is never counted; CUPTI's range counts the write-back of what the
+# kernel left dirty. RMSNorm's forward writing its 33.5 MB output (workshop
+# model): CUPTI 31.8 MB, ncu 11.2 MB; a split-K GEMM's 21 MB of partial
+# sums: CUPTI 21.6 MB, ncu 0.06 MB (docs/PROFILING.md).
+JUDGED = ("dram__bytes_read.sum", "sm__warps_active.avg.pct_of_peak_sustained_active",
+          "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
+
+
 def significant(metric, mine, theirs):
-    """Byte counts under 1 MB a launch and percentages under 1 are noise
-    either way (a few lines of L2, a pipe almost idle): shown, not judged."""
-    floor = 1e6 if METRIC_COLUMNS[metric][1] else 1.0
+    """Byte counts under 1 MB a launch and percentages under 5 are noise
+    either way (a few lines of L2; a pipe all but idle in a kernel that
+    issues no tensor work): shown, not judged."""
+    floor = 1e6 if METRIC_COLUMNS[metric][1] else 5.0
     return max(mine, theirs) >= floor
 
 
@@ -108,17 +120,20 @@ def compare_ncu(ours, ncu):
         rs = [m / t if t else float("inf") for m, t in kept]
         med = statistics.median(rs)
         worst = max(rs, key=lambda r: abs(r - 1))
-        worst_median = max(worst_median, abs(med - 1))
-        judged += 1
+        if metric in JUDGED:
+            worst_median = max(worst_median, abs(med - 1))
+            judged += 1
         print(f"{kernel[:60]:<60} {metric.split('.')[0][:28]:<28} {len(kept):>4} "
               f"{statistics.median(m for m, _ in kept):>12.6g} "
-              f"{statistics.median(t for _, t in kept):>12.6g} {med:>6.3f} {worst:>6.3f}")
+              f"{statistics.median(t for _, t in kept):>12.6g} {med:>6.3f} {worst:>6.3f}"
+              f"{'' if metric in JUDGED else '  (shown, not judged)'}")
     if judged == 0:
         print(f"no kernel compared: none of ncu's {len(ncu)} launches matched one of the "
               f"counter step's {len(ours)}")
         return False
     ok = worst_median <= 0.05
-    print(f"worst |median ratio - 1| over {judged} kernel-metric pairs: {100 * worst_median:.1f} % "
+    print(f"worst |median ratio - 1| over {judged} kernel-metric pairs (DRAM read, occupancy, "
+          f"tensor pipe): {100 * worst_median:.1f} % "
           f"({'within' if ok else 'OUTSIDE'} 5 %)")
     return ok
 

@@ -39,7 +39,6 @@ AccessTraceBackend::~AccessTraceBackend() {
 
 void AccessTraceBackend::prepare(const ModelConfig& cfg, BatchShape, const StepPlan& plan) {
   workspace_bytes_ = plan.workspace_bytes();
-  loss_rows_ = plan.kernels.loss_rows;
   vocab_ = cfg.vocab_size;
   padded_vocab_ = cfg.padded_vocab();
 }
@@ -346,7 +345,7 @@ void AccessTraceBackend::cross_entropy_fused(Mat losses, Mat logits, const std::
                                              const StepScalars*) {
   reads({logits});
   writes({losses, logits});
-  charge(cross_entropy_fused_cost(losses, logits, loss_rows_));
+  charge(cross_entropy_fused_cost(losses, logits));
 }
 
 void AccessTraceBackend::adamw(Mat param, Mat grad, Mat m, Mat v, const AdamWHyper&) {

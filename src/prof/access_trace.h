@@ -158,7 +158,6 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
 
   DeviceCaps caps_;
   std::int64_t workspace_bytes_ = 0;
-  LossRows loss_rows_ = LossRows::Auto;  // the prepared plan's
   // The LM head's GEMMs run over the table's padded rows; the cost counts
   // the vocabulary's (head_gemm_cost).
   std::int64_t vocab_ = 0, padded_vocab_ = 0;
