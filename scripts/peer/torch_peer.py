@@ -12,7 +12,11 @@ tokens uniform in [1, vocab) from a pool of 1000, B distinct rows a step.
 Variants: eager, and compile (torch.compile(mode="reduce-overhead"): Inductor
 kernels replayed from CUDA graphs). Precisions: fp32 (TF32 off, like
 tinyllama), bf16 and fp16 under autocast with fp32 weights (fp16 with a
-GradScaler).
+GradScaler), and fp8: bf16 autocast with the four projections (fused QKV,
+out-proj, fused gate/up, down) as float8 GEMMs, torchao's "tensorwise"
+recipe on torch._scaled_mm (fp8_linear.py; needs FP8 tensor cores, sm_89
+on). Attention, norms, the tied LM head and the loss stay bf16 autocast.
+--self-check compares one fp8 linear with a bf16 linear on the GPU.
 
 Timing: --warmup-steps untimed steps, then --num-steps steps each timed with
 CUDA events (wall clock on the CPU); the median is reported. Memory: the
@@ -26,6 +30,7 @@ stderr on failure (out of memory included).
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -36,6 +41,9 @@ try:
 except ImportError as e:  # the bench checks first; a direct call gets one line
     print("error: torch_peer.py needs torch: %s" % e, file=sys.stderr)
     sys.exit(1)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fp8_linear  # noqa: E402  (loads on any torch; float8 is looked up when it runs)
 
 
 def rms_norm(x, weight, eps=1e-6):
@@ -76,6 +84,9 @@ class TinyLlama(torch.nn.Module):
         self.h, self.k = a.num_heads, a.num_kv_heads
         self.hd = a.hidden_dim // a.num_heads
         self.ffn = a.ffn_dim
+        # The four projections' GEMM; the LM head is always F.linear.
+        fp8 = getattr(a, "precision", None) == "fp8"
+        self.linear = fp8_linear.fp8_linear if fp8 else F.linear
 
         def normal(*shape):
             return torch.nn.Parameter(torch.randn(*shape) * 0.02)
@@ -98,7 +109,7 @@ class TinyLlama(torch.nn.Module):
         b, s = tokens.shape
         x = F.embedding(tokens, self.embedding)
         for layer in self.layers:
-            qkv = F.linear(rms_norm(x, layer.norm1), layer.wqkv)
+            qkv = self.linear(rms_norm(x, layer.norm1), layer.wqkv)
             q, k, v = qkv.split([self.h * self.hd, self.k * self.hd, self.k * self.hd], dim=-1)
             q = rope(q.view(b, s, self.h, self.hd).transpose(1, 2), cos, sin)
             k = rope(k.view(b, s, self.k, self.hd).transpose(1, 2), cos, sin)
@@ -107,9 +118,9 @@ class TinyLlama(torch.nn.Module):
                 k = k.repeat_interleave(self.h // self.k, dim=1)
                 v = v.repeat_interleave(self.h // self.k, dim=1)
             attn = causal_attention(q, k, v)
-            x = x + F.linear(attn.transpose(1, 2).reshape(b, s, -1), layer.wo)
-            gate, up = F.linear(rms_norm(x, layer.norm2), layer.wgu).split(self.ffn, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, layer.wdown)
+            x = x + self.linear(attn.transpose(1, 2).reshape(b, s, -1), layer.wo)
+            gate, up = self.linear(rms_norm(x, layer.norm2), layer.wgu).split(self.ffn, dim=-1)
+            x = x + self.linear(F.silu(gate) * up, layer.wdown)
         logits = F.linear(rms_norm(x, self.norm_f), self.embedding)
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -121,12 +132,14 @@ def parse_args():
                           ("--batch-size", 8), ("--seq-len", 256), ("--num-steps", 50),
                           ("--warmup-steps", 5), ("--seed", 1234)):
         p.add_argument(flag, type=int, default=default)
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16", "fp8"), default="fp32")
     p.add_argument("--variant", choices=("eager", "compile"), default="eager")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="default: cuda when torch sees a GPU, else cpu")
     p.add_argument("--learning-rate", type=float, default=3e-4)
     p.add_argument("--json", default=None, help="write the result here too")
+    p.add_argument("--self-check", action="store_true",
+                   help="compare one fp8 linear with a bf16 linear on the GPU, then exit")
     a = p.parse_args()
     a.num_kv_heads = a.num_kv_heads or (a.num_heads // 2 if a.num_heads % 2 == 0 else a.num_heads)
     a.ffn_dim = a.ffn_dim or 4 * a.hidden_dim
@@ -148,7 +161,16 @@ def run(a):
     generator = torch.Generator().manual_seed(a.seed)
     pool = torch.randint(1, a.vocab_size, (1000, a.seq_len + 1), generator=generator).to(a.device)
     cos, sin = rope_tables(a.seq_len, a.hidden_dim // a.num_heads, a.device)
-    dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[a.precision]
+    if a.precision == "fp8":
+        if not cuda:
+            raise RuntimeError("--precision fp8 needs a CUDA GPU with FP8 tensor cores")
+        hd = a.hidden_dim // a.num_heads
+        fp8_linear.check_dims(tokens=a.batch_size * a.seq_len, hidden=a.hidden_dim,
+                              qkv=(a.num_heads + 2 * a.num_kv_heads) * hd,
+                              attn=a.num_heads * hd, ffn=a.ffn_dim)
+    # fp8: bf16 autocast around the fp8 projections.
+    dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16,
+             "fp8": torch.bfloat16}[a.precision]
     scaler = torch.cuda.amp.GradScaler() if a.precision == "fp16" else None
     loss_of = model.forward
     if a.variant == "compile":
@@ -204,6 +226,8 @@ def run(a):
 
 def main():
     a = parse_args()
+    if a.self_check:
+        return fp8_linear.self_check()
     try:
         result = run(a)
     except torch.cuda.OutOfMemoryError:
