@@ -253,6 +253,84 @@ __device__ __forceinline__ void dkdv_body(const BwdArgs& a, const KeyTileBlock<k
 #endif
 }
 
+// Mainloop, dQ's products from the scores: S = Q K^T and dP = dO V^T (or
+// their transposes, from the other side's tiles), one group, waited for.
+template <typename T, int HD>
+__device__ __forceinline__ void two_products(float (&s)[kTile / 8][4], float (&dp)[kTile / 8][4],
+                                             unsigned q_addr, unsigned k_addr, unsigned do_addr,
+                                             unsigned v_addr) {
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+  wgmma_fence();
+  abt<T, HD>(s, q_addr, k_addr);
+  abt<T, HD>(dp, do_addr, v_addr);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(s);
+  fence_regs(dp);
+#endif
+}
+
+// dS = P (dP - D) of the dQ block's rows row0 and row1 over the key tile
+// at k0, P = exp2(S - lse) masked after the diagonal (diag: the tile
+// crosses it), packed as the A fragments of dQ += dS K. dsv: the packing's
+// four values, the caller's array: an inlined function's own arrays come
+// first among the caller's, and that changed the code.
+template <typename T>
+__device__ __forceinline__ void scores_to_ds(unsigned (&ds)[kTile / 16][4], float (&dsv)[4],
+                                             const float (&s)[kTile / 8][4],
+                                             const float (&dp)[kTile / 8][4], const BwdArgs& a,
+                                             float lse2_0, float lse2_1, float d0, float d1,
+                                             bool diag, int k0, int row0, int row1, int t) {
+#pragma unroll
+  for (int nt = 0; nt < kTile / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = k0 + nt * 8 + 2 * t + e;
+      float p0 = exp2f(fmaf(s[nt][e], a.scale_log2, -lse2_0));
+      float p1 = exp2f(fmaf(s[nt][2 + e], a.scale_log2, -lse2_1));
+      if (diag) {
+        if (col > row0) p0 = 0.f;
+        if (col > row1) p1 = 0.f;
+      }
+      dsv[e] = p0 * (dp[nt][e] - d0);
+      dsv[2 + e] = p1 * (dp[nt][2 + e] - d1);
+    }
+    ds[nt >> 1][(nt & 1) * 2] = pack2<T>(dsv[0], dsv[1]);
+    ds[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(dsv[2], dsv[3]);
+  }
+}
+
+// The dQ block's Q and dO rows (q_valid of them from token row q_row, head
+// h), cp.async; the caller commits.
+template <typename T, int HD>
+__device__ __forceinline__ void load_q_do(const BwdArgs& a, int h, unsigned char* s_q,
+                                          unsigned char* s_do, std::int64_t q_row, int q_valid,
+                                          int tid) {
+  load_tile_sw128<T, kTile, HD, kWgThreads>(
+      s_q, static_cast<const T*>(a.q) + q_row * a.ldq + static_cast<std::int64_t>(h) * HD, a.ldq,
+      q_valid, tid);
+  load_tile_sw128<T, kTile, HD, kWgThreads>(
+      s_do, static_cast<const T*>(a.dout) + q_row * a.ld_dout + static_cast<std::int64_t>(h) * HD,
+      a.ld_dout, q_valid, tid);
+}
+
+// Epilogue: dQ (RoPE's inverse rotation where fused, the softmax scale)
+// staged through the Q tile once every warp's products are done with it,
+// then stored.
+template <typename T, int HD>
+__device__ __forceinline__ void store_dq(const BwdArgs& a, const QueryTileBlock<kTile, kTile>& blk,
+                                         float (&dq)[HD / 8][4], unsigned char* s_q,
+                                         std::int64_t q_row, int q_valid, int row0, int warp,
+                                         int lane, int t, int tid) {
+  __syncthreads();  // Q is read by every warp's products: done before staging
+  rope_unrotate_acc<HD>(dq, a.rope, row0, a.seq, t);
+  stage_acc_sw128<T, HD>(s_q, kTile, dq, a.scale, a.scale, warp, lane);
+  __syncthreads();
+  store_rows_sw128<T, HD>(
+      static_cast<T*>(a.dq) + q_row * a.ld_dq + static_cast<std::int64_t>(blk.h) * HD, a.ld_dq, s_q,
+      kTile, q_valid, tid);
+}
+
 template <typename T, int HD>
 __device__ __forceinline__ void dq_body(const BwdArgs& a, const QueryTileBlock<kTile, kTile>& blk) {
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
@@ -282,13 +360,7 @@ __device__ __forceinline__ void dq_body(const BwdArgs& a, const QueryTileBlock<k
 
   const std::int64_t q_row = blk.tok0 + blk.q0;
   const int q_valid = blk.q_end - blk.q0;
-  load_tile_sw128<T, kTile, HD, kWgThreads>(
-      s_q, static_cast<const T*>(a.q) + q_row * a.ldq + static_cast<std::int64_t>(blk.h) * HD,
-      a.ldq, q_valid, tid);
-  load_tile_sw128<T, kTile, HD, kWgThreads>(
-      s_do,
-      static_cast<const T*>(a.dout) + q_row * a.ld_dout + static_cast<std::int64_t>(blk.h) * HD,
-      a.ld_dout, q_valid, tid);
+  load_q_do<T, HD>(a, blk.h, s_q, s_do, q_row, q_valid, tid);
   load_kv(0);
   cp_async_commit();
 
@@ -319,34 +391,12 @@ __device__ __forceinline__ void dq_body(const BwdArgs& a, const QueryTileBlock<k
     const unsigned v_addr = smem_u32(s_v(kt));
 
     float s[kTile / 8][4], dp[kTile / 8][4];
-    wgmma_fence();
-    abt<T, HD>(s, q_addr, k_addr);
-    abt<T, HD>(dp, do_addr, v_addr);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(s);
-    fence_regs(dp);
+    two_products<T, HD>(s, dp, q_addr, k_addr, do_addr, v_addr);
 
     const bool diag = k0 + kTile - 1 > blk.q0;
     unsigned ds[kTile / 16][4];
-#pragma unroll
-    for (int nt = 0; nt < kTile / 8; ++nt) {
-      float dsv[4];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = k0 + nt * 8 + 2 * t + e;
-        float p0 = exp2f(fmaf(s[nt][e], a.scale_log2, -lse2_0));
-        float p1 = exp2f(fmaf(s[nt][2 + e], a.scale_log2, -lse2_1));
-        if (diag) {
-          if (col > row0) p0 = 0.f;
-          if (col > row1) p1 = 0.f;
-        }
-        dsv[e] = p0 * (dp[nt][e] - d0);
-        dsv[2 + e] = p1 * (dp[nt][2 + e] - d1);
-      }
-      ds[nt >> 1][(nt & 1) * 2] = pack2<T>(dsv[0], dsv[1]);
-      ds[nt >> 1][(nt & 1) * 2 + 1] = pack2<T>(dsv[2], dsv[3]);
-    }
+    float dsv[4];  // scores_to_ds's, declared here: see there
+    scores_to_ds<T>(ds, dsv, s, dp, a, lse2_0, lse2_1, d0, d1, diag, k0, row0, row1, t);
     wgmma_fence();
     pb<T, HD>(dq, ds, k_addr);
     wgmma_commit();
@@ -355,13 +405,7 @@ __device__ __forceinline__ void dq_body(const BwdArgs& a, const QueryTileBlock<k
     fence_regs(ds);
   }
 
-  __syncthreads();  // Q is read by every warp's products: done before staging
-  rope_unrotate_acc<HD>(dq, a.rope, row0, a.seq, t);
-  stage_acc_sw128<T, HD>(s_q, kTile, dq, a.scale, a.scale, warp, lane);
-  __syncthreads();
-  store_rows_sw128<T, HD>(
-      static_cast<T*>(a.dq) + q_row * a.ld_dq + static_cast<std::int64_t>(blk.h) * HD, a.ld_dq, s_q,
-      kTile, q_valid, tid);
+  store_dq<T, HD>(a, blk, dq, s_q, q_row, q_valid, row0, warp, lane, t, tid);
 #endif
 }
 
