@@ -79,6 +79,276 @@ __device__ __forceinline__ void store_ds_rows(unsigned char* tile, int row0,
   }
 }
 
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+// The producer warpgroup's writer thread (dq_ordered.cuh): each iteration's
+// staged share, once a consumer has staged it (dq_full), added into the
+// tile's accumulator by one bulk copy in the tile's turn (a plain copy for
+// the first), the stage freed once read (dq_empty), and the tile counted on
+// once the copy has landed, one tile later, so the copies overlap the
+// waits. kt: the block's key tile (block 0 adds last: nobody waits for its
+// count).
+template <int HD, typename ShareOf, typename DqStage>
+__device__ __forceinline__ void write_dq_shares(const ShareOf& share_of, const DqStage& s_dq,
+                                                std::uint64_t* dq_full, std::uint64_t* dq_empty,
+                                                int n_it, int kt) {
+  int pending = -1;  // the iteration whose tile is not counted on yet
+  for (int it = 0; it < n_it; ++it) {
+    const int b = it & 1;
+    mbar_wait(dq_full + b, (it >> 1) & 1);
+    const DqShare sh = share_of(it);
+    const unsigned bytes = static_cast<unsigned>(sh.rows * HD * 4);
+    if (sh.order > 0) {
+      while (ld_acquire_gpu(sh.counter) < sh.order) {
+      }
+      fence_proxy_async_global();
+      bulk_add(sh.acc, s_dq(b), bytes);
+    } else {
+      bulk_store(sh.acc, s_dq(b), bytes);
+    }
+    bulk_commit();
+    bulk_wait_read<0>();
+    mbar_arrive(dq_empty + b);
+    if (pending >= 0) {
+      bulk_wait<1>();  // the previous tile's copy has landed
+      fence_proxy_async_global();
+      red_release_gpu_add(share_of(pending).counter, 1);
+    }
+    // Block 0 adds last: nobody waits for its count.
+    if (kt > 0) pending = it;
+  }
+  bulk_wait<0>();
+  if (pending >= 0) {
+    fence_proxy_async_global();
+    red_release_gpu_add(share_of(pending).counter, 1);
+  }
+}
+
+// Where iteration it's dQ share goes (dq_ordered.cuh); n_qt: query tiles
+// in the sequence, kt: the block's key tile.
+template <int HD, int BK, int BQ>
+__device__ __forceinline__ DqShare dq_share_of(const BwdArgs& a, const KeyTileBlock<BK, BQ>& blk,
+                                               int n_qt, int kt, int it) {
+  const int q0 = blk.q0_of(it);
+  const int h = blk.head_of(it, a.group);
+  const std::int64_t bh = bh_row(blk.b, a.heads, h);
+  const int q_end = min(q0 + BQ, a.seq);
+  DqShare sh;
+  sh.order = (q_end - 1) / BK - kt;
+  sh.counter = a.dq_counters + bh * n_qt + q0 / BQ;
+  sh.acc = a.dq_acc + (bh * a.seq + q0) * HD;
+  sh.rows = q_end - q0;
+  return sh;
+}
+
+// The producer warpgroup: it gives registers back (the consumers hold the
+// accumulators); one thread issues every copy (ws_produce), another adds
+// the staged dQ shares (write_dq_shares).
+template <int HD, int BK, int BQ, int STAGES, typename ShareOf, typename DqStage>
+__device__ __forceinline__ void producer(
+    const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const CUtensorMap* tdo,
+    const KeyTileBlock<BK, BQ>& blk, const BwdArgs& a, unsigned char* s_k, unsigned char* s_v,
+    unsigned char* s_q, unsigned char* s_do, std::uint64_t* kv_full, std::uint64_t* full,
+    std::uint64_t* empty, const ShareOf& share_of, const DqStage& s_dq, std::uint64_t* dq_full,
+    std::uint64_t* dq_empty, int kt, int tid) {
+  regs_dec<56>();
+  if (tid == 32) {
+    write_dq_shares<HD>(share_of, s_dq, dq_full, dq_empty, blk.n_it, kt);
+    return;
+  }
+  if (tid == 0) {
+    ws_produce<HD, BK, BQ, STAGES>(tq, tk, tv, tdo, blk, a, s_k, s_v, s_q, s_do, kv_full, full,
+                                   empty);
+  }
+}
+
+// dQ share = dS K over the block's BK keys, N of its columns: dS^T read
+// transposed from its shared tile (ds_addr), K from the 64-column block of
+// the K tile holding the first column (kcol_addr); issued, not committed.
+template <typename T, int N, int BK>
+__device__ __forceinline__ void issue_dq_share(float (&dq)[N / 8][4], unsigned ds_addr,
+                                               unsigned kcol_addr) {
+#pragma unroll
+  for (int kb = 0; kb < BK / 16; ++kb) {
+    wgmma_ss<T, N, 1, 1>(
+        dq,
+        sw128_desc(ds_addr + kb * 16 * kSwizzleRowBytes, BK * kSwizzleRowBytes, kSwizzleAtomBytes),
+        sw128_desc(kcol_addr + kb * 16 * kSwizzleRowBytes, BK * kSwizzleRowBytes,
+                   kSwizzleAtomBytes),
+        kb > 0 ? 1 : 0);
+  }
+}
+
+// A consumer's dQ share of iteration it (dS K over the block's BK keys;
+// rows of keys that do not see the tile are zero), N columns from col0
+// (SPLIT_N: consumer c's half, else all), computed and staged in buffer
+// it & 1 for the writer thread (dq_full), once that thread has read the
+// share staged there two iterations ago (dq_empty).
+template <typename T, int HD, int N, int BK, bool SPLIT_N, typename DqStage>
+__device__ __forceinline__ void stage_dq_share_of_tile(unsigned char* ds_tile, unsigned char* s_k,
+                                                       const DqStage& s_dq, std::uint64_t* dq_full,
+                                                       std::uint64_t* dq_empty, int it, int c,
+                                                       int warp, int lane, int wtid) {
+  const unsigned ds_addr = smem_u32(ds_tile);
+  const int col0 = SPLIT_N ? c * 64 : 0;
+  // K's 64-column block holding column col0.
+  const unsigned kcol_addr = smem_u32(s_k) + (col0 / 64) * BK * kSwizzleRowBytes;
+  float dq[N / 8][4];
+  wgmma_fence();
+  issue_dq_share<T, N, BK>(dq, ds_addr, kcol_addr);
+  wgmma_commit();
+  // The writer thread is done with this buffer's share of two iterations ago.
+  const int b = it & 1;
+  if (it >= 2) mbar_wait(dq_empty + b, ((it >> 1) - 1) & 1);
+  wgmma_wait<0>();
+  fence_regs(dq);
+  stage_dq_share<HD, N>(s_dq(b), dq, col0, warp, lane);
+  fence_proxy_async();  // the bulk copy reads the stage through the async proxy
+  named_barrier(1 + c, 128);
+  if (wtid == 0) mbar_arrive(dq_full + b);
+}
+
+// A consumer's dQ share, dS K over the block's BK keys (rows of keys that
+// do not see the tile are zero), N columns from col0 (SPLIT_N: consumer c's
+// half, else all): issued and committed, the caller waits.
+template <typename T, int N, int BK, bool SPLIT_N>
+__device__ __forceinline__ void start_dq_share(float (&dq)[N / 8][4], unsigned char* ds_tile,
+                                               unsigned char* s_k, int c) {
+  const unsigned ds_addr = smem_u32(ds_tile);
+  const int col0 = SPLIT_N ? c * 64 : 0;
+  // K's 64-column block holding column col0.
+  const unsigned kcol_addr = smem_u32(s_k) + (col0 / 64) * BK * kSwizzleRowBytes;
+  wgmma_fence();
+  issue_dq_share<T, N, BK>(dq, ds_addr, kcol_addr);
+  wgmma_commit();
+}
+
+// The share staged for the writer thread (its bulk copy reads it through
+// the async proxy), and handed over once all of the consumer's warps have
+// staged theirs (dq_full: one arrival per consumer that staged a part).
+template <int HD, int N, bool SPLIT_N>
+__device__ __forceinline__ void hand_over_dq_share(float* stage, const float (&dq)[N / 8][4],
+                                                   std::uint64_t* dq_full, int c, int warp,
+                                                   int lane, int wtid) {
+  stage_dq_share<HD, N>(stage, dq, SPLIT_N ? c * 64 : 0, warp, lane);
+  fence_proxy_async();
+  named_barrier(1 + c, 128);
+  if (wtid == 0) mbar_arrive(dq_full);
+}
+
+// Barrier set-up (one thread): ws_key_block.cuh's, and per dQ stage buffer
+// staged (by the consumers that staged a part: both with SPLIT_N) and free
+// again (the writer thread, once read).
+template <int STAGES, bool SPLIT_N>
+__device__ __forceinline__ void init_barriers(std::uint64_t* kv_full, std::uint64_t* full,
+                                              std::uint64_t* empty, std::uint64_t* dq_full,
+                                              std::uint64_t* dq_empty) {
+  ws_init_barriers<STAGES>(kv_full, full, empty);
+  for (int b = 0; b < 2; ++b) {
+    mbar_init(dq_full + b, SPLIT_N ? 2 : 1);
+    mbar_init(dq_empty + b, 1);
+  }
+  mbar_init_fence();
+}
+#endif
+
+// The rows of dS^T of a consumer none of whose keys sees the tile: zero, so
+// that the dQ product can run over all 128 keys unconditionally.
+template <int N>
+__device__ __forceinline__ void zero_fragments(unsigned (&ds)[N][4]) {
+#pragma unroll
+  for (int kb = 0; kb < N; ++kb) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ds[kb][e] = 0u;
+  }
+}
+
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+// A consumer warpgroup (wg 1 or 2): per iteration, dK and dV of its 64
+// keys (ws_key_block.cuh's steps), its dS^T rows into the shared tile, and
+// dQ shares from it; at the end its rows of dK and dV. `a` by value, as the
+// kernel holds it: taken by reference, its loads compiled otherwise.
+template <typename T, int HD, int BK, int BQ, int STAGES, typename QStage, typename DoStage,
+          typename DsTile, typename DqStage>
+__device__ __forceinline__ void consumer(const BwdArgs a, const KeyTileBlock<BK, BQ>& blk,
+                                         unsigned char* s_k, unsigned char* s_v, const QStage& s_q,
+                                         const DoStage& s_do, const DsTile& s_ds,
+                                         const DqStage& s_dq, std::uint64_t* kv_full,
+                                         std::uint64_t* full, std::uint64_t* empty,
+                                         std::uint64_t* dq_full, std::uint64_t* dq_empty, int tid,
+                                         int wg) {
+  // At hd 128 both consumers take 64 of dQ's columns each (fewer live
+  // registers beside dK and dV); at hd 64 they take turns with all of them.
+  constexpr bool kSplitN = HD == 128;
+  constexpr int kDqN = kSplitN ? 64 : HD;  // dQ columns per consumer
+  regs_inc<224>();
+  const int c = wg - 1;
+  const int wtid = tid & 127;
+  const int warp = wtid >> 5;
+  const int lane = tid & 31;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int ck0 = blk.k0 + c * 64;  // this consumer's first key
+  const int key0 = ck0 + warp * 16 + g;
+  // This consumer's rows of the K and V tiles (each 64-column block holds BK rows).
+  const unsigned k_addr = smem_u32(s_k) + c * 64 * kSwizzleRowBytes;
+  const unsigned v_addr = smem_u32(s_v) + c * 64 * kSwizzleRowBytes;
+
+  float dk[HD / 8][4], dv[HD / 8][4];
+  zero(dk);
+  zero(dv);
+  mbar_wait(kv_full, 0);
+  for (int it = 0; it < blk.n_it; ++it) {
+    const int stage = it % STAGES;
+    const int q0 = blk.q0_of(it);
+    const std::int64_t bh = bh_row(blk.b, a.heads, blk.head_of(it, a.group));
+    unsigned char* ds_tile = s_ds(it & 1);
+    ws_wait_stage<STAGES>(full, it);  // even where there is nothing to add
+    const bool active = ck0 < a.seq && q0 + BQ - 1 >= ck0;
+    const unsigned q_addr = smem_u32(s_q(stage));
+    const unsigned do_addr = smem_u32(s_do(stage));
+    unsigned p[BQ / 16][4], ds[BQ / 16][4];
+    if (active) {
+      float st[BQ / 8][4], dpt[BQ / 8][4];
+      ws_scores_t<T, HD, BK, BQ>(st, dpt, k_addr, v_addr, q_addr, do_addr);
+      // lse and D of this thread's query columns, while the products run.
+      float lse2[BQ / 8][2], dd[BQ / 8][2];
+      ws_row_stats<BQ>(lse2, dd, a, bh, q0, t);
+      ws_wait_scores<BQ>(st, dpt);
+      const bool need_mask = (ck0 + 63 > q0) || (q0 + BQ > a.seq);
+      ws_probs_t<T, BQ>(st, dpt, lse2, dd, p, ds, a, q0, key0, need_mask, t);
+    } else {
+      // No key of this consumer sees the tile: its rows of dS^T are zero,
+      // so the dQ product can run over all 128 keys unconditionally.
+      zero_fragments(ds);
+    }
+    // dS^T for the dQ product; the wgmma reads it through the async proxy.
+    store_ds_rows(ds_tile, c * 64, ds, warp, lane);
+    fence_proxy_async();
+    if (active) ws_dv_dk<T, HD, BQ>(dv, dk, p, ds, q_addr, do_addr);
+    // Both consumers' dS^T rows are in the tile.
+    named_barrier(kPairBarrier, 256);
+    if (active) ws_wait_dv_dk<HD, BQ>(dv, dk, p, ds);
+    ws_release_stage(empty + stage, c, wtid);
+
+    if (kSplitN || c == (it & 1)) {
+      float dq[kDqN / 8][4];
+      start_dq_share<T, kDqN, BK, kSplitN>(dq, ds_tile, s_k, c);
+      // The writer thread is done with this buffer's share of two iterations ago.
+      const int b = it & 1;
+      if (it >= 2) mbar_wait(dq_empty + b, ((it >> 1) - 1) & 1);
+      wgmma_wait<0>();
+      fence_regs(dq);
+      hand_over_dq_share<HD, kDqN, kSplitN>(s_dq(b), dq, dq_full + b, c, warp, lane, wtid);
+    }
+  }
+
+  // Both consumers' dQ products read every row of K: done before the
+  // staging below overwrites this consumer's rows.
+  named_barrier(kPairBarrier, 256);
+  ws_store_dkdv<T, HD, BK, BQ>(dk, dv, a, blk, s_k, s_v, c, key0, warp, lane, wtid);
+}
+#endif
+
 template <typename T, int HD, int STAGES>
 __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
     flash_bwd_fused_kernel(const __grid_constant__ CUtensorMap tq,
@@ -106,189 +376,28 @@ __global__ void __launch_bounds__(FusedBwd<HD, STAGES>::kThreads, 1)
   std::uint64_t* empty = bars + 1 + STAGES;
   std::uint64_t* dq_full = bars + 1 + 2 * STAGES;
   std::uint64_t* dq_empty = dq_full + 2;
-  // At hd 128 both consumers take 64 of dQ's columns each (fewer live
-  // registers beside dK and dV); at hd 64 they take turns with all of them.
-  constexpr bool kSplitN = HD == 128;
-  constexpr int kDqN = kSplitN ? 64 : HD;  // dQ columns per consumer
+  constexpr bool kSplitN = HD == 128;  // dQ's columns split between the consumers
 
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid >> 7;
   // The last key tiles first: dq_ordered.cuh's order needs the blocks a
   // block waits on launched before it.
   const KeyTileBlock<BK, BQ> blk(a, static_cast<int>(gridDim.x - 1 - blockIdx.x));
-  if (tid == 0) {
-    mbar_init(kv_full, 1);
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
-    }
-    for (int b = 0; b < 2; ++b) {
-      mbar_init(dq_full + b, kSplitN ? 2 : 1);  // the consumers that staged a part
-      mbar_init(dq_empty + b, 1);               // the writer thread, once read
-    }
-    mbar_init_fence();
-  }
+  if (tid == 0) init_barriers<STAGES, kSplitN>(kv_full, full, empty, dq_full, dq_empty);
   __syncthreads();
 
   const int n_qt = (a.seq + BQ - 1) / BQ;
   const int kt = blk.k0 / BK;
-  // Where iteration it's dQ share goes (dq_ordered.cuh).
-  auto share_of = [&](int it) {
-    const int q0 = blk.q0_of(it);
-    const int h = blk.head_of(it, a.group);
-    const std::int64_t bh = bh_row(blk.b, a.heads, h);
-    const int q_end = min(q0 + BQ, a.seq);
-    DqShare sh;
-    sh.order = (q_end - 1) / BK - kt;
-    sh.counter = a.dq_counters + bh * n_qt + q0 / BQ;
-    sh.acc = a.dq_acc + (bh * a.seq + q0) * HD;
-    sh.rows = q_end - q0;
-    return sh;
-  };
+  auto share_of = [&](int it) { return dq_share_of<HD>(a, blk, n_qt, kt, it); };
 
-  if (wg == 0) {  // the producer warpgroup
-    regs_dec<56>();
-    if (tid == 32) {     // above block 0: one thread adds each share by a bulk copy
-      int pending = -1;  // the iteration whose tile is not counted on yet
-      for (int it = 0; it < blk.n_it; ++it) {
-        const int b = it & 1;
-        mbar_wait(dq_full + b, (it >> 1) & 1);
-        const DqShare sh = share_of(it);
-        const unsigned bytes = static_cast<unsigned>(sh.rows * HD * 4);
-        if (sh.order > 0) {
-          while (ld_acquire_gpu(sh.counter) < sh.order) {
-          }
-          fence_proxy_async_global();
-          bulk_add(sh.acc, s_dq(b), bytes);
-        } else {
-          bulk_store(sh.acc, s_dq(b), bytes);
-        }
-        bulk_commit();
-        bulk_wait_read<0>();
-        mbar_arrive(dq_empty + b);
-        if (pending >= 0) {
-          bulk_wait<1>();  // the previous tile's copy has landed
-          fence_proxy_async_global();
-          red_release_gpu_add(share_of(pending).counter, 1);
-        }
-        // Block 0 adds last: nobody waits for its count.
-        if (kt > 0) pending = it;
-      }
-      bulk_wait<0>();
-      if (pending >= 0) {
-        fence_proxy_async_global();
-        red_release_gpu_add(share_of(pending).counter, 1);
-      }
-      return;
-    }
-    if (tid == 0) {  // one thread issues every copy
-      ws_produce<HD, BK, BQ, STAGES>(&tq, &tk, &tv, &tdo, blk, a, s_k, s_v, s_q(0), s_do(0),
-                                     kv_full, full, empty);
-    }
+  if (wg == 0) {
+    producer<HD, BK, BQ, STAGES>(&tq, &tk, &tv, &tdo, blk, a, s_k, s_v, s_q(0), s_do(0), kv_full,
+                                 full, empty, share_of, s_dq, dq_full, dq_empty, kt, tid);
     return;
   }
 
-  regs_inc<224>();
-  const int c = wg - 1;
-  const int wtid = tid & 127;
-  const int warp = wtid >> 5;
-  const int lane = tid & 31;
-  const int g = lane >> 2;
-  const int t = lane & 3;
-  const int ck0 = blk.k0 + c * 64;  // this consumer's first key
-  const int key0 = ck0 + warp * 16 + g;
-  // This consumer's rows of the K and V tiles (each 64-column block holds BK rows).
-  const unsigned k_addr = smem_u32(s_k) + c * 64 * kSwizzleRowBytes;
-  const unsigned v_addr = smem_u32(s_v) + c * 64 * kSwizzleRowBytes;
-
-  float dk[HD / 8][4], dv[HD / 8][4];
-  zero(dk);
-  zero(dv);
-  mbar_wait(kv_full, 0);
-  for (int it = 0; it < blk.n_it; ++it) {
-    const int stage = it % STAGES;
-    const int q0 = blk.q0_of(it);
-    const std::int64_t bh = bh_row(blk.b, a.heads, blk.head_of(it, a.group));
-    unsigned char* ds_tile = s_ds(it & 1);
-    // Wait for the stage even where there is nothing to add (see
-    // backward_ws.cu: a consumer must not run a lap ahead of the other).
-    mbar_wait(full + stage, (it / STAGES) & 1);
-    const bool active = ck0 < a.seq && q0 + BQ - 1 >= ck0;
-    const unsigned q_addr = smem_u32(s_q(stage));
-    const unsigned do_addr = smem_u32(s_do(stage));
-    unsigned p[BQ / 16][4], ds[BQ / 16][4];
-    if (active) {
-      float st[BQ / 8][4], dpt[BQ / 8][4];
-      ws_scores_t<T, HD, BK, BQ>(st, dpt, k_addr, v_addr, q_addr, do_addr);
-      // lse and D of this thread's query columns, while the products run.
-      float lse2[BQ / 8][2], dd[BQ / 8][2];
-      ws_row_stats<BQ>(lse2, dd, a, bh, q0, t);
-      wgmma_wait<0>();
-      fence_regs(st);
-      fence_regs(dpt);
-      const bool need_mask = (ck0 + 63 > q0) || (q0 + BQ > a.seq);
-      ws_probs_t<T, BQ>(st, dpt, lse2, dd, p, ds, a, q0, key0, need_mask, t);
-    } else {
-      // No key of this consumer sees the tile: its rows of dS^T are zero,
-      // so the dQ product can run over all 128 keys unconditionally.
-#pragma unroll
-      for (int kb = 0; kb < BQ / 16; ++kb) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) ds[kb][e] = 0u;
-      }
-    }
-    // dS^T for the dQ product; the wgmma reads it through the async proxy.
-    store_ds_rows(ds_tile, c * 64, ds, warp, lane);
-    fence_proxy_async();
-    if (active) ws_dv_dk<T, HD, BQ>(dv, dk, p, ds, q_addr, do_addr);
-    // Both consumers' dS^T rows are in the tile.
-    named_barrier(kPairBarrier, 256);
-    if (active) {
-      wgmma_wait<0>();
-      fence_regs(dv);
-      fence_regs(dk);
-      fence_regs(p);
-      fence_regs(ds);
-    }
-    // Every warp of this consumer is done with the Q / dO stage: release it once.
-    named_barrier(1 + c, 128);
-    if (wtid == 0) mbar_arrive(empty + stage);
-
-    if (kSplitN || c == (it & 1)) {
-      // dQ share = dS K over the block's 128 keys (rows of keys that do
-      // not see the tile are zero).
-      const unsigned ds_addr = smem_u32(ds_tile);
-      const int col0 = kSplitN ? c * 64 : 0;
-      // K's 64-column block holding column col0.
-      const unsigned kcol_addr = smem_u32(s_k) + (col0 / 64) * BK * kSwizzleRowBytes;
-      float dq[kDqN / 8][4];
-      wgmma_fence();
-#pragma unroll
-      for (int kb = 0; kb < BK / 16; ++kb) {
-        wgmma_ss<T, kDqN, 1, 1>(dq,
-                                sw128_desc(ds_addr + kb * 16 * kSwizzleRowBytes,
-                                           BK * kSwizzleRowBytes, kSwizzleAtomBytes),
-                                sw128_desc(kcol_addr + kb * 16 * kSwizzleRowBytes,
-                                           BK * kSwizzleRowBytes, kSwizzleAtomBytes),
-                                kb > 0 ? 1 : 0);
-      }
-      wgmma_commit();
-      // The writer thread is done with this buffer's share of two iterations ago.
-      const int b = it & 1;
-      if (it >= 2) mbar_wait(dq_empty + b, ((it >> 1) - 1) & 1);
-      wgmma_wait<0>();
-      fence_regs(dq);
-      stage_dq_share<HD, kDqN>(s_dq(b), dq, col0, warp, lane);
-      fence_proxy_async();  // the bulk copy reads the stage through the async proxy
-      named_barrier(1 + c, 128);
-      if (wtid == 0) mbar_arrive(dq_full + b);
-    }
-  }
-
-  // Both consumers' dQ products read every row of K: done before the
-  // staging below overwrites this consumer's rows.
-  named_barrier(kPairBarrier, 256);
-  ws_store_dkdv<T, HD, BK, BQ>(dk, dv, a, blk, s_k, s_v, c, key0, warp, lane, wtid);
+  consumer<T, HD, BK, BQ, STAGES>(a, blk, s_k, s_v, s_q, s_do, s_ds, s_dq, kv_full, full, empty,
+                                  dq_full, dq_empty, tid, wg);
 #endif
 }
 

@@ -53,6 +53,84 @@ __device__ __forceinline__ void store_dkdv(const BwdArgs& a, const Block& blk, T
       s_dv, valid, a.vec, lane);
 }
 
+// Stage `stage` of the dK/dV block (cp.async; the caller commits):
+// iteration it's Q and dO tiles, and its lse (threads 0 .. BQ - 1) and D
+// (the next BQ). gq, gdo: the block's first token row of q and dout. The
+// thread's index is read here, not passed in: as an argument its bounds
+// tests compiled otherwise.
+template <typename T, int HD, int BQ, int LDS, typename Block>
+__device__ __forceinline__ void load_dkdv_stage(const BwdArgs& a, const Block& blk, T* s_q, T* s_do,
+                                                float* s_lse, float* s_d, const T* gq, const T* gdo,
+                                                int it, int stage) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int h = blk.head_of(it, a.group);
+  const int q0 = blk.q0_of(it);
+  const int valid = min(BQ, a.seq - q0);
+  load_tile<T, BQ, HD, LDS>(s_q + stage * BQ * LDS,
+                            gq + q0 * a.ldq + static_cast<std::int64_t>(h) * HD, a.ldq, valid,
+                            a.vec);
+  load_tile<T, BQ, HD, LDS>(s_do + stage * BQ * LDS,
+                            gdo + q0 * a.ld_dout + static_cast<std::int64_t>(h) * HD, a.ld_dout,
+                            valid, a.vec);
+  const std::int64_t bh = bh_row(blk.b, a.heads, h);
+  if (tid < BQ) {
+    const bool ok = tid < valid;
+    cp_async_4(s_lse + stage * BQ + tid, a.lse + bh * a.ld_lse + q0 + (ok ? tid : 0), ok);
+  } else if (tid < 2 * BQ) {
+    const int r = tid - BQ;
+    const bool ok = r < valid;
+    cp_async_4(s_d + stage * BQ + r, a.delta + bh * a.seq + q0 + (ok ? r : 0), ok);
+  }
+}
+
+// The dK/dV block's K and V tiles (cp.async; the caller commits).
+template <typename T, int HD, int BK, int LDS, typename Block>
+__device__ __forceinline__ void load_k_v(const BwdArgs& a, const Block& blk, T* s_k, T* s_v) {
+  load_tile<T, BK, HD, LDS>(s_k,
+                            static_cast<const T*>(a.k) + (blk.tok0 + blk.k0) * a.ldk +
+                                static_cast<std::int64_t>(blk.kvh) * HD,
+                            a.ldk, blk.k_valid, a.vec);
+  load_tile<T, BK, HD, LDS>(s_v,
+                            static_cast<const T*>(a.v) + (blk.tok0 + blk.k0) * a.ldv +
+                                static_cast<std::int64_t>(blk.kvh) * HD,
+                            a.ldv, blk.k_valid, a.vec);
+}
+
+// P^T = exp2(S^T - lse) in place of S^T and dS^T = P^T (dP^T - D) in place
+// of dP^T, for this warp's keys key0 and key1 of the key tile at k0,
+// against the query tile at q0 (cl, cd: its lse and D). Masked where the
+// tile needs it: keys after the query (causal) and query rows past the
+// end, whose zero-filled lse would otherwise give P = 1. For the same code
+// as inline: `a` by value (as the kernel holds it), the keys by reference
+// and need_mask decided here; each other way compiled the tests otherwise.
+template <int BK, int BQ>
+__device__ __forceinline__ void scores_to_probs_t(float (&st)[BQ / 8][4], float (&dpt)[BQ / 8][4],
+                                                  const float* cl, const float* cd, const BwdArgs a,
+                                                  int k0, int q0, const int& key0, const int& key1,
+                                                  int t) {
+  const bool need_mask = (k0 + BK - 1 > q0) || (q0 + BQ > a.seq);
+#pragma unroll
+  for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int ci = nt * 8 + 2 * t + e;
+      const int qi = q0 + ci;
+      const float lse2 = cl[ci] * kLog2e;
+      const float dd = cd[ci];
+      float p0 = exp2f(fmaf(st[nt][e], a.scale_log2, -lse2));
+      float p1 = exp2f(fmaf(st[nt][2 + e], a.scale_log2, -lse2));
+      if (need_mask) {
+        if (key0 > qi || qi >= a.seq) p0 = 0.f;
+        if (key1 > qi || qi >= a.seq) p1 = 0.f;
+      }
+      st[nt][e] = p0;
+      st[nt][2 + e] = p1;
+      dpt[nt][e] = p0 * (dpt[nt][e] - dd);
+      dpt[nt][2 + e] = p1 * (dpt[nt][2 + e] - dd);
+    }
+  }
+}
+
 // Grid (key tiles, K, B), the first key tiles (most queries) first. Loops
 // over the group's query heads and the query tiles at or after the key tile,
 // with Q, dO, lse and D double-buffered. Warp w owns keys k0 + 16w .. +15:
@@ -82,34 +160,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
   const T* gdo = static_cast<const T*>(a.dout) + blk.tok0 * a.ld_dout;
 
   auto load_stage = [&](int it, int stage) {
-    const int h = blk.head_of(it, a.group);
-    const int q0 = blk.q0_of(it);
-    const int valid = min(BQ, a.seq - q0);
-    load_tile<T, BQ, HD, LDS>(s_q + stage * BQ * LDS,
-                              gq + q0 * a.ldq + static_cast<std::int64_t>(h) * HD, a.ldq, valid,
-                              a.vec);
-    load_tile<T, BQ, HD, LDS>(s_do + stage * BQ * LDS,
-                              gdo + q0 * a.ld_dout + static_cast<std::int64_t>(h) * HD, a.ld_dout,
-                              valid, a.vec);
-    const std::int64_t bh = bh_row(blk.b, a.heads, h);
-    if (tid < BQ) {
-      const bool ok = tid < valid;
-      cp_async_4(s_lse + stage * BQ + tid, a.lse + bh * a.ld_lse + q0 + (ok ? tid : 0), ok);
-    } else if (tid < 2 * BQ) {
-      const int r = tid - BQ;
-      const bool ok = r < valid;
-      cp_async_4(s_d + stage * BQ + r, a.delta + bh * a.seq + q0 + (ok ? r : 0), ok);
-    }
+    load_dkdv_stage<T, HD, BQ, LDS>(a, blk, s_q, s_do, s_lse, s_d, gq, gdo, it, stage);
   };
 
-  load_tile<T, BK, HD, LDS>(s_k,
-                            static_cast<const T*>(a.k) + (blk.tok0 + blk.k0) * a.ldk +
-                                static_cast<std::int64_t>(blk.kvh) * HD,
-                            a.ldk, blk.k_valid, a.vec);
-  load_tile<T, BK, HD, LDS>(s_v,
-                            static_cast<const T*>(a.v) + (blk.tok0 + blk.k0) * a.ldv +
-                                static_cast<std::int64_t>(blk.kvh) * HD,
-                            a.ldv, blk.k_valid, a.vec);
+  load_k_v<T, HD, BK, LDS>(a, blk, s_k, s_v);
   load_stage(0, 0);
   cp_async_commit();
 
@@ -143,29 +197,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_mma_kernel(const
     mma_abt<T, HD, BQ>(st, s_kw, cq, lane);
     mma_abt<T, HD, BQ>(dpt, s_vw, cdo, lane);
 
-    // Masked: keys after the query (causal) and query rows past the end,
-    // whose zero-filled lse would otherwise give P = 1.
-    const bool need_mask = (blk.k0 + BK - 1 > q0) || (q0 + BQ > a.seq);
-#pragma unroll
-    for (int nt = 0; nt < BQ / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int ci = nt * 8 + 2 * t + e;
-        const int qi = q0 + ci;
-        const float lse2 = cl[ci] * kLog2e;
-        const float dd = cd[ci];
-        float p0 = exp2f(fmaf(st[nt][e], a.scale_log2, -lse2));
-        float p1 = exp2f(fmaf(st[nt][2 + e], a.scale_log2, -lse2));
-        if (need_mask) {
-          if (key0 > qi || qi >= a.seq) p0 = 0.f;
-          if (key1 > qi || qi >= a.seq) p1 = 0.f;
-        }
-        st[nt][e] = p0;
-        st[nt][2 + e] = p1;
-        dpt[nt][e] = p0 * (dpt[nt][e] - dd);
-        dpt[nt][2 + e] = p1 * (dpt[nt][2 + e] - dd);
-      }
-    }
+    scores_to_probs_t<BK, BQ>(st, dpt, cl, cd, a, blk.k0, q0, key0, key1, t);
     mma_pb<T, HD, BQ>(dv, st, cdo, lane);
     mma_pb<T, HD, BQ>(dk, dpt, cq, lane);
     __syncthreads();  // this stage is refilled by the next iteration's prefetch

@@ -69,11 +69,7 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
   const int wg = tid >> 7;
   const KeyTileBlock<BK, BQ> blk(a);
   if (tid == 0) {
-    mbar_init(kv_full, 1);
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
-    }
+    ws_init_barriers<STAGES>(kv_full, full, empty);
     mbar_init_fence();
   }
   __syncthreads();
@@ -107,12 +103,7 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
   for (int it = 0; it < blk.n_it; ++it) {
     const int stage = it % STAGES;
     const int q0 = blk.q0_of(it);
-    // Wait for the stage even where there is nothing to add (every key of
-    // this consumer after every query of the tile, or past the sequence): a
-    // consumer that released stages without waiting could run a lap ahead
-    // and complete a phase of `empty` with its own two arrivals, and the
-    // producer's parity wait would then miss the phase it waits for.
-    mbar_wait(full + stage, (it / STAGES) & 1);
+    ws_wait_stage<STAGES>(full, it);  // even where there is nothing to add
     if (ck0 < a.seq && q0 + BQ - 1 >= ck0) {
       const unsigned q_addr = smem_u32(s_q(stage));
       const unsigned do_addr = smem_u32(s_do(stage));
@@ -121,23 +112,15 @@ __global__ void __launch_bounds__(WsDkdv<HD, STAGES>::kThreads, 1)
       // lse and D of this thread's query columns, while the products run.
       float lse2[BQ / 8][2], dd[BQ / 8][2];
       ws_row_stats<BQ>(lse2, dd, a, bh_row(blk.b, a.heads, blk.head_of(it, a.group)), q0, t);
-      wgmma_wait<0>();
-      fence_regs(st);
-      fence_regs(dpt);
+      ws_wait_scores<BQ>(st, dpt);
 
       const bool need_mask = (ck0 + 63 > q0) || (q0 + BQ > a.seq);
       unsigned p[BQ / 16][4], ds[BQ / 16][4];
       ws_probs_t<T, BQ>(st, dpt, lse2, dd, p, ds, a, q0, key0, need_mask, t);
       ws_dv_dk<T, HD, BQ>(dv, dk, p, ds, q_addr, do_addr);
-      wgmma_wait<0>();
-      fence_regs(dv);
-      fence_regs(dk);
-      fence_regs(p);
-      fence_regs(ds);
+      ws_wait_dv_dk<HD, BQ>(dv, dk, p, ds);
     }
-    // Every warp of this consumer is done with the stage: release it once.
-    named_barrier(1 + c, 128);
-    if (wtid == 0) mbar_arrive(empty + stage);
+    ws_release_stage(empty + stage, c, wtid);
   }
 
   // Through this consumer's own rows of K and V (only it read them).

@@ -14,6 +14,7 @@
 
 #include "device/cuda_check.h"
 #include "ops/attention/flash/arch.cuh"
+#include "ops/attention/flash/forward_wgmma_steps.cuh"
 #include "ops/attention/flash/launch.cuh"
 #include "ops/attention/flash/mma_tiles.cuh"
 #include "ops/attention/flash/online_softmax.cuh"
@@ -40,6 +41,77 @@ struct WgmmaFwd {
   static constexpr std::size_t smem =
       kSwizzleAtomBytes + kQBytes + static_cast<std::size_t>(2 * kStages) * kKvBytes;
 };
+
+// The steps below exist only where wgmma does (sm_90a); so does the
+// kernel's body.
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+// Prologue: the warpgroup's 64 Q rows (valid of them in the sequence) and
+// the first K and V tiles, one cp.async group.
+template <typename T, int HD, int BK, int NTHREADS>
+__device__ __forceinline__ void load_first_tiles(unsigned char* s_qw, unsigned char* s_k,
+                                                 unsigned char* s_v, const T* gq, const T* gk,
+                                                 const T* gv, const FwdArgs& a, int valid, int wtid,
+                                                 int tid) {
+  load_tile_sw128<T, 64, HD, 128>(s_qw, gq, a.ldq, valid, wtid);
+  load_tile_sw128<T, BK, HD, NTHREADS>(s_k, gk, a.ldk, min(BK, a.seq), tid);
+  load_tile_sw128<T, BK, HD, NTHREADS>(s_v, gv, a.ldv, min(BK, a.seq), tid);
+  cp_async_commit();
+}
+
+// Load: the next tile's K and V (keys [k0 + BK, k0 + 2 BK)) into the other
+// stage, cp.async; the caller commits. The stages are the kernel's lambdas,
+// called here: an address computed by the caller compiled otherwise.
+template <typename T, int HD, int BK, int NTHREADS, typename KStage, typename VStage>
+__device__ __forceinline__ void load_next_tiles(const KStage& s_k, const VStage& s_v, int stage,
+                                                const T* gk, const T* gv, const FwdArgs& a, int k0,
+                                                int tid) {
+  const int k1 = k0 + BK;
+  load_tile_sw128<T, BK, HD, NTHREADS>(s_k(stage ^ 1), gk + k1 * a.ldk, a.ldk, min(BK, a.seq - k1),
+                                       tid);
+  load_tile_sw128<T, BK, HD, NTHREADS>(s_v(stage ^ 1), gv + k1 * a.ldv, a.ldv, min(BK, a.seq - k1),
+                                       tid);
+}
+
+// Waits for tile kt's K and V (and, at tile 0, the warpgroup's Q rows):
+// this thread's copies, then with RoPE its own chunks rotated in place (no
+// barrier before: each thread rotates what it copied), then every thread's.
+template <typename T, int HD, int BK, int NTHREADS, bool ROPE, typename Block, typename KStage>
+__device__ __forceinline__ void wait_tile_landed(unsigned char* s_qw, const KStage& s_k, int stage,
+                                                 const FwdArgs& a, const Block& blk, int wq0,
+                                                 int kt, int k0, int wtid, int tid) {
+  cp_async_wait<1>();  // this thread's copies of tile kt (and Q) landed
+  if constexpr (ROPE) {
+    if (kt == 0) rope_tile_sw128<T, 64, HD, 128>(s_qw, blk.q_end - wq0, a.rope, wq0, wtid);
+    rope_tile_sw128<T, BK, HD, NTHREADS>(s_k(stage), min(BK, a.seq - k0), a.rope, k0, tid);
+  }
+  fence_proxy_async();
+  __syncthreads();  // everyone's landed
+}
+
+// Mainloop, first product: S = Q K^T of the warpgroup's 64 rows over one key
+// tile, waited for (its own wgmma group).
+template <typename T, int HD, int BK>
+__device__ __forceinline__ void compute_scores(float (&s)[BK / 8][4], unsigned q_addr,
+                                               unsigned k_addr) {
+  wgmma_fence();
+  issue_scores<T, HD, BK, 64>(s, q_addr, k_addr);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(s);
+}
+
+// Mainloop, second product: O += P V over the same tile, waited for.
+template <typename T, int HD, int BK>
+__device__ __forceinline__ void accumulate_pv(float (&o)[HD / 8][4], unsigned (&p)[BK / 16][4],
+                                              unsigned v_addr) {
+  wgmma_fence();
+  issue_pv<T, HD, BK>(o, p, v_addr);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(o);
+  fence_regs(p);
+}
+#endif
 
 // ROPE: a.rope is set (rope_tiles.cuh); a template argument, so that the
 // kernels without it compile as if it did not exist.
@@ -78,10 +150,8 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
   const T* gk = static_cast<const T*>(a.k) + blk.tok0 * a.ldk + static_cast<std::int64_t>(kvh) * HD;
   const T* gv = static_cast<const T*>(a.v) + blk.tok0 * a.ldv + static_cast<std::int64_t>(kvh) * HD;
 
-  load_tile_sw128<T, 64, HD, 128>(s_qw, gq, a.ldq, blk.q_end - wq0, wtid);
-  load_tile_sw128<T, BK, HD, kThreads>(s_k(0), gk, a.ldk, min(BK, a.seq), tid);
-  load_tile_sw128<T, BK, HD, kThreads>(s_v(0), gv, a.ldv, min(BK, a.seq), tid);
-  cp_async_commit();
+  load_first_tiles<T, HD, BK, kThreads>(s_qw, s_k(0), s_v(0), gq, gk, gv, a, blk.q_end - wq0, wtid,
+                                        tid);
   if constexpr (ROPE) {  // while the first tiles land
     rope_write_block<T, HD, kThreads>(a, blk.tok0, blk.q0, blk.q_end, PAIR ? blk.h * WGS : blk.h,
                                       PAIR ? WGS : 1, tid);
@@ -99,78 +169,31 @@ __global__ void __launch_bounds__(WgmmaFwd<HD, BK, WGS, PAIR>::kThreads)
   for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int k0 = kt * BK;
     const int stage = kt & 1;
-    if (kt + 1 < blk.n_kt) {
-      const int k1 = k0 + BK;
-      load_tile_sw128<T, BK, HD, kThreads>(s_k(stage ^ 1), gk + k1 * a.ldk, a.ldk,
-                                           min(BK, a.seq - k1), tid);
-      load_tile_sw128<T, BK, HD, kThreads>(s_v(stage ^ 1), gv + k1 * a.ldv, a.ldv,
-                                           min(BK, a.seq - k1), tid);
-    }
+    if (kt + 1 < blk.n_kt)
+      load_next_tiles<T, HD, BK, kThreads>(s_k, s_v, stage, gk, gv, a, k0, tid);
     cp_async_commit();
-    cp_async_wait<1>();    // this thread's copies of tile kt (and Q) landed
-    if constexpr (ROPE) {  // each thread its own chunks: no barrier before
-      if (kt == 0) rope_tile_sw128<T, 64, HD, 128>(s_qw, blk.q_end - wq0, a.rope, wq0, wtid);
-      rope_tile_sw128<T, BK, HD, kThreads>(s_k(stage), min(BK, a.seq - k0), a.rope, k0, tid);
-    }
-    fence_proxy_async();
-    __syncthreads();  // everyone's landed
+    wait_tile_landed<T, HD, BK, kThreads, ROPE>(s_qw, s_k, stage, a, blk, wq0, kt, k0, wtid, tid);
 
     // A key tile wholly after this warpgroup's last row adds nothing to it.
     if (k0 <= wq0 + 63) {
       const unsigned k_addr = smem_u32(s_k(stage));
       const unsigned v_addr = smem_u32(s_v(stage));
       float s[BK / 8][4];
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        // Step kk of the head dim: 64-column block kk / 4 (a tile of R rows
-        // has its blocks R * 128 bytes apart), 32 bytes per step within it.
-        const unsigned step = (kk & 3) * 32;
-        const unsigned q_at = q_addr + (kk >> 2) * 64 * kSwizzleRowBytes + step;
-        const unsigned k_at = k_addr + (kk >> 2) * BK * kSwizzleRowBytes + step;
-        wgmma_ss<T, BK, 0, 0>(s, sw128_desc(q_at, 16, kSwizzleAtomBytes),
-                              sw128_desc(k_at, 16, kSwizzleAtomBytes), kk > 0 ? 1 : 0);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs(s);
+      compute_scores<T, HD, BK>(s, q_addr, k_addr);
 
       unsigned p[BK / 16][4];
       scale_rows<HD>(
           o, softmax_tile<T, BK>(s, p, st, a.scale_log2, k0 + BK - 1 > wq0, k0, row0, row1, t));
 
-      // O += P V: V's tile is [keys][HD], head-dim contiguous, so B is
-      // MN-major: 8-key groups 1024 bytes apart, 64-column blocks BK rows.
-      wgmma_fence();
-#pragma unroll
-      for (int kb = 0; kb < BK / 16; ++kb) {
-        wgmma_rs<T, HD, 1>(o, p[kb],
-                           sw128_desc(v_addr + kb * 16 * kSwizzleRowBytes, BK * kSwizzleRowBytes,
-                                      kSwizzleAtomBytes),
-                           1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(p);
+      accumulate_pv<T, HD, BK>(o, p, v_addr);
     }
     __syncthreads();  // every warpgroup is done with this stage before it is refilled
   }
   cp_async_wait<0>();
 
-  const float l0 = quad_sum(st.l0);
-  const float l1 = quad_sum(st.l1);
   // Each warpgroup stages through its own rows of s_q, which only it read.
-  unsigned char* s_o = s_qw;
-  stage_acc_sw128<T, HD>(s_o, 64, o, 1.f / l0, 1.f / l1, warp, lane);
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-  T* go = static_cast<T*>(a.out) + (blk.tok0 + wq0) * a.ldo + static_cast<std::int64_t>(h) * HD;
-  store_rows_sw128<T, HD>(go, a.ldo, s_o, 64, blk.q_end - wq0, wtid);
-  if (t == 0) {
-    float* lrow = a.lse + bh_row(blk.b, a.heads, h) * a.ld_lse;
-    if (row0 < a.seq) lrow[row0] = lse_from_exp2(st.m0, l0);
-    if (row1 < a.seq) lrow[row1] = lse_from_exp2(st.m1, l1);
-  }
+  store_output_wgmma<T, HD>(a, blk, h, wq0, s_qw, 64, 1 + wg, o, st, warp, lane, wtid, t, row0,
+                            row1);
 #endif
 }
 

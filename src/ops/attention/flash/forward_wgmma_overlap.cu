@@ -14,6 +14,7 @@
 
 #include "device/cuda_check.h"
 #include "ops/attention/flash/arch.cuh"
+#include "ops/attention/flash/forward_wgmma_steps.cuh"
 #include "ops/attention/flash/launch.cuh"
 #include "ops/attention/flash/online_softmax.cuh"
 #include "ops/attention/flash/params.h"
@@ -33,6 +34,134 @@ struct OverlapFwd {
   // Q, two K and two V stages, and one atom of slack for the alignment.
   static constexpr std::size_t smem = kSwizzleAtomBytes + kQBytes + 4 * kKvBytes;
 };
+
+// The steps below exist only where wgmma does (sm_90a); so does the
+// kernel's body.
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+// Prologue: Q and the first K and V tiles landed for every thread (rotated
+// with RoPE, whose q, k and v copies are written meanwhile), K 1 in flight.
+// The kernel's loaders and stage addresses are called here, not before:
+// where the caller computes an address compiled otherwise.
+template <typename T, int HD, int BK, int BQ, int NTHREADS, bool ROPE, typename Block,
+          typename LoadK, typename LoadV, typename KStage>
+__device__ __forceinline__ void load_first_tiles(unsigned char* s_q, const T* gq,
+                                                 const LoadK& load_k, const LoadV& load_v,
+                                                 const KStage& s_k, const FwdArgs& a,
+                                                 const Block& blk, int tid) {
+  load_tile_sw128<T, BQ, HD, NTHREADS>(s_q, gq, a.ldq, blk.q_end - blk.q0, tid);
+  load_k(0);
+  cp_async_commit();
+  if (blk.n_kt > 1) load_k(1);
+  load_v(0);
+  cp_async_commit();
+  if constexpr (ROPE)
+    rope_write_block<T, HD, NTHREADS>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, tid);
+  cp_async_wait<1>();
+  if constexpr (ROPE) {  // each thread its own chunks of Q and K 0: no barrier before
+    rope_tile_sw128<T, BQ, HD, NTHREADS>(s_q, blk.q_end - blk.q0, a.rope, blk.q0, tid);
+    rope_tile_sw128<T, BK, HD, NTHREADS>(s_k(0), min(BK, a.seq), a.rope, 0, tid);
+  }
+  fence_proxy_async();
+  __syncthreads();
+}
+
+// Mainloop, loads of iteration kt: once every warp is done with the stages
+// they replace, K of tile kt + 1 and V of tile kt in flight; K of tile kt
+// (rotated with RoPE) and V of tile kt - 1 landed for every thread.
+template <typename T, int HD, int BK, int NTHREADS, bool ROPE, typename Block, typename LoadK,
+          typename LoadV, typename KStage>
+__device__ __forceinline__ void load_next_tiles(const LoadK& load_k, const LoadV& load_v,
+                                                const KStage& s_k, const FwdArgs& a,
+                                                const Block& blk, int kt, int tid) {
+  __syncthreads();  // every warp is done with the tiles the loads below replace
+  if (kt + 1 < blk.n_kt) load_k(kt + 1);
+  load_v(kt);
+  cp_async_commit();
+  cp_async_wait<1>();  // K of tile kt and V of tile kt - 1 landed
+  if constexpr (ROPE) {
+    rope_tile_sw128<T, BK, HD, NTHREADS>(s_k(kt), min(BK, a.seq - kt * BK), a.rope, kt * BK, tid);
+  }
+  fence_proxy_async();
+  __syncthreads();
+}
+
+// Load: the K or V tile of keys [k0, k0 + BK) (cp.async; the caller
+// commits), rows past the sequence end zeros.
+template <typename T, int BK, int HD, int NTHREADS>
+__device__ __forceinline__ void load_key_tile(unsigned char* dst, const T* g, std::int64_t ld,
+                                              int k0, int seq, int tid) {
+  load_tile_sw128<T, BK, HD, NTHREADS>(dst, g + k0 * ld, ld, min(BK, seq - k0), tid);
+}
+
+// Waits for the scores only: the P V group issued after them (pending) may
+// still run while the softmax does.
+template <typename S>
+__device__ __forceinline__ void wait_scores(S& s, bool pending) {
+  if (pending) {
+    wgmma_wait<1>();
+  } else {
+    wgmma_wait<0>();
+  }
+  fence_regs(s);
+}
+
+// Every thread's copies landed and visible to wgmma.
+__device__ __forceinline__ void wait_all_landed() {
+  cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();
+}
+
+// Tile 0's scores, alone and waited for (nothing to add to O yet).
+template <typename QK, typename S>
+__device__ __forceinline__ void first_scores(const QK& qk, S& s) {
+  wgmma_fence();
+  qk(s, 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(s);
+}
+
+// One product (qk or pv, with its arguments) issued as its own wgmma group.
+template <typename Product, typename... Args>
+__device__ __forceinline__ void commit_group(const Product& product, Args&&... args) {
+  product(args...);
+  wgmma_commit();
+}
+
+// Waits for P V: O and the probabilities it read are the registers' again.
+template <typename O, typename P>
+__device__ __forceinline__ void wait_pv(O& o, P& p) {
+  wgmma_wait<0>();
+  fence_regs(o);
+  fence_regs(p);
+}
+
+// Epilogue's product: O += P V of the last tile, alone (its K's scores had
+// nothing to overlap with).
+template <typename PV, typename O, typename P>
+__device__ __forceinline__ void last_pv(const PV& pv, O& o, P& p, int tile) {
+  wgmma_fence();
+  pv(o, p, tile);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(o);
+  fence_regs(p);
+}
+
+// Softmax, its end: O so far rescaled to the new row max, and the new tile's
+// probabilities become the ones the next P V reads.
+template <int HD, int N>
+__device__ __forceinline__ void rescale_and_keep(float (&o)[HD / 8][4], float2 alpha,
+                                                 unsigned (&p)[N][4], const unsigned (&pn)[N][4]) {
+  scale_rows<HD>(o, alpha);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) p[i][j] = pn[i][j];
+  }
+}
+#endif
 
 // ROPE: a.rope is set (rope_tiles.cuh); a template argument, so that the
 // kernels without it compile as if it did not exist.
@@ -65,148 +194,57 @@ __global__ void __launch_bounds__(OverlapFwd<HD, BK, WGS>::kThreads)
   const T* gv =
       static_cast<const T*>(a.v) + blk.tok0 * a.ldv + static_cast<std::int64_t>(blk.kvh) * HD;
   auto load_k = [&](int tile) {
-    const int k0 = tile * BK;
-    load_tile_sw128<T, BK, HD, kThreads>(s_k(tile), gk + k0 * a.ldk, a.ldk, min(BK, a.seq - k0),
-                                         tid);
+    load_key_tile<T, BK, HD, kThreads>(s_k(tile), gk, a.ldk, tile * BK, a.seq, tid);
   };
   auto load_v = [&](int tile) {
-    const int k0 = tile * BK;
-    load_tile_sw128<T, BK, HD, kThreads>(s_v(tile), gv + k0 * a.ldv, a.ldv, min(BK, a.seq - k0),
-                                         tid);
+    load_key_tile<T, BK, HD, kThreads>(s_v(tile), gv, a.ldv, tile * BK, a.seq, tid);
   };
 
   const int wq0 = blk.q0 + wg * 64;  // this warpgroup's rows: [wq0, wq0 + 64)
   const int row0 = wq0 + warp * 16 + (lane >> 2);
   const int row1 = row0 + 8;
   const unsigned q_addr = smem_u32(s_q) + wg * 64 * kSwizzleRowBytes;
-  auto qk = [&](float(&s)[BK / 8][4], int tile) {
-    const unsigned k_addr = smem_u32(s_k(tile));
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      const unsigned step = (kk & 3) * 32;
-      wgmma_ss<T, BK, 0, 0>(
-          s, sw128_desc(q_addr + (kk >> 2) * BQ * kSwizzleRowBytes + step, 16, kSwizzleAtomBytes),
-          sw128_desc(k_addr + (kk >> 2) * BK * kSwizzleRowBytes + step, 16, kSwizzleAtomBytes),
-          kk > 0 ? 1 : 0);
-    }
-  };
-  auto pv = [&](float(&o)[HD / 8][4], const unsigned(&p)[BK / 16][4], int tile) {
-    const unsigned v_addr = smem_u32(s_v(tile));
-#pragma unroll
-    for (int kb = 0; kb < BK / 16; ++kb) {
-      wgmma_rs<T, HD, 1>(
-          o, p[kb],
-          sw128_desc(v_addr + kb * 16 * kSwizzleRowBytes, BK * kSwizzleRowBytes, kSwizzleAtomBytes),
-          1);
-    }
-  };
+  auto qk = [&](auto& s, int tile) { issue_scores<T, HD, BK, BQ>(s, q_addr, smem_u32(s_k(tile))); };
+  auto pv = [&](auto& o, auto& p, int tile) { issue_pv<T, HD, BK>(o, p, smem_u32(s_v(tile))); };
   auto diag = [&](int tile) { return tile * BK + BK - 1 > wq0; };
 
   // Tile 0: S and its softmax alone (nothing to add to O yet).
-  load_tile_sw128<T, BQ, HD, kThreads>(s_q, gq, a.ldq, blk.q_end - blk.q0, tid);
-  load_k(0);
-  cp_async_commit();
-  if (blk.n_kt > 1) load_k(1);
-  load_v(0);
-  cp_async_commit();
-  if constexpr (ROPE)
-    rope_write_block<T, HD, kThreads>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, tid);
-  cp_async_wait<1>();
-  if constexpr (ROPE) {  // each thread its own chunks of Q and K 0: no barrier before
-    rope_tile_sw128<T, BQ, HD, kThreads>(s_q, blk.q_end - blk.q0, a.rope, blk.q0, tid);
-    rope_tile_sw128<T, BK, HD, kThreads>(s_k(0), min(BK, a.seq), a.rope, 0, tid);
-  }
-  fence_proxy_async();
-  __syncthreads();
+  load_first_tiles<T, HD, BK, BQ, kThreads, ROPE>(s_q, gq, load_k, load_v, s_k, a, blk, tid);
 
   float o[HD / 8][4];
   zero(o);
   SoftmaxRows st;
   float s[BK / 8][4];
   unsigned p[BK / 16][4];
-  wgmma_fence();
-  qk(s, 0);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_regs(s);
+  first_scores(qk, s);
   softmax_tile<T, BK>(s, p, st, a.scale_log2, diag(0), 0, row0, row1, t);
   bool pending = true;  // p holds tile kt - 1's probabilities, not yet in O
 
   for (int kt = 1; kt < blk.n_kt; ++kt) {
-    __syncthreads();  // every warp is done with the tiles the loads below replace
-    if (kt + 1 < blk.n_kt) load_k(kt + 1);
-    load_v(kt);
-    cp_async_commit();
-    cp_async_wait<1>();  // K of tile kt and V of tile kt - 1 landed
-    if constexpr (ROPE) {
-      rope_tile_sw128<T, BK, HD, kThreads>(s_k(kt), min(BK, a.seq - kt * BK), a.rope, kt * BK, tid);
-    }
-    fence_proxy_async();
-    __syncthreads();
+    load_next_tiles<T, HD, BK, kThreads, ROPE>(load_k, load_v, s_k, a, blk, kt, tid);
 
     // A key tile wholly after this warpgroup's last row adds nothing to it.
     const bool active = kt * BK <= wq0 + 63;
     if (active || pending) wgmma_fence();
-    if (active) {
-      qk(s, kt);
-      wgmma_commit();
-    }
-    if (pending) {
-      pv(o, p, kt - 1);
-      wgmma_commit();
-    }
+    if (active) commit_group(qk, s, kt);  // scores first: the first to wait for
+    if (pending) commit_group(pv, o, p, kt - 1);
     float2 alpha = make_float2(1.f, 1.f);
     unsigned pn[BK / 16][4];
     if (active) {
-      if (pending) {
-        wgmma_wait<1>();
-      } else {
-        wgmma_wait<0>();
-      }
-      fence_regs(s);
+      wait_scores(s, pending);
       alpha = softmax_tile<T, BK>(s, pn, st, a.scale_log2, diag(kt), kt * BK, row0, row1, t);
     }
-    if (pending) {
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(p);
-    }
-    if (active) {
-      scale_rows<HD>(o, alpha);
-#pragma unroll
-      for (int i = 0; i < BK / 16; ++i) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) p[i][j] = pn[i][j];
-      }
-    }
+    if (pending) wait_pv(o, p);
+    if (active) rescale_and_keep<HD>(o, alpha, p, pn);
     pending = active;
   }
 
-  cp_async_wait<0>();  // V of the last tile
-  fence_proxy_async();
-  __syncthreads();
-  if (pending) {
-    wgmma_fence();
-    pv(o, p, blk.n_kt - 1);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(o);
-    fence_regs(p);
-  }
+  wait_all_landed();  // V of the last tile
+  if (pending) last_pv(pv, o, p, blk.n_kt - 1);
 
-  const float l0 = quad_sum(st.l0);
-  const float l1 = quad_sum(st.l1);
   // Each warpgroup stages through its own rows of s_q, which only it read.
-  unsigned char* s_o = s_q + wg * 64 * kSwizzleRowBytes;
-  stage_acc_sw128<T, HD>(s_o, BQ, o, 1.f / l0, 1.f / l1, warp, lane);
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-  T* go = static_cast<T*>(a.out) + (blk.tok0 + wq0) * a.ldo + static_cast<std::int64_t>(blk.h) * HD;
-  store_rows_sw128<T, HD>(go, a.ldo, s_o, BQ, blk.q_end - wq0, wtid);
-  if (t == 0) {
-    float* lrow = a.lse + bh_row(blk.b, a.heads, blk.h) * a.ld_lse;
-    if (row0 < a.seq) lrow[row0] = lse_from_exp2(st.m0, l0);
-    if (row1 < a.seq) lrow[row1] = lse_from_exp2(st.m1, l1);
-  }
+  store_output_wgmma<T, HD>(a, blk, blk.h, wq0, s_q + wg * 64 * kSwizzleRowBytes, BQ, 1 + wg, o, st,
+                            warp, lane, wtid, t, row0, row1);
 #endif
 }
 

@@ -21,6 +21,7 @@
 #include "device/arch/tma_maps.h"
 #include "device/cuda_check.h"
 #include "ops/attention/flash/arch.cuh"
+#include "ops/attention/flash/forward_wgmma_steps.cuh"
 #include "ops/attention/flash/launch.cuh"
 #include "ops/attention/flash/online_softmax.cuh"
 #include "ops/attention/flash/params.h"
@@ -45,6 +46,194 @@ struct WsFwd {
       kSwizzleAtomBytes + kBarOffset + (1 + 4 * STAGES) * sizeof(std::uint64_t);
   static constexpr int kRotators = 96;  // the producer's warps 1-3
 };
+
+// The steps below exist only where wgmma and TMA do (sm_90a); so does the
+// kernel's body.
+#if defined(TINYLLAMA_WGMMA_AVAILABLE)
+// Barrier set-up (one thread): Q landed, and per stage K landed, V landed,
+// the stage free again (one arrival per consumer warpgroup) and K rotated.
+template <int STAGES>
+__device__ __forceinline__ void init_barriers(std::uint64_t* q_full, std::uint64_t* k_full,
+                                              std::uint64_t* v_full, std::uint64_t* empty,
+                                              std::uint64_t* k_rotated) {
+  mbar_init(q_full, 1);
+  for (int s = 0; s < STAGES; ++s) {
+    mbar_init(k_full + s, 1);
+    mbar_init(v_full + s, 1);
+    mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
+    mbar_init(k_rotated + s, 1);
+  }
+  mbar_init_fence();
+}
+
+// The producer thread: both consumers' Q rows (q_full), then every key
+// tile's K and V into stage kt % STAGES (k_full, v_full) once both
+// consumers have released it (empty).
+template <typename Cfg, int HD, int BK, int STAGES, typename Block, typename QTile, typename KStage,
+          typename VStage>
+__device__ __forceinline__ void produce(const CUtensorMap* tq, const CUtensorMap* tk,
+                                        const CUtensorMap* tv, const Block& blk, const QTile& s_qw,
+                                        const KStage& s_k, const VStage& s_v, std::uint64_t* q_full,
+                                        std::uint64_t* k_full, std::uint64_t* v_full,
+                                        std::uint64_t* empty) {
+  const int q_row = static_cast<int>(blk.tok0) + blk.q0;
+  mbar_expect_tx(q_full, Cfg::kQBytes);
+  for (int c = 0; c < 2; ++c) {
+    for (int cb = 0; cb < HD / 64; ++cb) {
+      tma_load_2d(s_qw(c) + cb * 64 * kSwizzleRowBytes, tq, blk.h * HD + cb * 64, q_row + 64 * c,
+                  q_full);
+    }
+  }
+  for (int kt = 0; kt < blk.n_kt; ++kt) {
+    const int stage = kt % STAGES;
+    if (kt >= STAGES) mbar_wait(empty + stage, ((kt / STAGES) - 1) & 1);
+    const int row = static_cast<int>(blk.tok0) + kt * BK;
+    mbar_expect_tx(k_full + stage, Cfg::kKvBytes);
+    for (int cb = 0; cb < HD / 64; ++cb) {
+      tma_load_2d(s_k(stage) + cb * BK * kSwizzleRowBytes, tk, blk.kvh * HD + cb * 64, row,
+                  k_full + stage);
+    }
+    mbar_expect_tx(v_full + stage, Cfg::kKvBytes);
+    for (int cb = 0; cb < HD / 64; ++cb) {
+      tma_load_2d(s_v(stage) + cb * BK * kSwizzleRowBytes, tv, blk.kvh * HD + cb * 64, row,
+                  v_full + stage);
+    }
+  }
+}
+
+// The producer's warps 1-3 with RoPE fused (rt: 0 to 95): each K tile
+// rotated once it has landed, then released to the consumers (k_rotated);
+// at the end the rotated q, k and v's copy written out. A stage is refilled
+// only once both consumers released it, and they wait for its rotation
+// first: the rotators are never a lap behind.
+template <typename T, typename Cfg, int HD, int BK, int STAGES, typename Block, typename KStage>
+__device__ __forceinline__ void rotate_k_tiles(const FwdArgs& a, const Block& blk,
+                                               const KStage& s_k, std::uint64_t* k_full,
+                                               std::uint64_t* k_rotated, int rt) {
+  constexpr int kRotators = Cfg::kRotators;
+  for (int kt = 0; kt < blk.n_kt; ++kt) {
+    const int stage = kt % STAGES;
+    mbar_wait(k_full + stage, (kt / STAGES) & 1);
+    rope_tile_sw128<T, BK, HD, kRotators>(s_k(stage), min(BK, a.seq - kt * BK), a.rope, kt * BK,
+                                          rt);
+    fence_proxy_async();  // the generic writes, before wgmma reads them
+    named_barrier(5, kRotators);
+    if (rt == 0) mbar_arrive(k_rotated + stage);
+  }
+  rope_write_block<T, HD, kRotators>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, rt);
+}
+
+// The producer warpgroup: it gives registers back (the consumers hold the
+// accumulators); one thread issues every copy, and with RoPE fused warps
+// 1-3 rotate the K tiles.
+template <typename T, typename Cfg, int HD, int BK, int STAGES, bool ROPE, typename Block,
+          typename QTile, typename KStage, typename VStage>
+__device__ __forceinline__ void producer(const CUtensorMap* tq, const CUtensorMap* tk,
+                                         const CUtensorMap* tv, const FwdArgs& a, const Block& blk,
+                                         const QTile& s_qw, const KStage& s_k, const VStage& s_v,
+                                         std::uint64_t* q_full, std::uint64_t* k_full,
+                                         std::uint64_t* v_full, std::uint64_t* empty,
+                                         std::uint64_t* k_rotated, int tid) {
+  regs_dec<40>();
+  if (tid == 0) {
+    produce<Cfg, HD, BK, STAGES>(tq, tk, tv, blk, s_qw, s_k, s_v, q_full, k_full, v_full, empty);
+  } else if constexpr (ROPE) {
+    if (tid >= 32) rotate_k_tiles<T, Cfg, HD, BK, STAGES>(a, blk, s_k, k_full, k_rotated, tid - 32);
+  }
+}
+
+// A consumer's own 64 Q rows rotated in place (RoPE fused), visible to its
+// wgmma and to all its warps.
+template <typename T, int HD, typename Block, typename QTile>
+__device__ __forceinline__ void rotate_q_rows(const FwdArgs& a, const Block& blk, const QTile& s_qw,
+                                              int c, int wq0, int wtid) {
+  rope_tile_sw128<T, 64, HD, 128>(s_qw(c), blk.q_end - wq0, a.rope, wq0, wtid);
+  fence_proxy_async();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+}
+
+// A key tile after all of a consumer's rows: nothing to add, but the tile
+// waited for all the same (a consumer that released stages unwaited could
+// run a lap ahead and complete a phase of `empty` with its own two
+// arrivals), and both its turns taken.
+template <typename MyTurn, typename YourTurn>
+__device__ __forceinline__ void skip_tile(std::uint64_t* k_ready, std::uint64_t* v_full,
+                                          unsigned phase, const MyTurn& my_turn,
+                                          const YourTurn& your_turn) {
+  mbar_wait(k_ready, phase);
+  mbar_wait(v_full, phase);
+  my_turn();
+  your_turn();
+  my_turn();
+  your_turn();
+}
+
+// S = Q K^T of one stage, issued in this consumer's turn (the turn passes as
+// soon as it is issued) and waited for.
+template <typename T, int HD, int BK, typename KStage, typename MyTurn, typename YourTurn>
+__device__ __forceinline__ void scores_in_turn(float (&s)[BK / 8][4], std::uint64_t* k_ready,
+                                               unsigned phase, unsigned q_addr, const KStage& s_k,
+                                               int stage, const MyTurn& my_turn,
+                                               const YourTurn& your_turn) {
+  mbar_wait(k_ready, phase);
+  const unsigned k_addr = smem_u32(s_k(stage));
+  my_turn();
+  wgmma_fence();
+  issue_scores<T, HD, BK, 64>(s, q_addr, k_addr);
+  wgmma_commit();
+  your_turn();
+  wgmma_wait<0>();
+  fence_regs(s);
+}
+
+// O += P V of one stage once its V landed, issued in this consumer's turn
+// and waited for.
+template <typename T, int HD, int BK, typename VStage, typename MyTurn, typename YourTurn>
+__device__ __forceinline__ void pv_in_turn(float (&o)[HD / 8][4], unsigned (&p)[BK / 16][4],
+                                           std::uint64_t* v_full, unsigned phase, const VStage& s_v,
+                                           int stage, const MyTurn& my_turn,
+                                           const YourTurn& your_turn) {
+  mbar_wait(v_full, phase);
+  const unsigned v_addr = smem_u32(s_v(stage));
+  my_turn();
+  wgmma_fence();
+  issue_pv<T, HD, BK>(o, p, v_addr);
+  wgmma_commit();
+  your_turn();
+  wgmma_wait<0>();
+  fence_regs(o);
+  fence_regs(p);
+}
+
+// Ping-pong turns (PINGPONG only): consumer c waits on named barrier 3 + c
+// before issuing products and then lets the other go (barrier 4 - c); the
+// other consumer's last wait has no arrival, so consumer 1 skips its last.
+template <bool PINGPONG>
+__device__ __forceinline__ void wait_turn(int c) {
+  if constexpr (PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory");
+}
+template <bool PINGPONG>
+__device__ __forceinline__ void go_first(int c) {  // consumer 0 goes first
+  if constexpr (PINGPONG) {
+    if (c == 1) asm volatile("bar.arrive %0, 256;\n" ::"r"(3) : "memory");
+  }
+}
+template <bool PINGPONG>
+__device__ __forceinline__ void pass_turn(int c, int turn, int turns) {
+  if constexpr (PINGPONG) {
+    if (!(c == 1 && turn == turns - 1)) {
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory");
+    }
+  }
+}
+
+// Every warp of a consumer warpgroup is done with the stage: release it
+// once (one arrival of the two `empty` waits for).
+__device__ __forceinline__ void release_stage(std::uint64_t* empty, int c, int wtid) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+  if (wtid == 0) mbar_arrive(empty);
+}
+#endif
 
 // PINGPONG: the two consumers take turns issuing their products (named
 // barriers 3 and 4), so one's softmax runs while the other's products keep
@@ -76,61 +265,12 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid >> 7;
   const QueryTileBlock<BQ, BK> blk(a);
-  if (tid == 0) {
-    mbar_init(q_full, 1);
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(k_full + s, 1);
-      mbar_init(v_full + s, 1);
-      mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
-      mbar_init(k_rotated + s, 1);
-    }
-    mbar_init_fence();
-  }
+  if (tid == 0) init_barriers<STAGES>(q_full, k_full, v_full, empty, k_rotated);
   __syncthreads();
 
-  if (wg == 0) {  // the producer: one thread issues every copy
-    regs_dec<40>();
-    if (tid == 0) {
-      const int q_row = static_cast<int>(blk.tok0) + blk.q0;
-      mbar_expect_tx(q_full, Cfg::kQBytes);
-      for (int c = 0; c < 2; ++c) {
-        for (int cb = 0; cb < HD / 64; ++cb) {
-          tma_load_2d(s_qw(c) + cb * 64 * kSwizzleRowBytes, &tq, blk.h * HD + cb * 64,
-                      q_row + 64 * c, q_full);
-        }
-      }
-      for (int kt = 0; kt < blk.n_kt; ++kt) {
-        const int stage = kt % STAGES;
-        if (kt >= STAGES) mbar_wait(empty + stage, ((kt / STAGES) - 1) & 1);
-        const int row = static_cast<int>(blk.tok0) + kt * BK;
-        mbar_expect_tx(k_full + stage, Cfg::kKvBytes);
-        for (int cb = 0; cb < HD / 64; ++cb) {
-          tma_load_2d(s_k(stage) + cb * BK * kSwizzleRowBytes, &tk, blk.kvh * HD + cb * 64, row,
-                      k_full + stage);
-        }
-        mbar_expect_tx(v_full + stage, Cfg::kKvBytes);
-        for (int cb = 0; cb < HD / 64; ++cb) {
-          tma_load_2d(s_v(stage) + cb * BK * kSwizzleRowBytes, &tv, blk.kvh * HD + cb * 64, row,
-                      v_full + stage);
-        }
-      }
-    } else if constexpr (ROPE) {
-      if (tid >= 32) {
-        // A stage is refilled only once both consumers released it, and they
-        // wait for its rotation first: the rotators are never a lap behind.
-        const int rt = tid - 32;
-        for (int kt = 0; kt < blk.n_kt; ++kt) {
-          const int stage = kt % STAGES;
-          mbar_wait(k_full + stage, (kt / STAGES) & 1);
-          rope_tile_sw128<T, BK, HD, Cfg::kRotators>(s_k(stage), min(BK, a.seq - kt * BK), a.rope,
-                                                     kt * BK, rt);
-          fence_proxy_async();  // the generic writes, before wgmma reads them
-          named_barrier(5, Cfg::kRotators);
-          if (rt == 0) mbar_arrive(k_rotated + stage);
-        }
-        rope_write_block<T, HD, Cfg::kRotators>(a, blk.tok0, blk.q0, blk.q_end, blk.h, 1, rt);
-      }
-    }
+  if (wg == 0) {
+    producer<T, Cfg, HD, BK, STAGES, ROPE>(&tq, &tk, &tv, a, blk, s_qw, s_k, s_v, q_full, k_full,
+                                           v_full, empty, k_rotated, tid);
     return;
   }
 
@@ -145,109 +285,41 @@ __global__ void __launch_bounds__(WsFwd<HD, BK, STAGES>::kThreads, 1)
   const int row1 = row0 + 8;
   const unsigned q_addr = smem_u32(s_qw(c));
 
-  // Turns: consumer c waits on barrier 3 + c before issuing products and
-  // then lets the other go (barrier 4 - c). Consumer 0 goes first; every
-  // wait has its arrival (consumer 1 skips its last, which nobody awaits).
+  // Ping-pong turns (wait_turn, pass_turn), two a key tile.
   const int turns = 2 * blk.n_kt;
   int turn = 0;
-  auto my_turn = [&] {
-    if constexpr (PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory");
-  };
-  auto your_turn = [&] {
-    if constexpr (PINGPONG) {
-      if (!(c == 1 && turn == turns - 1)) {
-        asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory");
-      }
-    }
-    ++turn;
-  };
-  if constexpr (PINGPONG) {
-    if (c == 1) asm volatile("bar.arrive %0, 256;\n" ::"r"(3) : "memory");
-  }
+  auto my_turn = [&] { wait_turn<PINGPONG>(c); };
+  auto your_turn = [&] { pass_turn<PINGPONG>(c, turn++, turns); };
+  go_first<PINGPONG>(c);
 
   float o[HD / 8][4];
   zero(o);
   SoftmaxRows st;
   mbar_wait(q_full, 0);
-  if constexpr (ROPE) {
-    rope_tile_sw128<T, 64, HD, 128>(s_qw(c), blk.q_end - wq0, a.rope, wq0, wtid);
-    fence_proxy_async();
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-  }
+  if constexpr (ROPE) rotate_q_rows<T, HD>(a, blk, s_qw, c, wq0, wtid);
   // The K tile as the products read it: landed, and rotated if RoPE is fused.
   std::uint64_t* k_ready = ROPE ? k_rotated : k_full;
   for (int kt = 0; kt < blk.n_kt; ++kt) {
     const int stage = kt % STAGES;
     const unsigned phase = (kt / STAGES) & 1;
-    // A key tile wholly after this warpgroup's last row adds nothing to it
-    // (it still takes its turns).
+    // A key tile wholly after this warpgroup's last row adds nothing to it.
     if (kt * BK > wq0 + 63) {
-      // Nothing to add, but wait for the tile all the same: a consumer that
-      // released stages unwaited could run a lap ahead and complete a phase
-      // of `empty` with its own two arrivals.
-      mbar_wait(k_ready + stage, phase);
-      mbar_wait(v_full + stage, phase);
-      my_turn();
-      your_turn();
-      my_turn();
-      your_turn();
+      skip_tile(k_ready + stage, v_full + stage, phase, my_turn, your_turn);
     } else {
-      mbar_wait(k_ready + stage, phase);
       float s[BK / 8][4];
-      const unsigned k_addr = smem_u32(s_k(stage));
-      my_turn();
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        const unsigned step = (kk & 3) * 32;
-        wgmma_ss<T, BK, 0, 0>(
-            s, sw128_desc(q_addr + (kk >> 2) * 64 * kSwizzleRowBytes + step, 16, kSwizzleAtomBytes),
-            sw128_desc(k_addr + (kk >> 2) * BK * kSwizzleRowBytes + step, 16, kSwizzleAtomBytes),
-            kk > 0 ? 1 : 0);
-      }
-      wgmma_commit();
-      your_turn();
-      wgmma_wait<0>();
-      fence_regs(s);
+      scores_in_turn<T, HD, BK>(s, k_ready + stage, phase, q_addr, s_k, stage, my_turn, your_turn);
       unsigned p[BK / 16][4];
       const float2 alpha = softmax_tile<T, BK>(s, p, st, a.scale_log2, kt * BK + BK - 1 > wq0,
                                                kt * BK, row0, row1, t);
       scale_rows<HD>(o, alpha);
-      mbar_wait(v_full + stage, phase);
-      const unsigned v_addr = smem_u32(s_v(stage));
-      my_turn();
-      wgmma_fence();
-#pragma unroll
-      for (int kb = 0; kb < BK / 16; ++kb) {
-        wgmma_rs<T, HD, 1>(o, p[kb],
-                           sw128_desc(v_addr + kb * 16 * kSwizzleRowBytes, BK * kSwizzleRowBytes,
-                                      kSwizzleAtomBytes),
-                           1);
-      }
-      wgmma_commit();
-      your_turn();
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(p);
+      pv_in_turn<T, HD, BK>(o, p, v_full + stage, phase, s_v, stage, my_turn, your_turn);
     }
-    // Every warp of this warpgroup is done with the stage: release it once.
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-    if (wtid == 0) mbar_arrive(empty + stage);
+    release_stage(empty + stage, c, wtid);
   }
 
-  const float l0 = quad_sum(st.l0);
-  const float l1 = quad_sum(st.l1);
   // Each consumer stages through its own Q tile, which only it read.
-  unsigned char* s_o = s_qw(c);
-  stage_acc_sw128<T, HD>(s_o, 64, o, 1.f / l0, 1.f / l1, warp, lane);
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-  T* go = static_cast<T*>(a.out) + (blk.tok0 + wq0) * a.ldo + static_cast<std::int64_t>(blk.h) * HD;
-  store_rows_sw128<T, HD>(go, a.ldo, s_o, 64, blk.q_end - wq0, wtid);
-  if (t == 0) {
-    float* lrow = a.lse + bh_row(blk.b, a.heads, blk.h) * a.ld_lse;
-    if (row0 < a.seq) lrow[row0] = lse_from_exp2(st.m0, l0);
-    if (row1 < a.seq) lrow[row1] = lse_from_exp2(st.m1, l1);
-  }
+  store_output_wgmma<T, HD>(a, blk, blk.h, wq0, s_qw(c), 64, 1 + c, o, st, warp, lane, wtid, t,
+                            row0, row1);
 #endif
 }
 

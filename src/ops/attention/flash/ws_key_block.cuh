@@ -8,9 +8,11 @@
 //   S^T = K Q^T, dP^T = V dO^T                      (ws_scores_t)
 //   P^T = exp2(S^T - lse), dS^T = P^T (dP^T - D)    (ws_probs_t, with ws_row_stats)
 //   dV += P^T dO, dK += dS^T Q                       (ws_dv_dk)
-// and at the end writes its rows of dK and dV (ws_store_dkdv). Shared memory:
-// K and V of BK rows, then the Q stages, then the dO stages, all in the
-// 128-byte swizzle the wgmma descriptors read.
+// waiting for the stage (ws_wait_stage) and for each group (ws_wait_scores,
+// ws_wait_dv_dk) and releasing the stage (ws_release_stage), and at the end
+// writes its rows of dK and dV (ws_store_dkdv); ws_init_barriers sets up
+// the barriers. Shared memory: K and V of BK rows, then the Q stages, then
+// the dO stages, all in the 128-byte swizzle the wgmma descriptors read.
 #include <cuda.h>
 
 #include <cstdint>
@@ -24,6 +26,56 @@
 namespace tinyllama::cuda::flash {
 
 #if defined(TINYLLAMA_WGMMA_AVAILABLE)
+// Barrier set-up (one thread; the caller adds its own and fences): K and V
+// landed, and per stage its Q and dO landed and the stage free again.
+template <int STAGES>
+__device__ __forceinline__ void ws_init_barriers(std::uint64_t* kv_full, std::uint64_t* full,
+                                                 std::uint64_t* empty) {
+  mbar_init(kv_full, 1);
+  for (int s = 0; s < STAGES; ++s) {
+    mbar_init(full + s, 1);
+    mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
+  }
+}
+
+// A consumer waits for stage it % STAGES to hold iteration it's Q and dO,
+// even where it has nothing to add (every key of it after every query of
+// the tile, or past the sequence): one that released stages without
+// waiting could run a lap ahead and complete a phase of `empty` with its
+// own two arrivals, and the producer's parity wait would then miss the
+// phase it waits for.
+template <int STAGES>
+__device__ __forceinline__ void ws_wait_stage(std::uint64_t* full, int it) {
+  mbar_wait(full + it % STAGES, (it / STAGES) & 1);
+}
+
+// Every warp of consumer c is done with the Q / dO stage: release it once.
+__device__ __forceinline__ void ws_release_stage(std::uint64_t* empty, int c, int wtid) {
+  named_barrier(1 + c, 128);
+  if (wtid == 0) mbar_arrive(empty);
+}
+
+// Waits for ws_scores_t's group: S^T and dP^T are the registers' again.
+template <int BQ>
+__device__ __forceinline__ void ws_wait_scores(float (&st)[BQ / 8][4], float (&dpt)[BQ / 8][4]) {
+  wgmma_wait<0>();
+  fence_regs(st);
+  fence_regs(dpt);
+}
+
+// Waits for ws_dv_dk's group: dV, dK and the fragments it read are the
+// registers' again.
+template <int HD, int BQ>
+__device__ __forceinline__ void ws_wait_dv_dk(float (&dv)[HD / 8][4], float (&dk)[HD / 8][4],
+                                              unsigned (&p)[BQ / 16][4],
+                                              unsigned (&ds)[BQ / 16][4]) {
+  wgmma_wait<0>();
+  fence_regs(dv);
+  fence_regs(dk);
+  fence_regs(p);
+  fence_regs(ds);
+}
+
 // The producer thread: K and V into s_k / s_v (kv_full), then for every
 // iteration the Q and dO tiles into stage it % STAGES (full), once the
 // consumers have released it (empty).
