@@ -215,11 +215,12 @@ class CheckTest(unittest.TestCase):
         rc, out = self.run_check({"src/x/a.cc": self.LONG}, "")
         self.assertEqual(rc, 1)
         self.assertIn("src/x/a.cc:1: long_one (5 lines)", out)
-        self.assertIn("1 device functions over 3", out)
-        self.assertNotIn("long_kernel (", out)
+        self.assertIn("src/x/a.cc:7: long_kernel (4 lines) [device]", out)
+        self.assertIn("2 functions over 3", out)
 
     def test_listed_long_function_passes(self):
-        rc, out = self.run_check({"src/x/a.cc": self.LONG}, "# comment\nsrc/x/a.cc long_one\n")
+        rc, out = self.run_check({"src/x/a.cc": self.LONG},
+                                 "# comment\nsrc/x/a.cc long_one\nsrc/x/a.cc long_kernel\n")
         self.assertEqual(rc, 0, out)
         self.assertIn("ok", out)
 
