@@ -12,11 +12,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/linear/fp8_format.h"
+
 namespace tinyllama::cpu {
 
-// E4M3 (E4M3FN: max 448, no inf) for weights and activations; E5M2 (max
-// 57344) for gradients, whose range matters more than their precision.
-enum class Fp8Format { E4M3, E5M2 };
+// E4M3 for weights and activations, E5M2 for gradients (ops/linear/fp8_format.h).
+using tinyllama::Fp8Format;
 
 // The largest finite value of the format: 448 or 57344.
 double fp8_max_finite(Fp8Format f);

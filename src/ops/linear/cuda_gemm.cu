@@ -125,18 +125,6 @@ std::string algo_label(const cublasLtMatmulAlgo_t& algo) {
          std::to_string(splitk);
 }
 
-// Whether the algorithm adds its split-K partial sums in fp32. INPLACE and
-// OUTPUT_TYPE reductions add them in c's dtype: extra bf16/fp16 roundings.
-bool reduces_in_fp32(const cublasLtMatmulAlgo_t& algo) {
-  std::int32_t splitk = 1;
-  std::uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                       sizeof(splitk), nullptr);
-  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                       sizeof(scheme), nullptr);
-  return splitk <= 1 || scheme == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-}
-
 }  // namespace
 
 static_assert(kKeyFields == std::tuple_size_v<GemmTuningKey>,

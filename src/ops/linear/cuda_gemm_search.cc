@@ -68,6 +68,12 @@ class CandidateList {
 
 }  // namespace
 
+bool reduces_in_fp32(const cublasLtMatmulAlgo_t& algo) {
+  const auto splitk = config<std::int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  const auto scheme = config<std::uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+  return splitk <= 1 || scheme == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+}
+
 std::vector<cublasLtMatmulAlgo_t> heuristic_algos(const GemmProblemDesc& p, int max_count,
                                                   int only_algo_id) {
   cublasLtMatmulPreference_t pref = nullptr;

@@ -35,6 +35,10 @@ struct GemmProblemDesc {
 std::vector<cublasLtMatmulAlgo_t> heuristic_algos(const GemmProblemDesc& p, int max_count,
                                                   int only_algo_id = -1);
 
+// Whether the algorithm adds its split-K partial sums in fp32. INPLACE and
+// OUTPUT_TYPE reductions add them in c's dtype: extra bf16/fp16 roundings.
+bool reduces_in_fp32(const cublasLtMatmulAlgo_t& algo);
+
 // The wide candidate list: `first` (the heuristic's ranking) in its order,
 // then the per-id and split-K additions, without duplicates, at most
 // max_count in all.

@@ -1,0 +1,238 @@
+// FP8 amax, scale and casts on the device (cuda_fp8_cast.h). Every kernel
+// does exactly the fp32 arithmetic of its CPU twin in cpu_fp8.cc, so the two
+// agree bit for bit: the amax is a maximum (no rounding), the scale is
+// computed in double and rounded once to fp32 as fp8_scale_for does, the
+// inverse is the correctly rounded fp32 reciprocal, and the cast multiplies
+// in fp32 (__fmul_rn: never contracted) and rounds with the hardware's
+// cvt.rn.satfinite (nearest even, saturating), as the codecs of
+// core/narrow_float.h do.
+#include <cuda_fp8.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "device/cuda_common.cuh"
+#include "device/cuda_vec.cuh"
+#include "ops/linear/cuda_fp8_cast.h"
+
+namespace tinyllama::cuda {
+namespace {
+
+__device__ __forceinline__ std::uint8_t fp8_code(float v, __nv_fp8_interpretation_t kind) {
+  return static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, kind));
+}
+
+__nv_fp8_interpretation_t interpretation(Fp8Format f) {
+  return f == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
+}
+
+// ---- amax ------------------------------------------------------------------------
+
+// Maximum over the block (any shape, at most 1024 threads) of non-negative
+// floats' bit patterns; the result is valid in thread 0.
+__device__ __forceinline__ unsigned block_max_bits(unsigned v) {
+  __shared__ unsigned partial[32];
+  const int tid = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+  const int threads = static_cast<int>(blockDim.x * blockDim.y);
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if ((tid & 31) == 0) partial[tid >> 5] = v;
+  __syncthreads();
+  if (tid == 0) {
+    for (int w = 1; w < (threads + 31) / 32; ++w) v = max(v, partial[w]);
+  }
+  return v;
+}
+
+template <typename T, int Vec>
+__global__ void amax_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t chunks,
+                            std::int64_t ld, unsigned* __restrict__ amax_bits) {
+  unsigned m = 0;
+  const std::int64_t chunk = my_chunk();
+  if (chunk < chunks) {
+    for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+      float v[Vec];
+      load_f32<Vec>(x + r * ld + chunk * Vec, v);
+#pragma unroll
+      for (int i = 0; i < Vec; ++i) m = max(m, __float_as_uint(fabsf(v[i])));
+    }
+  }
+  m = block_max_bits(m);
+  if (threadIdx.x == 0 && threadIdx.y == 0 && m != 0) atomicMax(amax_bits, m);
+}
+
+// ---- scale -----------------------------------------------------------------------
+
+__global__ void scale_kernel(const float* __restrict__ amax, double max_finite, int margin,
+                             float* __restrict__ scale, float* __restrict__ inverse_scale) {
+  const float a = *amax;
+  float s = 1.0f;
+  if (a > 0.0f && isfinite(a)) {
+    const double q = max_finite / static_cast<double>(a) / ldexp(1.0, margin);
+    s = q > static_cast<double>(FLT_MAX) ? FLT_MAX : static_cast<float>(q);
+  }
+  if (scale != nullptr) *scale = s;
+  if (inverse_scale != nullptr) *inverse_scale = __fdiv_rn(1.0f, s);
+}
+
+// ---- cast --------------------------------------------------------------------------
+
+// Vec codes as one store: 1, 2, 4 or 8 bytes.
+template <int Vec>
+__device__ __forceinline__ void store_codes(std::uint8_t* p, const std::uint8_t (&c)[Vec]) {
+  union {
+    typename RawWord<Vec == 1 ? 2 : Vec>::type raw;
+    std::uint8_t b[Vec == 1 ? 2 : Vec];
+  } pk;
+  if constexpr (Vec == 1) {
+    *p = c[0];
+  } else {
+#pragma unroll
+    for (int i = 0; i < Vec; ++i) pk.b[i] = c[i];
+    *reinterpret_cast<decltype(pk.raw)*>(p) = pk.raw;
+  }
+}
+
+template <typename T, int Vec>
+__global__ void cast_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t chunks,
+                            std::int64_t ld, const float* __restrict__ scale,
+                            __nv_fp8_interpretation_t kind, std::uint8_t* __restrict__ out,
+                            std::int64_t ld_out) {
+  const std::int64_t chunk = my_chunk();
+  if (chunk >= chunks) return;
+  const float s = *scale;
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+    float v[Vec];
+    load_f32<Vec>(x + r * ld + chunk * Vec, v);
+    std::uint8_t c[Vec];
+#pragma unroll
+    for (int i = 0; i < Vec; ++i) c[i] = fp8_code(__fmul_rn(v[i], s), kind);
+    store_codes<Vec>(out + r * ld_out + chunk * Vec, c);
+  }
+}
+
+// ---- cast with transpose -------------------------------------------------------------
+
+// A 32 x 32 tile per block of 32 x 8 threads: each thread converts four
+// elements of the tile's rows (reads and the direct copy's writes run along
+// rows), the codes go through shared memory, and the transposed copy is
+// written along the input's columns, so its writes run along its rows too.
+constexpr int kTile = 32;
+constexpr int kTileRowsPerPass = 8;
+
+template <typename T>
+__global__ void cast_transpose_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols,
+                                      std::int64_t ld, const float* __restrict__ scale,
+                                      __nv_fp8_interpretation_t kind,
+                                      std::uint8_t* __restrict__ out, std::int64_t ld_out,
+                                      std::uint8_t* __restrict__ out_t, std::int64_t ld_t) {
+  __shared__ std::uint8_t tile[kTile][kTile + 4];  // padded: transposed reads hit distinct banks
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  const int tx = static_cast<int>(threadIdx.x);
+  const float s = *scale;
+  for (int i = static_cast<int>(threadIdx.y); i < kTile; i += kTileRowsPerPass) {
+    const std::int64_t r = r0 + i;
+    const std::int64_t c = c0 + tx;
+    if (r < rows && c < cols) {
+      const std::uint8_t code = fp8_code(__fmul_rn(to_f32(x[r * ld + c]), s), kind);
+      if (out != nullptr) out[r * ld_out + c] = code;
+      tile[i][tx] = code;
+    }
+  }
+  if (out_t == nullptr) return;  // uniform over the block: no barrier is skipped by some threads
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.y); i < kTile; i += kTileRowsPerPass) {
+    const std::int64_t c = c0 + i;   // a row of out_t
+    const std::int64_t r = r0 + tx;  // a column of out_t
+    if (r < rows && c < cols) out_t[c * ld_t + r] = tile[tx][i];
+  }
+}
+
+// The vector width of the cast: 16 bytes of input per thread where every
+// row of x and of out is aligned for it, else one element.
+template <typename T>
+int cast_vec(const Mat& x, const Fp8View& out) {
+  const int vec = vec_width<T>({&x});
+  const auto addr = reinterpret_cast<std::uintptr_t>(out.codes);
+  return vec > 1 && out.ld % vec == 0 && addr % static_cast<unsigned>(vec) == 0 ? vec : 1;
+}
+
+void check_input(const char* op, const Mat& x) {
+  require(x.dtype == DType::F32 || x.dtype == DType::BF16 || x.dtype == DType::F16, op,
+          "x must be float32, bfloat16 or float16, got " + shape_str(x));
+  require(x.rows >= 0 && x.cols >= 0 && x.ld >= x.cols, op, "bad view " + shape_str(x));
+}
+
+}  // namespace
+
+void fp8_amax(const Mat& x, float* amax, cudaStream_t stream) {
+  const char* op = "fp8_amax";
+  check_input(op, x);
+  require(amax != nullptr, op, "no output");
+  CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  if (x.rows == 0 || x.cols == 0) return;
+  dispatch_float(x.dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_vec<T>(vec_width<T>({&x}), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const std::int64_t chunks = x.cols / kVec;
+      const RowLaunch l = row_launch(x.rows, chunks);
+      amax_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(x.ptr<const T>(), x.rows, chunks, x.ld,
+                                                           reinterpret_cast<unsigned*>(amax));
+      CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void fp8_scale_from_amax(const float* amax, Fp8Format f, int margin, float* scale,
+                         float* inverse_scale, cudaStream_t stream) {
+  require(amax != nullptr, "fp8_scale_from_amax", "no amax");
+  scale_kernel<<<1, 1, 0, stream>>>(amax, static_cast<double>(fp8_max_finite_f32(f)), margin, scale,
+                                    inverse_scale);
+  CUDA_CHECK_LAUNCH();
+}
+
+void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaStream_t stream) {
+  const char* op = "fp8_cast";
+  check_input(op, x);
+  require(scale != nullptr && out.codes != nullptr, op, "no scale or no output");
+  require(out.ld >= x.cols, op, "the output's row stride is below x's width");
+  if (x.rows == 0 || x.cols == 0) return;
+  dispatch_float(x.dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_vec<T>(cast_vec<T>(x, out), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const std::int64_t chunks = x.cols / kVec;
+      const RowLaunch l = row_launch(x.rows, chunks);
+      cast_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(
+          x.ptr<const T>(), x.rows, chunks, x.ld, scale, interpretation(f), out.codes, out.ld);
+      CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View out, Fp8View out_t,
+                        cudaStream_t stream) {
+  const char* op = "fp8_cast_transpose";
+  check_input(op, x);
+  require(scale != nullptr, op, "no scale");
+  require(out.codes != nullptr || out_t.codes != nullptr, op, "no output");
+  require(out.codes == nullptr || out.ld >= x.cols, op, "out's row stride is below x's width");
+  require(out_t.codes == nullptr || out_t.ld >= x.rows, op,
+          "out_t's row stride is below x's height");
+  if (x.rows == 0 || x.cols == 0) return;
+  const std::int64_t tiles_r = (x.rows + kTile - 1) / kTile;
+  const std::int64_t tiles_c = (x.cols + kTile - 1) / kTile;
+  require(tiles_r <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");
+  const dim3 grid(static_cast<unsigned>(tiles_c), static_cast<unsigned>(tiles_r));
+  const dim3 block(kTile, kTileRowsPerPass);
+  dispatch_float(x.dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cast_transpose_kernel<T><<<grid, block, 0, stream>>>(x.ptr<const T>(), x.rows, x.cols, x.ld,
+                                                         scale, interpretation(f), out.codes,
+                                                         out.ld, out_t.codes, out_t.ld);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace tinyllama::cuda

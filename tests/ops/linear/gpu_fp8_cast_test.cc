@@ -1,0 +1,203 @@
+// The FP8 scaling kernels (ops/linear/cuda_fp8_cast.h) against their CPU
+// twins (ops/linear/cpu_fp8.h), bit for bit: the amax exactly (NaN when an
+// element is NaN), the scale and its inverse from a device amax (edge
+// cases: 0, inf, NaN, an amax so small the scale clamps to FLT_MAX), and
+// the casts of fp32 and bf16 tensors to E4M3 and E5M2 codes, at a fitting
+// and a saturating scale, with the transposed copy; odd shapes (casts have
+// no multiple-of-16 rule), padded row strides, padding left untouched.
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpu_fp8_util.h"
+#include "ops/linear/cuda_fp8_cast.h"
+
+namespace tinyllama::gpu_test {
+namespace {
+
+struct CastShape {
+  std::int64_t rows, cols, pad;  // pad: extra elements per row of the input and outputs
+};
+
+const CastShape kCastShapes[] = {{16, 16, 0},      {48, 80, 0}, {37, 53, 5},
+                                 {1040, 2064, 16}, {1, 1, 0},   {33, 8, 8}};
+
+using CastParam = std::tuple<DType, Fp8Format, CastShape>;
+
+class GpuFp8Cast : public Fp8GpuParamTest<CastParam> {};
+
+// One input on both sides: host values and the device copy (ld = cols + pad).
+struct CastInput {
+  std::vector<float> values;
+  DeviceMem mem;
+  Mat x;
+  CastInput(const CastShape& s, DType t, Rng& rng)
+      : values(random_values(static_cast<std::size_t>(s.rows * s.cols), 1.0, t, rng)),
+        mem(static_cast<std::size_t>(s.rows * (s.cols + s.pad)) * dtype_size(t)) {
+    const auto bytes = host_bytes(values, s.rows, s.cols, s.cols + s.pad, t);
+    mem.upload(bytes.data(), bytes.size());
+    x = Mat(mem.get(), t, s.rows, s.cols, s.cols + s.pad);
+  }
+};
+
+// Whether rows x cols codes at row stride ld equal want (row-major, no
+// padding) and the padding after each row kept its 0xff poison.
+void expect_codes(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want,
+                  std::int64_t rows, std::int64_t cols, std::int64_t ld, const std::string& what) {
+  std::int64_t wrong = 0, pad_touched = 0;
+  std::string first;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < ld; ++c) {
+      const std::uint8_t g = got[static_cast<std::size_t>(r * ld + c)];
+      if (c >= cols) {
+        pad_touched += g != 0xff;
+        continue;
+      }
+      const std::uint8_t w = want[static_cast<std::size_t>(r * cols + c)];
+      if (g != w && wrong++ == 0) {
+        first = "(" + std::to_string(r) + ", " + std::to_string(c) + "): got " + std::to_string(g) +
+                " want " + std::to_string(w);
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0) << what << ": codes differ from the CPU codec, first at " << first;
+  EXPECT_EQ(pad_touched, 0) << what << ": wrote into the row padding";
+}
+
+std::vector<std::uint8_t> transpose(const std::vector<std::uint8_t>& v, std::int64_t rows,
+                                    std::int64_t cols) {
+  std::vector<std::uint8_t> t(v.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      t[static_cast<std::size_t>(c * rows + r)] = v[static_cast<std::size_t>(r * cols + c)];
+    }
+  }
+  return t;
+}
+
+TEST_P(GpuFp8Cast, AmaxScaleAndCastsMatchTheCpu) {
+  const auto [t, f, s] = GetParam();
+  Rng rng(20261128);
+  CastInput in(s, t, rng);
+  const std::size_t n = in.values.size();
+
+  DeviceMem amax(sizeof(float)), scales(4 * sizeof(float));
+  cuda::fp8_amax(in.x, amax.get<float>(), nullptr);
+  const double want_amax = cpu::amax(in.values.data(), n);
+  EXPECT_EQ(amax.download<float>(1)[0], static_cast<float>(want_amax)) << "amax";
+
+  // Margin 0 (the largest element on the largest code) and margin -2 (4x
+  // too large: the top of the tensor saturates).
+  for (const int margin : {0, -2}) {
+    SCOPED_TRACE("margin " + std::to_string(margin));
+    float* scale = scales.get<float>();
+    cuda::fp8_scale_from_amax(amax.get<float>(), f, margin, scale, scale + 1, nullptr);
+    const auto got = scales.download<float>(2);
+    const float want_scale = cpu::fp8_scale_for(want_amax, f, margin);
+    EXPECT_EQ(got[0], want_scale) << "scale";
+    EXPECT_EQ(got[1], cpu::fp8_inverse_scale(want_scale)) << "inverse scale";
+
+    std::vector<std::uint8_t> want(n);
+    cpu::quantize_fp8(in.values.data(), n, want_scale, f, want.data());
+    const std::int64_t ld = s.cols + s.pad, ld_t = s.rows + s.pad;
+    DeviceMem out(static_cast<std::size_t>(s.rows * ld)),
+        out2(static_cast<std::size_t>(s.rows * ld));
+    DeviceMem out_t(static_cast<std::size_t>(s.cols * ld_t));
+    cuda::fp8_cast(in.x, scale, f, cuda::Fp8View{out.get<std::uint8_t>(), ld}, nullptr);
+    expect_codes(out.download<std::uint8_t>(out.bytes()), want, s.rows, s.cols, ld, "fp8_cast");
+
+    cuda::fp8_cast_transpose(in.x, scale, f, cuda::Fp8View{out2.get<std::uint8_t>(), ld},
+                             cuda::Fp8View{out_t.get<std::uint8_t>(), ld_t}, nullptr);
+    expect_codes(out2.download<std::uint8_t>(out2.bytes()), want, s.rows, s.cols, ld,
+                 "fp8_cast_transpose, direct copy");
+    expect_codes(out_t.download<std::uint8_t>(out_t.bytes()), transpose(want, s.rows, s.cols),
+                 s.cols, s.rows, ld_t, "fp8_cast_transpose, transposed copy");
+  }
+}
+
+// The transposed copy alone (no direct output).
+TEST_P(GpuFp8Cast, TransposeOnly) {
+  const auto [t, f, s] = GetParam();
+  Rng rng(7);
+  CastInput in(s, t, rng);
+  const std::size_t n = in.values.size();
+  const float scale = cpu::fp8_scale_for(cpu::amax(in.values.data(), n), f);
+  DeviceMem dscale(sizeof(float));
+  dscale.upload(&scale, sizeof(scale));
+  std::vector<std::uint8_t> want(n);
+  cpu::quantize_fp8(in.values.data(), n, scale, f, want.data());
+  DeviceMem out_t(static_cast<std::size_t>(s.cols * s.rows));
+  cuda::fp8_cast_transpose(in.x, dscale.get<float>(), f, cuda::Fp8View{},
+                           cuda::Fp8View{out_t.get<std::uint8_t>(), s.rows}, nullptr);
+  expect_codes(out_t.download<std::uint8_t>(out_t.bytes()), transpose(want, s.rows, s.cols), s.cols,
+               s.rows, s.rows, "transposed copy alone");
+}
+
+std::string cast_name(const ::testing::TestParamInfo<CastParam>& info) {
+  const auto& [t, f, s] = info.param;
+  return dtype_label(t) + "_" + format_label(f) + "_" + std::to_string(s.rows) + "x" +
+         std::to_string(s.cols) + (s.pad != 0 ? "_padded" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuFp8Cast,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16),
+                                            ::testing::Values(Fp8Format::E4M3, Fp8Format::E5M2),
+                                            ::testing::ValuesIn(kCastShapes)),
+                         cast_name);
+
+class GpuFp8Scale : public Fp8GpuTest {};
+
+// The scale of an amax written straight to the device: the cases the
+// random tensors do not reach.
+TEST_F(GpuFp8Scale, EdgeCasesMatchTheCpu) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float amaxes[] = {0.0f, inf, nan, 1e-38f, FLT_TRUE_MIN, 1.0f, 448.0f, 3.0e38f, 0.1f};
+  DeviceMem amax(sizeof(float)), scales(2 * sizeof(float));
+  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (const float a : amaxes) {
+      for (const int margin : {0, 1, 3}) {
+        SCOPED_TRACE(std::string(format_label(f)) + " amax " + std::to_string(a) + " margin " +
+                     std::to_string(margin));
+        amax.upload(&a, sizeof(a));
+        cuda::fp8_scale_from_amax(amax.get<float>(), f, margin, scales.get<float>(),
+                                  scales.get<float>() + 1, nullptr);
+        const auto got = scales.download<float>(2);
+        const float want = cpu::fp8_scale_for(a, f, margin);
+        EXPECT_EQ(got[0], want);
+        EXPECT_EQ(got[1], cpu::fp8_inverse_scale(want));
+      }
+    }
+  }
+}
+
+// A NaN anywhere makes the amax NaN (the scale then falls back to 1 and the
+// non-finite check sees the NaN); an infinity makes it infinite.
+TEST_F(GpuFp8Scale, AmaxPropagatesNanAndInf) {
+  for (const DType t : {DType::F32, DType::BF16}) {
+    Rng rng(3);
+    CastInput in(CastShape{40, 24, 0}, t, rng);
+    DeviceMem amax(sizeof(float));
+    for (const float bad :
+         {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN()}) {
+      std::vector<float> v = in.values;
+      v[517] = bad;
+      const auto bytes = host_bytes(v, 40, 24, 24, t);
+      in.mem.upload(bytes.data(), bytes.size());
+      cuda::fp8_amax(in.x, amax.get<float>(), nullptr);
+      const float got = amax.download<float>(1)[0];
+      if (std::isnan(bad)) {
+        EXPECT_TRUE(std::isnan(got)) << dtype_label(t) << " amax with a NaN: " << got;
+      } else {
+        EXPECT_EQ(got, bad) << dtype_label(t) << " amax with an inf";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tinyllama::gpu_test
