@@ -25,7 +25,7 @@ enum Fp8KeyField {
   kTypeC,
   kAccumulate,
   kFastAccum,
-  kPointers,  // bit 0: amax_d, bit 1: a's dequant, bit 2: b's dequant
+  kPointers,  // bit 1: a's dequant, bit 2: b's dequant
   kAlignA,
   kAlignB,
   kAlignC,
@@ -172,7 +172,7 @@ void Fp8GemmRunner::run(const Mat& c, const Fp8Operand& a, const Fp8Operand& b,
                          "): " + why);
   }
   const Plan& plan = plan_for(key_for(c, a, b, options), options, a, b);
-  set_pointers(plan, a, b, options);
+  set_pointers(plan, a, b);
   const float alpha = 1.0f;
   const float beta = options.accumulate ? 1.0f : 0.0f;
   // cuBLASLt's A is our b and its B is our a (see the header); C and D
@@ -196,8 +196,7 @@ Fp8GemmRunner::Key Fp8GemmRunner::key_for(const Mat& c, const Fp8Operand& a, con
   key[kTypeC] = output_type(c.dtype);
   key[kAccumulate] = options.accumulate;
   key[kFastAccum] = options.fast_accum;
-  key[kPointers] = (options.amax_d != nullptr ? 1 : 0) | (a.dequant != nullptr ? 2 : 0) |
-                   (b.dequant != nullptr ? 4 : 0);
+  key[kPointers] = (a.dequant != nullptr ? 2 : 0) | (b.dequant != nullptr ? 4 : 0);
   key[kAlignA] = alignment(a.codes, a.ld);
   key[kAlignB] = alignment(b.codes, b.ld);
   key[kAlignC] = alignment(c.data, c.ld * static_cast<std::int64_t>(dtype_size(c.dtype)));
@@ -206,14 +205,14 @@ Fp8GemmRunner::Key Fp8GemmRunner::key_for(const Mat& c, const Fp8Operand& a, con
   return key;
 }
 
-// The scale and amax pointers of this call on the plan's descriptor. The
+// The scale pointers of this call on the plan's descriptor (no amax of D:
+// cuBLASLt 13 refuses CUBLASLT_MATMUL_DESC_AMAX_D_POINTER with a bf16 or
+// fp32 D, measured on an H200). The
 // descriptor is the runner's own, and cuBLASLt reads it when the matmul is
 // enqueued, so the next call may change them.
-void Fp8GemmRunner::set_pointers(const Plan& plan, const Fp8Operand& a, const Fp8Operand& b,
-                                 const Fp8GemmOptions& options) {
+void Fp8GemmRunner::set_pointers(const Plan& plan, const Fp8Operand& a, const Fp8Operand& b) {
   set_attr(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b.dequant);  // cuBLASLt's A: our b
   set_attr(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a.dequant);
-  set_attr(plan.desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, options.amax_d);
 }
 
 Fp8GemmRunner::Plan& Fp8GemmRunner::plan_for(const Key& key, const Fp8GemmOptions& options,
@@ -227,8 +226,8 @@ Fp8GemmRunner::Plan& Fp8GemmRunner::plan_for(const Key& key, const Fp8GemmOption
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);  // on our a
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
              static_cast<std::int8_t>(options.fast_accum ? 1 : 0));
-    // The heuristic sees the pointers set (scales, amax) as the launches will.
-    set_pointers(plan, a, b, options);
+    // The heuristic sees the scale pointers set as the launches will.
+    set_pointers(plan, a, b);
     plan.a = make_layout(key[kFormatB], key[kN], key[kK], key[kLdB]);  // our b, [N, K]
     plan.b = make_layout(key[kFormatA], key[kM], key[kK], key[kLdA]);  // our a, [M, K]
     plan.c = make_layout(key[kTypeC], key[kM], key[kN], key[kLdC]);

@@ -51,7 +51,7 @@
 //
 // Descriptors and the algorithm (the heuristic's best whose split-K parts,
 // if any, are added in fp32) are made once per distinct problem and cached,
-// as GemmRunner does; the scale and amax pointers are set on the cached
+// as GemmRunner does; the scale pointers are set on the cached
 // descriptor at each call (host work only, so a graph capture records
 // them). No autotuning yet: the heuristic's choice is kept.
 #include <cublasLt.h>
@@ -82,9 +82,6 @@ struct Fp8GemmOptions {
   bool accumulate = false;
   // CUBLASLT_MATMUL_DESC_FAST_ACCUM: no periodic promotion to fp32.
   bool fast_accum = false;
-  // Device fp32: set to max |D| over the output (CUBLASLT_MATMUL_DESC_AMAX_D_POINTER,
-  // computed by cuBLASLt in the epilogue); null: not computed.
-  float* amax_d = nullptr;
 };
 
 // Whether `device` has FP8 tensor cores (sm_89 or newer).
@@ -130,8 +127,7 @@ class Fp8GemmRunner {
   Plan& plan_for(const Key& key, const Fp8GemmOptions& options, const Fp8Operand& a,
                  const Fp8Operand& b);
   void choose_algo(Plan& plan, const Key& key);
-  void set_pointers(const Plan& plan, const Fp8Operand& a, const Fp8Operand& b,
-                    const Fp8GemmOptions& options);
+  void set_pointers(const Plan& plan, const Fp8Operand& a, const Fp8Operand& b);
 
   cublasLtHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
