@@ -16,6 +16,11 @@
 // the transposes of the activations and the weights: fp8_cast_transpose
 // makes both copies from one read.
 //
+// One exception to "bit for bit": a NaN input becomes the hardware's
+// canonical NaN code (cvt.rn.satfinite), which may differ in sign or
+// payload from the CPU codec's (0x7F/0xFF for E4M3, 0x7E/0xFE for E5M2);
+// both are NaN, and the amax (NaN) has already flagged the tensor.
+//
 // FP8 outputs are raw codes (one byte each, row-major with a row stride in
 // bytes); inputs are Mats of float32 or bfloat16 (float16 is accepted too).
 #include <cuda_runtime.h>
