@@ -16,52 +16,21 @@
 #include "device/cuda_graph.h"
 #include "ops/linear/cuda_gemm_search.h"
 #include "ops/linear/cuda_gemm_timing.h"
+#include "ops/linear/cuda_lt_layout.h"
 
 namespace tinyllama::cuda {
 namespace {
 
 cudaDataType_t lt_type(DType t) {
-  switch (t) {
-    case DType::F32:
-      return CUDA_R_32F;
-    case DType::BF16:
-      return CUDA_R_16BF;
-    case DType::F16:
-      return CUDA_R_16F;
-    case DType::F64:
-      break;
-  }
+  cudaDataType_t type{};
+  if (lt_data_type(t, &type)) return type;
   throw RuntimeFailure("gemm: dtype " + std::string(dtype_name(t)) +
                        " is not supported on CUDA (float32, bfloat16 or float16)");
 }
 
-// The largest power of two (up to 256) dividing the address of every row of
-// every matrix in the batch. cuBLASLt's heuristic otherwise assumes 256-byte
-// alignment, and column slices of fused buffers (q/k/v of qkv) can start
-// anywhere, with any row stride.
 std::int64_t alignment(const void* p, std::int64_t ld, std::int64_t stride_elems, DType t) {
   const auto es = static_cast<std::int64_t>(dtype_size(t));
-  auto bits = reinterpret_cast<std::uintptr_t>(p) | static_cast<std::uintptr_t>(ld * es) |
-              static_cast<std::uintptr_t>(stride_elems * es);
-  bits |= 256;
-  return static_cast<std::int64_t>(bits & (~bits + 1));
-}
-
-// Column-major layout of a row-major rows x cols matrix: cols x rows, same ld.
-cublasLtMatrixLayout_t make_layout(std::int64_t key_type, std::int64_t rows, std::int64_t cols,
-                                   std::int64_t ld, std::int64_t batch, std::int64_t stride) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, static_cast<cudaDataType_t>(key_type),
-                                          static_cast<std::uint64_t>(cols),
-                                          static_cast<std::uint64_t>(rows), ld));
-  if (batch > 1) {
-    const auto count = static_cast<std::int32_t>(batch);
-    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                  &count, sizeof(count)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
-  }
-  return layout;
+  return lt_alignment(p, ld * es, stride_elems * es);
 }
 
 // Positions in the plan key.
@@ -398,9 +367,9 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   const std::int64_t a_cols = key[kTransA] ? key[kM] : key[kK];
   const std::int64_t b_rows = key[kRowsB];
   const std::int64_t b_cols = key[kTransB] ? key[kK] : key[kN];
-  plan.a = make_layout(key[kTypeAB], b_rows, b_cols, key[kLdB], key[kBatch], key[kStrideB]);
-  plan.b = make_layout(key[kTypeAB], a_rows, a_cols, key[kLdA], key[kBatch], key[kStrideA]);
-  plan.c = make_layout(key[kTypeC], key[kM], key[kN], key[kLdC], key[kBatch], key[kStrideC]);
+  plan.a = row_major_layout(key[kTypeAB], b_rows, b_cols, key[kLdB], key[kBatch], key[kStrideB]);
+  plan.b = row_major_layout(key[kTypeAB], a_rows, a_cols, key[kLdA], key[kBatch], key[kStrideA]);
+  plan.c = row_major_layout(key[kTypeC], key[kM], key[kN], key[kLdC], key[kBatch], key[kStrideC]);
 
   if (autotune_) adopt_imported(plan, key);
   if (!plan.settled) {

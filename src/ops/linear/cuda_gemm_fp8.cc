@@ -8,6 +8,7 @@
 #include "core/errors.h"
 #include "device/cuda_check.h"
 #include "ops/linear/cuda_gemm_search.h"
+#include "ops/linear/cuda_lt_layout.h"
 
 namespace tinyllama::cuda {
 namespace {
@@ -50,35 +51,8 @@ const char* format_name(Fp8Format f) {
 
 // c's cuBLASLt type, or CUDA_R_8I (never an FP8 output here) when refused.
 cudaDataType_t output_type(DType t) {
-  switch (t) {
-    case DType::BF16:
-      return CUDA_R_16BF;
-    case DType::F16:
-      return CUDA_R_16F;
-    case DType::F32:
-      return CUDA_R_32F;
-    case DType::F64:
-      break;
-  }
-  return CUDA_R_8I;
-}
-
-// The largest power of two (up to 256) dividing the address and the row
-// stride in bytes: the alignment hint the heuristic is given.
-std::int64_t alignment(const void* p, std::int64_t ld_bytes) {
-  auto bits = reinterpret_cast<std::uintptr_t>(p) | static_cast<std::uintptr_t>(ld_bytes);
-  bits |= 256;
-  return static_cast<std::int64_t>(bits & (~bits + 1));
-}
-
-// Column-major layout of a row-major rows x cols matrix: cols x rows, same ld.
-cublasLtMatrixLayout_t make_layout(std::int64_t type, std::int64_t rows, std::int64_t cols,
-                                   std::int64_t ld) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, static_cast<cudaDataType_t>(type),
-                                          static_cast<std::uint64_t>(cols),
-                                          static_cast<std::uint64_t>(rows), ld));
-  return layout;
+  cudaDataType_t type{};
+  return lt_data_type(t, &type) ? type : CUDA_R_8I;
 }
 
 template <typename T>
@@ -197,9 +171,9 @@ Fp8GemmRunner::Key Fp8GemmRunner::key_for(const Mat& c, const Fp8Operand& a, con
   key[kAccumulate] = options.accumulate;
   key[kFastAccum] = options.fast_accum;
   key[kPointers] = (a.dequant != nullptr ? 2 : 0) | (b.dequant != nullptr ? 4 : 0);
-  key[kAlignA] = alignment(a.codes, a.ld);
-  key[kAlignB] = alignment(b.codes, b.ld);
-  key[kAlignC] = alignment(c.data, c.ld * static_cast<std::int64_t>(dtype_size(c.dtype)));
+  key[kAlignA] = lt_alignment(a.codes, a.ld);
+  key[kAlignB] = lt_alignment(b.codes, b.ld);
+  key[kAlignC] = lt_alignment(c.data, c.ld * static_cast<std::int64_t>(dtype_size(c.dtype)));
   key[kWorkspace] = static_cast<std::int64_t>(workspace_bytes_);
   key[kDevice] = device_;
   return key;
@@ -228,9 +202,9 @@ Fp8GemmRunner::Plan& Fp8GemmRunner::plan_for(const Key& key, const Fp8GemmOption
              static_cast<std::int8_t>(options.fast_accum ? 1 : 0));
     // The heuristic sees the scale pointers set as the launches will.
     set_pointers(plan, a, b);
-    plan.a = make_layout(key[kFormatB], key[kN], key[kK], key[kLdB]);  // our b, [N, K]
-    plan.b = make_layout(key[kFormatA], key[kM], key[kK], key[kLdA]);  // our a, [M, K]
-    plan.c = make_layout(key[kTypeC], key[kM], key[kN], key[kLdC]);
+    plan.a = row_major_layout(key[kFormatB], key[kN], key[kK], key[kLdB]);  // our b, [N, K]
+    plan.b = row_major_layout(key[kFormatA], key[kM], key[kK], key[kLdA]);  // our a, [M, K]
+    plan.c = row_major_layout(key[kTypeC], key[kM], key[kN], key[kLdC]);
     choose_algo(plan, key);
   } catch (...) {
     cublasLtMatrixLayoutDestroy(plan.a);
