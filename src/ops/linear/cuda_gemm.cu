@@ -123,10 +123,7 @@ void GemmRunner::set_stream(cudaStream_t stream) {
 GemmRunner::~GemmRunner() {
   // Destructors must not throw: errors while tearing down are ignored.
   for (auto& [key, plan] : plans_) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.c);
-    cublasLtMatmulDescDestroy(plan.desc);
+    destroy_lt_plan(plan);
   }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
@@ -381,10 +378,7 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
       }
       plan.algo = ranked.front();
     } catch (...) {
-      cublasLtMatrixLayoutDestroy(plan.a);
-      cublasLtMatrixLayoutDestroy(plan.b);
-      cublasLtMatrixLayoutDestroy(plan.c);
-      cublasLtMatmulDescDestroy(plan.desc);
+      destroy_lt_plan(plan);
       throw;
     }
     plan.settled = !autotune_;

@@ -129,10 +129,7 @@ Fp8GemmRunner::Fp8GemmRunner() {
 Fp8GemmRunner::~Fp8GemmRunner() {
   // Destructors must not throw: errors while tearing down are ignored.
   for (auto& [key, plan] : plans_) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.c);
-    cublasLtMatmulDescDestroy(plan.desc);
+    destroy_lt_plan(plan);
   }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
@@ -207,10 +204,7 @@ Fp8GemmRunner::Plan& Fp8GemmRunner::plan_for(const Key& key, const Fp8GemmOption
     plan.c = row_major_layout(key[kTypeC], key[kM], key[kN], key[kLdC]);
     choose_algo(plan, key);
   } catch (...) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.c);
-    cublasLtMatmulDescDestroy(plan.desc);
+    destroy_lt_plan(plan);
     throw;
   }
   return plans_.emplace(key, plan).first->second;

@@ -1,7 +1,8 @@
 #pragma once
 // What both cuBLASLt GEMMs (cuda_gemm.h's and cuda_gemm_fp8.h's) say to
 // cuBLASLt the same way: a row-major matrix as its layout, the alignment
-// hint its heuristic is given, and a 16/32-bit DType as cuBLASLt's type.
+// hint its heuristic is given, a 16/32-bit DType as cuBLASLt's type, and a
+// cached plan's release.
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -24,5 +25,15 @@ std::int64_t lt_alignment(const void* p, std::int64_t row_bytes, std::int64_t ba
 cublasLtMatrixLayout_t row_major_layout(std::int64_t type, std::int64_t rows, std::int64_t cols,
                                         std::int64_t ld, std::int64_t batch = 1,
                                         std::int64_t stride = 0);
+
+// Frees a cached plan's descriptor and three layouts (any may be null);
+// never throws, for destructors and the unwinding of a failed plan.
+template <typename Plan>
+void destroy_lt_plan(const Plan& plan) noexcept {
+  cublasLtMatrixLayoutDestroy(plan.a);
+  cublasLtMatrixLayoutDestroy(plan.b);
+  cublasLtMatrixLayoutDestroy(plan.c);
+  cublasLtMatmulDescDestroy(plan.desc);
+}
 
 }  // namespace tinyllama::cuda
