@@ -154,14 +154,21 @@ bool chip_and_availability(int device, CUcontext ctx, std::string* chip,
   return ok(cuptiProfilerGetCounterAvailability(&avail), call, why);
 }
 
+// The names as C strings, for CUPTI's arrays (valid while names lives).
+std::vector<const char*> c_names(const std::vector<std::string>& names) {
+  std::vector<const char*> out;
+  out.reserve(names.size());
+  for (const std::string& n : names) out.push_back(n.c_str());
+  return out;
+}
+
 bool add_metrics(CUpti_Profiler_Host_Object* host, const std::vector<std::string>& names) {
-  std::vector<const char*> c_names;
-  for (const std::string& n : names) c_names.push_back(n.c_str());
+  std::vector<const char*> names_c = c_names(names);
   auto add = params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(
       CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
   add.pHostObject = host;
-  add.ppMetricNames = c_names.data();
-  add.numMetrics = c_names.size();
+  add.ppMetricNames = names_c.data();
+  add.numMetrics = names_c.size();
   return cuptiProfilerHostConfigAddMetrics(&add) == CUPTI_SUCCESS;
 }
 
@@ -233,12 +240,6 @@ bool configure(State& s, const std::string& chip, const std::vector<std::uint8_t
   }
   s.passes = passes.numOfPasses;
   return true;
-}
-
-std::vector<const char*> c_names(const std::vector<std::string>& names) {
-  std::vector<const char*> out;
-  for (const std::string& n : names) out.push_back(n.c_str());
-  return out;
 }
 
 // The counter data image (sized by CUPTI for the metrics and ranges), then

@@ -109,6 +109,7 @@ const MetricInfo& metric_info(Metric m) {
 
 std::vector<std::string> metric_names() {
   std::vector<std::string> names;
+  names.reserve(kMetrics.size());
   for (const MetricInfo& m : kMetrics) names.emplace_back(m.cupti_name);
   return names;
 }
