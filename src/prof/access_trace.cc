@@ -4,6 +4,8 @@
 
 #include <new>
 
+#include "ops/norm/rmsnorm_partials.h"
+
 namespace tinyllama::prof {
 namespace {
 
@@ -233,7 +235,10 @@ void AccessTraceBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, 
                                           Mat rstd) {
   reads({dout, x, weight, rstd});
   writes({dx, dweight});
-  charge(elementwise_cost({dout, x, weight, rstd}, {dx, dweight}, kRmsNormBackwardFlops, x));
+  CallCost cost =
+      elementwise_cost({dout, x, weight, rstd}, {dx, dweight}, kRmsNormBackwardFlops, x);
+  cost.bytes += rmsnorm_partial_sum_bytes(x.rows, x.cols);
+  charge(cost);
 }
 
 void AccessTraceBackend::add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight,
@@ -247,8 +252,10 @@ void AccessTraceBackend::rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat
                                               Mat rstd, Mat dresidual) {
   reads({dout, x, weight, rstd, dresidual});
   writes({dx, dweight});
-  charge(elementwise_cost({dout, x, weight, rstd, dresidual}, {dx, dweight},
-                          kRmsNormBackwardFlops + 1, x));
+  CallCost cost = elementwise_cost({dout, x, weight, rstd, dresidual}, {dx, dweight},
+                                   kRmsNormBackwardFlops + 1, x);
+  cost.bytes += rmsnorm_partial_sum_bytes(x.rows, x.cols);
+  charge(cost);
 }
 
 // Two multiplies an element.

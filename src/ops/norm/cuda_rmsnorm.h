@@ -8,6 +8,7 @@
 
 #include "core/mat.h"
 #include "model/kernel_choices.h"
+#include "ops/norm/rmsnorm_partials.h"
 
 namespace tinyllama::cuda {
 
@@ -49,10 +50,7 @@ bool rmsnorm_backward_sums_in_second_kernel(std::int64_t rows, std::int64_t dim,
 // cuda_residual_norm.cu: sum = a + b, out = RMSNorm(sum), in one pass.
 void add_rmsnorm_forward(Mat sum, Mat out, Mat rstd, Mat a, Mat b, Mat weight, double eps,
                          cudaStream_t stream);
-// Partial rows the backward pass uses at most (blocks of its grid, which is
-// also capped at the blocks resident at once: 2-3 per SM of an H100 at the
-// model's widths); the workspace is this many rows of hidden_dim floats.
-constexpr int kRmsnormPartialRows = 1056;
+// kRmsnormPartialRows: ops/norm/rmsnorm_partials.h.
 // After them in the workspace: the in-kernel sum's two counters (padded so
 // the workspace after it stays aligned).
 constexpr std::int64_t kRmsnormCounterBytes = 256;
