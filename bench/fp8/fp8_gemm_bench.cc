@@ -222,8 +222,15 @@ double time_fp8(Engines& e, Timer& timer, Pass p, const Mnk& s, bool fast) {
   return timer.median_ms([&] { e.fp8.run(cm, ao, bo, o); });
 }
 
-// amax, scale and cast_transpose of a bf16 [rows, cols] tensor.
-double time_cast(Engines& e, Timer& timer, std::int64_t rows, std::int64_t cols) {
+// The two passes that quantise a bf16 [rows, cols] tensor under current
+// scaling: amax (reads it) and scale + cast_transpose (reads it, writes
+// both copies' codes), timed apart.
+struct CastTimes {
+  double amax_ms = 0, cast_ms = 0;
+  double total() const { return amax_ms + cast_ms; }
+};
+
+CastTimes time_cast(Engines& e, Timer& timer, std::int64_t rows, std::int64_t cols) {
   Buffer x(rows * cols, 2, false, 9), out(rows * cols, 1, true, 10),
       out_t(rows * cols, 1, true, 11);
   Buffer scalars(3, 4, true, 12);
@@ -231,12 +238,24 @@ double time_cast(Engines& e, Timer& timer, std::int64_t rows, std::int64_t cols)
   const Mat xm(x.get(), DType::BF16, rows, cols);
   auto* o = static_cast<std::uint8_t*>(out.get());
   auto* ot = static_cast<std::uint8_t*>(out_t.get());
-  return timer.median_ms([&] {
-    cuda::fp8_amax(xm, f, e.stream);
+  CastTimes t;
+  t.amax_ms = timer.median_ms([&] { cuda::fp8_amax(xm, f, e.stream); });
+  t.cast_ms = timer.median_ms([&] {
     cuda::fp8_scale_from_amax(f, Fp8Format::E4M3, 0, f + 1, f + 2, e.stream);
     cuda::fp8_cast_transpose(xm, f + 1, Fp8Format::E4M3, cuda::Fp8View{o, cols},
                              cuda::Fp8View{ot, rows}, e.stream);
   });
+  return t;
+}
+
+// One tensor's casts as a table cell: times and the HBM bandwidth they
+// reach (amax reads 2 bytes per element; the cast reads 2 and writes 2).
+void print_cast(const char* linear, const char* tensor, std::int64_t rows, std::int64_t cols,
+                const CastTimes& t) {
+  const double elems = static_cast<double>(rows) * static_cast<double>(cols);
+  std::printf("  %-9s cast %-3s %6lld x %-6lld | amax %.4f ms %5.0f GB/s | cast+T %.4f ms %5.0f GB/s\n",
+              linear, tensor, static_cast<long long>(rows), static_cast<long long>(cols), t.amax_ms,
+              2 * elems / (t.amax_ms * 1e6), t.cast_ms, 4 * elems / (t.cast_ms * 1e6));
 }
 
 // ---- the table ----------------------------------------------------------------------
@@ -276,11 +295,15 @@ void bench_linear(Engines& e, Timer& timer, std::int64_t t, const LinearShape& l
     std::fflush(stdout);
   }
   // What one step quantises for this linear: x, W and dy, each with its transpose.
-  const double c = time_cast(e, timer, t, l.in) + time_cast(e, timer, l.out, l.in) +
-                   time_cast(e, timer, t, l.out);
-  tot.casts += c;
-  std::printf("  %-9s %-8s casts of x, W, dy (amax, scale, cast+transpose): %.4f ms\n", l.name, "",
-              c);
+  const struct {
+    const char* name;
+    std::int64_t rows, cols;
+  } tensors[] = {{"x", t, l.in}, {"W", l.out, l.in}, {"dy", t, l.out}};
+  for (const auto& x : tensors) {
+    const CastTimes c = time_cast(e, timer, x.rows, x.cols);
+    print_cast(l.name, x.name, x.rows, x.cols, c);
+    tot.casts += c.total();
+  }
 }
 
 void bench_config(Engines& e, Timer& timer, const BenchShape& shape) {

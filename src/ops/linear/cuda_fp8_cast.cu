@@ -112,12 +112,60 @@ __global__ void cast_kernel(const T* __restrict__ x, std::int64_t rows, std::int
 
 // ---- cast with transpose -------------------------------------------------------------
 
-// A 32 x 32 tile per block of 32 x 8 threads: each thread converts four
-// elements of the tile's rows (reads and the direct copy's writes run along
-// rows), the codes go through shared memory, and the transposed copy is
-// written along the input's columns, so its writes run along its rows too.
+// Two variants, side by side (the host picks, fp8_cast_transpose):
+//
+// cast_transpose_tiled_kernel, for views whose tiles are whole and aligned:
+// a 64 x 64 tile per block of 256 threads. Each thread reads 16 bytes of a
+// row (8 bf16, or 4 fp32) at a time, writes their codes to the direct copy
+// as one 8-byte (4-byte) store and to a shared tile; then each thread
+// gathers 16 codes of one tile column from shared memory and writes them as
+// one 16-byte store of the transposed copy. The bytes move in full sectors
+// both ways, which the one-element-per-thread variant does not do (2-byte
+// loads and 1-byte stores reach a third of HBM bandwidth).
+//
+// cast_transpose_kernel, any shape and alignment: a 32 x 32 tile per block
+// of 32 x 8 threads, one element per thread, the codes through shared memory.
 constexpr int kTile = 32;
 constexpr int kTileRowsPerPass = 8;
+constexpr int kWideTile = 64;  // rows and columns of the tiled variant's tile
+constexpr int kWideThreads = 256;
+constexpr int kGather = 16;  // codes per transposed store: 16 bytes
+
+template <typename T>
+__global__ void __launch_bounds__(kWideThreads)
+    cast_transpose_tiled_kernel(const T* __restrict__ x, std::int64_t ld,
+                                const float* __restrict__ scale, __nv_fp8_interpretation_t kind,
+                                std::uint8_t* __restrict__ out, std::int64_t ld_out,
+                                std::uint8_t* __restrict__ out_t, std::int64_t ld_t) {
+  constexpr int kVec = kMaxVec<T>;                    // elements per 16-byte load
+  constexpr int kChunksPerRow = kWideTile / kVec;     // loads across one tile row
+  constexpr int kRowsPerPass = kWideThreads / kChunksPerRow;
+  __shared__ __align__(16) std::uint8_t tile[kWideTile][kWideTile + 8];  // rows 8-byte aligned
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kWideTile;
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kWideTile;
+  const int chunk = static_cast<int>(threadIdx.x) % kChunksPerRow;
+  const float s = *scale;
+#pragma unroll
+  for (int i = static_cast<int>(threadIdx.x) / kChunksPerRow; i < kWideTile; i += kRowsPerPass) {
+    float v[kVec];
+    load_f32<kVec>(x + (r0 + i) * ld + c0 + chunk * kVec, v);
+    std::uint8_t c[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) c[k] = fp8_code(__fmul_rn(v[k], s), kind);
+    if (out != nullptr) store_codes<kVec>(out + (r0 + i) * ld_out + c0 + chunk * kVec, c);
+    store_codes<kVec>(&tile[i][chunk * kVec], c);
+  }
+  if (out_t == nullptr) return;  // uniform over the block
+  __syncthreads();
+  // Thread t writes out_t's row c0 + (t % 64), codes r0 + 16 * (t / 64) on:
+  // a warp reads 32 neighbouring bytes of each tile row (no bank conflict).
+  const int col = static_cast<int>(threadIdx.x) % kWideTile;
+  const int part = static_cast<int>(threadIdx.x) / kWideTile;
+  std::uint8_t c[kGather];
+#pragma unroll
+  for (int k = 0; k < kGather; ++k) c[k] = tile[part * kGather + k][col];
+  store_codes<kGather>(out_t + (c0 + col) * ld_t + r0 + part * kGather, c);
+}
 
 template <typename T>
 __global__ void cast_transpose_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols,
@@ -146,6 +194,21 @@ __global__ void cast_transpose_kernel(const T* __restrict__ x, std::int64_t rows
     const std::int64_t r = r0 + tx;  // a column of out_t
     if (r < rows && c < cols) out_t[c * ld_t + r] = tile[tx][i];
   }
+}
+
+// Whether the tiled variant can take x -> (out, out_t): whole 64 x 64 tiles,
+// 16-byte aligned rows of x and out_t, 8-byte (fp32: 4-byte) rows of out.
+template <typename T>
+bool tiled_cast_fits(const Mat& x, const Fp8View& out, const Fp8View& out_t) {
+  const auto aligned = [](const void* p, std::int64_t ld, std::int64_t elem_bytes, int bytes) {
+    return reinterpret_cast<std::uintptr_t>(p) % static_cast<unsigned>(bytes) == 0 &&
+           (ld * elem_bytes) % bytes == 0;
+  };
+  constexpr int kVec = kMaxVec<T>;
+  return x.rows % kWideTile == 0 && x.cols % kWideTile == 0 &&
+         aligned(x.data, x.ld, sizeof(T), 16) &&
+         (out.codes == nullptr || aligned(out.codes, out.ld, 1, kVec)) &&
+         (out_t.codes == nullptr || aligned(out_t.codes, out_t.ld, 1, kGather));
 }
 
 // The vector width of the cast: 16 bytes of input per thread where every
@@ -221,13 +284,23 @@ void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View o
   require(out_t.codes == nullptr || out_t.ld >= x.rows, op,
           "out_t's row stride is below x's height");
   if (x.rows == 0 || x.cols == 0) return;
-  const std::int64_t tiles_r = (x.rows + kTile - 1) / kTile;
-  const std::int64_t tiles_c = (x.cols + kTile - 1) / kTile;
-  require(tiles_r <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");
-  const dim3 grid(static_cast<unsigned>(tiles_c), static_cast<unsigned>(tiles_r));
-  const dim3 block(kTile, kTileRowsPerPass);
   dispatch_float(x.dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if (tiled_cast_fits<T>(x, out, out_t)) {
+      require(x.rows / kWideTile <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");
+      const dim3 grid(static_cast<unsigned>(x.cols / kWideTile),
+                      static_cast<unsigned>(x.rows / kWideTile));
+      cast_transpose_tiled_kernel<T><<<grid, kWideThreads, 0, stream>>>(
+          x.ptr<const T>(), x.ld, scale, interpretation(f), out.codes, out.ld, out_t.codes,
+          out_t.ld);
+      CUDA_CHECK_LAUNCH();
+      return;
+    }
+    const std::int64_t tiles_r = (x.rows + kTile - 1) / kTile;
+    const std::int64_t tiles_c = (x.cols + kTile - 1) / kTile;
+    require(tiles_r <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");
+    const dim3 grid(static_cast<unsigned>(tiles_c), static_cast<unsigned>(tiles_r));
+    const dim3 block(kTile, kTileRowsPerPass);
     cast_transpose_kernel<T><<<grid, block, 0, stream>>>(x.ptr<const T>(), x.rows, x.cols, x.ld,
                                                          scale, interpretation(f), out.codes,
                                                          out.ld, out_t.codes, out_t.ld);
