@@ -12,6 +12,7 @@
 #include "ops/elementwise/cpu_elementwise.h"
 #include "ops/embedding/cpu_embedding.h"
 #include "ops/linear/cpu_blas.h"
+#include "ops/linear/cpu_fp8_linear.h"
 #include "ops/linear/cpu_gemm.h"
 #include "ops/loss/cpu_cross_entropy.h"
 #include "ops/norm/cpu_rmsnorm.h"
@@ -85,6 +86,13 @@ void CpuBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alp
     return;
   }
   cpu::gemm(c, a, trans_a, b, trans_b, alpha, beta);
+}
+void CpuBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) {
+  cpu::quantize_fp8_tensor(x, q, from);
+}
+void CpuBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                          bool trans_b, bool accumulate) {
+  cpu::gemm_fp8_tensor(c, a, trans_a, b, trans_b, accumulate);
 }
 void CpuBackend::strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
                                               const AttentionShape& shape) {

@@ -46,6 +46,11 @@ void RoundingBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, floa
   exact_.gemm(c, a, trans_a, b, trans_b, alpha, beta);
   round(c);
 }
+void RoundingBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                               bool trans_b, bool accumulate) {
+  exact_.gemm_fp8(c, a, trans_a, b, trans_b, accumulate);
+  round(c);
+}
 void RoundingBackend::add(Mat out, Mat a, Mat b) {
   exact_.add(out, a, b);
   round(out);

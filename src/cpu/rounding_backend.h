@@ -53,6 +53,11 @@ class RoundingBackend final : public Backend {
 
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
+  void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) override {
+    exact_.quantize_fp8(x, q, from);
+  }
+  void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
+                bool accumulate) override;
   void add(Mat out, Mat a, Mat b) override;
   void mul(Mat out, Mat a, Mat b) override;
   void embedding_forward(Mat out, const std::int32_t* tokens, Mat table) override;

@@ -89,6 +89,10 @@ CudaBackend::CudaBackend(Precision precision) : precision_(precision) {
   side_ = std::make_unique<SideBranch>(highest);
   side_gemm_ = std::make_unique<GemmRunner>();
   side_gemm_->set_stream(side_->stream());
+  fp8_gemm_ = std::make_unique<cuda::Fp8GemmRunner>();
+  fp8_gemm_->set_stream(stream_);
+  side_fp8_gemm_ = std::make_unique<cuda::Fp8GemmRunner>();
+  side_fp8_gemm_->set_stream(side_->stream());
   updates_ = std::make_unique<SideBranch>(lowest);
 }
 
@@ -100,6 +104,8 @@ CudaBackend::~CudaBackend() {
   free_workspaces();
   gemm_.reset();
   side_gemm_.reset();
+  fp8_gemm_.reset();
+  side_fp8_gemm_.reset();
   side_.reset();
   updates_.reset();
   graph_.reset();  // both use the stream: gone before it is
@@ -132,6 +138,8 @@ void CudaBackend::free_workspaces() {
     gemm_->set_autotune_scratch(nullptr, 0);
   }
   if (side_gemm_) side_gemm_->set_workspace(nullptr, 0);
+  if (fp8_gemm_) fp8_gemm_->set_workspace(nullptr, 0);
+  if (side_fp8_gemm_) side_fp8_gemm_->set_workspace(nullptr, 0);
 }
 
 std::string describe_device(int device) {
@@ -171,12 +179,14 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
   };
   gemm_workspace_ = take(w.gemm, "the cuBLASLt workspace");
   gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
+  fp8_gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
   set_kernel_launch(plan.ops.kernel_launch == KernelLaunch::Pdl);
   side_enabled_ = plan.parallel_branches;
   if (side_enabled_) {
     side_gemm_workspace_ = take(w.side_gemm, "the side cuBLASLt workspace");
     side_gemm_->set_workspace(side_gemm_workspace_, static_cast<std::size_t>(w.side_gemm));
     side_gemm_->set_autotune(gemm_->autotune());
+    side_fp8_gemm_->set_workspace(side_gemm_workspace_, static_cast<std::size_t>(w.side_gemm));
   }
   if (w.gemm_tune > 0) {
     gemm_tune_scratch_ = take(w.gemm_tune, "the GEMM autotune scratch");

@@ -21,6 +21,7 @@
 #include "ops/elementwise/cuda_elementwise.h"
 #include "ops/embedding/cuda_embedding.h"
 #include "ops/linear/cuda_gemm.h"
+#include "ops/linear/cuda_gemm_fp8.h"
 #include "ops/linear/cuda_naive_linear.h"
 #include "ops/loss/cuda_cross_entropy.h"
 #include "ops/norm/cuda_rmsnorm.h"
@@ -82,6 +83,13 @@ class CudaBackend final : public Backend, public ExerciseOps {
                                    float beta) override;
   void join_side_gemm(std::int64_t ticket) override;
   void join_side_gemms() override;
+  // The FP8 linear ops (cuda_backend_fp8.cc): the casts of cuda_fp8_cast.h
+  // and cuBLASLt's FP8 GEMM (Fp8GemmRunner), one per stream.
+  void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) override;
+  void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
+                bool accumulate) override;
+  std::int64_t side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                                       bool trans_b, bool accumulate) override;
   std::int64_t side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
                                 const AdamWHyper& hp) override;
   void join_side_update(std::int64_t ticket) override;
@@ -163,6 +171,9 @@ class CudaBackend final : public Backend, public ExerciseOps {
   // same bits on either runner.
   std::unique_ptr<SideBranch> side_;
   std::unique_ptr<GemmRunner> side_gemm_;
+  // FP8 GEMMs, each sharing the workspace of the GemmRunner on its stream.
+  std::unique_ptr<cuda::Fp8GemmRunner> fp8_gemm_;
+  std::unique_ptr<cuda::Fp8GemmRunner> side_fp8_gemm_;
   // Per-layer optimizer sweeps during the backward pass: a third stream, so
   // that they wait neither for nor in front of the weight-gradient GEMMs.
   std::unique_ptr<SideBranch> updates_;

@@ -46,6 +46,12 @@ std::int64_t StepOps::side_gemm_from_fork(Mat c, Mat a, bool trans_a, Mat b, boo
   return side_gemm(c, a, trans_a, b, trans_b, alpha, beta);
 }
 
+std::int64_t StepOps::side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a,
+                                              const Fp8Tensor& b, bool trans_b, bool accumulate) {
+  gemm_fp8(c, a, trans_a, b, trans_b, accumulate);
+  return 0;
+}
+
 void StepOps::attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q,
                                       Mat k, Mat v, Mat out, Mat lse, Mat probs,
                                       const AttentionShape& shape, double rope_theta) {

@@ -127,6 +127,21 @@ void AccessTraceBackend::record(std::initializer_list<Mat> mats, bool write) {
   }
 }
 
+void AccessTraceBackend::record_fp8(const Fp8Tensor& q, bool direct, bool transposed,
+                                    bool write) {
+  TracedOp& op = current_op();
+  if (direct && q.codes != nullptr) {
+    op.accesses.push_back({reinterpret_cast<const char*>(q.codes), q.rows, q.cols, q.ld, write});
+  }
+  if (transposed && q.codes_t != nullptr) {
+    op.accesses.push_back(
+        {reinterpret_cast<const char*>(q.codes_t), q.cols, q.rows, q.ld_t, write});
+  }
+  const std::int64_t scalar_bytes = kFp8Scalars * static_cast<std::int64_t>(sizeof(float));
+  op.accesses.push_back(
+      {reinterpret_cast<const char*>(q.scalars), 1, scalar_bytes, scalar_bytes, write});
+}
+
 void AccessTraceBackend::charge(const CallCost& cost) {
   if (charging_) current_op().cost += cost;
 }
@@ -152,6 +167,37 @@ void AccessTraceBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, f
       padded_vocab_ != vocab_ && current_op().name.find("lm_head") != std::string::npos;
   charge(head ? head_gemm_cost(c, a, trans_a, b, trans_b, beta)
               : gemm_cost(c, a, trans_a, b, beta));
+}
+
+// Amax (a pass over x, unless the scale is kept), then the casts: x read
+// once per pass, a byte written per element per copy.
+void AccessTraceBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) {
+  reads({x});
+  if (from == Fp8ScaleFrom::Amax) {
+    record_fp8(q, false, false, true);  // amax, scale and inverse written
+    reads({x});                         // the cast's pass
+  }
+  record_fp8(q, false, false, false);  // the scale read by the cast
+  record_fp8(q, true, true, true);
+  const std::int64_t copies = (q.codes != nullptr ? 1 : 0) + (q.codes_t != nullptr ? 1 : 0);
+  CallCost cost;
+  cost.bytes = mat_bytes(x) * (from == Fp8ScaleFrom::Amax ? 2 : 1) + copies * q.rows * q.cols;
+  charge(cost);
+}
+
+void AccessTraceBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                                  bool trans_b, bool accumulate) {
+  record_fp8(a, !trans_a, trans_a, false);
+  record_fp8(b, trans_b, !trans_b, false);
+  if (accumulate) reads({c});
+  writes({c});
+  const std::int64_t k = trans_a ? a.rows : a.cols;
+  CallCost cost;
+  cost.flops = 2 * c.rows * c.cols * k;
+  cost.bytes = a.rows * a.cols + b.rows * b.cols + mat_bytes(c) * (accumulate ? 2 : 1);
+  cost.gemms = 1;
+  cost.kind = OpKind::Gemm;
+  charge(cost);
 }
 
 void AccessTraceBackend::gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool, Mat c) {

@@ -88,6 +88,10 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   // vocabulary), as cost_model.h says.
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
   void gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c) override;
+  // FP8 codes are a byte each; the scalars are read and written too.
+  void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) override;
+  void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
+                bool accumulate) override;
   // The exercise faults' slow kernels touch what the ops they replace touch.
   void naive_linear(Mat out, Mat x, Mat w) override;
   void strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,
@@ -142,6 +146,8 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
 
   // A host readback's copy: a read of `bytes` at src by the current op.
   void record_read(const void* src, std::size_t bytes);
+  // The copies of q the flags name (codes, codes_t) and its scalars.
+  void record_fp8(const Fp8Tensor& q, bool direct, bool transposed, bool write);
 
  private:
   int open(const char* name) override;

@@ -109,6 +109,13 @@ class FakeGraphBackend final : public Backend {
   void gemm(Mat c, Mat a, bool ta, Mat b, bool tb, float alpha, float beta) override {
     enqueue(Kind::Kernel, [=, this] { inner_.gemm(c, a, ta, b, tb, alpha, beta); });
   }
+  void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) override {
+    enqueue(Kind::Kernel, [=, this] { inner_.quantize_fp8(x, q, from); });
+  }
+  void gemm_fp8(Mat c, const Fp8Tensor& a, bool ta, const Fp8Tensor& b, bool tb,
+                bool accumulate) override {
+    enqueue(Kind::Kernel, [=, this] { inner_.gemm_fp8(c, a, ta, b, tb, accumulate); });
+  }
   void add(Mat out, Mat a, Mat b) override {
     enqueue(Kind::Kernel, [=, this] { inner_.add(out, a, b); });
   }

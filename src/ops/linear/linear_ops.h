@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/mat.h"
+#include "ops/linear/fp8_tensor.h"
 
 namespace tinyllama {
 
@@ -39,6 +40,27 @@ class LinearOps {
   // default is side_gemm().
   virtual std::int64_t side_gemm_from_fork(Mat c, Mat a, bool trans_a, Mat b, bool trans_b,
                                            float alpha, float beta) = 0;
+
+  // The FP8 linear layers (issue 45; ops/linear/fp8_tensor.h).
+  //
+  // q = x quantised: with Fp8ScaleFrom::Amax, q's amax becomes max |x| and
+  // its scale and inverse follow from it (cpu::fp8_scale_for, margin 0);
+  // with Kept they are q's already. Then the copies q has (codes, codes_t)
+  // get x * scale rounded to q.format (nearest even, saturating). q's shape
+  // is x's.
+  virtual void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) = 0;
+  // c = op(a) * op(b) * inverse_a * inverse_b (+ c when accumulate), the
+  // products of codes summed in fp32, rounded once to c's dtype (bf16 or
+  // fp32). op(a) = a reads a.codes, a^T (trans_a) a.codes_t; op(b) = b^T
+  // (trans_b) reads b.codes, b reads b.codes_t: the copies whose rows run
+  // along the summed dimension.
+  virtual void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
+                        bool accumulate) = 0;
+  // gemm_fp8 as side_gemm_from_fork runs gemm(): the weight gradients.
+  // The default is gemm_fp8 at once, ticket 0.
+  virtual std::int64_t side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a,
+                                               const Fp8Tensor& b, bool trans_b,
+                                               bool accumulate) = 0;
 };
 
 }  // namespace tinyllama

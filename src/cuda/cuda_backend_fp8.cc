@@ -1,0 +1,73 @@
+// The CUDA backend's FP8 linear ops (LinearOps::quantize_fp8, gemm_fp8):
+// amax, scale and casts from cuda_fp8_cast.h, the GEMM on cuBLASLt
+// (cuda_gemm_fp8.h). Under current scaling a quantisation is three
+// launches: the amax (a pass over x), the scale (one thread), the cast (a
+// second pass, writing the copies asked for).
+#include <string>
+
+#include "core/errors.h"
+#include "cuda/cuda_backend.h"
+#include "ops/linear/cuda_fp8_cast.h"
+
+namespace tinyllama::cuda {
+namespace {
+
+// The copy of t a GEMM operand reads: its rows run along the summed
+// dimension (cuBLASLt's FP8 GEMM is TN only).
+cuda::Fp8Operand fp8_operand(const Fp8Tensor& t, bool transposed) {
+  cuda::Fp8Operand o;
+  o.codes = transposed ? t.codes_t : t.codes;
+  o.rows = transposed ? t.cols : t.rows;
+  o.cols = transposed ? t.rows : t.cols;
+  o.ld = transposed ? t.ld_t : t.ld;
+  o.format = t.format;
+  o.dequant = t.scalars + kFp8Inverse;
+  if (o.codes == nullptr) {
+    throw RuntimeFailure(std::string("gemm_fp8: an operand has no ") +
+                         (transposed ? "transposed" : "row-major") + " copy");
+  }
+  return o;
+}
+
+cuda::Fp8GemmOptions fp8_options(bool accumulate) {
+  cuda::Fp8GemmOptions o;
+  o.accumulate = accumulate;
+  return o;
+}
+
+}  // namespace
+
+void CudaBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) {
+  if (from == Fp8ScaleFrom::Amax) {
+    cuda::fp8_amax(x, q.scalars + kFp8Amax, stream_);
+    cuda::fp8_scale_from_amax(q.scalars + kFp8Amax, q.format, 0, q.scalars + kFp8Scale,
+                              q.scalars + kFp8Inverse, stream_);
+  }
+  const float* scale = q.scalars + kFp8Scale;
+  if (q.codes_t == nullptr) {
+    cuda::fp8_cast(x, scale, q.format, cuda::Fp8View{q.codes, q.ld}, stream_);
+    return;
+  }
+  cuda::fp8_cast_transpose(x, scale, q.format, cuda::Fp8View{q.codes, q.ld},
+                           cuda::Fp8View{q.codes_t, q.ld_t}, stream_);
+}
+
+void CudaBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                           bool trans_b, bool accumulate) {
+  fp8_gemm_->run(c, fp8_operand(a, trans_a), fp8_operand(b, !trans_b), fp8_options(accumulate));
+}
+
+std::int64_t CudaBackend::side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a,
+                                                  const Fp8Tensor& b, bool trans_b,
+                                                  bool accumulate) {
+  if (!side_enabled_) {
+    gemm_fp8(c, a, trans_a, b, trans_b, accumulate);
+    return 0;
+  }
+  // The side stream already waits at the fork point (fork_side_gemms).
+  side_fp8_gemm_->run(c, fp8_operand(a, trans_a), fp8_operand(b, !trans_b),
+                      fp8_options(accumulate));
+  return side_->mark();
+}
+
+}  // namespace tinyllama::cuda

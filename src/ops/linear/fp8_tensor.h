@@ -1,0 +1,58 @@
+#pragma once
+// A tensor quantised to FP8 with one per-tensor scale (issue 45): the
+// operand the FP8 linear layers' GEMMs read (LinearOps::quantize_fp8 and
+// gemm_fp8). The codes live in the backend's memory (the activation arena);
+// so do the three fp32 scalars beside them.
+//
+// Either copy may be absent: the forward GEMM reads a row-major copy, the
+// weight gradient's the transposed one (cuBLASLt's FP8 GEMM takes only
+// K-contiguous operands, cuda_gemm_fp8.h), and a copy no GEMM reads is not
+// made.
+#include <cstdint>
+
+#include "ops/linear/fp8_format.h"
+
+namespace tinyllama {
+
+// Where the scalars sit in Fp8Tensor::scalars.
+enum Fp8Scalar : int {
+  kFp8Amax = 0,     // max |x| of the source tensor
+  kFp8Scale = 1,    // x * scale -> code (cpu::fp8_scale_for)
+  kFp8Inverse = 2,  // 1 / scale: what the GEMM multiplies its result by
+  kFp8Scalars = 3,
+};
+
+struct Fp8Tensor {
+  Fp8Format format = Fp8Format::E4M3;
+  std::int64_t rows = 0;  // the source tensor's shape
+  std::int64_t cols = 0;
+  std::uint8_t* codes = nullptr;  // [rows, cols] row-major, or null
+  std::int64_t ld = 0;            // bytes between rows of codes, >= cols
+  std::uint8_t* codes_t = nullptr;  // [cols, rows] row-major (the transpose), or null
+  std::int64_t ld_t = 0;            // bytes between rows of codes_t, >= rows
+  float* scalars = nullptr;         // kFp8Scalars floats: amax, scale, inverse
+
+  // The same tensor with only the row-major (only the transposed) copy.
+  Fp8Tensor direct_only() const {
+    Fp8Tensor t = *this;
+    t.codes_t = nullptr;
+    return t;
+  }
+  Fp8Tensor transposed_only() const {
+    Fp8Tensor t = *this;
+    t.codes = nullptr;
+    return t;
+  }
+};
+
+// How quantize_fp8 scales.
+enum class Fp8ScaleFrom {
+  // Current scaling: the amax of this tensor now, then its scale.
+  Amax,
+  // The scale the Fp8Tensor's scalars already hold: the other copy of a
+  // tensor quantised before (the backward's transposed copy of the forward's
+  // input), so that both copies hold the same codes.
+  Kept,
+};
+
+}  // namespace tinyllama
