@@ -59,8 +59,12 @@ TrainOptions to_train_options(const TrainArgs& a) {
     }
   }
   // Checked even without --use-amp, so a typo is never silently ignored.
-  const DType amp = parse_amp_dtype(a.amp_dtype);
-  o.request.precision = a.use_amp ? Precision::amp(amp) : Precision::fp32();
+  const Precision amp = parse_amp_dtype(a.amp_dtype);
+  o.request.precision = a.use_amp ? amp : Precision::fp32();
+  o.request.fp8_gemms = parse_fp8_gemms(a.fp8_gemms);
+  if (a.fp8_gemms != "auto" && !o.request.precision.fp8_linears) {
+    throw UsageError("--fp8-gemms: only under --use-amp --amp-dtype float8");
+  }
   if (!a.device.empty()) o.device_request = parse_device(a.device);
 
   apply_run_flags(a.run, o);

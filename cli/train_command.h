@@ -36,6 +36,7 @@ struct TrainArgs {
   std::string loss_chunk_rows;  // empty: the plan's choice
   bool use_amp = false;
   std::string amp_dtype = "bfloat16";
+  std::string fp8_gemms = "auto";
   ToggleFlags toggles;
   std::string json_path;
   std::string save_weights;

@@ -74,8 +74,16 @@ void execution_flags(CLI::App* cmd, TrainArgs& a) {
                 "mixed precision: --amp-dtype compute, fp32 master weights and optimizer state "
                 "(needs --device cuda)")
       ->group("Execution");
-  value(cmd, "--amp-dtype", a.amp_dtype, "{bfloat16,float16}",
-        "compute dtype under --use-amp; float16 adds dynamic loss scaling")
+  value(cmd, "--amp-dtype", a.amp_dtype, "{bfloat16,float16,float8}",
+        "compute dtype under --use-amp; float16 adds dynamic loss scaling; float8 is bfloat16 "
+        "with the linear layers' GEMMs (QKV, out projection, gate/up, down; forward and both "
+        "gradients) on FP8 tensor cores where the plan finds them faster at their shape: E4M3 "
+        "weights and activations, E5M2 gradients, per-tensor current scaling (needs sm_89+; the "
+        "run header lists the GEMMs in FP8)")
+      ->group("Execution");
+  value(cmd, "--fp8-gemms", a.fp8_gemms, "{auto,all}",
+        "under --amp-dtype float8: auto puts each linear GEMM in FP8 where the estimate (casts "
+        "included) says it is faster at its shape; all puts every one in FP8")
       ->group("Execution");
   toggle(cmd, "qkv-fusion", a.toggles.qkv_fusion, "the single Q/K/V GEMM");
   toggle(cmd, "swiglu-fusion", a.toggles.swiglu_fusion, "the fused gate/up GEMM and silu*mul");

@@ -13,11 +13,13 @@
 #include "cuda/cuda_decoder.h"
 #include "cuda/cuda_entry.h"
 #include "cuda/cuda_workspaces.h"
+#include "device/cuda_check.h"
 #include "device/cuda_env.h"
 #include "device/cuda_launch.h"
 #include "ops/attention/cuda_attention_choice.h"
 #include "ops/attention/flash/flash_attention.h"
 #include "ops/linear/cuda_gemm.h"
+#include "ops/linear/cuda_gemm_fp8.h"
 #include "ops/swiglu/swiglu_gemm/swiglu_gemm.h"
 
 #if __has_include(<cudnn.h>)
@@ -49,6 +51,18 @@ std::unique_ptr<TokenDecoder> make_cuda_decoder(const ModelConfig& cfg,
   return std::make_unique<cuda::CudaDecoder>(cfg, params, max_positions, options);
 }
 
+namespace {
+
+std::string fp8_gemm_unsupported() {
+  if (!cuda_device_available()) return "no CUDA device";
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  return cuda::fp8_gemm_supported(device) ? ""
+                                          : "FP8 tensor cores need compute capability 8.9 or newer";
+}
+
+}  // namespace
+
 DeviceCaps cuda_device_caps() {
   DeviceCaps caps;
   caps.kind = DeviceKind::Cuda;
@@ -57,6 +71,7 @@ DeviceCaps cuda_device_caps() {
   caps.flash_head_dims.assign(std::begin(cuda::kFlashHeadDims), std::end(cuda::kFlashHeadDims));
   caps.no_programmatic_launch = cuda::programmatic_launch_unsupported();
   caps.no_hopper_kernels = cuda::hopper_kernels_missing();
+  caps.no_fp8_gemm = fp8_gemm_unsupported();
   caps.sm_count = cuda_device_available() ? cuda::current_device_sm_count() : 0;
   caps.flash_one_launch = cuda::env_flag(std::getenv("TINYLLAMA_FLASH_ONE_LAUNCH"), true);
   caps.loss_staged_rows = cuda::env_flag(std::getenv("TINYLLAMA_CE_STAGED_ROWS"), true);

@@ -65,6 +65,96 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   const bool separate_gemms = plan.ops.qkv_gemm == GemmGrouping::Separate ||
                               plan.ops.gate_up_gemm == GemmGrouping::Separate;
   if (separate_gemms && precision.mixed()) d_norm_sum = take(n, d, DType::F32);
+  if (plan.fp8.any()) plan_fp8(cfg, shape, plan.fp8);
+}
+
+// The code buffers of the linears and passes `use` puts in FP8, each sized
+// for the largest tensor it holds.
+void ActivationPlan::plan_fp8(const ModelConfig& cfg, BatchShape shape, const Fp8Linears& use) {
+  fp8.scalars = take(cfg.num_layers, kLinearKinds * 2 * kFp8Scalars, DType::F32);
+  fp8.grad_scalars = take(kLinearKinds, kFp8Scalars, DType::F32);
+  std::int64_t x = 0, w = 0, w_t = 0;
+  for (int k = 0; k < kLinearKinds; ++k) {
+    const auto kind = static_cast<LinearKind>(k);
+    const LinearShape s = linear_shape(cfg, shape, kind);
+    if (use.at(kind, LinearPass::Forward)) {
+      x = std::max(x, s.tokens * s.in);
+      w = std::max(w, s.out * s.in);
+    }
+    if (use.at(kind, LinearPass::Dgrad)) {
+      w_t = std::max(w_t, s.out * s.in);
+      fp8.dy[k] = take_codes(s.tokens * s.out);
+    }
+    if (use.at(kind, LinearPass::Wgrad)) {
+      fp8.dy_t[k] = take_codes(s.tokens * s.out);
+      fp8.x_t[k] = take_codes(s.tokens * s.in);
+    }
+  }
+  if (x > 0) fp8.x = take_codes(x);
+  if (w > 0) fp8.w = take_codes(w);
+  if (w_t > 0) fp8.w_t = take_codes(w_t);
+}
+
+CodeSlot ActivationPlan::take_codes(std::int64_t size) {
+  CodeSlot s{bytes, size};
+  bytes += (size + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  return s;
+}
+
+namespace {
+
+std::uint8_t* codes_at(void* arena, const CodeSlot& s) {
+  return s.used() ? static_cast<std::uint8_t*>(arena) + s.offset : nullptr;
+}
+
+float* floats_at(void* arena, const Slot& s, std::int64_t index) {
+  return reinterpret_cast<float*>(static_cast<char*>(arena) + s.offset) + index;
+}
+
+// A tensor of shape [rows, cols] with its copies packed (ld = cols, ld_t = rows).
+Fp8Tensor packed(Fp8Format f, std::int64_t rows, std::int64_t cols, std::uint8_t* codes,
+                 std::uint8_t* codes_t, float* scalars) {
+  return Fp8Tensor{f, rows, cols, codes, cols, codes_t, rows, scalars};
+}
+
+}  // namespace
+
+Fp8Tensor Fp8Activations::forward_input(void* arena, LinearKind k, int layer,
+                                        LinearShape s) const {
+  const std::int64_t at = (layer * kLinearKinds + static_cast<int>(k)) * 2 * kFp8Scalars;
+  return packed(Fp8Format::E4M3, s.tokens, s.in, codes_at(arena, x), nullptr,
+                floats_at(arena, scalars, at));
+}
+
+Fp8Tensor Fp8Activations::forward_weight(void* arena, LinearKind k, int layer,
+                                         LinearShape s) const {
+  const std::int64_t at = (layer * kLinearKinds + static_cast<int>(k)) * 2 * kFp8Scalars;
+  return packed(Fp8Format::E4M3, s.out, s.in, codes_at(arena, w), nullptr,
+                floats_at(arena, scalars, at + kFp8Scalars));
+}
+
+Fp8Tensor Fp8Activations::backward_input(void* arena, LinearKind k, int layer,
+                                         LinearShape s) const {
+  Fp8Tensor t = forward_input(arena, k, layer, s);
+  t.codes = nullptr;
+  t.codes_t = codes_at(arena, x_t[static_cast<int>(k)]);
+  return t;
+}
+
+Fp8Tensor Fp8Activations::backward_weight(void* arena, LinearKind k, int layer,
+                                          LinearShape s) const {
+  Fp8Tensor t = forward_weight(arena, k, layer, s);
+  t.codes = nullptr;
+  t.codes_t = codes_at(arena, w_t);
+  return t;
+}
+
+Fp8Tensor Fp8Activations::gradient(void* arena, LinearKind k, LinearShape s, bool dgrad,
+                                   bool wgrad) const {
+  const int i = static_cast<int>(k);
+  return packed(Fp8Format::E5M2, s.tokens, s.out, dgrad ? codes_at(arena, dy[i]) : nullptr,
+                wgrad ? codes_at(arena, dy_t[i]) : nullptr,
+                floats_at(arena, grad_scalars, i * kFp8Scalars));
 }
 
 Slot ActivationPlan::take(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t ld) {
@@ -81,6 +171,34 @@ namespace {
 std::int64_t reserved_bytes(const Slot& s) {
   const std::int64_t size = s.rows * s.ld * static_cast<std::int64_t>(dtype_size(s.dtype));
   return (size + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+}
+
+
+// The FP8 buffers as ActivationBuffers. DType has no byte type: a code
+// buffer is one row of bytes / 2 two-byte elements (its bytes are even: the
+// FP8 GEMMs' dimensions are multiples of 16).
+void add_fp8_buffers(const Fp8Activations& fp8, std::vector<ActivationBuffer>& out) {
+  auto add_codes = [&](std::string name, const CodeSlot& s) {
+    if (!s.used()) return;
+    const std::int64_t reserved = (s.bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+    const std::int64_t halves = (s.bytes + 1) / 2;
+    out.push_back({std::move(name), "fp8_operands", Slot{s.offset, 1, halves, DType::BF16, halves},
+                   reserved});
+  };
+  auto add_slot = [&](std::string name, const Slot& s) {
+    if (s.used()) out.push_back({std::move(name), "fp8_operands", s, reserved_bytes(s)});
+  };
+  add_slot("fp8.scalars", fp8.scalars);
+  add_slot("fp8.grad_scalars", fp8.grad_scalars);
+  add_codes("fp8.x", fp8.x);
+  add_codes("fp8.w", fp8.w);
+  add_codes("fp8.w_t", fp8.w_t);
+  for (int k = 0; k < kLinearKinds; ++k) {
+    const std::string p = std::string("fp8.") + linear_name(static_cast<LinearKind>(k)) + ".";
+    add_codes(p + "dy", fp8.dy[k]);
+    add_codes(p + "dy_t", fp8.dy_t[k]);
+    add_codes(p + "x_t", fp8.x_t[k]);
+  }
 }
 
 }  // namespace
@@ -130,6 +248,7 @@ std::vector<ActivationBuffer> ActivationPlan::buffers() const {
                                                          {"d_silu_gate", &d_silu_gate},
                                                          {"d_norm_sum", &d_norm_sum}};
   for (const auto& [name, slot] : scratch) add(name, "backward_scratch", *slot);
+  add_fp8_buffers(fp8, out);
   std::sort(out.begin(), out.end(), [](const ActivationBuffer& a, const ActivationBuffer& b) {
     return a.slot.offset < b.slot.offset;
   });

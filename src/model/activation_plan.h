@@ -4,6 +4,7 @@
 // scratch is shared by all layers. The plan is pure arithmetic, so the memory
 // estimate used to refuse runs that cannot fit is the same number the run
 // allocates.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/mat.h"
 #include "model/config.h"
 #include "model/step_plan.h"
+#include "ops/linear/fp8_tensor.h"
 
 namespace tinyllama {
 
@@ -22,6 +24,39 @@ struct Slot {
   DType dtype = DType::F32;
   std::int64_t ld = 0;  // row stride in elements, >= cols
   bool used() const { return offset >= 0; }
+};
+
+// FP8 codes: `bytes` bytes at `offset` of the arena (-1: not used).
+struct CodeSlot {
+  std::int64_t offset = -1;
+  std::int64_t bytes = 0;
+  bool used() const { return offset >= 0; }
+};
+
+// Under --amp-dtype float8 (StepPlan::fp8), the FP8 copies the linear
+// GEMMs read and their scalars (ops/linear/fp8_tensor.h). The forward's
+// copies of x and W are scratch, remade by each FP8 forward GEMM; their
+// scalars are kept per layer, so the backward's transposed copies are cast
+// with the forward's scale (no second amax) and hold the same codes. The
+// copies the weight gradient reads on the side branch (dy^T, x^T) have a
+// buffer per linear: the next layer's GEMM of that linear joins it first,
+// as it does for the bf16 gradients it reads.
+struct Fp8Activations {
+  Slot scalars;       // fp32 [layers, kLinearKinds * 2 * kFp8Scalars]: x's, then W's
+  Slot grad_scalars;  // fp32 [kLinearKinds, kFp8Scalars]: dy's
+  CodeSlot x, w;      // an FP8 forward's input and weight
+  CodeSlot w_t;       // an FP8 data gradient's W^T
+  std::array<CodeSlot, kLinearKinds> dy, dy_t, x_t;
+
+  bool used() const { return scalars.used(); }
+  // Views of the slots, in the arena at `arena`: each tensor holds only the
+  // copies its pass reads (fp8_tensor.h).
+  Fp8Tensor forward_input(void* arena, LinearKind k, int layer, LinearShape s) const;
+  Fp8Tensor forward_weight(void* arena, LinearKind k, int layer, LinearShape s) const;
+  Fp8Tensor backward_input(void* arena, LinearKind k, int layer, LinearShape s) const;
+  Fp8Tensor backward_weight(void* arena, LinearKind k, int layer, LinearShape s) const;
+  // dy with the row-major copy when `dgrad`, the transposed when `wgrad`.
+  Fp8Tensor gradient(void* arena, LinearKind k, LinearShape s, bool dgrad, bool wgrad) const;
 };
 
 struct LayerActivations {
@@ -50,7 +85,7 @@ struct ActivationBuffer {
 inline constexpr const char* kActivationKinds[] = {
     "residual_stream", "norm_outputs",    "norm_stats",        "qkv",    "attention_outputs",
     "attention_stats", "attention_probs", "ffn_intermediates", "logits", "losses",
-    "backward_scratch"};
+    "backward_scratch", "fp8_operands"};
 
 struct ActivationPlan {
   ActivationPlan(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan);
@@ -71,6 +106,7 @@ struct ActivationPlan {
   // gradients add up here, as autograd sums a tensor's gradients in fp32
   // when each use cast it separately, before one rounding to d_norm_out.
   Slot d_norm_sum;
+  Fp8Activations fp8;
   // ActivationsImpl::RecomputeNorms: every layer's norm1 (norm2) is one
   // shared slot, remade by the backward pass.
   bool norms_shared = false;
@@ -86,6 +122,8 @@ struct ActivationPlan {
  private:
   // ld: the row stride in elements (0: cols, rows packed).
   Slot take(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t ld = 0);
+  CodeSlot take_codes(std::int64_t bytes);
+  void plan_fp8(const ModelConfig& cfg, BatchShape shape, const Fp8Linears& use);
 };
 
 }  // namespace tinyllama

@@ -43,9 +43,16 @@ struct ModelConfig {
 
 // fp32 is true fp32 (no TF32). AMP computes in bf16/fp16 with fp32 master
 // weights and fp32 optimizer state.
+//
+// FP8 (issue 45) is bf16 AMP whose linear layers' GEMMs -- QKV, out
+// projection, gate/up, down; forward, data and weight gradients -- may run
+// on FP8 tensor cores: E4M3 weights and activations, E5M2 gradients, one
+// scale per tensor from its amax (current scaling). The plan picks the
+// GEMMs (StepPlan::fp8, model/fp8_plan.h); everything else is bf16 AMP's.
 struct Precision {
   DType master = DType::F32;
   DType compute = DType::F32;
+  bool fp8_linears = false;  // compute is bf16
 
   bool mixed() const { return master != compute; }
   // Statistics (RMSNorm rstd, attention log-sum-exp, per-row losses) stay in
@@ -54,6 +61,7 @@ struct Precision {
   static Precision fp32() { return {DType::F32, DType::F32}; }
   static Precision fp64() { return {DType::F64, DType::F64}; }
   static Precision amp(DType low) { return {DType::F32, low}; }
+  static Precision amp_fp8() { return {DType::F32, DType::BF16, true}; }
 };
 
 struct BatchShape {

@@ -294,9 +294,30 @@ class Model {
   // d(in) = d(out) · W and d(W) = d(out)ᵀ · in (on the side branch), one
   // GEMM each under GemmGrouping::Fused, else per part; wgrad_op / dgrad_op
   // name the two marked ops.
-  std::int64_t projection_backward(Mat d_in, Mat in, Mat d_out, const ParamSlot& slot,
-                                   GemmGrouping grouping, const RowParts& parts,
-                                   const char* wgrad_op, const char* dgrad_op);
+  std::int64_t projection_backward(LinearKind kind, int l, Mat d_in, Mat in, Mat d_out,
+                                   const ParamSlot& slot, GemmGrouping grouping,
+                                   const RowParts& parts, const char* wgrad_op,
+                                   const char* dgrad_op);
+  // model_fp8.cc: the linear GEMMs under --amp-dtype float8, each in FP8
+  // where StepPlan::fp8 says, else bf16 as without it.
+  // y = x W^T (+ y with accumulate: y holds the residual), from x's and W's
+  // FP8 copies, made here with their scales kept for the backward.
+  void fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, bool accumulate);
+  // y = x W^T, in FP8 or bf16.
+  void linear_forward(LinearKind kind, int l, Mat y, Mat x, Mat w);
+  // y = x W^T + residual: the GEMM's add (GemmEpilogue::Residual) in FP8 is
+  // a copy of the residual into y, then an accumulating GEMM.
+  void linear_forward_add(LinearKind kind, int l, Mat y, Mat x, Mat w, Mat residual);
+  // The FP8 copies a linear's backward GEMMs read: dy's (either copy), W^T
+  // and x^T, each made only for a GEMM in FP8. Issued before the fork, as
+  // the weight gradient on the side branch reads them.
+  struct Fp8Grads {
+    Fp8Tensor dy, w_t, x_t;
+  };
+  Fp8Grads fp8_backward_operands(LinearKind kind, int l, Mat d_out, Mat in, Mat w);
+  // d_in = d_out W, and dW = d_out^T in on the side branch (its ticket).
+  void linear_dgrad(LinearKind kind, const Fp8Grads& q, Mat d_in, Mat d_out, Mat w);
+  std::int64_t linear_wgrad(LinearKind kind, const Fp8Grads& q, Mat dw, Mat d_out, Mat in);
   // d_in = sum over parts of d_out[:, part] · w[part, :], one GEMM per part
   // (unfused levels); summed in fp32 under AMP (ActivationPlan::d_norm_sum).
   void separate_dgrad(Mat d_in, Mat d_out, Mat w, const RowParts& parts);

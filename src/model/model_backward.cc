@@ -100,13 +100,15 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
   const Mat d_gate = d_gu.col_block(0, f);
   const Mat d_up = d_gu.col_block(f, f);
   // The weight gradient reads d_out and hidden, which the input gradient
-  // (d_hidden, d_gate_up) leaves alone: issued after it, from before it.
+  // (d_hidden, d_gate_up) leaves alone: issued after it, from before it
+  // (and after their FP8 copies, if any).
+  ops.next("down_gemm_dgrad");
+  const Fp8Grads q = fp8_backward_operands(LinearKind::Down, l, d_out, hidden, compute_weight(wdown));
   backend_.fork_side_gemms();
   auto down_wgrad = [&] {
     ops.next("down_gemm_wgrad");
-    return backend_.side_gemm_from_fork(grad(wdown), d_out, true, hidden, false, 1.0f, 0.0f);
+    return linear_wgrad(LinearKind::Down, q, grad(wdown), d_out, hidden);
   };
-  ops.next("down_gemm_dgrad");
   std::int64_t down_ticket = 0;
   if (plan_.ops.swiglu == SwigluImpl::Gemm) {
     // The SwiGLU backward in this GEMM's epilogue: no "swiglu" op.
@@ -114,7 +116,7 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
     backend_.gemm_swiglu_backward(d_gu, d_hidden, d_out, compute_weight(wdown), gu);
     down_ticket = down_wgrad();
   } else {
-    backend_.gemm(d_hidden, d_out, false, compute_weight(wdown), false, 1.0f, 0.0f);
+    linear_dgrad(LinearKind::Down, q, d_hidden, d_out, compute_weight(wdown));
     down_ticket = down_wgrad();
     backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
     ops.next("swiglu");
@@ -155,9 +157,9 @@ void Model::backward_attention_block(int l, Mat d_out, Mat d_h, std::int64_t dow
   const Mat d_norm_out = acts_.view(arena_, acts_.d_norm_out);
   const Mat attn = acts_.view(arena_, a.attn_out);
   const Mat d_attn = acts_.view(arena_, acts_.d_attn);
-  tickets.out_proj =
-      projection_backward(d_attn, attn, d_h, layout_.layer(l, &LayerSlots::wo), GemmGrouping::Fused,
-                          RowParts{}, "out_proj_gemm_wgrad", "out_proj_gemm_dgrad");
+  tickets.out_proj = projection_backward(LinearKind::OutProj, l, d_attn, attn, d_h,
+                                         layout_.layer(l, &LayerSlots::wo), GemmGrouping::Fused,
+                                         RowParts{}, "out_proj_gemm_wgrad", "out_proj_gemm_dgrad");
 
   const Mat qkv = acts_.view(arena_, a.qkv);
   const Mat d_qkv = acts_.view(arena_, acts_.d_qkv);
@@ -257,33 +259,38 @@ void Model::norm_residual_backward(Mat d_sum, Mat d_weight, Mat d_norm, Mat x, M
 
 // d(norm1) = d(qkv) · Wqkv and d(Wqkv) = d(qkv)ᵀ · norm1, fused or per slice.
 std::int64_t Model::qkv_backward(int l, Mat d_n1) {
-  return projection_backward(d_n1, acts_.view(arena_, acts_.layers[l].norm1),
+  return projection_backward(LinearKind::Qkv, l, d_n1, acts_.view(arena_, acts_.layers[l].norm1),
                              acts_.view(arena_, acts_.d_qkv), layout_.layer(l, &LayerSlots::wqkv),
                              plan_.ops.qkv_gemm, qkv_parts(), "qkv_gemm_wgrad", "qkv_gemm_dgrad");
 }
 
 std::int64_t Model::ffn_up_backward(int l, Mat d_n2) {
-  return projection_backward(d_n2, acts_.view(arena_, acts_.layers[l].norm2),
+  return projection_backward(LinearKind::GateUp, l, d_n2,
+                             acts_.view(arena_, acts_.layers[l].norm2),
                              acts_.view(arena_, acts_.d_gate_up),
                              layout_.layer(l, &LayerSlots::wgu), plan_.ops.gate_up_gemm,
                              gate_up_parts(), "gate_up_gemm_wgrad", "gate_up_gemm_dgrad");
 }
 
-std::int64_t Model::projection_backward(Mat d_in, Mat in, Mat d_out, const ParamSlot& slot,
-                                        GemmGrouping grouping, const RowParts& parts,
-                                        const char* wgrad_op, const char* dgrad_op) {
+std::int64_t Model::projection_backward(LinearKind kind, int l, Mat d_in, Mat in, Mat d_out,
+                                        const ParamSlot& slot, GemmGrouping grouping,
+                                        const RowParts& parts, const char* wgrad_op,
+                                        const char* dgrad_op) {
   const Mat w = compute_weight(slot);
   const Mat dw = grad(slot);
   OpSequence ops;
-  // The input gradient first (the critical path), the weight gradient
-  // beside it from before it: it reads d_out and in, which d_in is not.
-  backend_.fork_side_gemms();
   if (grouping == GemmGrouping::Fused) {
+    // FP8 copies (the data gradient's op counts their casts), then the
+    // input gradient first (the critical path), the weight gradient beside
+    // it from before it: it reads d_out and in, which d_in is not.
     ops.next(dgrad_op);
-    backend_.gemm(d_in, d_out, false, w, false, 1.0f, 0.0f);
+    const Fp8Grads q = fp8_backward_operands(kind, l, d_out, in, w);
+    backend_.fork_side_gemms();
+    linear_dgrad(kind, q, d_in, d_out, w);
     ops.next(wgrad_op);
-    return backend_.side_gemm_from_fork(dw, d_out, true, in, false, 1.0f, 0.0f);
+    return linear_wgrad(kind, q, dw, d_out, in);
   }
+  backend_.fork_side_gemms();
   // Every dgrad slice, then every wgrad slice: the same results as
   // interleaving them (they touch different buffers), as two marked ops.
   ops.next(dgrad_op);

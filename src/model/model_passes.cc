@@ -108,15 +108,15 @@ void Model::forward_attention_block(int l, OpSequence& ops) {
   const Mat n2 = acts_.view(arena_, a.norm2);
   const Mat ffn_norm = compute_weight(layout_.layer(l, &LayerSlots::ffn_norm));
   if (adds_in_gemms()) {  // h = x + Wo(attn), the sum rounded once
-    backend_.gemm_add(h, attn, false, wo, true, x);
+    linear_forward_add(LinearKind::OutProj, l, h, attn, wo, x);
     ops.next("ffn_norm");
     backend_.rmsnorm_forward(n2, acts_.view(arena_, a.rstd2), h, ffn_norm, cfg_.rms_eps);
   } else if (fused_norm()) {
-    backend_.gemm(h, attn, false, wo, true, 1.0f, 0.0f);
+    linear_forward(LinearKind::OutProj, l, h, attn, wo);
     ops.next("attn_residual_norm");
     backend_.add_rmsnorm_forward(h, n2, acts_.view(arena_, a.rstd2), h, x, ffn_norm, cfg_.rms_eps);
   } else {
-    backend_.gemm(h, attn, false, wo, true, 1.0f, 0.0f);
+    linear_forward(LinearKind::OutProj, l, h, attn, wo);
     ops.next("attn_residual");
     backend_.add(h, h, x);
     ops.next("ffn_norm");
@@ -156,10 +156,10 @@ void Model::forward_ffn_block(int l, OpSequence& ops) {
   ops.next("down_gemm");
   const Mat wdown = compute_weight(layout_.layer(l, &LayerSlots::wdown));
   if (adds_in_gemms()) {  // out = h + Wdown(hidden); the next block normalises it
-    backend_.gemm_add(out, hidden, false, wdown, true, h);
+    linear_forward_add(LinearKind::Down, l, out, hidden, wdown, h);
     return;
   }
-  backend_.gemm(out, hidden, false, wdown, true, 1.0f, 0.0f);
+  linear_forward(LinearKind::Down, l, out, hidden, wdown);
   if (!fused_norm()) {
     ops.next("ffn_residual");
     backend_.add(out, out, h);
@@ -192,7 +192,7 @@ void Model::qkv_forward(int l) {
   const Mat qkv = acts_.view(arena_, a.qkv);
   const Mat w = compute_weight(layout_.layer(l, &LayerSlots::wqkv));
   if (plan_.ops.qkv_gemm == GemmGrouping::Fused) {
-    backend_.gemm(qkv, n1, false, w, true, 1.0f, 0.0f);
+    linear_forward(LinearKind::Qkv, l, qkv, n1, w);
     return;
   }
   // Three GEMMs on row slices of the fused weight, into column slices.
@@ -213,7 +213,7 @@ void Model::ffn_up_forward(int l) {
     return;
   }
   if (plan_.ops.gate_up_gemm == GemmGrouping::Fused) {
-    backend_.gemm(gu, n2, false, w, true, 1.0f, 0.0f);
+    linear_forward(LinearKind::GateUp, l, gu, n2, w);
     return;
   }
   const RowParts parts = gate_up_parts();

@@ -293,6 +293,33 @@ void resolve_rope_and_swiglu(StepPlan& plan, const DeviceCaps& caps, const Model
   }
 }
 
+// --amp-dtype float8: the linear GEMMs the estimate puts in FP8. One scale
+// per weight needs the fused QKV and gate/up GEMMs, and cuBLASLt's FP8 GEMM
+// has no SwiGLU epilogue: the gate/up forward and the down projection's
+// data gradient in FP8 take the SwiGLU kernel beside them.
+void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& caps,
+                 const ModelConfig& cfg, BatchShape shape) {
+  if (!plan.precision.fp8_linears) return;
+  OpChoices& ops = plan.ops;
+  std::string why = caps.no_fp8_gemm;
+  if (why.empty() &&
+      (ops.qkv_gemm != GemmGrouping::Fused || ops.gate_up_gemm != GemmGrouping::Fused)) {
+    why = "one FP8 scale per weight needs the fused QKV and gate/up GEMMs (--qkv-fusion, "
+          "--swiglu-fusion)";
+  }
+  if (!why.empty()) {
+    plan.fallbacks.push_back({"linear_gemms", "float8", "bfloat16", why});
+    return;
+  }
+  plan.fp8 = choose_fp8_linears(cfg, shape, request.fp8_gemms);
+  const bool swiglu_gemm_reads_fp8 = plan.fp8.at(LinearKind::GateUp, LinearPass::Forward) ||
+                                     plan.fp8.at(LinearKind::Down, LinearPass::Dgrad);
+  if (ops.swiglu == SwigluImpl::Gemm && swiglu_gemm_reads_fp8) {
+    fall_back(plan, "swiglu", ops.swiglu, SwigluImpl::Fused,
+              "the FP8 GEMM (gate/up forward or down data gradient) has no SwiGLU epilogue");
+  }
+}
+
 // The per-layer sweeps beside the backward pass, unless the update needs
 // the whole gradient first.
 void resolve_optimizer(StepPlan& plan, const PlanRequest& request, const std::string& device) {
@@ -371,6 +398,7 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   resolve_attention(plan, caps, cfg, request.saved_attention);
   resolve_activations(plan, cfg, shape);
   resolve_rope_and_swiglu(plan, caps, cfg);
+  resolve_fp8(plan, request, caps, cfg, shape);
   if (ops.execution == Execution::Graph && !caps.graphs) {
     fall_back(plan, "execution", ops.execution, Execution::Eager,
               "the " + device + " backend runs eagerly");
@@ -435,6 +463,7 @@ StepPlan plan_for_level(const std::string& level, Precision precision, const Dev
 }
 
 std::string precision_name(Precision precision) {
+  if (precision.fp8_linears) return "amp_float8";
   if (precision.mixed()) return "amp_" + std::string(dtype_name(precision.compute));
   return precision.compute == DType::F64 ? "fp64" : "fp32";
 }

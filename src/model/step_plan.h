@@ -19,6 +19,7 @@
 #include "model/config.h"
 #include "model/data_parallel.h"
 #include "model/faults.h"
+#include "model/fp8_plan.h"
 #include "model/kernel_choices.h"
 
 namespace tinyllama {
@@ -238,6 +239,9 @@ struct DeviceCaps {
   // "" when the build has sm_90a code and the device is a 9.0 one (the
   // Hopper flash kernels and the SwiGLU GEMM run), else why not.
   std::string no_hopper_kernels = "the cpu backend has none";
+  // "" when the device has FP8 tensor cores (compute capability 8.9 or
+  // newer) for --amp-dtype float8, else why not.
+  std::string no_fp8_gemm = "the cpu backend has none";
   int sm_count = 0;  // 0: unknown (no kernel family is sized by it)
   // The one-launch flash backward may be the default where it measured
   // faster (TINYLLAMA_FLASH_ONE_LAUNCH, on unless set off).
@@ -337,12 +341,17 @@ struct PlanRequest {
   UpdateRecipe update;
   // Kernel families asked for instead of the defaults (the kernel bench, the tests).
   KernelPins kernel_pins;
+  // --amp-dtype float8: which linear GEMMs (--fp8-gemms).
+  Fp8Choice fp8_gemms = Fp8Choice::Auto;
 };
 
 struct StepPlan {
   std::string level;  // the preset the choices started from
   DeviceKind device = DeviceKind::Cpu;
   Precision precision;
+  // Under --amp-dtype float8: the linear GEMMs that run in FP8 (all false
+  // otherwise, or where the device has no FP8 tensor cores: a Fallback).
+  Fp8Linears fp8;
   OpChoices ops;  // resolved: each one runs on this device at these shapes
   LossScaling loss_scaling = LossScaling::None;
   // The weight-gradient GEMMs, and FusedPerLayer's sweeps, on branches of

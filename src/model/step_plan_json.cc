@@ -17,6 +17,25 @@ nlohmann::json kernels_json(const KernelChoices& k) {
           {"loss_rows", kernel_name(k.loss_rows)}};
 }
 
+namespace {
+
+// Per linear: the passes in FP8 and the estimate that chose them.
+nlohmann::json fp8_json(const Fp8Linears& f) {
+  nlohmann::json out = nlohmann::json::object();
+  for (int k = 0; k < kLinearKinds; ++k) {
+    nlohmann::json passes = nlohmann::json::array();
+    for (int p = 0; p < kLinearPasses; ++p) {
+      if (f.use[k][p]) passes.push_back(linear_pass_name(static_cast<LinearPass>(p)));
+    }
+    out[linear_name(static_cast<LinearKind>(k))] = {{"fp8_passes", passes},
+                                                    {"estimate_bf16_ms", f.bf16_ms[k]},
+                                                    {"estimate_chosen_ms", f.chosen_ms[k]}};
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json plan_json(const StepPlan& plan) {
   nlohmann::json ops = nlohmann::json::object();
   for (const NamedChoice& c : named_choices(plan.ops)) ops[c.op] = c.impl;
@@ -40,6 +59,7 @@ nlohmann::json plan_json(const StepPlan& plan) {
   if (plan.attention_auto.requested) out["attention_auto"] = attention_choice_json(plan);
   if (!plan.activations_auto.empty()) out["activations_auto"] = plan.activations_auto;
   if (!plan.kernel_launch_auto.empty()) out["kernel_launch_auto"] = plan.kernel_launch_auto;
+  if (plan.precision.fp8_linears) out["fp8_gemms"] = fp8_json(plan.fp8);
   return out;
 }
 

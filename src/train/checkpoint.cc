@@ -65,7 +65,9 @@ std::vector<std::pair<std::string, std::string>> run_identity(const TrainOptions
           {"--batch-size", std::to_string(global_batch(o))},
           {"--learning-rate", real_text(o.learning_rate)},
           {"--use-amp/--amp-dtype",
-           p.mixed() ? std::string(dtype_name(p.compute)) : std::string("off (fp32)")}};
+           p.fp8_linears ? std::string("float8")
+           : p.mixed()   ? std::string(dtype_name(p.compute))
+                         : std::string("off (fp32)")}};
 }
 
 // The training recipe's part of the identity (train/recipe.h). A decaying

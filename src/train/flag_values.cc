@@ -61,10 +61,17 @@ DeviceKind parse_device(const std::string& text) {
   reject("--device", text, "allowed values are cpu, cuda");
 }
 
-DType parse_amp_dtype(const std::string& text) {
-  if (text == "bfloat16") return DType::BF16;
-  if (text == "float16") return DType::F16;
-  reject("--amp-dtype", text, "allowed values are bfloat16, float16");
+Precision parse_amp_dtype(const std::string& text) {
+  if (text == "bfloat16") return Precision::amp(DType::BF16);
+  if (text == "float16") return Precision::amp(DType::F16);
+  if (text == "float8") return Precision::amp_fp8();
+  reject("--amp-dtype", text, "allowed values are bfloat16, float16, float8");
+}
+
+Fp8Choice parse_fp8_gemms(const std::string& text) {
+  if (text == "auto") return Fp8Choice::Auto;
+  if (text == "all") return Fp8Choice::All;
+  reject("--fp8-gemms", text, "allowed values are auto, all");
 }
 
 }  // namespace tinyllama

@@ -17,6 +17,7 @@ std::uint64_t parse_uint64_flag(std::string_view flag, const std::string& text);
 double parse_real_flag(std::string_view flag, const std::string& text);
 
 DeviceKind parse_device(const std::string& text);  // cpu | cuda
-DType parse_amp_dtype(const std::string& text);    // bfloat16 | float16
+Precision parse_amp_dtype(const std::string& text);  // bfloat16 | float16 | float8
+Fp8Choice parse_fp8_gemms(const std::string& text);  // auto | all
 
 }  // namespace tinyllama

@@ -48,6 +48,10 @@ std::string level_line(const StepPlan& plan) {
 
 std::string precision_line(Precision p) {
   if (!p.mixed()) return precision_name(p) + " (no TF32)";
+  if (p.fp8_linears) {
+    return "bfloat16 compute with FP8 linear GEMMs where the plan says, fp32 master weights and "
+           "optimizer state";
+  }
   return std::string(dtype_name(p.compute)) + " compute, fp32 master weights and optimizer state" +
          (p.compute == DType::F16 ? ", dynamic loss scaling" : "");
 }
@@ -96,7 +100,8 @@ nlohmann::json config_json(const TrainOptions& opts) {
       {"level", opts.plan.level},
       {"precision", precision_name(opts.plan.precision)},
       {"use_amp", opts.plan.precision.mixed()},
-      {"amp_dtype", opts.plan.precision.mixed()
+      {"amp_dtype", opts.plan.precision.fp8_linears ? nlohmann::json("float8")
+                    : opts.plan.precision.mixed()
                         ? nlohmann::json(dtype_name(opts.plan.precision.compute))
                         : nlohmann::json(nullptr)},
       {"device", device_name(opts.plan.device)},
@@ -161,6 +166,11 @@ std::string format_run_header(const TrainOptions& opts) {
   }
   if (!plan.activations_auto.empty()) out += "\nactivations | " + plan.activations_auto;
   if (!plan.kernel_launch_auto.empty()) out += "\nkernel_launch | " + plan.kernel_launch_auto;
+  if (plan.precision.fp8_linears) {
+    out += "\nfp8 | linear GEMMs in FP8 (E4M3 weights and activations, E5M2 gradients, "
+           "per-tensor current scaling; attention, norms, loss, LM head in bf16): " +
+           plan.fp8.describe();
+  }
   out += "\nrecipe | " + describe_recipe(opts, world_of(opts));
   if (opts.faults.any()) out += "\n" + injected_faults_line(opts.faults);
   return out;

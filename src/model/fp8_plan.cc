@@ -1,0 +1,177 @@
+// The per-GEMM FP8 choice (fp8_plan.h).
+//
+// The rates are what tinyllama_fp8_gemm_bench measured on an H200
+// (docs/log/2026-11-28.md, sixth session): cuBLASLt's bf16 GEMMs ran at
+// 700-800 TFLOP/s and its FP8 GEMMs at 1 200-1 370 at the 1 B shapes, and
+// neither went below about 8 us at the workshop's; a quantisation is three
+// launches (amax, scale, cast), each a few microseconds at small sizes, and
+// moves its bytes near HBM speed at large ones.
+#include "model/fp8_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace tinyllama {
+namespace {
+
+constexpr double kBf16FlopsPerMs = 750e9;   // 750 TFLOP/s
+constexpr double kFp8FlopsPerMs = 1300e9;   // 1 300 TFLOP/s
+constexpr double kGemmFloorMs = 0.008;      // the smallest GEMM's time
+constexpr double kBytesPerMs = 3.0e9;       // 3 TB/s
+constexpr double kLaunchMs = 0.003;         // one small kernel
+
+bool multiple_of_16(std::int64_t v) { return v % 16 == 0; }
+
+// The three GEMMs of one linear, and the casts each set of FP8 GEMMs needs:
+// the forward quantises x and W (amax and a row-major copy each); the data
+// gradient reads dy and W^T, the weight gradient dy^T and x^T. dy's amax is
+// paid once for both; x's and W's only when the forward did not keep them.
+struct LinearCosts {
+  LinearShape s;
+  double gemm(LinearPass p, bool fp8) const {
+    switch (p) {
+      case LinearPass::Forward:
+        return gemm_estimate_ms(s.tokens, s.out, s.in, fp8);
+      case LinearPass::Dgrad:
+        return gemm_estimate_ms(s.tokens, s.in, s.out, fp8);
+      case LinearPass::Wgrad:
+        return gemm_estimate_ms(s.out, s.in, s.tokens, fp8);
+    }
+    return 0;
+  }
+  double forward(bool fp8) const {
+    if (!fp8) return gemm(LinearPass::Forward, false);
+    return gemm(LinearPass::Forward, true) + quantize_estimate_ms(s.tokens * s.in, 1, true) +
+           quantize_estimate_ms(s.out * s.in, 1, true);
+  }
+  double backward(bool dgrad, bool wgrad, bool forward_fp8) const {
+    double t = gemm(LinearPass::Dgrad, dgrad) + gemm(LinearPass::Wgrad, wgrad);
+    const int dy_copies = (dgrad ? 1 : 0) + (wgrad ? 1 : 0);
+    if (dy_copies > 0) t += quantize_estimate_ms(s.tokens * s.out, dy_copies, true);
+    if (dgrad) t += quantize_estimate_ms(s.out * s.in, 1, !forward_fp8);
+    if (wgrad) t += quantize_estimate_ms(s.tokens * s.in, 1, !forward_fp8);
+    return t;
+  }
+};
+
+}  // namespace
+
+const char* linear_name(LinearKind k) {
+  switch (k) {
+    case LinearKind::Qkv:
+      return "qkv";
+    case LinearKind::OutProj:
+      return "out_proj";
+    case LinearKind::GateUp:
+      return "gate_up";
+    case LinearKind::Down:
+      return "down";
+  }
+  return "?";
+}
+
+const char* linear_pass_name(LinearPass p) {
+  switch (p) {
+    case LinearPass::Forward:
+      return "forward";
+    case LinearPass::Dgrad:
+      return "dgrad";
+    case LinearPass::Wgrad:
+      return "wgrad";
+  }
+  return "?";
+}
+
+LinearShape linear_shape(const ModelConfig& cfg, BatchShape shape, LinearKind k) {
+  const std::int64_t t = shape.tokens();
+  switch (k) {
+    case LinearKind::Qkv:
+      return {t, cfg.hidden_dim, cfg.qkv_dim()};
+    case LinearKind::OutProj:
+      return {t, cfg.q_dim(), cfg.hidden_dim};
+    case LinearKind::GateUp:
+      return {t, cfg.hidden_dim, 2LL * cfg.ffn_dim};
+    case LinearKind::Down:
+      return {t, cfg.ffn_dim, cfg.hidden_dim};
+  }
+  return {};
+}
+
+double gemm_estimate_ms(std::int64_t m, std::int64_t n, std::int64_t k, bool fp8) {
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                       static_cast<double>(k);
+  return std::max(kGemmFloorMs, flops / (fp8 ? kFp8FlopsPerMs : kBf16FlopsPerMs));
+}
+
+double quantize_estimate_ms(std::int64_t elems, int copies, bool amax) {
+  // bf16 in (twice with the amax pass), a byte out per copy.
+  const double bytes = static_cast<double>(elems) * ((amax ? 4.0 : 2.0) + copies);
+  return (amax ? 3 : 1) * kLaunchMs + bytes / kBytesPerMs;
+}
+
+bool Fp8Linears::any() const {
+  for (const auto& passes : use) {
+    for (const bool b : passes) {
+      if (b) return true;
+    }
+  }
+  return false;
+}
+
+std::string Fp8Linears::describe() const {
+  std::string out;
+  const char* pass_short[] = {"fwd", "dgrad", "wgrad"};
+  double bf16 = 0, chosen = 0;
+  for (int k = 0; k < kLinearKinds; ++k) {
+    if (!out.empty()) out += ", ";
+    out += linear_name(static_cast<LinearKind>(k));
+    bool none = true;
+    for (int p = 0; p < kLinearPasses; ++p) {
+      if (!use[k][p]) continue;
+      out += std::string(" ") + pass_short[p];
+      none = false;
+    }
+    if (none) out += " bf16";
+    bf16 += bf16_ms[k];
+    chosen += chosen_ms[k];
+  }
+  char est[96];
+  std::snprintf(est, sizeof(est), " (estimated %.2f ms per layer against bf16's %.2f)", chosen,
+                bf16);
+  return out + est;
+}
+
+Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape, Fp8Choice choice) {
+  Fp8Linears f;
+  for (int k = 0; k < kLinearKinds; ++k) {
+    const LinearShape s = linear_shape(cfg, shape, static_cast<LinearKind>(k));
+    const LinearCosts c{s};
+    const double bf16 = c.forward(false) + c.backward(false, false, false);
+    f.bf16_ms[k] = bf16;
+    f.chosen_ms[k] = bf16;
+    if (!multiple_of_16(s.tokens) || !multiple_of_16(s.in) || !multiple_of_16(s.out)) continue;
+    if (choice == Fp8Choice::All) {
+      f.use[k] = {true, true, true};
+      f.chosen_ms[k] = c.forward(true) + c.backward(true, true, true);
+      continue;
+    }
+    const bool fwd = c.forward(true) < c.forward(false);
+    double best = c.backward(false, false, fwd);
+    bool best_d = false, best_w = false;
+    for (const bool d : {false, true}) {
+      for (const bool w : {false, true}) {
+        const double t = c.backward(d, w, fwd);
+        if (t < best) {
+          best = t;
+          best_d = d;
+          best_w = w;
+        }
+      }
+    }
+    f.use[k] = {fwd, best_d, best_w};
+    f.chosen_ms[k] = c.forward(fwd) + best;
+  }
+  return f;
+}
+
+}  // namespace tinyllama

@@ -1,0 +1,61 @@
+#pragma once
+// Which linear-layer GEMMs a --amp-dtype float8 run puts on FP8 tensor
+// cores (issue 45). Each of the four linears (QKV, out projection, gate/up,
+// down) has three GEMMs per step -- forward, data gradient, weight gradient
+// -- and each is FP8 only where its estimated time with the casts it needs
+// is below the bf16 GEMM's (small GEMMs lose: the casts' launches and
+// passes cost more than the faster tensor cores save). The estimate is
+// fp8_gemm_estimate's; resolve_plan asks choose_fp8_linears once and the
+// passes read StepPlan::fp8.
+#include <array>
+#include <string>
+
+#include "model/config.h"
+
+namespace tinyllama {
+
+enum class LinearKind { Qkv, OutProj, GateUp, Down };
+inline constexpr int kLinearKinds = 4;
+enum class LinearPass { Forward, Dgrad, Wgrad };
+inline constexpr int kLinearPasses = 3;
+
+const char* linear_name(LinearKind k);       // "qkv", "out_proj", "gate_up", "down"
+const char* linear_pass_name(LinearPass p);  // "forward", "dgrad", "wgrad"
+
+// One linear layer's GEMM shapes: x [tokens, in] -> y [tokens, out].
+struct LinearShape {
+  std::int64_t tokens = 0, in = 0, out = 0;
+};
+LinearShape linear_shape(const ModelConfig& cfg, BatchShape shape, LinearKind k);
+
+struct Fp8Linears {
+  std::array<std::array<bool, kLinearPasses>, kLinearKinds> use{};
+  // Per linear: the estimated milliseconds of its three GEMMs in bf16 and
+  // as chosen (casts included), for the run header's line.
+  std::array<double, kLinearKinds> bf16_ms{}, chosen_ms{};
+
+  bool at(LinearKind k, LinearPass p) const {
+    return use[static_cast<int>(k)][static_cast<int>(p)];
+  }
+  bool any() const;
+  bool backward(LinearKind k) const { return at(k, LinearPass::Dgrad) || at(k, LinearPass::Wgrad); }
+  // "qkv fwd dgrad wgrad, out_proj -, ..." and the estimate.
+  std::string describe() const;
+};
+
+// Estimated milliseconds on an H100/H200 (fp8_plan.cc says where the rates
+// come from): a GEMM of 2*m*n*k FLOPs in bf16 or FP8, and a quantisation of
+// `elems` bf16 elements writing `copies` copies, with or without its amax.
+double gemm_estimate_ms(std::int64_t m, std::int64_t n, std::int64_t k, bool fp8);
+double quantize_estimate_ms(std::int64_t elems, int copies, bool amax);
+
+// Auto: each GEMM where the estimate is faster in FP8. All: every linear
+// GEMM (the numerics checks, and measuring the estimate).
+enum class Fp8Choice { Auto, All };
+
+// The choice for every linear of this model at this batch: all false for a
+// linear with a dimension that is not a multiple of 16 (cuBLASLt's rule).
+Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape,
+                              Fp8Choice choice = Fp8Choice::Auto);
+
+}  // namespace tinyllama
