@@ -170,7 +170,6 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
     throw RuntimeFailure("CudaBackend::prepare: a plan for " + precision_name(plan.precision) +
                          " on a " + precision_name(precision_) + " backend");
   }
-
   // The sizes the plan lists (resolve_plan asked the same function).
   const CudaWorkspaceSizes w = workspace_sizes(cfg, shape, plan, gemm_->autotune());
   auto take = [&](std::int64_t bytes, const char* what) {

@@ -92,6 +92,11 @@ std::string layout_error(const Mat& c, const Fp8Operand& a, const Fp8Operand& b)
   if (misaligned(a.codes) || misaligned(b.codes) || misaligned(c.data)) {
     return "a, b and c must start on 16-byte boundaries";
   }
+  // cuBLASLt answers "not supported" at the matmul otherwise (H200, CUDA 13).
+  if ((a.dequant != nullptr && misaligned(a.dequant)) ||
+      (b.dequant != nullptr && misaligned(b.dequant))) {
+    return "the dequantisation factors must sit on 16-byte boundaries";
+  }
   return "";
 }
 

@@ -14,12 +14,15 @@
 
 namespace tinyllama {
 
-// Where the scalars sit in Fp8Tensor::scalars.
+// Where the scalars sit in Fp8Tensor::scalars: 16 bytes per tensor, the
+// inverse first, because cuBLASLt's FP8 matmul refuses a scale pointer
+// that is not 16-byte aligned ("not supported": an H200 refused the inverse
+// at byte 8 of its block, and ran it at byte 0).
 enum Fp8Scalar : int {
-  kFp8Amax = 0,     // max |x| of the source tensor
+  kFp8Inverse = 0,  // 1 / scale: what the GEMM multiplies its result by
   kFp8Scale = 1,    // x * scale -> code (cpu::fp8_scale_for)
-  kFp8Inverse = 2,  // 1 / scale: what the GEMM multiplies its result by
-  kFp8Scalars = 3,
+  kFp8Amax = 2,     // max |x| of the source tensor
+  kFp8Scalars = 4,  // one float of padding
 };
 
 struct Fp8Tensor {

@@ -72,7 +72,9 @@ TEST(Fp8LinearOps, KeptScaleIsUsedAsIs) {
   const std::int64_t rows = 8, cols = 16;
   std::vector<float> v = random_values(rows * cols, rng);
   HostFp8 q(Fp8Format::E4M3, rows, cols, 0);
-  q.scalars = {123.0f, 2.5f, 0.4f};
+  q.scalars[kFp8Amax] = 123.0f;
+  q.scalars[kFp8Scale] = 2.5f;
+  q.scalars[kFp8Inverse] = 0.4f;
   cpu::quantize_fp8_tensor(Mat(v.data(), DType::F32, rows, cols), q.t, Fp8ScaleFrom::Kept);
   EXPECT_EQ(q.scalars[kFp8Amax], 123.0f);  // untouched
   std::vector<std::uint8_t> want(v.size());
