@@ -253,9 +253,10 @@ CastTimes time_cast(Engines& e, Timer& timer, std::int64_t rows, std::int64_t co
 void print_cast(const char* linear, const char* tensor, std::int64_t rows, std::int64_t cols,
                 const CastTimes& t) {
   const double elems = static_cast<double>(rows) * static_cast<double>(cols);
-  std::printf("  %-9s cast %-3s %6lld x %-6lld | amax %.4f ms %5.0f GB/s | cast+T %.4f ms %5.0f GB/s\n",
-              linear, tensor, static_cast<long long>(rows), static_cast<long long>(cols), t.amax_ms,
-              2 * elems / (t.amax_ms * 1e6), t.cast_ms, 4 * elems / (t.cast_ms * 1e6));
+  std::printf(
+      "  %-9s cast %-3s %6lld x %-6lld | amax %.4f ms %5.0f GB/s | cast+T %.4f ms %5.0f GB/s\n",
+      linear, tensor, static_cast<long long>(rows), static_cast<long long>(cols), t.amax_ms,
+      2 * elems / (t.amax_ms * 1e6), t.cast_ms, 4 * elems / (t.cast_ms * 1e6));
 }
 
 // ---- the table ----------------------------------------------------------------------

@@ -90,8 +90,8 @@ void CpuBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alp
 void CpuBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) {
   cpu::quantize_fp8_tensor(x, q, from);
 }
-void CpuBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
-                          bool trans_b, bool accumulate) {
+void CpuBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
+                          bool accumulate) {
   cpu::gemm_fp8_tensor(c, a, trans_a, b, trans_b, accumulate);
 }
 void CpuBackend::strided_kv_attention_forward(Mat out, Mat lse, Mat q, Mat k, Mat v,

@@ -119,8 +119,7 @@ Fp8Tensor packed(Fp8Format f, std::int64_t rows, std::int64_t cols, std::uint8_t
 
 }  // namespace
 
-Fp8Tensor Fp8Activations::forward_input(void* arena, LinearKind k, int layer,
-                                        LinearShape s) const {
+Fp8Tensor Fp8Activations::forward_input(void* arena, LinearKind k, int layer, LinearShape s) const {
   const std::int64_t at = (layer * kLinearKinds + static_cast<int>(k)) * 2 * kFp8Scalars;
   return packed(Fp8Format::E4M3, s.tokens, s.in, codes_at(arena, x), nullptr,
                 floats_at(arena, scalars, at));
@@ -172,7 +171,6 @@ std::int64_t reserved_bytes(const Slot& s) {
   const std::int64_t size = s.rows * s.ld * static_cast<std::int64_t>(dtype_size(s.dtype));
   return (size + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
 }
-
 
 // The FP8 buffers as ActivationBuffers. DType has no byte type: a code
 // buffer is one row of bytes / 2 two-byte elements (its bytes are even: the

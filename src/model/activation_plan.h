@@ -83,8 +83,8 @@ struct ActivationBuffer {
 
 // The kinds of ActivationBuffer, in the order reports list them.
 inline constexpr const char* kActivationKinds[] = {
-    "residual_stream", "norm_outputs",    "norm_stats",        "qkv",    "attention_outputs",
-    "attention_stats", "attention_probs", "ffn_intermediates", "logits", "losses",
+    "residual_stream",  "norm_outputs",    "norm_stats",        "qkv",    "attention_outputs",
+    "attention_stats",  "attention_probs", "ffn_intermediates", "logits", "losses",
     "backward_scratch", "fp8_operands"};
 
 struct ActivationPlan {

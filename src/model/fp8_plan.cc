@@ -14,13 +14,15 @@
 namespace tinyllama {
 namespace {
 
-constexpr double kBf16FlopsPerMs = 750e9;   // 750 TFLOP/s
-constexpr double kFp8FlopsPerMs = 1300e9;   // 1 300 TFLOP/s
-constexpr double kGemmFloorMs = 0.008;      // the smallest GEMM's time
-constexpr double kBytesPerMs = 3.0e9;       // 3 TB/s
-constexpr double kLaunchMs = 0.003;         // one small kernel
+constexpr double kBf16FlopsPerMs = 750e9;  // 750 TFLOP/s
+constexpr double kFp8FlopsPerMs = 1300e9;  // 1 300 TFLOP/s
+constexpr double kGemmFloorMs = 0.008;     // the smallest GEMM's time
+constexpr double kBytesPerMs = 3.0e9;      // 3 TB/s
+constexpr double kLaunchMs = 0.003;        // one small kernel
 
-bool multiple_of_16(std::int64_t v) { return v % 16 == 0; }
+bool multiple_of_16(std::int64_t v) {
+  return v % 16 == 0;
+}
 
 // The three GEMMs of one linear, and the casts each set of FP8 GEMMs needs:
 // the forward quantises x and W (amax and a row-major copy each); the data
@@ -98,8 +100,8 @@ LinearShape linear_shape(const ModelConfig& cfg, BatchShape shape, LinearKind k)
 }
 
 double gemm_estimate_ms(std::int64_t m, std::int64_t n, std::int64_t k, bool fp8) {
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
-                       static_cast<double>(k);
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   return std::max(kGemmFloorMs, flops / (fp8 ? kFp8FlopsPerMs : kBf16FlopsPerMs));
 }
 

@@ -103,7 +103,8 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
   // (d_hidden, d_gate_up) leaves alone: issued after it, from before it
   // (and after their FP8 copies, if any).
   ops.next("down_gemm_dgrad");
-  const Fp8Grads q = fp8_backward_operands(LinearKind::Down, l, d_out, hidden, compute_weight(wdown));
+  const Fp8Grads q =
+      fp8_backward_operands(LinearKind::Down, l, d_out, hidden, compute_weight(wdown));
   backend_.fork_side_gemms();
   auto down_wgrad = [&] {
     ops.next("down_gemm_wgrad");
@@ -265,8 +266,7 @@ std::int64_t Model::qkv_backward(int l, Mat d_n1) {
 }
 
 std::int64_t Model::ffn_up_backward(int l, Mat d_n2) {
-  return projection_backward(LinearKind::GateUp, l, d_n2,
-                             acts_.view(arena_, acts_.layers[l].norm2),
+  return projection_backward(LinearKind::GateUp, l, d_n2, acts_.view(arena_, acts_.layers[l].norm2),
                              acts_.view(arena_, acts_.d_gate_up),
                              layout_.layer(l, &LayerSlots::wgu), plan_.ops.gate_up_gemm,
                              gate_up_parts(), "gate_up_gemm_wgrad", "gate_up_gemm_dgrad");

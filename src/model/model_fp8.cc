@@ -40,8 +40,8 @@ Model::Fp8Grads Model::fp8_backward_operands(LinearKind kind, int l, Mat d_out, 
   const LinearShape s = linear_shape(cfg_, shape_, kind);
   // x's and W's transposed copies take the forward's scale when it was FP8
   // (the same tensors: the same codes), else their own amax.
-  const Fp8ScaleFrom kept = plan_.fp8.at(kind, LinearPass::Forward) ? Fp8ScaleFrom::Kept
-                                                                     : Fp8ScaleFrom::Amax;
+  const Fp8ScaleFrom kept =
+      plan_.fp8.at(kind, LinearPass::Forward) ? Fp8ScaleFrom::Kept : Fp8ScaleFrom::Amax;
   q.dy = acts_.fp8.gradient(arena_, kind, s, dgrad, wgrad);
   backend_.quantize_fp8(d_out, q.dy, Fp8ScaleFrom::Amax);
   if (dgrad) {

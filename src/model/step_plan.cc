@@ -304,8 +304,9 @@ void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& c
   std::string why = caps.no_fp8_gemm;
   if (why.empty() &&
       (ops.qkv_gemm != GemmGrouping::Fused || ops.gate_up_gemm != GemmGrouping::Fused)) {
-    why = "one FP8 scale per weight needs the fused QKV and gate/up GEMMs (--qkv-fusion, "
-          "--swiglu-fusion)";
+    why =
+        "one FP8 scale per weight needs the fused QKV and gate/up GEMMs (--qkv-fusion, "
+        "--swiglu-fusion)";
   }
   if (!why.empty()) {
     plan.fallbacks.push_back({"linear_gemms", "float8", "bfloat16", why});

@@ -127,8 +127,7 @@ void AccessTraceBackend::record(std::initializer_list<Mat> mats, bool write) {
   }
 }
 
-void AccessTraceBackend::record_fp8(const Fp8Tensor& q, bool direct, bool transposed,
-                                    bool write) {
+void AccessTraceBackend::record_fp8(const Fp8Tensor& q, bool direct, bool transposed, bool write) {
   TracedOp& op = current_op();
   if (direct && q.codes != nullptr) {
     op.accesses.push_back({reinterpret_cast<const char*>(q.codes), q.rows, q.cols, q.ld, write});

@@ -167,9 +167,10 @@ std::string format_run_header(const TrainOptions& opts) {
   if (!plan.activations_auto.empty()) out += "\nactivations | " + plan.activations_auto;
   if (!plan.kernel_launch_auto.empty()) out += "\nkernel_launch | " + plan.kernel_launch_auto;
   if (plan.precision.fp8_linears) {
-    out += "\nfp8 | linear GEMMs in FP8 (E4M3 weights and activations, E5M2 gradients, "
-           "per-tensor current scaling; attention, norms, loss, LM head in bf16): " +
-           plan.fp8.describe();
+    out +=
+        "\nfp8 | linear GEMMs in FP8 (E4M3 weights and activations, E5M2 gradients, "
+        "per-tensor current scaling; attention, norms, loss, LM head in bf16): " +
+        plan.fp8.describe();
   }
   out += "\nrecipe | " + describe_recipe(opts, world_of(opts));
   if (opts.faults.any()) out += "\n" + injected_faults_line(opts.faults);

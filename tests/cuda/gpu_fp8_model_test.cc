@@ -53,7 +53,8 @@ struct StepResult {
   std::vector<double> grads;
 };
 
-StepResult run_step(Model& m, const std::vector<double>& w, const std::vector<std::int32_t>& batch) {
+StepResult run_step(Model& m, const std::vector<double>& w,
+                    const std::vector<std::int32_t>& batch) {
   m.set_params(w);
   m.set_batch(batch);
   m.forward();
@@ -65,7 +66,8 @@ StepResult run_step(Model& m, const std::vector<double>& w, const std::vector<st
 }
 
 // ||a - b|| / ||b|| over one tensor.
-double slot_distance(const ParamSlot& s, const std::vector<double>& a, const std::vector<double>& b) {
+double slot_distance(const ParamSlot& s, const std::vector<double>& a,
+                     const std::vector<double>& b) {
   double d2 = 0, b2 = 0;
   for (std::int64_t i = 0; i < s.numel(); ++i) {
     const auto k = static_cast<std::size_t>(s.offset + i);
@@ -110,10 +112,11 @@ TEST_P(GpuFp8Step, TracksTheFp8EmulationCloserThanTheStepWithoutFp8) {
   const auto [to_emulation, emul_slot] = worst_slot(exact.layout(), r_gpu.grads, r_emul.grads);
   const auto [fp8_effect, effect_slot] = worst_slot(exact.layout(), r_emul.grads, r_exact.grads);
   print_weight_distances(exact.layout(), r_gpu.grads, r_emul.grads, r_exact.grads);
-  std::printf("[ fp8 step %s ] loss exact %.6f, fp8 emulated %.6f, gpu %.6f; worst gradient "
-              "error: gpu vs emulation %.4f (%s), emulation vs exact %.4f (%s)\n",
-              level.c_str(), r_exact.loss, r_emul.loss, r_gpu.loss, to_emulation,
-              emul_slot.c_str(), fp8_effect, effect_slot.c_str());
+  std::printf(
+      "[ fp8 step %s ] loss exact %.6f, fp8 emulated %.6f, gpu %.6f; worst gradient "
+      "error: gpu vs emulation %.4f (%s), emulation vs exact %.4f (%s)\n",
+      level.c_str(), r_exact.loss, r_emul.loss, r_gpu.loss, to_emulation, emul_slot.c_str(),
+      fp8_effect, effect_slot.c_str());
   EXPECT_TRUE(std::isfinite(r_gpu.loss));
   // FP8 changes the step measurably (the GEMMs did run in FP8) ...
   EXPECT_GT(fp8_effect, 1e-3);

@@ -123,12 +123,14 @@ TEST(Fp8Plan, TheSwigluEpilogueGoesWhereItsGemmIsFp8) {
   const nlohmann::json j = plan_json(p);
   EXPECT_EQ(j.at("precision"), "amp_float8");
   EXPECT_EQ(j.at("fp8_gemms").at("gate_up").at("fp8_passes").size(), 3u);
-  EXPECT_NE(p.fp8.describe().find("gate_up fwd dgrad wgrad"), std::string::npos) << p.fp8.describe();
+  EXPECT_NE(p.fp8.describe().find("gate_up fwd dgrad wgrad"), std::string::npos)
+      << p.fp8.describe();
 }
 
 TEST(Fp8Plan, TheArenaHoldsTheCopiesTheChosenGemmsRead) {
   const BatchShape s{2, 64};
-  const StepPlan bf16 = plan_for_level("v4", Precision::amp(DType::BF16), fp8_caps(), workshop(), s);
+  const StepPlan bf16 =
+      plan_for_level("v4", Precision::amp(DType::BF16), fp8_caps(), workshop(), s);
   const StepPlan all = fp8_plan(workshop(), s, Fp8Choice::All);
   const ActivationPlan a(workshop(), s, all);
   const ActivationPlan b(workshop(), s, bf16);

@@ -137,8 +137,8 @@ __global__ void __launch_bounds__(kWideThreads)
                                 const float* __restrict__ scale, __nv_fp8_interpretation_t kind,
                                 std::uint8_t* __restrict__ out, std::int64_t ld_out,
                                 std::uint8_t* __restrict__ out_t, std::int64_t ld_t) {
-  constexpr int kVec = kMaxVec<T>;                    // elements per 16-byte load
-  constexpr int kChunksPerRow = kWideTile / kVec;     // loads across one tile row
+  constexpr int kVec = kMaxVec<T>;                 // elements per 16-byte load
+  constexpr int kChunksPerRow = kWideTile / kVec;  // loads across one tile row
   constexpr int kRowsPerPass = kWideThreads / kChunksPerRow;
   __shared__ __align__(16) std::uint8_t tile[kWideTile][kWideTile + 8];  // rows 8-byte aligned
   const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kWideTile;
@@ -290,9 +290,9 @@ void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View o
       require(x.rows / kWideTile <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");
       const dim3 grid(static_cast<unsigned>(x.cols / kWideTile),
                       static_cast<unsigned>(x.rows / kWideTile));
-      cast_transpose_tiled_kernel<T><<<grid, kWideThreads, 0, stream>>>(
-          x.ptr<const T>(), x.ld, scale, interpretation(f), out.codes, out.ld, out_t.codes,
-          out_t.ld);
+      cast_transpose_tiled_kernel<T>
+          <<<grid, kWideThreads, 0, stream>>>(x.ptr<const T>(), x.ld, scale, interpretation(f),
+                                              out.codes, out.ld, out_t.codes, out_t.ld);
       CUDA_CHECK_LAUNCH();
       return;
     }

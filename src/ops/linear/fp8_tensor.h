@@ -29,8 +29,8 @@ struct Fp8Tensor {
   Fp8Format format = Fp8Format::E4M3;
   std::int64_t rows = 0;  // the source tensor's shape
   std::int64_t cols = 0;
-  std::uint8_t* codes = nullptr;  // [rows, cols] row-major, or null
-  std::int64_t ld = 0;            // bytes between rows of codes, >= cols
+  std::uint8_t* codes = nullptr;    // [rows, cols] row-major, or null
+  std::int64_t ld = 0;              // bytes between rows of codes, >= cols
   std::uint8_t* codes_t = nullptr;  // [cols, rows] row-major (the transpose), or null
   std::int64_t ld_t = 0;            // bytes between rows of codes_t, >= rows
   float* scalars = nullptr;         // kFp8Scalars floats: amax, scale, inverse

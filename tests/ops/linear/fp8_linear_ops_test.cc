@@ -26,8 +26,8 @@ struct HostFp8 {
   HostFp8(Fp8Format f, std::int64_t rows, std::int64_t cols, std::int64_t pad)
       : codes(static_cast<std::size_t>(rows * (cols + pad))),
         codes_t(static_cast<std::size_t>(cols * (rows + pad))) {
-    t = Fp8Tensor{f, rows, cols, codes.data(), cols + pad, codes_t.data(), rows + pad,
-                  scalars.data()};
+    t = Fp8Tensor{f,          rows,           cols,       codes.data(),
+                  cols + pad, codes_t.data(), rows + pad, scalars.data()};
   }
 };
 
@@ -143,7 +143,8 @@ TEST_P(Fp8LinearGemm, MatchesTheDequantisedProduct) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Fp8LinearGemm,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Bool()));
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Bool()));
 
 TEST(Fp8LinearOps, RefusesMissingCopiesAndShapes) {
   HostFp8 a(Fp8Format::E4M3, 16, 32, 0), b(Fp8Format::E4M3, 48, 32, 0);
@@ -154,12 +155,11 @@ TEST(Fp8LinearOps, RefusesMissingCopiesAndShapes) {
                std::invalid_argument);
   EXPECT_THROW(cpu::gemm_fp8_tensor(cm, a.t, false, b.t.direct_only(), false, false),
                std::invalid_argument);
-  EXPECT_THROW(cpu::gemm_fp8_tensor(Mat(c.data(), DType::F32, 48, 16), a.t, false, b.t, true,
-                                    false),
-               std::invalid_argument);
+  EXPECT_THROW(
+      cpu::gemm_fp8_tensor(Mat(c.data(), DType::F32, 48, 16), a.t, false, b.t, true, false),
+      std::invalid_argument);
   std::vector<float> x(16 * 31);
-  EXPECT_THROW(cpu::quantize_fp8_tensor(Mat(x.data(), DType::F32, 16, 31), a.t,
-                                        Fp8ScaleFrom::Amax),
+  EXPECT_THROW(cpu::quantize_fp8_tensor(Mat(x.data(), DType::F32, 16, 31), a.t, Fp8ScaleFrom::Amax),
                std::invalid_argument);
 }
 

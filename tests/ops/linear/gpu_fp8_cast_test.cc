@@ -26,9 +26,9 @@ struct CastShape {
 // 128 x 192, 64 x 128 + 16 and 1024 x 2048 take the tiled cast_transpose
 // (whole 64 x 64 tiles, aligned rows); 192 x 64 + 8 does not (its transposed
 // copy's rows are 8-byte aligned) and takes the one-element variant.
-const CastShape kCastShapes[] = {{16, 16, 0},   {48, 80, 0},  {37, 53, 5},     {1040, 2064, 16},
-                                 {1, 1, 0},     {33, 8, 8},   {128, 192, 0},   {64, 128, 16},
-                                 {192, 64, 8},  {1024, 2048, 0}};
+const CastShape kCastShapes[] = {{16, 16, 0},  {48, 80, 0},    {37, 53, 5},   {1040, 2064, 16},
+                                 {1, 1, 0},    {33, 8, 8},     {128, 192, 0}, {64, 128, 16},
+                                 {192, 64, 8}, {1024, 2048, 0}};
 
 using CastParam = std::tuple<DType, Fp8Format, CastShape>;
 
