@@ -1,6 +1,7 @@
 #pragma once
 // `tinyllama plot`: a training run's loss (train and validation) and
-// learning rate against step, as one SVG, from its --json reports.
+// learning rate against step, as one SVG, from its --json reports; or, with
+// --run, several runs' losses on shared axes.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@ class PlotCommand {
  private:
   CLI::App* cmd_;
   std::vector<std::string> reports_;
+  std::vector<std::string> runs_;  // LABEL=FILE[,FILE...]
   std::string output_;
   std::string title_ = "training run";
 };

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 
 #include "bench_suite/svg_chart.h"
@@ -76,6 +77,55 @@ RunCurve run_curve(const std::vector<nlohmann::json>& reports) {
   return curve;
 }
 
+namespace {
+
+// values[i] at each of `steps`, NaN where the curve has no such step.
+std::vector<double> on_steps(const RunCurve& c, const std::vector<double>& values,
+                             const std::vector<int>& steps) {
+  std::map<int, double> at;
+  for (std::size_t i = 0; i < c.steps.size(); ++i) at[c.steps[i]] = values[i];
+  std::vector<double> out;
+  out.reserve(steps.size());
+  for (int s : steps) {
+    const auto it = at.find(s);
+    out.push_back(it == at.end() ? kNan : it->second);
+  }
+  return out;
+}
+
+std::string stacked(const std::vector<Chart>& charts) {
+  const std::string w = "720";
+  const std::string h = std::to_string(static_cast<int>(charts.size()) * kChartHeight);
+  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
+                    "\" viewBox=\"0 0 " + w + " " + h + "\">\n";
+  for (std::size_t i = 0; i < charts.size(); ++i) {
+    out += placed(line_chart_svg(charts[i]), static_cast<int>(i) * kChartHeight);
+  }
+  return out + "</svg>\n";
+}
+
+}  // namespace
+
+std::string runs_svg(const std::vector<LabelledCurve>& runs, const std::string& title) {
+  std::set<int> all;
+  for (const LabelledCurve& r : runs) all.insert(r.curve.steps.begin(), r.curve.steps.end());
+  RunCurve axis;
+  axis.steps.assign(all.begin(), all.end());
+  Chart train = step_chart(axis, title + ": training loss", "loss");
+  Chart val = step_chart(axis, title + ": validation loss", "loss");
+  bool evaluated = false;
+  for (const LabelledCurve& r : runs) {
+    train.series.push_back({r.label, on_steps(r.curve, r.curve.loss, axis.steps), false});
+    Series v{r.label, on_steps(r.curve, r.curve.val_loss, axis.steps), true};
+    evaluated = evaluated || std::any_of(v.values.begin(), v.values.end(),
+                                         [](double x) { return std::isfinite(x); });
+    val.series.push_back(std::move(v));
+  }
+  std::vector<Chart> charts{train};
+  if (evaluated) charts.push_back(val);
+  return stacked(charts);
+}
+
 std::string run_curve_svg(const RunCurve& curve, const std::string& title) {
   const auto any_finite = [](const std::vector<double>& values) {
     return std::any_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
@@ -92,14 +142,7 @@ std::string run_curve_svg(const RunCurve& curve, const std::string& title) {
     charts.push_back(step_chart(curve, title + ": gradient norm", "L2 norm (before clipping)"));
     charts.back().series.push_back({"grad norm", curve.grad_norm, /*markers=*/false});
   }
-  const std::string w = "720";
-  const std::string h = std::to_string(static_cast<int>(charts.size()) * kChartHeight);
-  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
-                    "\" viewBox=\"0 0 " + w + " " + h + "\">\n";
-  for (std::size_t i = 0; i < charts.size(); ++i) {
-    out += placed(line_chart_svg(charts[i]), static_cast<int>(i) * kChartHeight);
-  }
-  return out + "</svg>\n";
+  return stacked(charts);
 }
 
 }  // namespace tinyllama::suite

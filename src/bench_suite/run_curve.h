@@ -24,4 +24,14 @@ struct RunCurve {
 RunCurve run_curve(const std::vector<nlohmann::json>& reports);
 std::string run_curve_svg(const RunCurve& curve, const std::string& title);
 
+// Several runs on shared axes (`tinyllama plot --run LABEL=FILE`: the same
+// model in three precisions, or over seeds): the training losses in one
+// chart, the validation losses in a second where any run evaluated, a
+// series per run named by its label; the steps are the union of the runs'.
+struct LabelledCurve {
+  std::string label;
+  RunCurve curve;
+};
+std::string runs_svg(const std::vector<LabelledCurve>& runs, const std::string& title);
+
 }  // namespace tinyllama::suite

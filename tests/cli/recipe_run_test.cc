@@ -181,5 +181,31 @@ TEST(Plot, DrawsTheLossAndLearningRateOfARunAndItsResumption) {
   fs::remove_all(dir);
 }
 
+// --run: several runs on shared axes, a series per label; a run's reports
+// joined by commas; a malformed --run, or reports and --run together,
+// refused before anything is written.
+TEST(Plot, DrawsSeveralRunsOnSharedAxes) {
+  const auto dir = scratch_dir("recipe_plot_runs");
+  const std::string a = (dir / "a.json").string(), b = (dir / "b.json").string();
+  ASSERT_EQ(run_tinyllama(kSmall + "--json " + a).exit_code, 0);
+  ASSERT_EQ(run_tinyllama(kSmall + "--learning-rate 1e-3 --json " + b).exit_code, 0);
+  const std::string svg = (dir / "runs.svg").string();
+  RunResult r = run_tinyllama("plot --run slow=" + a + "," + a + " --run fast=" + b +
+                              " --title precisions --output " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote " + svg + " (2 runs)"), std::string::npos) << r.out;
+  const std::string text = read_text(svg);
+  EXPECT_NE(text.find("precisions: training loss"), std::string::npos);
+  EXPECT_NE(text.find(">slow<"), std::string::npos) << text.substr(0, 400);
+  EXPECT_NE(text.find(">fast<"), std::string::npos);
+  for (const std::string& bad : std::vector<std::string>{
+           "--run =" + a, "--run slow=", "--run slow=" + a + ",", a + " --run slow=" + a}) {
+    r = run_tinyllama("plot " + bad + " --output " + (dir / "x.svg").string());
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "x.svg"));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tinyllama::testing
