@@ -44,6 +44,7 @@ TrainOptions to_train_options(const TrainArgs& a) {
   o.warmup_steps = parse_int_flag("--warmup-steps", a.warmup_steps);
   o.learning_rate = parse_real_flag("--learning-rate", a.learning_rate);
   o.seed = parse_uint64_flag("--seed", a.seed);
+  if (!a.data_seed.empty()) o.data_seed = parse_uint64_flag("--data-seed", a.data_seed);
   o.log_every = parse_int_flag("--log-every", a.log_every);
 
   o.request.level = a.level;

@@ -30,6 +30,7 @@ struct TrainArgs {
   std::string warmup_steps = "5";
   std::string learning_rate = "3e-4";
   std::string seed = "1234";
+  std::string data_seed;  // "": --seed
   std::string log_every = "10";
   std::string device;  // empty: cuda when a device is present, else cpu
   std::string level{kDefaultLevel};

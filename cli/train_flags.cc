@@ -43,7 +43,12 @@ void training_flags(CLI::App* cmd, TrainArgs& a) {
         "untimed steps before the timed ones (they train too)")
       ->group("Training");
   value(cmd, "--learning-rate", a.learning_rate, "FLOAT", "AdamW learning rate")->group("Training");
-  value(cmd, "--seed", a.seed, "UINT", "seed of the initial weights and the synthetic data")
+  value(cmd, "--seed", a.seed, "UINT",
+        "seed of the initial weights, and of the data order unless --data-seed")
+      ->group("Training");
+  value(cmd, "--data-seed", a.data_seed, "UINT",
+        "seed of the data order alone (the synthetic pool and its draws, or --data's shuffle; "
+        "default --seed): the same initial weights over several data orders")
       ->group("Training");
 }
 

@@ -77,8 +77,9 @@ void BatchSampler::restore(const nlohmann::json& s) {
                      std::to_string(row_len_));
   }
   if (s.at("seed").get<std::uint64_t>() != seed_) {
-    throw UsageError("--seed: the checkpoint's run used --seed " +
-                     std::to_string(s.at("seed").get<std::uint64_t>()));
+    throw UsageError("--data-seed: the checkpoint's run drew its batches with seed " +
+                     std::to_string(s.at("seed").get<std::uint64_t>()) + ", not " +
+                     std::to_string(seed_) + " (--data-seed, or --seed without it)");
   }
   epoch_ = s.at("epoch").get<std::int64_t>();
   position_ = s.at("position").get<std::int64_t>();

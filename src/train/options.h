@@ -33,6 +33,11 @@ struct TrainOptions {
   double learning_rate = 3e-4;  // the peak of the schedule (recipe.lr_decay)
   TrainingRecipe recipe;        // schedule, clipping, accumulation, AdamW settings
   std::uint64_t seed = 1234;
+  // --data-seed: the order the batches are drawn in (the synthetic pool and
+  // its draws, or --data's shuffle); unset: seed. Runs from the same
+  // weights over several data orders measure a precision's spread.
+  std::optional<std::uint64_t> data_seed;
+  std::uint64_t data_order_seed() const { return data_seed.value_or(seed); }
   int data_pool_rows = 1000;
   int log_every = 10;
 

@@ -96,6 +96,7 @@ nlohmann::json config_json(const TrainOptions& opts) {
       {"warmup_steps", opts.warmup_steps},
       {"learning_rate", opts.learning_rate},
       {"seed", opts.seed},
+      {"data_seed", opts.data_order_seed()},
       {"data_pool_rows", opts.data_pool_rows},
       {"level", opts.plan.level},
       {"precision", precision_name(opts.plan.precision)},

@@ -20,7 +20,7 @@ void check_vocab(const std::string& flag, const TokenDataset& data, int vocab) {
 RunData::RunData(const TrainOptions& opts) : seq_(opts.shape.seq) {
   if (opts.data.empty()) {
     train_ = std::make_unique<SyntheticData>(opts.model.vocab_size, opts.shape.seq,
-                                             opts.data_pool_rows, opts.seed);
+                                             opts.data_pool_rows, opts.data_order_seed());
     description_ = "synthetic tokens (" + std::to_string(opts.data_pool_rows) + "-row pool)";
     return;
   }
@@ -38,12 +38,12 @@ RunData::RunData(const TrainOptions& opts) : seq_(opts.shape.seq) {
   } else {
     train_tokens_ = std::make_unique<TokenDataset>(std::move(all));
   }
-  train_ = std::make_unique<BatchSampler>(*train_tokens_, opts.shape.seq, opts.seed,
+  train_ = std::make_unique<BatchSampler>(*train_tokens_, opts.shape.seq, opts.data_order_seed(),
                                           /*shuffle=*/true, "--data");
   description_ = "--data " + train_tokens_->description();
   if (val_tokens_) {
     // Built once here so that data too short for one row fails before training.
-    const BatchSampler check(*val_tokens_, opts.shape.seq, opts.seed, false,
+    const BatchSampler check(*val_tokens_, opts.shape.seq, opts.data_order_seed(), false,
                              opts.val_data.empty() ? "--val-fraction" : "--val-data");
     description_ += ", held out " + val_tokens_->description();
   }

@@ -50,9 +50,9 @@ void SyntheticData::restore(const nlohmann::json& s) {
     throw UsageError("--data: the checkpoint was trained on --data, not on synthetic tokens");
   }
   if (s.at("seed").get<std::uint64_t>() != seed_) {
-    throw UsageError("--seed: the checkpoint's run used --seed " +
+    throw UsageError("--data-seed: the checkpoint's run drew its batches with seed " +
                      std::to_string(s.at("seed").get<std::uint64_t>()) + ", not " +
-                     std::to_string(seed_));
+                     std::to_string(seed_) + " (--data-seed, or --seed without it)");
   }
   std::vector<int> order = s.at("order").get<std::vector<int>>();
   if (order.size() != order_.size() || !draw_.restore(s.at("draw").get<std::string>())) {
