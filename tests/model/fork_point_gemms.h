@@ -35,6 +35,26 @@ class ForkPointGemms : public CpuBackend {
   }
   std::int64_t side_gemm_from_fork(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                                    float beta) override {
+    at_fork_point(c, [&] { CpuBackend::gemm(c, a, trans_a, b, trans_b, alpha, beta); });
+    return 0;
+  }
+  // The FP8 weight gradients (model_fp8.cc): their codes and scales as
+  // they stood at the fork.
+  std::int64_t side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                                       bool trans_b, bool accumulate) override {
+    at_fork_point(c, [&] { CpuBackend::gemm_fp8(c, a, trans_a, b, trans_b, accumulate); });
+    ++fp8_from_fork_;
+    return 0;
+  }
+
+  int from_fork() const { return from_fork_; }
+  int fp8_from_fork() const { return fp8_from_fork_; }
+
+ private:
+  // Runs `gemm` (writing c) on the blocks as they stood at the fork, then
+  // puts the present back around c's rows.
+  template <typename Gemm>
+  void at_fork_point(Mat c, Gemm&& gemm) {
     if (at_fork_.empty()) throw std::logic_error("side_gemm_from_fork without fork_side_gemms");
     std::map<void*, std::vector<unsigned char>> now;
     for (const auto& [p, bytes] : at_fork_) {
@@ -45,16 +65,11 @@ class ForkPointGemms : public CpuBackend {
     // c keeps the present contents where the GEMM does not write (beta 0)
     // or adds to them (beta 1: the LM head's chunks accumulate in order).
     copy_rows(c, now, /*into_memory=*/true);
-    CpuBackend::gemm(c, a, trans_a, b, trans_b, alpha, beta);
+    gemm();
     copy_rows(c, now, /*into_memory=*/false);
     for (const auto& [p, bytes] : now) std::memcpy(p, bytes.data(), bytes.size());
     ++from_fork_;
-    return 0;
   }
-
-  int from_fork() const { return from_fork_; }
-
- private:
   // Copies c's rows between memory and the saved present (`now`, keyed by
   // the block that holds c).
   void copy_rows(Mat c, std::map<void*, std::vector<unsigned char>>& now, bool into_memory) const {
@@ -80,6 +95,7 @@ class ForkPointGemms : public CpuBackend {
   std::map<void*, std::size_t> blocks_;
   std::map<void*, std::vector<unsigned char>> at_fork_;
   int from_fork_ = 0;
+  int fp8_from_fork_ = 0;
 };
 
 }  // namespace tinyllama

@@ -30,6 +30,15 @@ class LateSideGemms : public CpuBackend {
     ++deferred_;
     return ticket;
   }
+  // The FP8 weight gradients (model_fp8.cc) are held back alike.
+  std::int64_t side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                                       bool trans_b, bool accumulate) override {
+    const std::int64_t ticket = next_++;
+    pending_.push_back({ticket, [=, this] { gemm_fp8(c, a, trans_a, b, trans_b, accumulate); }});
+    most_pending_ = std::max(most_pending_, pending_.size());
+    ++deferred_;
+    return ticket;
+  }
   void join_side_gemm(std::int64_t ticket) override {
     while (!pending_.empty() && pending_.front().ticket <= ticket) run_front();
   }

@@ -50,11 +50,26 @@ struct State {
 // as StepRunner runs them (stage_step, then the passes, with the layers
 // updated during the backward pass); otherwise backward(), then
 // optimizer_step().
+// Every linear dimension and the tokens multiples of 16: all its GEMMs FP8.
+ModelConfig fp8_tiny_config() {
+  ModelConfig c = tiny_config();
+  c.ffn_dim = 32;
+  return c;
+}
+
+// fp8: every linear GEMM in FP8 (emulated on the CPU), whose copies the
+// weight gradients read on the side branch.
 std::vector<State> train(Backend& backend, const OpChoices& ops,
-                         const std::function<void()>& after_backward, bool whole_steps = false) {
-  const ModelConfig cfg = tiny_config();
-  const BatchShape shape{2, 6};
-  Model model(cfg, shape, graph_plan(ops, Precision::fp64(), cfg, shape), backend);
+                         const std::function<void()>& after_backward, bool whole_steps = false,
+                         bool fp8 = false) {
+  const ModelConfig cfg = fp8 ? fp8_tiny_config() : tiny_config();
+  const BatchShape shape{2, fp8 ? 8 : 6};
+  StepPlan plan = graph_plan(ops, Precision::fp64(), cfg, shape);
+  if (fp8) {
+    plan.fp8 = choose_fp8_linears(cfg, shape, Fp8Choice::All);
+    if (plan.ops.swiglu == SwigluImpl::Gemm) plan.ops.swiglu = SwigluImpl::Fused;
+  }
+  Model model(cfg, shape, plan, backend);
   model.set_params(initial_weights(model.layout(), 5));
   AdamWHyper hp;
   hp.lr = 1e-2f;
@@ -175,6 +190,30 @@ TEST(SideGemmOrderLevels, ForkPointExecutionGivesTheInOrderResultAtV3AndV4) {
   gemm_swiglu.swiglu = SwigluImpl::Gemm;  // the down GEMM's input gradient writes d_gate_up too
   SCOPED_TRACE("v4, swiglu gemm");
   expect_fork_point_result(gemm_swiglu);
+}
+
+// Under FP8 the weight gradients read the copies of dy and x made before the
+// fork, in buffers per linear that the next layer's same linear overwrites:
+// held back to their join, or run at their fork, they still read what they
+// should.
+TEST(SideGemmOrderFp8, LatestAndForkPointExecutionGiveTheInOrderResult) {
+  for (const char* name : {"v2", "v4"}) {
+    SCOPED_TRACE(name);
+    const OpChoices level = level_preset(name);
+    CpuBackend in_order;
+    const std::vector<State> expected = train(
+        in_order, level, [] {}, false, /*fp8=*/true);
+    LateSideGemms late;
+    expect_same_states(expected, train(
+                                     late, level, [] {}, false, true));
+    ForkPointGemms early;
+    expect_same_states(expected, train(
+                                     early, level, [] {}, false, true));
+    // Not vacuous: the four projections' weight gradients of every layer
+    // went through the FP8 side GEMM, in both steps (the LM head's in bf16).
+    EXPECT_EQ(early.fp8_from_fork(), 2 * tiny_config().num_layers * 4);
+    EXPECT_EQ(early.from_fork(), 2 * (1 + tiny_config().num_layers * 4));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fusions, SideGemmOrder,
