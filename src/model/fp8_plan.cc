@@ -157,21 +157,21 @@ Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape, Fp8Choic
       f.chosen_ms[k] = c.forward(true) + c.backward(true, true, true);
       continue;
     }
-    const bool fwd = c.forward(true) < c.forward(false);
-    double best = c.backward(false, false, fwd);
-    bool best_d = false, best_w = false;
-    for (const bool d : {false, true}) {
-      for (const bool w : {false, true}) {
-        const double t = c.backward(d, w, fwd);
-        if (t < best) {
-          best = t;
-          best_d = d;
-          best_w = w;
+    // The eight combinations together: an FP8 forward also makes the
+    // backward's casts of x and W cheaper (their scales kept).
+    double best = bf16;
+    for (const bool fwd : {false, true}) {
+      for (const bool d : {false, true}) {
+        for (const bool w : {false, true}) {
+          const double t = c.forward(fwd) + c.backward(d, w, fwd);
+          if (t < best) {
+            best = t;
+            f.use[k] = {fwd, d, w};
+          }
         }
       }
     }
-    f.use[k] = {fwd, best_d, best_w};
-    f.chosen_ms[k] = c.forward(fwd) + best;
+    f.chosen_ms[k] = best;
   }
   return f;
 }
