@@ -9,6 +9,15 @@ namespace tinyllama {
 // loads want, with room to spare.
 constexpr std::int64_t kAlignBytes = 256;
 
+namespace {
+
+// What a buffer of `size` bytes reserves in the arena.
+std::int64_t aligned_size(std::int64_t size) {
+  return (size + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+}
+
+}  // namespace
+
 ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
   const Precision precision = plan.precision;
   const bool materialized = plan.ops.attention == AttentionImpl::Materialized;
@@ -97,7 +106,7 @@ void ActivationPlan::plan_fp8(const ModelConfig& cfg, BatchShape shape, const Fp
 
 CodeSlot ActivationPlan::take_codes(std::int64_t size) {
   CodeSlot s{bytes, size};
-  bytes += (size + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  bytes += aligned_size(size);
   return s;
 }
 
@@ -117,19 +126,22 @@ Fp8Tensor packed(Fp8Format f, std::int64_t rows, std::int64_t cols, std::uint8_t
   return Fp8Tensor{f, rows, cols, codes, cols, codes_t, rows, scalars};
 }
 
+// The layer's scalars of linear k: x's block, then W's.
+float* layer_scalars(void* arena, const Slot& scalars, LinearKind k, int layer) {
+  return floats_at(arena, scalars, (layer * kLinearKinds + static_cast<int>(k)) * 2 * kFp8Scalars);
+}
+
 }  // namespace
 
 Fp8Tensor Fp8Activations::forward_input(void* arena, LinearKind k, int layer, LinearShape s) const {
-  const std::int64_t at = (layer * kLinearKinds + static_cast<int>(k)) * 2 * kFp8Scalars;
   return packed(Fp8Format::E4M3, s.tokens, s.in, codes_at(arena, x), nullptr,
-                floats_at(arena, scalars, at));
+                layer_scalars(arena, scalars, k, layer));
 }
 
 Fp8Tensor Fp8Activations::forward_weight(void* arena, LinearKind k, int layer,
                                          LinearShape s) const {
-  const std::int64_t at = (layer * kLinearKinds + static_cast<int>(k)) * 2 * kFp8Scalars;
   return packed(Fp8Format::E4M3, s.out, s.in, codes_at(arena, w), nullptr,
-                floats_at(arena, scalars, at + kFp8Scalars));
+                layer_scalars(arena, scalars, k, layer) + kFp8Scalars);
 }
 
 Fp8Tensor Fp8Activations::backward_input(void* arena, LinearKind k, int layer,
@@ -161,15 +173,14 @@ Slot ActivationPlan::take(std::int64_t rows, std::int64_t cols, DType dtype, std
   ld = std::max(ld, cols);
   Slot s{bytes, rows, cols, dtype, ld};
   const std::int64_t size = rows * ld * es;
-  bytes += (size + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  bytes += aligned_size(size);
   return s;
 }
 
 namespace {
 
 std::int64_t reserved_bytes(const Slot& s) {
-  const std::int64_t size = s.rows * s.ld * static_cast<std::int64_t>(dtype_size(s.dtype));
-  return (size + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  return aligned_size(s.rows * s.ld * static_cast<std::int64_t>(dtype_size(s.dtype)));
 }
 
 // The FP8 buffers as ActivationBuffers. DType has no byte type: a code
@@ -178,10 +189,9 @@ std::int64_t reserved_bytes(const Slot& s) {
 void add_fp8_buffers(const Fp8Activations& fp8, std::vector<ActivationBuffer>& out) {
   auto add_codes = [&](std::string name, const CodeSlot& s) {
     if (!s.used()) return;
-    const std::int64_t reserved = (s.bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
     const std::int64_t halves = (s.bytes + 1) / 2;
     out.push_back({std::move(name), "fp8_operands", Slot{s.offset, 1, halves, DType::BF16, halves},
-                   reserved});
+                   aligned_size(s.bytes)});
   };
   auto add_slot = [&](std::string name, const Slot& s) {
     if (s.used()) out.push_back({std::move(name), "fp8_operands", s, reserved_bytes(s)});

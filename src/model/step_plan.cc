@@ -463,9 +463,13 @@ StepPlan plan_for_level(const std::string& level, Precision precision, const Dev
   return resolve_plan(request, caps, cfg, shape);
 }
 
+std::string amp_dtype_name(Precision precision) {
+  if (precision.fp8_linears) return "float8";
+  return precision.mixed() ? std::string(dtype_name(precision.compute)) : std::string();
+}
+
 std::string precision_name(Precision precision) {
-  if (precision.fp8_linears) return "amp_float8";
-  if (precision.mixed()) return "amp_" + std::string(dtype_name(precision.compute));
+  if (precision.mixed()) return "amp_" + amp_dtype_name(precision);
   return precision.compute == DType::F64 ? "fp64" : "fp32";
 }
 

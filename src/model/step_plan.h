@@ -422,8 +422,12 @@ StepPlan plan_for_choices(const OpChoices& ops, Precision precision, const Devic
 // gradient's accumulation passes few (each rereads and rewrites V x D fp32).
 std::int64_t loss_chunk_rows(const ModelConfig& cfg, BatchShape shape, Precision precision);
 
-// "fp32", "fp64", "amp_bfloat16" or "amp_float16": a precision in one word.
+// "fp32", "fp64", "amp_bfloat16", "amp_float16" or "amp_float8": a
+// precision in one word.
 std::string precision_name(Precision precision);
+// --amp-dtype's value for a mixed precision ("bfloat16", "float16",
+// "float8"); "" for fp32 and fp64.
+std::string amp_dtype_name(Precision precision);
 const char* device_name(DeviceKind device);
 
 }  // namespace tinyllama

@@ -64,9 +64,7 @@ std::vector<std::pair<std::string, std::string>> run_identity(const TrainOptions
           {"--seq-len", std::to_string(o.shape.seq)},
           {"--batch-size", std::to_string(global_batch(o))},
           {"--learning-rate", real_text(o.learning_rate)},
-          {"--use-amp/--amp-dtype", p.fp8_linears ? std::string("float8")
-                                    : p.mixed()   ? std::string(dtype_name(p.compute))
-                                                  : std::string("off (fp32)")}};
+          {"--use-amp/--amp-dtype", p.mixed() ? amp_dtype_name(p) : std::string("off (fp32)")}};
 }
 
 // The training recipe's part of the identity (train/recipe.h). A decaying

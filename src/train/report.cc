@@ -101,9 +101,8 @@ nlohmann::json config_json(const TrainOptions& opts) {
       {"level", opts.plan.level},
       {"precision", precision_name(opts.plan.precision)},
       {"use_amp", opts.plan.precision.mixed()},
-      {"amp_dtype", opts.plan.precision.fp8_linears ? nlohmann::json("float8")
-                    : opts.plan.precision.mixed()
-                        ? nlohmann::json(dtype_name(opts.plan.precision.compute))
+      {"amp_dtype", opts.plan.precision.mixed()
+                        ? nlohmann::json(amp_dtype_name(opts.plan.precision))
                         : nlohmann::json(nullptr)},
       {"device", device_name(opts.plan.device)},
       {"init_from", opts.init_from},

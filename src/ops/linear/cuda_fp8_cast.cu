@@ -196,21 +196,6 @@ __global__ void cast_transpose_kernel(const T* __restrict__ x, std::int64_t rows
   }
 }
 
-// Whether the tiled variant can take x -> (out, out_t): whole 64 x 64 tiles,
-// 16-byte aligned rows of x and out_t, 8-byte (fp32: 4-byte) rows of out.
-template <typename T>
-bool tiled_cast_fits(const Mat& x, const Fp8View& out, const Fp8View& out_t) {
-  const auto aligned = [](const void* p, std::int64_t ld, std::int64_t elem_bytes, int bytes) {
-    return reinterpret_cast<std::uintptr_t>(p) % static_cast<unsigned>(bytes) == 0 &&
-           (ld * elem_bytes) % bytes == 0;
-  };
-  constexpr int kVec = kMaxVec<T>;
-  return x.rows % kWideTile == 0 && x.cols % kWideTile == 0 &&
-         aligned(x.data, x.ld, sizeof(T), 16) &&
-         (out.codes == nullptr || aligned(out.codes, out.ld, 1, kVec)) &&
-         (out_t.codes == nullptr || aligned(out_t.codes, out_t.ld, 1, kGather));
-}
-
 // The vector width of the cast: 16 bytes of input per thread where every
 // row of x and of out is aligned for it, else one element.
 template <typename T>
@@ -218,6 +203,18 @@ int cast_vec(const Mat& x, const Fp8View& out) {
   const int vec = vec_width<T>({&x});
   const auto addr = reinterpret_cast<std::uintptr_t>(out.codes);
   return vec > 1 && out.ld % vec == 0 && addr % static_cast<unsigned>(vec) == 0 ? vec : 1;
+}
+
+// Whether the tiled variant can take x -> (out, out_t): whole 64 x 64
+// tiles that cast_vec reads and writes in full vectors, and 16-byte aligned
+// rows of out_t.
+template <typename T>
+bool tiled_cast_fits(const Mat& x, const Fp8View& out, const Fp8View& out_t) {
+  const auto out_t_aligned = [&] {
+    return reinterpret_cast<std::uintptr_t>(out_t.codes) % kGather == 0 && out_t.ld % kGather == 0;
+  };
+  return x.rows % kWideTile == 0 && x.cols % kWideTile == 0 && cast_vec<T>(x, out) == kMaxVec<T> &&
+         (out_t.codes == nullptr || out_t_aligned());
 }
 
 void check_input(const char* op, const Mat& x) {
