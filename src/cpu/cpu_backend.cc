@@ -90,6 +90,9 @@ void CpuBackend::gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alp
 void CpuBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) {
   cpu::quantize_fp8_tensor(x, q, from);
 }
+void CpuBackend::fp8_update_scales(float* blocks, int count, Fp8Format f) {
+  cpu::update_fp8_scales(blocks, count, f);
+}
 void CpuBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
                           bool accumulate) {
   cpu::gemm_fp8_tensor(c, a, trans_a, b, trans_b, accumulate);

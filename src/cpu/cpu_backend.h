@@ -45,6 +45,7 @@ class CpuBackend : public Backend, public ExerciseOps {
   void convert(Mat dst, Mat src) override;
   void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override;
   void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) override;
+  void fp8_update_scales(float* blocks, int count, Fp8Format f) override;
   void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
                 bool accumulate) override;
   // The reference loops, never BLAS (naive-swiglu on the CPU).

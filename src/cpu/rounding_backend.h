@@ -56,6 +56,9 @@ class RoundingBackend final : public Backend {
   void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) override {
     exact_.quantize_fp8(x, q, from);
   }
+  void fp8_update_scales(float* blocks, int count, Fp8Format f) override {
+    exact_.fp8_update_scales(blocks, count, f);
+  }
   void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
                 bool accumulate) override;
   void add(Mat out, Mat a, Mat b) override;

@@ -86,6 +86,7 @@ class CudaBackend final : public Backend, public ExerciseOps {
   // The FP8 linear ops (cuda_backend_fp8.cc): the casts of cuda_fp8_cast.h
   // and cuBLASLt's FP8 GEMM (Fp8GemmRunner), one per stream.
   void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) override;
+  void fp8_update_scales(float* blocks, int count, Fp8Format f) override;
   void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
                 bool accumulate) override;
   std::int64_t side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,

@@ -2,7 +2,8 @@
 // amax, scale and casts from cuda_fp8_cast.h, the GEMM on cuBLASLt
 // (cuda_gemm_fp8.h). Under current scaling a quantisation is three
 // launches: the amax (a pass over x), the scale (one thread), the cast (a
-// second pass, writing the copies asked for).
+// second pass, writing the copies asked for); under delayed scaling one:
+// the cast, raising the block's amax as it reads.
 #include <string>
 
 #include "core/errors.h"
@@ -44,12 +45,17 @@ void CudaBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) {
                               q.scalars + kFp8Inverse, stream_);
   }
   const float* scale = q.scalars + kFp8Scale;
+  float* amax = from == Fp8ScaleFrom::History ? q.scalars + kFp8Amax : nullptr;
   if (q.codes_t == nullptr) {
-    cuda::fp8_cast(x, scale, q.format, cuda::Fp8View{q.codes, q.ld}, stream_);
+    cuda::fp8_cast(x, scale, q.format, cuda::Fp8View{q.codes, q.ld}, stream_, amax);
     return;
   }
   cuda::fp8_cast_transpose(x, scale, q.format, cuda::Fp8View{q.codes, q.ld},
-                           cuda::Fp8View{q.codes_t, q.ld_t}, stream_);
+                           cuda::Fp8View{q.codes_t, q.ld_t}, stream_, amax);
+}
+
+void CudaBackend::fp8_update_scales(float* blocks, int count, Fp8Format f) {
+  cuda::fp8_update_scales(blocks, count, f, stream_);
 }
 
 void CudaBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,

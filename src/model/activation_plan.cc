@@ -80,8 +80,8 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
 // The code buffers of the linears and passes `use` puts in FP8, each sized
 // for the largest tensor it holds.
 void ActivationPlan::plan_fp8(const ModelConfig& cfg, BatchShape shape, const Fp8Linears& use) {
-  fp8.scalars = take(cfg.num_layers, kLinearKinds * 2 * kFp8Scalars, DType::F32);
-  fp8.grad_scalars = take(kLinearKinds, kFp8Scalars, DType::F32);
+  fp8.scalars = take(cfg.num_layers, kLinearKinds * 2 * kFp8Block, DType::F32);
+  fp8.grad_scalars = take(cfg.num_layers, kLinearKinds * kFp8Block, DType::F32);
   std::int64_t x = 0, w = 0, w_t = 0;
   for (int k = 0; k < kLinearKinds; ++k) {
     const auto kind = static_cast<LinearKind>(k);
@@ -128,7 +128,7 @@ Fp8Tensor packed(Fp8Format f, std::int64_t rows, std::int64_t cols, std::uint8_t
 
 // The layer's scalars of linear k: x's block, then W's.
 float* layer_scalars(void* arena, const Slot& scalars, LinearKind k, int layer) {
-  return floats_at(arena, scalars, (layer * kLinearKinds + static_cast<int>(k)) * 2 * kFp8Scalars);
+  return floats_at(arena, scalars, (layer * kLinearKinds + static_cast<int>(k)) * 2 * kFp8Block);
 }
 
 }  // namespace
@@ -141,7 +141,7 @@ Fp8Tensor Fp8Activations::forward_input(void* arena, LinearKind k, int layer, Li
 Fp8Tensor Fp8Activations::forward_weight(void* arena, LinearKind k, int layer,
                                          LinearShape s) const {
   return packed(Fp8Format::E4M3, s.out, s.in, codes_at(arena, w), nullptr,
-                layer_scalars(arena, scalars, k, layer) + kFp8Scalars);
+                layer_scalars(arena, scalars, k, layer) + kFp8Block);
 }
 
 Fp8Tensor Fp8Activations::backward_input(void* arena, LinearKind k, int layer,
@@ -160,12 +160,20 @@ Fp8Tensor Fp8Activations::backward_weight(void* arena, LinearKind k, int layer,
   return t;
 }
 
-Fp8Tensor Fp8Activations::gradient(void* arena, LinearKind k, LinearShape s, bool dgrad,
+Fp8Tensor Fp8Activations::gradient(void* arena, LinearKind k, int layer, LinearShape s, bool dgrad,
                                    bool wgrad) const {
   const int i = static_cast<int>(k);
   return packed(Fp8Format::E5M2, s.tokens, s.out, dgrad ? codes_at(arena, dy[i]) : nullptr,
                 wgrad ? codes_at(arena, dy_t[i]) : nullptr,
-                floats_at(arena, grad_scalars, i * kFp8Scalars));
+                floats_at(arena, grad_scalars, (layer * kLinearKinds + i) * kFp8Block));
+}
+
+std::array<Fp8ScalarBlocks, 2> Fp8Activations::scalar_blocks(void* arena) const {
+  const auto blocks = [&](const Slot& s, Fp8Format f) {
+    return Fp8ScalarBlocks{floats_at(arena, s, 0), static_cast<int>(s.rows * s.cols / kFp8Block),
+                           f};
+  };
+  return {blocks(scalars, Fp8Format::E4M3), blocks(grad_scalars, Fp8Format::E5M2)};
 }
 
 Slot ActivationPlan::take(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t ld) {

@@ -41,9 +41,18 @@ struct CodeSlot {
 // copies the weight gradient reads on the side branch (dy^T, x^T) have a
 // buffer per linear: the next layer's GEMM of that linear joins it first,
 // as it does for the bf16 gradients it reads.
+// The scalar blocks of one FP8 format, back to back (LinearOps::fp8_update_scales).
+struct Fp8ScalarBlocks {
+  float* blocks = nullptr;
+  int count = 0;
+  Fp8Format format = Fp8Format::E4M3;
+};
+
 struct Fp8Activations {
-  Slot scalars;       // fp32 [layers, kLinearKinds * 2 * kFp8Scalars]: x's, then W's
-  Slot grad_scalars;  // fp32 [kLinearKinds, kFp8Scalars]: dy's
+  // Blocks of kFp8Block floats (fp8_tensor.h), one per layer, linear and
+  // operand: they outlive the step, as delayed scaling's history must.
+  Slot scalars;       // fp32 [layers, kLinearKinds * 2 * kFp8Block]: x's, then W's (E4M3)
+  Slot grad_scalars;  // fp32 [layers, kLinearKinds * kFp8Block]: dy's (E5M2)
   CodeSlot x, w;      // an FP8 forward's input and weight
   CodeSlot w_t;       // an FP8 data gradient's W^T
   std::array<CodeSlot, kLinearKinds> dy, dy_t, x_t;
@@ -56,7 +65,10 @@ struct Fp8Activations {
   Fp8Tensor backward_input(void* arena, LinearKind k, int layer, LinearShape s) const;
   Fp8Tensor backward_weight(void* arena, LinearKind k, int layer, LinearShape s) const;
   // dy with the row-major copy when `dgrad`, the transposed when `wgrad`.
-  Fp8Tensor gradient(void* arena, LinearKind k, LinearShape s, bool dgrad, bool wgrad) const;
+  Fp8Tensor gradient(void* arena, LinearKind k, int layer, LinearShape s, bool dgrad,
+                     bool wgrad) const;
+  // The E4M3 blocks (x's and W's), then the E5M2 ones (dy's).
+  std::array<Fp8ScalarBlocks, 2> scalar_blocks(void* arena) const;
 };
 
 struct LayerActivations {

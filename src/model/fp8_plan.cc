@@ -4,7 +4,8 @@
 // (docs/log/2026-11-28.md, sixth session): cuBLASLt's bf16 GEMMs ran at
 // 700-800 TFLOP/s and its FP8 GEMMs at 1 200-1 370 at the 1 B shapes, and
 // neither went below about 8 us at the workshop's; a quantisation is three
-// launches (amax, scale, cast), each a few microseconds at small sizes, and
+// launches (amax, scale, cast; one under delayed scaling), each a few
+// microseconds at small sizes, and
 // moves its bytes near HBM speed at large ones.
 #include "model/fp8_plan.h"
 
@@ -28,8 +29,11 @@ bool multiple_of_16(std::int64_t v) {
 // the forward quantises x and W (amax and a row-major copy each); the data
 // gradient reads dy and W^T, the weight gradient dy^T and x^T. dy's amax is
 // paid once for both; x's and W's only when the forward did not keep them.
+// Under delayed scaling no cast has an amax pass: the cast records it.
 struct LinearCosts {
   LinearShape s;
+  Fp8Scaling scaling;
+  bool amax(bool scale_kept = false) const { return scaling == Fp8Scaling::Current && !scale_kept; }
   double gemm(LinearPass p, bool fp8) const {
     switch (p) {
       case LinearPass::Forward:
@@ -43,15 +47,15 @@ struct LinearCosts {
   }
   double forward(bool fp8) const {
     if (!fp8) return gemm(LinearPass::Forward, false);
-    return gemm(LinearPass::Forward, true) + quantize_estimate_ms(s.tokens * s.in, 1, true) +
-           quantize_estimate_ms(s.out * s.in, 1, true);
+    return gemm(LinearPass::Forward, true) + quantize_estimate_ms(s.tokens * s.in, 1, amax()) +
+           quantize_estimate_ms(s.out * s.in, 1, amax());
   }
   double backward(bool dgrad, bool wgrad, bool forward_fp8) const {
     double t = gemm(LinearPass::Dgrad, dgrad) + gemm(LinearPass::Wgrad, wgrad);
     const int dy_copies = (dgrad ? 1 : 0) + (wgrad ? 1 : 0);
-    if (dy_copies > 0) t += quantize_estimate_ms(s.tokens * s.out, dy_copies, true);
-    if (dgrad) t += quantize_estimate_ms(s.out * s.in, 1, !forward_fp8);
-    if (wgrad) t += quantize_estimate_ms(s.tokens * s.in, 1, !forward_fp8);
+    if (dy_copies > 0) t += quantize_estimate_ms(s.tokens * s.out, dy_copies, amax());
+    if (dgrad) t += quantize_estimate_ms(s.out * s.in, 1, amax(forward_fp8));
+    if (wgrad) t += quantize_estimate_ms(s.tokens * s.in, 1, amax(forward_fp8));
     return t;
   }
 };
@@ -143,11 +147,17 @@ std::string Fp8Linears::describe() const {
   return out + est;
 }
 
-Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape, Fp8Choice choice) {
+const char* fp8_scaling_name(Fp8Scaling s) {
+  return s == Fp8Scaling::Delayed ? "delayed" : "current";
+}
+
+Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape, Fp8Choice choice,
+                              Fp8Scaling scaling) {
   Fp8Linears f;
+  f.scaling = scaling;
   for (int k = 0; k < kLinearKinds; ++k) {
     const LinearShape s = linear_shape(cfg, shape, static_cast<LinearKind>(k));
-    const LinearCosts c{s};
+    const LinearCosts c{s, scaling};
     const double bf16 = c.forward(false) + c.backward(false, false, false);
     f.bf16_ms[k] = bf16;
     f.chosen_ms[k] = bf16;

@@ -28,8 +28,18 @@ struct LinearShape {
 };
 LinearShape linear_shape(const ModelConfig& cfg, BatchShape shape, LinearKind k);
 
+// How each FP8 tensor's scale is found (--fp8-scaling). Current: from the
+// tensor's own amax, a pass over it before the cast. Delayed (Transformer
+// Engine's recipe): from the largest amax of the kFp8History steps before
+// (ops/linear/fp8_tensor.h), recorded by the casts themselves, so a cast is
+// one pass; a value above the history's saturates to the largest code. The
+// first training step, with no history yet, scales as Current does.
+enum class Fp8Scaling { Current, Delayed };
+const char* fp8_scaling_name(Fp8Scaling s);  // "current", "delayed"
+
 struct Fp8Linears {
   std::array<std::array<bool, kLinearPasses>, kLinearKinds> use{};
+  Fp8Scaling scaling = Fp8Scaling::Current;
   // Per linear: the estimated milliseconds of its three GEMMs in bf16 and
   // as chosen (casts included), for the run header's line.
   std::array<double, kLinearKinds> bf16_ms{}, chosen_ms{};
@@ -47,6 +57,7 @@ struct Fp8Linears {
 // come from): a GEMM of 2*m*n*k FLOPs in bf16 or FP8, and a quantisation of
 // `elems` bf16 elements writing `copies` copies, with or without its amax.
 double gemm_estimate_ms(std::int64_t m, std::int64_t n, std::int64_t k, bool fp8);
+// amax: with its own pass (and the scale's launch) before the cast.
 double quantize_estimate_ms(std::int64_t elems, int copies, bool amax);
 
 // Auto: each GEMM where the estimate is faster in FP8. All: every linear
@@ -56,6 +67,7 @@ enum class Fp8Choice { Auto, All };
 // The choice for every linear of this model at this batch: all false for a
 // linear with a dimension that is not a multiple of 16 (cuBLASLt's rule).
 Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape,
-                              Fp8Choice choice = Fp8Choice::Auto);
+                              Fp8Choice choice = Fp8Choice::Auto,
+                              Fp8Scaling scaling = Fp8Scaling::Current);
 
 }  // namespace tinyllama

@@ -89,6 +89,13 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
                                         dtype_size(plan_.precision.compute));
   }
   arena_ = backend_.allocate(static_cast<std::size_t>(acts_.bytes));
+  // FP8 scalar blocks start at zero: delayed scaling's history is read
+  // whole, so no byte of it may be left to chance (checkpoints hold it).
+  if (acts_.fp8.used()) {
+    for (const Fp8ScalarBlocks& b : acts_.fp8.scalar_blocks(arena_)) {
+      backend_.fill_zero(b.blocks, static_cast<std::size_t>(b.count) * kFp8Block * sizeof(float));
+    }
+  }
   // Inputs and targets in one block per micro-batch: a step's batch is one copy.
   const auto micro = static_cast<std::size_t>(micro_batches());
   const auto token_bytes = static_cast<std::size_t>(shape_.tokens()) * sizeof(std::int32_t);

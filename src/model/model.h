@@ -89,6 +89,13 @@ class Model {
   std::vector<std::uint8_t> state_bytes(StateBlock block) const;
   void set_state_bytes(StateBlock block, const std::vector<std::uint8_t>& bytes);
   const ParamLayout& state_layout() const { return canonical_; }
+  // Delayed FP8 scaling's state (--fp8-scaling delayed): every FP8
+  // tensor's scalar block, amax history included, for checkpoints; empty
+  // under current scaling or without FP8. Setting it (the same size) makes
+  // the next training step scale from the history, as the run that saved it
+  // would have.
+  std::vector<float> fp8_scaling_state() const;
+  void set_fp8_scaling_state(const std::vector<float>& blocks);
   std::int64_t state_elements() const { return canonical_.total(); }
   // This rank's connection to the others; null in a single-process run.
   Collectives* collectives() const { return comm_; }
@@ -136,6 +143,9 @@ class Model {
   // Fills the per-position losses (under LossImpl::Chunked, computing
   // nothing for backward at the head: backward_pass recomputes it).
   void forward();
+  // forward() for a held-out evaluation: it leaves the training state as
+  // it was (delayed FP8 scaling's history neither advanced nor recorded).
+  void evaluate();
   double loss() const;  // mean loss of the last forward (synchronises)
   // The same loss without waiting: enqueue_loss_readback copies the last
   // forward's per-position losses into `rb` in stream order (outside any
@@ -303,6 +313,12 @@ class Model {
   // y = x W^T (+ y with accumulate: y holds the residual), from x's and W's
   // FP8 copies, made here with their scales kept for the backward.
   void fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, bool accumulate);
+  // At the start of each forward pass: how this pass's FP8 tensors find
+  // their scales (fp8_fresh_), and under delayed scaling, before a pass
+  // that records amaxes (any but evaluate()'s) with a history, the scales
+  // updated from it.
+  void begin_fp8_pass(bool records);
+  bool delayed_fp8() const { return acts_.fp8.used() && plan_.fp8.scaling == Fp8Scaling::Delayed; }
   // y = x W^T, in FP8 or bf16.
   void linear_forward(LinearKind kind, int l, Mat y, Mat x, Mat w);
   // y = x W^T + residual: the GEMM's add (GemmEpilogue::Residual) in FP8 is
@@ -383,7 +399,12 @@ class Model {
   StepScalars* step_scalars_ = nullptr;    // the staged per-step values (device)
   float loss_scale_ = 1.0f;                // staged by the last stage_step
   bool check_overflow_ = false;            // whether backward_pass scans
-  AdamWHyper hyper_;                       // staged by the last stage_step
+  // The scaling of the FP8 tensors the current pass quantises afresh
+  // (begin_fp8_pass); the backward's transposed copies of an FP8 forward's
+  // operands keep its scale whatever this is.
+  Fp8ScaleFrom fp8_fresh_ = Fp8ScaleFrom::Amax;
+  bool fp8_history_warm_ = false;  // delayed scaling: a training pass has recorded amaxes
+  AdamWHyper hyper_;               // staged by the last stage_step
 };
 
 }  // namespace tinyllama

@@ -2,16 +2,70 @@
 // each GEMM StepPlan::fp8 puts in FP8 reads FP8 copies of its operands,
 // quantised here with one scale per tensor; the others run in bf16 as they
 // do without FP8.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include "model/model.h"
 
 namespace tinyllama {
+
+// Delayed scaling: a training pass with a history first updates every
+// scale from it (two launches: the E4M3 blocks, the E5M2 ones), then casts
+// in one pass each, recording the amaxes; the first training pass has no
+// history and scales as current scaling does, which records them too. An
+// evaluation pass keeps the scales and records nothing, so evaluating never
+// changes the training run's trajectory (before any training pass it
+// scales as current scaling does, and the first training pass overwrites
+// what it left).
+void Model::begin_fp8_pass(bool records) {
+  fp8_fresh_ = Fp8ScaleFrom::Amax;
+  if (!delayed_fp8()) return;
+  if (!records) {
+    if (fp8_history_warm_) fp8_fresh_ = Fp8ScaleFrom::Kept;
+    return;
+  }
+  if (fp8_history_warm_) {
+    for (const Fp8ScalarBlocks& b : acts_.fp8.scalar_blocks(arena_)) {
+      backend_.fp8_update_scales(b.blocks, b.count, b.format);
+    }
+    fp8_fresh_ = Fp8ScaleFrom::History;
+  }
+  fp8_history_warm_ = true;
+}
+
+std::vector<float> Model::fp8_scaling_state() const {
+  std::vector<float> out;
+  if (!delayed_fp8()) return out;
+  for (const Fp8ScalarBlocks& b : acts_.fp8.scalar_blocks(arena_)) {
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(b.count) * kFp8Block);
+    backend_.download(out.data() + at, b.blocks, (out.size() - at) * sizeof(float));
+  }
+  return out;
+}
+
+void Model::set_fp8_scaling_state(const std::vector<float>& blocks) {
+  const std::size_t expected = fp8_scaling_state().size();
+  if (blocks.size() != expected) {
+    throw std::invalid_argument("set_fp8_scaling_state: " + std::to_string(blocks.size()) +
+                                " floats, expected " + std::to_string(expected));
+  }
+  std::size_t at = 0;
+  for (const Fp8ScalarBlocks& b : acts_.fp8.scalar_blocks(arena_)) {
+    const std::size_t n = static_cast<std::size_t>(b.count) * kFp8Block;
+    backend_.upload(b.blocks, blocks.data() + at, n * sizeof(float));
+    at += n;
+  }
+  fp8_history_warm_ = true;
+}
 
 void Model::fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, bool accumulate) {
   const LinearShape s = linear_shape(cfg_, shape_, kind);
   const Fp8Tensor qx = acts_.fp8.forward_input(arena_, kind, l, s);
   const Fp8Tensor qw = acts_.fp8.forward_weight(arena_, kind, l, s);
-  backend_.quantize_fp8(x, qx, Fp8ScaleFrom::Amax);
-  backend_.quantize_fp8(w, qw, Fp8ScaleFrom::Amax);
+  backend_.quantize_fp8(x, qx, fp8_fresh_);
+  backend_.quantize_fp8(w, qw, fp8_fresh_);
   backend_.gemm_fp8(y, qx, false, qw, true, accumulate);
 }
 
@@ -41,9 +95,9 @@ Model::Fp8Grads Model::fp8_backward_operands(LinearKind kind, int l, Mat d_out, 
   // x's and W's transposed copies take the forward's scale when it was FP8
   // (the same tensors: the same codes), else their own amax.
   const Fp8ScaleFrom kept =
-      plan_.fp8.at(kind, LinearPass::Forward) ? Fp8ScaleFrom::Kept : Fp8ScaleFrom::Amax;
-  q.dy = acts_.fp8.gradient(arena_, kind, s, dgrad, wgrad);
-  backend_.quantize_fp8(d_out, q.dy, Fp8ScaleFrom::Amax);
+      plan_.fp8.at(kind, LinearPass::Forward) ? Fp8ScaleFrom::Kept : fp8_fresh_;
+  q.dy = acts_.fp8.gradient(arena_, kind, l, s, dgrad, wgrad);
+  backend_.quantize_fp8(d_out, q.dy, fp8_fresh_);
   if (dgrad) {
     q.w_t = acts_.fp8.backward_weight(arena_, kind, l, s);
     backend_.quantize_fp8(w, q.w_t, kept);

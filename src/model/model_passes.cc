@@ -26,11 +26,19 @@ ExerciseOps& exercise_ops_for(Backend& backend, const char* fault, const char* l
 }  // namespace
 
 void Model::forward() {
+  begin_fp8_pass(/*records=*/true);
+  run_forward(/*training=*/false);
+  if (comm_ != nullptr) reduce_losses(/*beside_backward=*/false);
+}
+
+void Model::evaluate() {
+  begin_fp8_pass(/*records=*/false);
   run_forward(/*training=*/false);
   if (comm_ != nullptr) reduce_losses(/*beside_backward=*/false);
 }
 
 void Model::forward_pass() {
+  begin_fp8_pass(/*records=*/true);
   run_forward(/*training=*/true);
   // An accumulating step sums the ranks' losses once, after its last
   // micro-batch: no collective before then.

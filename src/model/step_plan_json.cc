@@ -59,7 +59,10 @@ nlohmann::json plan_json(const StepPlan& plan) {
   if (plan.attention_auto.requested) out["attention_auto"] = attention_choice_json(plan);
   if (!plan.activations_auto.empty()) out["activations_auto"] = plan.activations_auto;
   if (!plan.kernel_launch_auto.empty()) out["kernel_launch_auto"] = plan.kernel_launch_auto;
-  if (plan.precision.fp8_linears) out["fp8_gemms"] = fp8_json(plan.fp8);
+  if (plan.precision.fp8_linears) {
+    out["fp8_gemms"] = fp8_json(plan.fp8);
+    out["fp8_scaling"] = fp8_scaling_name(plan.fp8.scaling);
+  }
   return out;
 }
 

@@ -176,11 +176,22 @@ void AccessTraceBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom fr
     record_fp8(q, false, false, true);  // amax, scale and inverse written
     reads({x});                         // the cast's pass
   }
-  record_fp8(q, false, false, false);  // the scale read by the cast
+  record_fp8(q, false, false, from == Fp8ScaleFrom::History);  // the scale read (amax raised)
   record_fp8(q, true, true, true);
   const std::int64_t copies = (q.codes != nullptr ? 1 : 0) + (q.codes_t != nullptr ? 1 : 0);
   CallCost cost;
   cost.bytes = mat_bytes(x) * (from == Fp8ScaleFrom::Amax ? 2 : 1) + copies * q.rows * q.cols;
+  charge(cost);
+}
+
+// One thread per block: the blocks read and written, no pass over data.
+void AccessTraceBackend::fp8_update_scales(float* blocks, int count, Fp8Format) {
+  const std::int64_t bytes = std::int64_t{count} * kFp8Block * std::int64_t{sizeof(float)};
+  const auto* p = reinterpret_cast<const char*>(blocks);
+  current_op().accesses.push_back({p, 1, bytes, bytes, false});
+  current_op().accesses.push_back({p, 1, bytes, bytes, true});
+  CallCost cost;
+  cost.bytes = 2 * bytes;
   charge(cost);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <map>
@@ -64,7 +65,8 @@ std::vector<std::pair<std::string, std::string>> run_identity(const TrainOptions
           {"--seq-len", std::to_string(o.shape.seq)},
           {"--batch-size", std::to_string(global_batch(o))},
           {"--learning-rate", real_text(o.learning_rate)},
-          {"--use-amp/--amp-dtype", p.mixed() ? amp_dtype_name(p) : std::string("off (fp32)")}};
+          {"--use-amp/--amp-dtype", p.mixed() ? amp_dtype_name(p) : std::string("off (fp32)")},
+          {"--fp8-scaling", fp8_scaling_name(o.request.fp8_scaling)}};
 }
 
 // The training recipe's part of the identity (train/recipe.h). A decaying
@@ -86,6 +88,7 @@ std::vector<std::pair<std::string, std::string>> recipe_identity(const TrainOpti
 
 // The value a checkpoint without `flag` was saved with: the default recipe's.
 std::string default_identity(const TrainOptions& o, const std::string& flag) {
+  if (flag == "--fp8-scaling") return fp8_scaling_name(Fp8Scaling::Current);
   TrainOptions defaults = o;
   defaults.recipe = TrainingRecipe{};
   for (const auto& [name, value] : recipe_identity(defaults)) {
@@ -146,8 +149,45 @@ std::map<std::string, TensorData> fitting_tensors(const std::string& path, const
   return by_name;
 }
 
+// Delayed FP8 scaling's state (Model::fp8_scaling_state): one fp32 tensor
+// [blocks, kFp8Block], present exactly when the model keeps one.
+constexpr const char* kFp8ScalingTensor = "fp8.scaling";
+
+void append_fp8_scaling(const Model& model, NamedTensors& out) {
+  const std::vector<float> blocks = model.fp8_scaling_state();
+  if (blocks.empty()) return;
+  TensorData t;
+  t.dtype = hf_dtype(DType::F32);
+  t.shape = {static_cast<std::int64_t>(blocks.size() / kFp8Block), kFp8Block};
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(blocks.data());
+  t.bytes.assign(bytes, bytes + blocks.size() * sizeof(float));
+  out.emplace_back(kFp8ScalingTensor, std::move(t));
+}
+
+// Takes the FP8 scaling tensor out of `file` into the model (the run's
+// identity already matched the saved --fp8-scaling).
+void load_fp8_scaling(const std::string& path, Model& model, NamedTensors& file) {
+  const auto it = std::find_if(file.begin(), file.end(),
+                               [](const auto& entry) { return entry.first == kFp8ScalingTensor; });
+  const std::size_t expected = model.fp8_scaling_state().size();
+  if (expected == 0) return;  // fitting_tensors refuses a tensor this model does not keep
+  if (it == file.end()) {
+    throw RuntimeFailure(path + ": tensor '" + kFp8ScalingTensor + "' is missing");
+  }
+  const TensorData& t = it->second;
+  if (t.dtype != hf_dtype(DType::F32) || t.bytes.size() != expected * sizeof(float)) {
+    throw RuntimeFailure(path + ": tensor '" + kFp8ScalingTensor + "' does not fit this model");
+  }
+  std::vector<float> blocks(expected);
+  std::memcpy(blocks.data(), t.bytes.data(), t.bytes.size());
+  model.set_fp8_scaling_state(blocks);
+  file.erase(it);
+}
+
 void load_tensors(const std::string& path, Model& model) {
-  std::map<std::string, TensorData> tensors = fitting_tensors(path, model, read_safetensors(path));
+  NamedTensors file = read_safetensors(path);
+  load_fp8_scaling(path, model, file);
+  std::map<std::string, TensorData> tensors = fitting_tensors(path, model, std::move(file));
   const std::size_t elem = dtype_size(model.precision().master);
   const ParamLayout& layout = model.state_layout();
   for (const BlockName& b : kBlocks) {
@@ -262,6 +302,7 @@ std::string save_checkpoint(const std::string& dir, const Model& model,
   }
   NamedTensors tensors;
   for (const BlockName& b : kBlocks) append_block(model, b, tensors);
+  append_fp8_scaling(model, tensors);
   std::string path = checkpoint_path(dir, state.steps_done);
   write_safetensors(path, tensors,
                     {{"format", kFormat}, {"version", kVersion}, {"state", meta.dump()}});

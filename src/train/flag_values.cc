@@ -74,4 +74,10 @@ Fp8Choice parse_fp8_gemms(const std::string& text) {
   reject("--fp8-gemms", text, "allowed values are auto, all");
 }
 
+Fp8Scaling parse_fp8_scaling(const std::string& text) {
+  if (text == "current") return Fp8Scaling::Current;
+  if (text == "delayed") return Fp8Scaling::Delayed;
+  reject("--fp8-scaling", text, "allowed values are current, delayed");
+}
+
 }  // namespace tinyllama

@@ -16,8 +16,9 @@ int parse_int_flag(std::string_view flag, const std::string& text);
 std::uint64_t parse_uint64_flag(std::string_view flag, const std::string& text);
 double parse_real_flag(std::string_view flag, const std::string& text);
 
-DeviceKind parse_device(const std::string& text);    // cpu | cuda
-Precision parse_amp_dtype(const std::string& text);  // bfloat16 | float16 | float8
-Fp8Choice parse_fp8_gemms(const std::string& text);  // auto | all
+DeviceKind parse_device(const std::string& text);       // cpu | cuda
+Precision parse_amp_dtype(const std::string& text);     // bfloat16 | float16 | float8
+Fp8Choice parse_fp8_gemms(const std::string& text);     // auto | all
+Fp8Scaling parse_fp8_scaling(const std::string& text);  // current | delayed
 
 }  // namespace tinyllama

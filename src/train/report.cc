@@ -169,8 +169,9 @@ std::string format_run_header(const TrainOptions& opts) {
   if (plan.precision.fp8_linears) {
     out +=
         "\nfp8 | linear GEMMs in FP8 (E4M3 weights and activations, E5M2 gradients, "
-        "per-tensor current scaling; attention, norms, loss, LM head in bf16): " +
-        plan.fp8.describe();
+        "per-tensor " +
+        std::string(fp8_scaling_name(plan.fp8.scaling)) +
+        " scaling; attention, norms, loss, LM head in bf16): " + plan.fp8.describe();
   }
   out += "\nrecipe | " + describe_recipe(opts, world_of(opts));
   if (opts.faults.any()) out += "\n" + injected_faults_line(opts.faults);

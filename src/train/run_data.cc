@@ -54,7 +54,7 @@ double RunData::evaluate(Model& model, int batches, int batch_size) const {
   double sum = 0;
   for (int i = 0; i < batches; ++i) {
     model.set_batch(val.next_batch(batch_size));
-    model.forward();
+    model.evaluate();
     sum += model.loss();
   }
   return sum / batches;

@@ -71,6 +71,13 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
     if (device != DeviceKind::Cuda) {
       throw UsageError("--gpus: data parallel runs on CUDA devices (not --device cpu)");
     }
+    // Each rank's casts would record their own amaxes, and a checkpoint
+    // holds one history: a resumed run could not round as this one did.
+    if (opts.plan.precision.fp8_linears && opts.plan.fp8.scaling == Fp8Scaling::Delayed) {
+      throw UsageError(
+          "--fp8-scaling delayed: one GPU only (each rank would keep its own amax history); "
+          "leave it out under --gpus");
+    }
     opts.plan.parallel = opts.parallel;
     fall_back_to_full_gradients(opts.plan,
                                 "data parallel: the gradients are exchanged over each layer's span "

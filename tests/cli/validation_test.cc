@@ -53,6 +53,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--learning-rate -1", "--learning-rate -1: must be a finite number above 0"},
         BadFlag{"--device tpu", "--device tpu:"}, BadFlag{"--amp-dtype fp8", "--amp-dtype fp8:"},
         BadFlag{"--version v9", "--version v9"},
+        BadFlag{"--fp8-scaling sometimes", "--fp8-scaling sometimes: allowed values are current"},
+        BadFlag{"--fp8-scaling delayed", "--fp8-scaling: only under --use-amp --amp-dtype float8"},
         BadFlag{"--activations all",
                 "--activations all: allowed values are stored, "
                 "recompute_norms, recompute"},

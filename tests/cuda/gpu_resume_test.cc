@@ -81,14 +81,19 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuResume,
                          ::testing::Combine(::testing::Values("", "--use-amp --amp-dtype bfloat16",
                                                               "--use-amp --amp-dtype float16",
                                                               "--use-amp --amp-dtype float8 "
-                                                              "--fp8-gemms all"),
+                                                              "--fp8-gemms all",
+                                                              "--use-amp --amp-dtype float8 "
+                                                              "--fp8-gemms all --fp8-scaling "
+                                                              "delayed"),
                                             ::testing::Values("v1", "v2", "v3"), ::testing::Bool()),
                          [](const ::testing::TestParamInfo<ResumeCase>& info) {
                            const std::string& p = std::get<0>(info.param);
                            const std::string precision = p.empty()                      ? "fp32"
                                                          : p.find("bfloat16") != p.npos ? "bf16"
-                                                         : p.find("float8") != p.npos   ? "fp8"
-                                                                                        : "fp16";
+                                                         : p.find("delayed") != p.npos
+                                                             ? "fp8delayed"
+                                                         : p.find("float8") != p.npos ? "fp8"
+                                                                                      : "fp16";
                            return precision + "_" + std::get<1>(info.param) +
                                   (std::get<2>(info.param) ? "_text" : "_synthetic");
                          });

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -101,6 +104,107 @@ TEST(Fp8Step, RunsToTheSameBitsTwice) {
   const Step b = run("v4", true);
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(a.grads, b.grads);
+}
+
+// Delayed scaling (--fp8-scaling delayed) over a few whole steps: the
+// model with every linear GEMM in FP8, its steps forward, backward and
+// AdamW's update on one batch each.
+class DelayedRun {
+ public:
+  explicit DelayedRun(Fp8Scaling scaling)
+      : plan_(test_plan("v4", Precision::fp64(), cpu_, fp8_config(), kShape)) {
+    plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling);
+    if (plan_.ops.swiglu == SwigluImpl::Gemm) plan_.ops.swiglu = SwigluImpl::Fused;
+    model_ = std::make_unique<Model>(fp8_config(), kShape, plan_, cpu_);
+    model_->set_params(initial_weights(model_->layout(), 21));
+  }
+  Model& model() { return *model_; }
+  // Step `n` (1-based): its batch, forward and backward; the update unless
+  // `update` is false. Returns the loss and gradients.
+  Step step(int n, bool update = true) {
+    model_->set_batch(random_rows(kShape.batch, kShape.seq, fp8_config().vocab_size, 40 + n));
+    model_->forward();
+    Step s{model_->loss(), {}};
+    model_->backward(1.0f, false);
+    s.grads = model_->grads();
+    if (update) {
+      AdamWHyper hp;
+      hp.lr = 1e-2f;
+      hp.step = n;
+      model_->optimizer_step(hp);
+    }
+    return s;
+  }
+
+ private:
+  CpuBackend cpu_;
+  StepPlan plan_;
+  std::unique_ptr<Model> model_;
+};
+
+TEST(Fp8Step, DelayedScalingStartsAsCurrentThenScalesFromTheHistory) {
+  DelayedRun current(Fp8Scaling::Current), delayed(Fp8Scaling::Delayed);
+  EXPECT_TRUE(current.model().fp8_scaling_state().empty());
+  const Step c1 = current.step(1), d1 = delayed.step(1);
+  EXPECT_EQ(d1.loss, c1.loss) << "the first step has no history: current scaling";
+  EXPECT_EQ(d1.grads, c1.grads);
+  // Step 2 starts from the same weights; only the scales differ.
+  const Step c2 = current.step(2), d2 = delayed.step(2);
+  const double err = worst_matrix_error(d2.grads, c2.grads);
+  EXPECT_GT(err, 0.0) << "delayed scaling's step 2 used step 1's amaxes";
+  EXPECT_LT(err, 0.3) << "both are FP8 steps of the same weights (Fp8Step's first test's bound)";
+  // Every block's newest history entry is a real amax or zero (a tensor
+  // not quantised), never left undefined.
+  const std::vector<float> state = delayed.model().fp8_scaling_state();
+  ASSERT_FALSE(state.empty());
+  int recorded = 0;
+  for (std::size_t b = 0; b < state.size(); b += kFp8Block) {
+    ASSERT_TRUE(std::isfinite(state[b + kFp8HistoryAt]));
+    recorded += state[b + kFp8HistoryAt] > 0;
+  }
+  EXPECT_EQ(recorded, static_cast<int>(state.size() / kFp8Block))
+      << "with every linear in FP8, every block records an amax each step";
+}
+
+TEST(Fp8Step, EvaluationLeavesTheDelayedScalingStateAsItWas) {
+  DelayedRun run(Fp8Scaling::Delayed);
+  run.step(1);
+  run.step(2);
+  const std::vector<float> before = run.model().fp8_scaling_state();
+  run.model().set_batch(random_rows(kShape.batch, kShape.seq, fp8_config().vocab_size, 99));
+  run.model().evaluate();
+  EXPECT_TRUE(std::isfinite(run.model().loss()));
+  EXPECT_EQ(run.model().fp8_scaling_state(), before);
+  run.model().forward();  // a training forward records (and first updates the scales)
+  EXPECT_NE(run.model().fp8_scaling_state(), before);
+}
+
+TEST(Fp8Step, DelayedScalingStateRestoredGivesTheSameStep) {
+  DelayedRun a(Fp8Scaling::Delayed);
+  a.step(1);
+  a.step(2);
+  std::vector<std::vector<std::uint8_t>> blocks;
+  for (const auto b :
+       {Model::StateBlock::Params, Model::StateBlock::AdamM, Model::StateBlock::AdamV}) {
+    blocks.push_back(a.model().state_bytes(b));
+  }
+  const std::vector<float> fp8_state = a.model().fp8_scaling_state();
+  const Step a3 = a.step(3, false);
+
+  DelayedRun b(Fp8Scaling::Delayed);
+  b.model().set_state_bytes(Model::StateBlock::Params, blocks[0]);
+  b.model().set_state_bytes(Model::StateBlock::AdamM, blocks[1]);
+  b.model().set_state_bytes(Model::StateBlock::AdamV, blocks[2]);
+  b.model().set_fp8_scaling_state(fp8_state);
+  const Step b3 = b.step(3, false);
+  EXPECT_EQ(b3.loss, a3.loss);
+  EXPECT_EQ(b3.grads, a3.grads);
+
+  // Without the history the same weights step differently (as current scaling).
+  DelayedRun c(Fp8Scaling::Delayed);
+  c.model().set_state_bytes(Model::StateBlock::Params, blocks[0]);
+  EXPECT_NE(c.step(3, false).grads, a3.grads);
+  EXPECT_THROW(c.model().set_fp8_scaling_state(std::vector<float>(3)), std::invalid_argument);
 }
 
 }  // namespace

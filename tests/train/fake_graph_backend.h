@@ -112,6 +112,9 @@ class FakeGraphBackend final : public Backend {
   void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) override {
     enqueue(Kind::Kernel, [=, this] { inner_.quantize_fp8(x, q, from); });
   }
+  void fp8_update_scales(float* blocks, int count, Fp8Format f) override {
+    enqueue(Kind::Kernel, [=, this] { inner_.fp8_update_scales(blocks, count, f); });
+  }
   void gemm_fp8(Mat c, const Fp8Tensor& a, bool ta, const Fp8Tensor& b, bool tb,
                 bool accumulate) override {
     enqueue(Kind::Kernel, [=, this] { inner_.gemm_fp8(c, a, ta, b, tb, accumulate); });

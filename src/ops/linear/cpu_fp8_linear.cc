@@ -2,6 +2,8 @@
 // cpu_fp8's scale and codec, multiply with its TN reference GEMM.
 #include "ops/linear/cpu_fp8_linear.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -41,7 +43,30 @@ Operand operand_of(const Fp8Tensor& t, bool transposed, const char* name, const 
   return transposed ? Operand{codes, t.ld_t, t.cols, t.rows} : Operand{codes, t.ld, t.rows, t.cols};
 }
 
+// The larger of two amaxes, NaN when either is: the order of their bit
+// patterns, as the device's atomicMax keeps it (a NaN's bits, sign
+// cleared, are above +inf's).
+float amax_max(float a, float b) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  return a > b ? a : b;
+}
+
 }  // namespace
+
+void update_fp8_scales(float* blocks, int count, Fp8Format f) {
+  for (int i = 0; i < count; ++i) {
+    float* b = blocks + static_cast<std::ptrdiff_t>(i) * kFp8Block;
+    float* history = b + kFp8HistoryAt;
+    std::copy_backward(history, history + kFp8History - 1, history + kFp8History);
+    history[0] = b[kFp8Amax];
+    float most = 0;
+    for (int h = 0; h < kFp8History; ++h) most = amax_max(most, history[h]);
+    b[kFp8Scale] = fp8_scale_for(most, f);
+    b[kFp8Inverse] = fp8_inverse_scale(b[kFp8Scale]);
+    b[kFp8Amax] = 0;
+  }
+}
 
 void quantize_fp8_tensor(const Mat& x, const Fp8Tensor& q, Fp8ScaleFrom from) {
   const std::string op = "quantize_fp8";
@@ -56,6 +81,9 @@ void quantize_fp8_tensor(const Mat& x, const Fp8Tensor& q, Fp8ScaleFrom from) {
     q.scalars[kFp8Amax] = static_cast<float>(a);
     q.scalars[kFp8Scale] = fp8_scale_for(a, q.format);
     q.scalars[kFp8Inverse] = fp8_inverse_scale(q.scalars[kFp8Scale]);
+  } else if (from == Fp8ScaleFrom::History) {
+    q.scalars[kFp8Amax] =
+        amax_max(q.scalars[kFp8Amax], static_cast<float>(amax(v.data(), v.size())));
   }
   std::vector<std::uint8_t> codes(v.size());
   quantize_fp8(v.data(), v.size(), q.scalars[kFp8Scale], q.format, codes.data());

@@ -11,6 +11,9 @@ namespace tinyllama::cpu {
 
 void quantize_fp8_tensor(const Mat& x, const Fp8Tensor& q, Fp8ScaleFrom from);
 
+// LinearOps::fp8_update_scales on the host (the blocks in host memory).
+void update_fp8_scales(float* blocks, int count, Fp8Format f);
+
 void gemm_fp8_tensor(const Mat& c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
                      bool trans_b, bool accumulate);
 

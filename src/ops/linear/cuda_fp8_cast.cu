@@ -14,6 +14,7 @@
 #include "device/cuda_common.cuh"
 #include "device/cuda_vec.cuh"
 #include "ops/linear/cuda_fp8_cast.h"
+#include "ops/linear/fp8_tensor.h"
 
 namespace tinyllama::cuda {
 namespace {
@@ -43,6 +44,18 @@ __device__ __forceinline__ unsigned block_max_bits(unsigned v) {
   return v;
 }
 
+// Raises *amax_bits to the block's maximum (a no-op for a null pointer or
+// a block of zeroes); every thread of the block must call it.
+__device__ __forceinline__ void raise_amax(unsigned m, unsigned* amax_bits) {
+  if (amax_bits == nullptr) return;  // uniform over the grid
+  m = block_max_bits(m);
+  if (threadIdx.x == 0 && threadIdx.y == 0 && m != 0) atomicMax(amax_bits, m);
+}
+
+__device__ __forceinline__ unsigned abs_bits(float v) {
+  return __float_as_uint(fabsf(v));
+}
+
 template <typename T, int Vec>
 __global__ void amax_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t chunks,
                             std::int64_t ld, unsigned* __restrict__ amax_bits) {
@@ -53,25 +66,43 @@ __global__ void amax_kernel(const T* __restrict__ x, std::int64_t rows, std::int
       float v[Vec];
       load_f32<Vec>(x + r * ld + chunk * Vec, v);
 #pragma unroll
-      for (int i = 0; i < Vec; ++i) m = max(m, __float_as_uint(fabsf(v[i])));
+      for (int i = 0; i < Vec; ++i) m = max(m, abs_bits(v[i]));
     }
   }
-  m = block_max_bits(m);
-  if (threadIdx.x == 0 && threadIdx.y == 0 && m != 0) atomicMax(amax_bits, m);
+  raise_amax(m, amax_bits);
 }
 
 // ---- scale -----------------------------------------------------------------------
 
+// cpu::fp8_scale_for's arithmetic: in double, rounded once to fp32.
+__device__ __forceinline__ float scale_for(float a, double max_finite, int margin) {
+  if (!(a > 0.0f) || !isfinite(a)) return 1.0f;
+  const double q = max_finite / static_cast<double>(a) / ldexp(1.0, margin);
+  return q > static_cast<double>(FLT_MAX) ? FLT_MAX : static_cast<float>(q);
+}
+
 __global__ void scale_kernel(const float* __restrict__ amax, double max_finite, int margin,
                              float* __restrict__ scale, float* __restrict__ inverse_scale) {
-  const float a = *amax;
-  float s = 1.0f;
-  if (a > 0.0f && isfinite(a)) {
-    const double q = max_finite / static_cast<double>(a) / ldexp(1.0, margin);
-    s = q > static_cast<double>(FLT_MAX) ? FLT_MAX : static_cast<float>(q);
-  }
+  const float s = scale_for(*amax, max_finite, margin);
   if (scale != nullptr) *scale = s;
   if (inverse_scale != nullptr) *inverse_scale = __fdiv_rn(1.0f, s);
+}
+
+// One thread per block: the amax pushed onto the history, the scale from
+// the history's maximum (bit patterns: a NaN wins, as in the amax).
+__global__ void update_scales_kernel(float* __restrict__ blocks, int count, double max_finite) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= count) return;
+  float* b = blocks + static_cast<std::ptrdiff_t>(i) * kFp8Block;
+  float* history = b + kFp8HistoryAt;
+  for (int h = kFp8History - 1; h > 0; --h) history[h] = history[h - 1];
+  history[0] = b[kFp8Amax];
+  unsigned most = 0;
+  for (int h = 0; h < kFp8History; ++h) most = max(most, abs_bits(history[h]));
+  const float s = scale_for(__uint_as_float(most), max_finite, 0);
+  b[kFp8Scale] = s;
+  b[kFp8Inverse] = __fdiv_rn(1.0f, s);
+  b[kFp8Amax] = 0.0f;
 }
 
 // ---- cast --------------------------------------------------------------------------
@@ -96,18 +127,24 @@ template <typename T, int Vec>
 __global__ void cast_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t chunks,
                             std::int64_t ld, const float* __restrict__ scale,
                             __nv_fp8_interpretation_t kind, std::uint8_t* __restrict__ out,
-                            std::int64_t ld_out) {
+                            std::int64_t ld_out, unsigned* __restrict__ amax_bits) {
   const std::int64_t chunk = my_chunk();
-  if (chunk >= chunks) return;
   const float s = *scale;
-  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
-    float v[Vec];
-    load_f32<Vec>(x + r * ld + chunk * Vec, v);
-    std::uint8_t c[Vec];
+  unsigned m = 0;
+  if (chunk < chunks) {  // no early return: raise_amax reduces over the whole block
+    for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
+      float v[Vec];
+      load_f32<Vec>(x + r * ld + chunk * Vec, v);
+      std::uint8_t c[Vec];
 #pragma unroll
-    for (int i = 0; i < Vec; ++i) c[i] = fp8_code(__fmul_rn(v[i], s), kind);
-    store_codes<Vec>(out + r * ld_out + chunk * Vec, c);
+      for (int i = 0; i < Vec; ++i) {
+        c[i] = fp8_code(__fmul_rn(v[i], s), kind);
+        m = max(m, abs_bits(v[i]));
+      }
+      store_codes<Vec>(out + r * ld_out + chunk * Vec, c);
+    }
   }
+  raise_amax(m, amax_bits);
 }
 
 // ---- cast with transpose -------------------------------------------------------------
@@ -136,7 +173,8 @@ __global__ void __launch_bounds__(kWideThreads)
     cast_transpose_tiled_kernel(const T* __restrict__ x, std::int64_t ld,
                                 const float* __restrict__ scale, __nv_fp8_interpretation_t kind,
                                 std::uint8_t* __restrict__ out, std::int64_t ld_out,
-                                std::uint8_t* __restrict__ out_t, std::int64_t ld_t) {
+                                std::uint8_t* __restrict__ out_t, std::int64_t ld_t,
+                                unsigned* __restrict__ amax_bits) {
   constexpr int kVec = kMaxVec<T>;                 // elements per 16-byte load
   constexpr int kChunksPerRow = kWideTile / kVec;  // loads across one tile row
   constexpr int kRowsPerPass = kWideThreads / kChunksPerRow;
@@ -145,16 +183,21 @@ __global__ void __launch_bounds__(kWideThreads)
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kWideTile;
   const int chunk = static_cast<int>(threadIdx.x) % kChunksPerRow;
   const float s = *scale;
+  unsigned m = 0;
 #pragma unroll
   for (int i = static_cast<int>(threadIdx.x) / kChunksPerRow; i < kWideTile; i += kRowsPerPass) {
     float v[kVec];
     load_f32<kVec>(x + (r0 + i) * ld + c0 + chunk * kVec, v);
     std::uint8_t c[kVec];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) c[k] = fp8_code(__fmul_rn(v[k], s), kind);
+    for (int k = 0; k < kVec; ++k) {
+      c[k] = fp8_code(__fmul_rn(v[k], s), kind);
+      m = max(m, abs_bits(v[k]));
+    }
     if (out != nullptr) store_codes<kVec>(out + (r0 + i) * ld_out + c0 + chunk * kVec, c);
     store_codes<kVec>(&tile[i][chunk * kVec], c);
   }
+  raise_amax(m, amax_bits);
   if (out_t == nullptr) return;  // uniform over the block
   __syncthreads();
   // Thread t writes out_t's row c0 + (t % 64), codes r0 + 16 * (t / 64) on:
@@ -172,21 +215,26 @@ __global__ void cast_transpose_kernel(const T* __restrict__ x, std::int64_t rows
                                       std::int64_t ld, const float* __restrict__ scale,
                                       __nv_fp8_interpretation_t kind,
                                       std::uint8_t* __restrict__ out, std::int64_t ld_out,
-                                      std::uint8_t* __restrict__ out_t, std::int64_t ld_t) {
+                                      std::uint8_t* __restrict__ out_t, std::int64_t ld_t,
+                                      unsigned* __restrict__ amax_bits) {
   __shared__ std::uint8_t tile[kTile][kTile + 4];  // padded: transposed reads hit distinct banks
   const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
   const int tx = static_cast<int>(threadIdx.x);
   const float s = *scale;
+  unsigned m = 0;
   for (int i = static_cast<int>(threadIdx.y); i < kTile; i += kTileRowsPerPass) {
     const std::int64_t r = r0 + i;
     const std::int64_t c = c0 + tx;
     if (r < rows && c < cols) {
-      const std::uint8_t code = fp8_code(__fmul_rn(to_f32(x[r * ld + c]), s), kind);
+      const float v = to_f32(x[r * ld + c]);
+      const std::uint8_t code = fp8_code(__fmul_rn(v, s), kind);
+      m = max(m, abs_bits(v));
       if (out != nullptr) out[r * ld_out + c] = code;
       tile[i][tx] = code;
     }
   }
+  raise_amax(m, amax_bits);
   if (out_t == nullptr) return;  // uniform over the block: no barrier is skipped by some threads
   __syncthreads();
   for (int i = static_cast<int>(threadIdx.y); i < kTile; i += kTileRowsPerPass) {
@@ -252,7 +300,8 @@ void fp8_scale_from_amax(const float* amax, Fp8Format f, int margin, float* scal
   CUDA_CHECK_LAUNCH();
 }
 
-void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaStream_t stream) {
+void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaStream_t stream,
+              float* amax) {
   const char* op = "fp8_cast";
   check_input(op, x);
   require(scale != nullptr && out.codes != nullptr, op, "no scale or no output");
@@ -265,14 +314,15 @@ void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaSt
       const std::int64_t chunks = x.cols / kVec;
       const RowLaunch l = row_launch(x.rows, chunks);
       cast_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(
-          x.ptr<const T>(), x.rows, chunks, x.ld, scale, interpretation(f), out.codes, out.ld);
+          x.ptr<const T>(), x.rows, chunks, x.ld, scale, interpretation(f), out.codes, out.ld,
+          reinterpret_cast<unsigned*>(amax));
       CUDA_CHECK_LAUNCH();
     });
   });
 }
 
 void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View out, Fp8View out_t,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, float* amax) {
   const char* op = "fp8_cast_transpose";
   check_input(op, x);
   require(scale != nullptr, op, "no scale");
@@ -287,9 +337,9 @@ void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View o
       require(x.rows / kWideTile <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");
       const dim3 grid(static_cast<unsigned>(x.cols / kWideTile),
                       static_cast<unsigned>(x.rows / kWideTile));
-      cast_transpose_tiled_kernel<T>
-          <<<grid, kWideThreads, 0, stream>>>(x.ptr<const T>(), x.ld, scale, interpretation(f),
-                                              out.codes, out.ld, out_t.codes, out_t.ld);
+      cast_transpose_tiled_kernel<T><<<grid, kWideThreads, 0, stream>>>(
+          x.ptr<const T>(), x.ld, scale, interpretation(f), out.codes, out.ld, out_t.codes,
+          out_t.ld, reinterpret_cast<unsigned*>(amax));
       CUDA_CHECK_LAUNCH();
       return;
     }
@@ -298,11 +348,20 @@ void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View o
     require(tiles_r <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");
     const dim3 grid(static_cast<unsigned>(tiles_c), static_cast<unsigned>(tiles_r));
     const dim3 block(kTile, kTileRowsPerPass);
-    cast_transpose_kernel<T><<<grid, block, 0, stream>>>(x.ptr<const T>(), x.rows, x.cols, x.ld,
-                                                         scale, interpretation(f), out.codes,
-                                                         out.ld, out_t.codes, out_t.ld);
+    cast_transpose_kernel<T><<<grid, block, 0, stream>>>(
+        x.ptr<const T>(), x.rows, x.cols, x.ld, scale, interpretation(f), out.codes, out.ld,
+        out_t.codes, out_t.ld, reinterpret_cast<unsigned*>(amax));
     CUDA_CHECK_LAUNCH();
   });
+}
+
+void fp8_update_scales(float* blocks, int count, Fp8Format f, cudaStream_t stream) {
+  require(blocks != nullptr || count == 0, "fp8_update_scales", "no blocks");
+  if (count <= 0) return;
+  constexpr int kThreads = 128;
+  update_scales_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+      blocks, count, static_cast<double>(fp8_max_finite_f32(f)));
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tinyllama::cuda

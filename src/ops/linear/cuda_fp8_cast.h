@@ -55,12 +55,21 @@ void fp8_scale_from_amax(const float* amax, Fp8Format f, int margin, float* scal
 // out = the FP8 codes of x * (*scale): the product in fp32, then rounded to
 // nearest even and saturated to the largest finite code ("satfinite").
 // out must hold x.rows rows of x.cols codes (out.ld >= x.cols).
-void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaStream_t stream);
+// With amax (delayed scaling): *amax is raised to max |x| as the cast
+// reads x (atomically, the bit-pattern maximum as fp8_amax's; never
+// zeroed here), so the next step's scale needs no pass of its own.
+void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaStream_t stream,
+              float* amax = nullptr);
 
 // fp8_cast into out, and its transpose into out_t: out_t holds x.cols rows
 // of x.rows codes (out_t.ld >= x.rows), out_t(c, r) == out(r, c). Either
 // output may be left out (codes == nullptr) to write only the other.
 void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View out, Fp8View out_t,
-                        cudaStream_t stream);
+                        cudaStream_t stream, float* amax = nullptr);
+
+// Delayed scaling's step boundary (LinearOps::fp8_update_scales, the twin
+// of cpu::update_fp8_scales): `count` blocks of kFp8Block floats
+// (ops/linear/fp8_tensor.h) at `blocks`, one thread each.
+void fp8_update_scales(float* blocks, int count, Fp8Format f, cudaStream_t stream);
 
 }  // namespace tinyllama::cuda

@@ -21,9 +21,16 @@ namespace tinyllama {
 enum Fp8Scalar : int {
   kFp8Inverse = 0,  // 1 / scale: what the GEMM multiplies its result by
   kFp8Scale = 1,    // x * scale -> code (cpu::fp8_scale_for)
-  kFp8Amax = 2,     // max |x| of the source tensor
+  kFp8Amax = 2,     // max |x| of the source tensor (under delayed scaling: of this step's so far)
   kFp8Scalars = 4,  // one float of padding
+  // Delayed scaling's amax history follows (kFp8History floats, newest
+  // first); a block of kFp8Block floats keeps the next block's inverse
+  // 16-byte aligned too.
+  kFp8HistoryAt = kFp8Scalars,
 };
+inline constexpr int kFp8History = 16;
+inline constexpr int kFp8Block = kFp8Scalars + kFp8History;
+static_assert(kFp8Block % 4 == 0, "a block must keep the next one's inverse 16-byte aligned");
 
 struct Fp8Tensor {
   Fp8Format format = Fp8Format::E4M3;
@@ -33,7 +40,7 @@ struct Fp8Tensor {
   std::int64_t ld = 0;              // bytes between rows of codes, >= cols
   std::uint8_t* codes_t = nullptr;  // [cols, rows] row-major (the transpose), or null
   std::int64_t ld_t = 0;            // bytes between rows of codes_t, >= rows
-  float* scalars = nullptr;         // kFp8Scalars floats: amax, scale, inverse
+  float* scalars = nullptr;         // a block of kFp8Block floats (Fp8Scalar)
 
   // The same tensor with only the row-major (only the transposed) copy.
   Fp8Tensor direct_only() const {
@@ -56,6 +63,11 @@ enum class Fp8ScaleFrom {
   // tensor quantised before (the backward's transposed copy of the forward's
   // input), so that both copies hold the same codes.
   Kept,
+  // Delayed scaling (Transformer Engine's "delayed"): the scale the block
+  // holds, set by fp8_update_scales from the amax history of the steps
+  // before, so the cast needs no amax pass first; the cast raises the
+  // block's amax to max |x| as it goes, for the next update.
+  History,
 };
 
 }  // namespace tinyllama

@@ -45,10 +45,17 @@ class LinearOps {
   //
   // q = x quantised: with Fp8ScaleFrom::Amax, q's amax becomes max |x| and
   // its scale and inverse follow from it (cpu::fp8_scale_for, margin 0);
-  // with Kept they are q's already. Then the copies q has (codes, codes_t)
-  // get x * scale rounded to q.format (nearest even, saturating). q's shape
-  // is x's.
+  // with Kept they are q's already; with History too, and q's amax is
+  // raised to max |x| (the bit-pattern maximum: NaN stays NaN). Then the
+  // copies q has (codes, codes_t) get x * scale rounded to q.format
+  // (nearest even, saturating). q's shape is x's.
   virtual void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) = 0;
+  // Delayed scaling's step boundary, for `count` scalar blocks of format f
+  // laid out kFp8Block floats apart from `blocks`: each block's amax is
+  // pushed onto the front of its history (the oldest dropped), its scale
+  // and inverse become fp8_scale_for(the history's maximum) and its
+  // inverse, and its amax is zeroed for the casts to come.
+  virtual void fp8_update_scales(float* blocks, int count, Fp8Format f) = 0;
   // c = op(a) * op(b) * inverse_a * inverse_b (+ c when accumulate), the
   // products of codes summed in fp32, rounded once to c's dtype (bf16 or
   // fp32). op(a) = a reads a.codes, a^T (trans_a) a.codes_t; op(b) = b^T

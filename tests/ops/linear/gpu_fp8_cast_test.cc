@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "gpu_fp8_util.h"
+#include "ops/linear/cpu_fp8_linear.h"
 #include "ops/linear/cuda_fp8_cast.h"
+#include "ops/linear/fp8_tensor.h"
 
 namespace tinyllama::gpu_test {
 namespace {
@@ -141,6 +143,47 @@ TEST_P(GpuFp8Cast, TransposeOnly) {
                s.rows, s.rows, "transposed copy alone");
 }
 
+// Delayed scaling's casts (the amax argument): the same codes, and the
+// amax raised to the tensor's -- from below, and kept from above -- by
+// both cast kernels and both cast_transpose variants.
+TEST_P(GpuFp8Cast, CastsRecordTheAmaxForDelayedScaling) {
+  const auto [t, f, s] = GetParam();
+  Rng rng(8);
+  CastInput in(s, t, rng);
+  const std::size_t n = in.values.size();
+  const auto tensor_amax = static_cast<float>(cpu::amax(in.values.data(), n));
+  const float scale = cpu::fp8_scale_for(tensor_amax, f, -1);  // some elements saturate
+  std::vector<std::uint8_t> want(n);
+  cpu::quantize_fp8(in.values.data(), n, scale, f, want.data());
+  const std::int64_t ld = s.cols + s.pad, ld_t = s.rows + s.pad;
+  for (const float earlier : {tensor_amax / 3, tensor_amax * 2}) {
+    SCOPED_TRACE("amax before the cast " + std::to_string(earlier));
+    for (const bool transposing : {false, true}) {
+      // [scale, amax] on the device.
+      DeviceMem scalars(2 * sizeof(float));
+      const float init[2] = {scale, earlier};
+      scalars.upload(init, sizeof(init));
+      DeviceMem out(static_cast<std::size_t>(s.rows * ld)),
+          out_t(static_cast<std::size_t>(s.cols * ld_t));
+      float* amax = scalars.get<float>() + 1;
+      if (transposing) {
+        cuda::fp8_cast_transpose(in.x, scalars.get<float>(), f,
+                                 cuda::Fp8View{out.get<std::uint8_t>(), ld},
+                                 cuda::Fp8View{out_t.get<std::uint8_t>(), ld_t}, nullptr, amax);
+        expect_codes(out_t.download<std::uint8_t>(out_t.bytes()), transpose(want, s.rows, s.cols),
+                     s.cols, s.rows, ld_t, "transposed copy");
+      } else {
+        cuda::fp8_cast(in.x, scalars.get<float>(), f, cuda::Fp8View{out.get<std::uint8_t>(), ld},
+                       nullptr, amax);
+      }
+      expect_codes(out.download<std::uint8_t>(out.bytes()), want, s.rows, s.cols, ld,
+                   transposing ? "fp8_cast_transpose" : "fp8_cast");
+      EXPECT_EQ(scalars.download<float>(2)[1], std::max(earlier, tensor_amax))
+          << (transposing ? "fp8_cast_transpose" : "fp8_cast");
+    }
+  }
+}
+
 std::string cast_name(const ::testing::TestParamInfo<CastParam>& info) {
   const auto& [t, f, s] = info.param;
   return dtype_label(t) + "_" + format_label(f) + "_" + std::to_string(s.rows) + "x" +
@@ -198,6 +241,34 @@ TEST_F(GpuFp8Scale, AmaxPropagatesNanAndInf) {
         EXPECT_TRUE(std::isnan(got)) << dtype_label(t) << " amax with a NaN: " << got;
       } else {
         EXPECT_EQ(got, bad) << dtype_label(t) << " amax with an inf";
+      }
+    }
+  }
+}
+
+// Delayed scaling's step boundary, bit for bit with the CPU's: random
+// histories, one whose maximum is the oldest (dropped), one of zeroes, one
+// holding a NaN.
+TEST_F(GpuFp8Scale, UpdateScalesMatchesTheCpu) {
+  Rng rng(9);
+  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    const int count = 300;  // more than one launch block
+    std::vector<float> blocks(static_cast<std::size_t>(count) * kFp8Block);
+    for (float& x : blocks)
+      x = static_cast<float>(std::fabs(rng.normal()) * std::exp(rng.normal() * 8));
+    blocks[kFp8Block + kFp8HistoryAt + kFp8History - 1] = 1e30f;
+    for (int h = 0; h < kFp8Block; ++h) blocks[2 * kFp8Block + h] = 0.0f;
+    blocks[3 * kFp8Block + kFp8HistoryAt + 4] = std::numeric_limits<float>::quiet_NaN();
+    DeviceMem dev(blocks.size() * sizeof(float));
+    dev.upload(blocks.data(), blocks.size() * sizeof(float));
+    cuda::fp8_update_scales(dev.get<float>(), count, f, nullptr);
+    cpu::update_fp8_scales(blocks.data(), count, f);
+    const std::vector<float> got = dev.download<float>(blocks.size());
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      if (std::isnan(blocks[i])) {
+        ASSERT_TRUE(std::isnan(got[i])) << format_label(f) << " float " << i;
+      } else {
+        ASSERT_EQ(got[i], blocks[i]) << format_label(f) << " float " << i;
       }
     }
   }
