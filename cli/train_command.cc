@@ -67,7 +67,7 @@ TrainOptions to_train_options(const TrainArgs& a) {
     throw UsageError("--fp8-gemms: only under --use-amp --amp-dtype float8");
   }
   o.request.fp8_scaling = parse_fp8_scaling(a.fp8_scaling);
-  if (a.fp8_scaling != "current" && !o.request.precision.fp8_linears) {
+  if (a.fp8_scaling != "delayed" && !o.request.precision.fp8_linears) {
     throw UsageError("--fp8-scaling: only under --use-amp --amp-dtype float8");
   }
   if (!a.device.empty()) o.device_request = parse_device(a.device);

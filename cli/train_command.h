@@ -38,7 +38,7 @@ struct TrainArgs {
   bool use_amp = false;
   std::string amp_dtype = "bfloat16";
   std::string fp8_gemms = "auto";
-  std::string fp8_scaling = "current";
+  std::string fp8_scaling = "delayed";
   ToggleFlags toggles;
   std::string json_path;
   std::string save_weights;

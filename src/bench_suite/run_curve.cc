@@ -106,23 +106,59 @@ std::string stacked(const std::vector<Chart>& charts) {
 
 }  // namespace
 
+// The mean of the last `window` finite values at each point (NaN until
+// one is seen): per-step losses of different runs cross each other every
+// step; their running means show which run is lower.
+std::vector<double> running_mean(const std::vector<double>& values, std::size_t window) {
+  std::vector<double> out(values.size(), kNan);
+  std::vector<double> kept;
+  double sum = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (std::isfinite(values[i])) {
+      kept.push_back(values[i]);
+      sum += values[i];
+      if (kept.size() > window) sum -= kept[kept.size() - 1 - window];
+    }
+    if (!kept.empty()) out[i] = sum / static_cast<double>(std::min(kept.size(), window));
+  }
+  return out;
+}
+
+// The steps after which any run evaluated: the validation chart's axis, so
+// each run's evaluations join into a line.
+std::vector<int> evaluated_steps(const std::vector<LabelledCurve>& runs) {
+  std::set<int> steps;
+  for (const LabelledCurve& r : runs) {
+    for (std::size_t i = 0; i < r.curve.steps.size(); ++i) {
+      if (std::isfinite(r.curve.val_loss[i])) steps.insert(r.curve.steps[i]);
+    }
+  }
+  return {steps.begin(), steps.end()};
+}
+
 std::string runs_svg(const std::vector<LabelledCurve>& runs, const std::string& title) {
   std::set<int> all;
   for (const LabelledCurve& r : runs) all.insert(r.curve.steps.begin(), r.curve.steps.end());
   RunCurve axis;
   axis.steps.assign(all.begin(), all.end());
-  Chart train = step_chart(axis, title + ": training loss", "loss");
-  Chart val = step_chart(axis, title + ": validation loss", "loss");
-  bool evaluated = false;
+  // About a hundredth of the run: long enough to average out the batches.
+  const std::size_t window = std::max<std::size_t>(1, axis.steps.size() / 100);
+  Chart train = step_chart(
+      axis, title + ": training loss, mean of " + std::to_string(window) + " steps", "loss");
   for (const LabelledCurve& r : runs) {
-    train.series.push_back({r.label, on_steps(r.curve, r.curve.loss, axis.steps), false});
-    Series v{r.label, on_steps(r.curve, r.curve.val_loss, axis.steps), true};
-    evaluated = evaluated || std::any_of(v.values.begin(), v.values.end(),
-                                         [](double x) { return std::isfinite(x); });
-    val.series.push_back(std::move(v));
+    train.series.push_back(
+        {r.label, running_mean(on_steps(r.curve, r.curve.loss, axis.steps), window), false});
   }
   std::vector<Chart> charts{train};
-  if (evaluated) charts.push_back(val);
+  RunCurve evals;
+  evals.steps = evaluated_steps(runs);
+  if (!evals.steps.empty()) {
+    Chart val = step_chart(evals, title + ": validation loss", "loss");
+    for (const LabelledCurve& r : runs) {
+      val.series.push_back({r.label, on_steps(r.curve, r.curve.val_loss, evals.steps), true});
+    }
+    charts.push_back(std::move(val));
+  }
   return stacked(charts);
 }
 

@@ -28,10 +28,19 @@ std::string run_curve_svg(const RunCurve& curve, const std::string& title);
 // model in three precisions, or over seeds): the training losses in one
 // chart, the validation losses in a second where any run evaluated, a
 // series per run named by its label; the steps are the union of the runs'.
+// The training losses are running means over a hundredth of the steps (one
+// batch's loss varies more than runs differ); the validation chart's axis
+// holds the evaluated steps only, so each run's evaluations form a line.
 struct LabelledCurve {
   std::string label;
   RunCurve curve;
 };
 std::string runs_svg(const std::vector<LabelledCurve>& runs, const std::string& title);
+
+// runs_svg's two helpers. The mean of the last `window` finite values at
+// each point (NaN before the first; NaNs are skipped, not counted).
+std::vector<double> running_mean(const std::vector<double>& values, std::size_t window);
+// The steps after which any of the runs evaluated, ascending.
+std::vector<int> evaluated_steps(const std::vector<LabelledCurve>& runs);
 
 }  // namespace tinyllama::suite

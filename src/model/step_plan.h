@@ -343,7 +343,7 @@ struct PlanRequest {
   KernelPins kernel_pins;
   // --amp-dtype float8: which linear GEMMs (--fp8-gemms).
   Fp8Choice fp8_gemms = Fp8Choice::Auto;
-  Fp8Scaling fp8_scaling = Fp8Scaling::Current;  // --fp8-scaling
+  Fp8Scaling fp8_scaling = Fp8Scaling::Delayed;  // --fp8-scaling
 };
 
 struct StepPlan {

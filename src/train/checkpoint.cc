@@ -66,7 +66,8 @@ std::vector<std::pair<std::string, std::string>> run_identity(const TrainOptions
           {"--batch-size", std::to_string(global_batch(o))},
           {"--learning-rate", real_text(o.learning_rate)},
           {"--use-amp/--amp-dtype", p.mixed() ? amp_dtype_name(p) : std::string("off (fp32)")},
-          {"--fp8-scaling", fp8_scaling_name(o.request.fp8_scaling)}};
+          {"--fp8-scaling",
+           fp8_scaling_name(p.fp8_linears ? o.plan.fp8.scaling : Fp8Scaling::Current)}};
 }
 
 // The training recipe's part of the identity (train/recipe.h). A decaying

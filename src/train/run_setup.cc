@@ -74,9 +74,11 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
     // Each rank's casts would record their own amaxes, and a checkpoint
     // holds one history: a resumed run could not round as this one did.
     if (opts.plan.precision.fp8_linears && opts.plan.fp8.scaling == Fp8Scaling::Delayed) {
-      throw UsageError(
-          "--fp8-scaling delayed: one GPU only (each rank would keep its own amax history); "
-          "leave it out under --gpus");
+      opts.plan.fp8 =
+          choose_fp8_linears(opts.model, opts.shape, opts.request.fp8_gemms, Fp8Scaling::Current);
+      opts.plan.fallbacks.push_back(
+          {"fp8_scaling", "delayed", "current",
+           "data parallel: each rank would keep its own amax history, and a checkpoint holds one"});
     }
     opts.plan.parallel = opts.parallel;
     fall_back_to_full_gradients(opts.plan,

@@ -54,7 +54,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"--device tpu", "--device tpu:"}, BadFlag{"--amp-dtype fp8", "--amp-dtype fp8:"},
         BadFlag{"--version v9", "--version v9"},
         BadFlag{"--fp8-scaling sometimes", "--fp8-scaling sometimes: allowed values are current"},
-        BadFlag{"--fp8-scaling delayed", "--fp8-scaling: only under --use-amp --amp-dtype float8"},
+        BadFlag{"--fp8-scaling current", "--fp8-scaling: only under --use-amp --amp-dtype float8"},
         BadFlag{"--activations all",
                 "--activations all: allowed values are stored, "
                 "recompute_norms, recompute"},
