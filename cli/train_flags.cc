@@ -83,7 +83,8 @@ void execution_flags(CLI::App* cmd, TrainArgs& a) {
         "compute dtype under --use-amp; float16 adds dynamic loss scaling; float8 is bfloat16 "
         "with the linear layers' GEMMs (QKV, out projection, gate/up, down; forward and both "
         "gradients) on FP8 tensor cores where the plan finds them faster at their shape: E4M3 "
-        "weights and activations, E5M2 gradients, per-tensor current scaling (needs sm_89+; the "
+        "weights and activations, E5M2 gradients, one scale per tensor (--fp8-scaling; needs "
+        "sm_89+; the "
         "run header lists the GEMMs in FP8)")
       ->group("Execution");
   value(cmd, "--fp8-gemms", a.fp8_gemms, "{auto,all}",
