@@ -27,6 +27,25 @@
 
 namespace tinyllama::cli {
 
+namespace {
+
+// --use-amp, --amp-dtype and the FP8 flags, each checked even where it
+// does not apply, so a typo is never silently ignored.
+void apply_precision_flags(const TrainArgs& a, PlanRequest& request) {
+  const Precision amp = parse_amp_dtype(a.amp_dtype);
+  request.precision = a.use_amp ? amp : Precision::fp32();
+  request.fp8_gemms = parse_fp8_gemms(a.fp8_gemms);
+  if (a.fp8_gemms != "auto" && !request.precision.fp8_linears) {
+    throw UsageError("--fp8-gemms: only under --use-amp --amp-dtype float8");
+  }
+  request.fp8_scaling = parse_fp8_scaling(a.fp8_scaling);
+  if (a.fp8_scaling != "delayed" && !request.precision.fp8_linears) {
+    throw UsageError("--fp8-scaling: only under --use-amp --amp-dtype float8");
+  }
+}
+
+}  // namespace
+
 TrainOptions to_train_options(const TrainArgs& a) {
   TrainOptions o;
   ModelConfig& m = o.model;
@@ -59,17 +78,7 @@ TrainOptions to_train_options(const TrainArgs& a) {
       throw UsageError("--loss-chunk-rows " + a.loss_chunk_rows + ": expected at least 1");
     }
   }
-  // Checked even without --use-amp, so a typo is never silently ignored.
-  const Precision amp = parse_amp_dtype(a.amp_dtype);
-  o.request.precision = a.use_amp ? amp : Precision::fp32();
-  o.request.fp8_gemms = parse_fp8_gemms(a.fp8_gemms);
-  if (a.fp8_gemms != "auto" && !o.request.precision.fp8_linears) {
-    throw UsageError("--fp8-gemms: only under --use-amp --amp-dtype float8");
-  }
-  o.request.fp8_scaling = parse_fp8_scaling(a.fp8_scaling);
-  if (a.fp8_scaling != "delayed" && !o.request.precision.fp8_linears) {
-    throw UsageError("--fp8-scaling: only under --use-amp --amp-dtype float8");
-  }
+  apply_precision_flags(a, o.request);
   if (!a.device.empty()) o.device_request = parse_device(a.device);
 
   apply_run_flags(a.run, o);
