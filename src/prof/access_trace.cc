@@ -188,8 +188,9 @@ void AccessTraceBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom fr
 void AccessTraceBackend::fp8_update_scales(float* blocks, int count, Fp8Format) {
   const std::int64_t bytes = std::int64_t{count} * kFp8Block * std::int64_t{sizeof(float)};
   const auto* p = reinterpret_cast<const char*>(blocks);
-  current_op().accesses.push_back({p, 1, bytes, bytes, false});
-  current_op().accesses.push_back({p, 1, bytes, bytes, true});
+  TracedOp& op = current_op();  // once: outside every marker each call opens an op
+  op.accesses.push_back({p, 1, bytes, bytes, false});
+  op.accesses.push_back({p, 1, bytes, bytes, true});
   CallCost cost;
   cost.bytes = 2 * bytes;
   charge(cost);
