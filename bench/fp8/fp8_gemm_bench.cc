@@ -15,7 +15,8 @@
 //     wgrad    a = dy^T [out, T] E5M2, b = x^T [in, T] E4M3    -> fp32
 //   and the forward with fast accumulation (Transformer Engine's choice).
 //   casts: amax + cast_transpose of x [T, in], W [out, in] and dy [T, out]
-//   from bf16 (what one linear's three GEMMs need quantised per step).
+//   from bf16 (what one linear's three GEMMs need quantised per step), and
+//   delayed scaling's single cast_transpose that records the amax.
 //
 // Each time is the median of --samples samples, each the mean of --reps
 // launches between two CUDA events, after warm-up launches (which also run
@@ -222,18 +223,20 @@ double time_fp8(Engines& e, Timer& timer, Pass p, const Mnk& s, bool fast) {
   return timer.median_ms([&] { e.fp8.run(cm, ao, bo, o); });
 }
 
-// The two passes that quantise a bf16 [rows, cols] tensor under current
+// The passes that quantise a bf16 [rows, cols] tensor under current
 // scaling: amax (reads it) and scale + cast_transpose (reads it, writes
-// both copies' codes), timed apart.
+// both copies' codes), timed apart; and under delayed scaling, the one
+// cast_transpose that records the amax as it reads (the scale update is
+// one launch per step for every tensor, left out).
 struct CastTimes {
-  double amax_ms = 0, cast_ms = 0;
+  double amax_ms = 0, cast_ms = 0, delayed_ms = 0;
   double total() const { return amax_ms + cast_ms; }
 };
 
 CastTimes time_cast(Engines& e, Timer& timer, std::int64_t rows, std::int64_t cols) {
   Buffer x(rows * cols, 2, false, 9), out(rows * cols, 1, true, 10),
       out_t(rows * cols, 1, true, 11);
-  Buffer scalars(3, 4, true, 12);
+  Buffer scalars(4, 4, true, 12);
   auto* f = static_cast<float*>(scalars.get());
   const Mat xm(x.get(), DType::BF16, rows, cols);
   auto* o = static_cast<std::uint8_t*>(out.get());
@@ -245,6 +248,10 @@ CastTimes time_cast(Engines& e, Timer& timer, std::int64_t rows, std::int64_t co
     cuda::fp8_cast_transpose(xm, f + 1, Fp8Format::E4M3, cuda::Fp8View{o, cols},
                              cuda::Fp8View{ot, rows}, e.stream);
   });
+  t.delayed_ms = timer.median_ms([&] {
+    cuda::fp8_cast_transpose(xm, f + 1, Fp8Format::E4M3, cuda::Fp8View{o, cols},
+                             cuda::Fp8View{ot, rows}, e.stream, f + 3);
+  });
   return t;
 }
 
@@ -254,9 +261,11 @@ void print_cast(const char* linear, const char* tensor, std::int64_t rows, std::
                 const CastTimes& t) {
   const double elems = static_cast<double>(rows) * static_cast<double>(cols);
   std::printf(
-      "  %-9s cast %-3s %6lld x %-6lld | amax %.4f ms %5.0f GB/s | cast+T %.4f ms %5.0f GB/s\n",
+      "  %-9s cast %-3s %6lld x %-6lld | amax %.4f ms %5.0f GB/s | cast+T %.4f ms %5.0f GB/s | "
+      "delayed cast+T %.4f ms %5.0f GB/s\n",
       linear, tensor, static_cast<long long>(rows), static_cast<long long>(cols), t.amax_ms,
-      2 * elems / (t.amax_ms * 1e6), t.cast_ms, 4 * elems / (t.cast_ms * 1e6));
+      2 * elems / (t.amax_ms * 1e6), t.cast_ms, 4 * elems / (t.cast_ms * 1e6), t.delayed_ms,
+      4 * elems / (t.delayed_ms * 1e6));
 }
 
 // ---- the table ----------------------------------------------------------------------
@@ -267,7 +276,7 @@ double tflops(const Mnk& s, double ms) {
 }
 
 struct Totals {
-  double bf16 = 0, fp8 = 0, casts = 0;
+  double bf16 = 0, fp8 = 0, casts = 0, delayed_casts = 0;
 };
 
 void bench_linear(Engines& e, Timer& timer, std::int64_t t, const LinearShape& l, Totals& tot) {
@@ -304,6 +313,7 @@ void bench_linear(Engines& e, Timer& timer, std::int64_t t, const LinearShape& l
     const CastTimes c = time_cast(e, timer, x.rows, x.cols);
     print_cast(l.name, x.name, x.rows, x.cols, c);
     tot.casts += c.total();
+    tot.delayed_casts += c.delayed_ms;
   }
 }
 
@@ -316,8 +326,9 @@ void bench_config(Engines& e, Timer& timer, const BenchShape& shape) {
   for (const LinearShape& l : linears_of(shape.cfg)) bench_linear(e, timer, t, l, tot);
   std::printf(
       "  one block's 12 GEMMs: bf16 %.3f ms, fp8 %.3f ms (fast-accum forward) + casts "
-      "%.3f ms = %.3f ms: %.2fx\n",
-      tot.bf16, tot.fp8, tot.casts, tot.fp8 + tot.casts, tot.bf16 / (tot.fp8 + tot.casts));
+      "%.3f ms = %.3f ms: %.2fx; with delayed scaling's casts %.3f ms: %.2fx\n",
+      tot.bf16, tot.fp8, tot.casts, tot.fp8 + tot.casts, tot.bf16 / (tot.fp8 + tot.casts),
+      tot.delayed_casts, tot.bf16 / (tot.fp8 + tot.delayed_casts));
 }
 
 Options parse(int argc, char** argv) {
