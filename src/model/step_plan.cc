@@ -312,7 +312,14 @@ void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& c
     plan.fallbacks.push_back({"linear_gemms", "float8", "bfloat16", why});
     return;
   }
-  plan.fp8 = choose_fp8_linears(cfg, shape, request.fp8_gemms, request.fp8_scaling);
+  Fp8Scaling scaling = request.fp8_scaling;
+  if (scaling == Fp8Scaling::Delayed && request.data_parallel) {
+    plan.fallbacks.push_back(
+        {"fp8_scaling", "delayed", "current",
+         "data parallel: each rank would keep its own amax history, and a checkpoint holds one"});
+    scaling = Fp8Scaling::Current;
+  }
+  plan.fp8 = choose_fp8_linears(cfg, shape, request.fp8_gemms, scaling);
   const bool swiglu_gemm_reads_fp8 = plan.fp8.at(LinearKind::GateUp, LinearPass::Forward) ||
                                      plan.fp8.at(LinearKind::Down, LinearPass::Dgrad);
   if (ops.swiglu == SwigluImpl::Gemm && swiglu_gemm_reads_fp8) {

@@ -344,6 +344,10 @@ struct PlanRequest {
   // --amp-dtype float8: which linear GEMMs (--fp8-gemms).
   Fp8Choice fp8_gemms = Fp8Choice::Auto;
   Fp8Scaling fp8_scaling = Fp8Scaling::Delayed;  // --fp8-scaling
+  // The run is data parallel (--gpus): delayed FP8 scaling falls back to
+  // current, since each rank would keep its own amax history and a
+  // checkpoint holds one.
+  bool data_parallel = false;
 };
 
 struct StepPlan {

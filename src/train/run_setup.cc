@@ -38,6 +38,7 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   validate_recipe(opts, world);
   PlanRequest request = opts.request;
   request.update = update_recipe(opts, world);
+  request.data_parallel = opts.parallel.enabled;
   // A resumed attention=auto takes the checkpoint's choice rather than timing
   // again (train() loads the same newest checkpoint).
   if (!opts.resume.empty() && request.ops.attention == AttentionImpl::Auto) {
@@ -70,15 +71,6 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   if (opts.parallel.enabled) {
     if (device != DeviceKind::Cuda) {
       throw UsageError("--gpus: data parallel runs on CUDA devices (not --device cpu)");
-    }
-    // Each rank's casts would record their own amaxes, and a checkpoint
-    // holds one history: a resumed run could not round as this one did.
-    if (opts.plan.precision.fp8_linears && opts.plan.fp8.scaling == Fp8Scaling::Delayed) {
-      opts.plan.fp8 =
-          choose_fp8_linears(opts.model, opts.shape, opts.request.fp8_gemms, Fp8Scaling::Current);
-      opts.plan.fallbacks.push_back(
-          {"fp8_scaling", "delayed", "current",
-           "data parallel: each rank would keep its own amax history, and a checkpoint holds one"});
     }
     opts.plan.parallel = opts.parallel;
     fall_back_to_full_gradients(opts.plan,
