@@ -95,6 +95,7 @@ class Model {
   // the next training step scale from the history, as the run that saved it
   // would have.
   std::vector<float> fp8_scaling_state() const;
+  std::size_t fp8_scaling_floats() const;  // its size, without reading it
   void set_fp8_scaling_state(const std::vector<float>& blocks);
   std::int64_t state_elements() const { return canonical_.total(); }
   // This rank's connection to the others; null in a single-process run.

@@ -34,19 +34,29 @@ void Model::begin_fp8_pass(bool records) {
   fp8_history_warm_ = true;
 }
 
-std::vector<float> Model::fp8_scaling_state() const {
-  std::vector<float> out;
-  if (!delayed_fp8()) return out;
+std::size_t Model::fp8_scaling_floats() const {
+  if (!delayed_fp8()) return 0;
+  std::size_t n = 0;
   for (const Fp8ScalarBlocks& b : acts_.fp8.scalar_blocks(arena_)) {
-    const std::size_t at = out.size();
-    out.resize(at + static_cast<std::size_t>(b.count) * kFp8Block);
-    backend_.download(out.data() + at, b.blocks, (out.size() - at) * sizeof(float));
+    n += static_cast<std::size_t>(b.count) * kFp8Block;
+  }
+  return n;
+}
+
+std::vector<float> Model::fp8_scaling_state() const {
+  std::vector<float> out(fp8_scaling_floats());
+  if (out.empty()) return out;
+  std::size_t at = 0;
+  for (const Fp8ScalarBlocks& b : acts_.fp8.scalar_blocks(arena_)) {
+    const std::size_t n = static_cast<std::size_t>(b.count) * kFp8Block;
+    backend_.download(out.data() + at, b.blocks, n * sizeof(float));
+    at += n;
   }
   return out;
 }
 
 void Model::set_fp8_scaling_state(const std::vector<float>& blocks) {
-  const std::size_t expected = fp8_scaling_state().size();
+  const std::size_t expected = fp8_scaling_floats();
   if (blocks.size() != expected) {
     throw std::invalid_argument("set_fp8_scaling_state: " + std::to_string(blocks.size()) +
                                 " floats, expected " + std::to_string(expected));

@@ -170,7 +170,7 @@ void append_fp8_scaling(const Model& model, NamedTensors& out) {
 void load_fp8_scaling(const std::string& path, Model& model, NamedTensors& file) {
   const auto it = std::find_if(file.begin(), file.end(),
                                [](const auto& entry) { return entry.first == kFp8ScalingTensor; });
-  const std::size_t expected = model.fp8_scaling_state().size();
+  const std::size_t expected = model.fp8_scaling_floats();
   if (expected == 0) return;  // fitting_tensors refuses a tensor this model does not keep
   if (it == file.end()) {
     throw RuntimeFailure(path + ": tensor '" + kFp8ScalingTensor + "' is missing");
