@@ -134,6 +134,12 @@ class CudaBackend final : public Backend, public ExerciseOps {
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;
   void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) override;
+  // One kernel each (ops/swiglu/cuda_swiglu_fp8.cu) where the scale is
+  // known before the pass and the tiles fit; else the two ops.
+  void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,
+                          bool keep_hidden) override;
+  void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
+                           Fp8ScaleFrom from, bool keep_grads) override;
   // One Hopper kernel each (ops/swiglu/swiglu_gemm) where it takes the operands,
   // else the composed default.
   void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu) override;

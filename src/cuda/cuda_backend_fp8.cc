@@ -4,11 +4,13 @@
 // launches: the amax (a pass over x), the scale (one thread), the cast (a
 // second pass, writing the copies asked for); under delayed scaling one:
 // the cast, raising the block's amax as it reads.
+#include <stdexcept>
 #include <string>
 
 #include "core/errors.h"
 #include "cuda/cuda_backend.h"
 #include "ops/linear/cuda_fp8_cast.h"
+#include "ops/swiglu/cuda_swiglu.h"
 
 namespace tinyllama::cuda {
 namespace {
@@ -30,6 +32,19 @@ cuda::Fp8Operand fp8_operand(const Fp8Tensor& t, bool transposed) {
   return o;
 }
 
+void require_fp8_shape(const char* op, const Fp8Tensor& q, std::int64_t rows, std::int64_t cols) {
+  if (q.rows != rows || q.cols != cols) {
+    throw std::invalid_argument(std::string(op) + ": the FP8 tensor is " + std::to_string(q.rows) +
+                                " x " + std::to_string(q.cols) + ", its source " +
+                                std::to_string(rows) + " x " + std::to_string(cols));
+  }
+}
+
+// The amax a cast with this scale source raises (delayed scaling's record).
+float* recorded_amax(const Fp8Tensor& q, Fp8ScaleFrom from) {
+  return from == Fp8ScaleFrom::History ? q.scalars + kFp8Amax : nullptr;
+}
+
 cuda::Fp8GemmOptions fp8_options(bool accumulate) {
   cuda::Fp8GemmOptions o;
   o.accumulate = accumulate;
@@ -45,13 +60,41 @@ void CudaBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) {
                               q.scalars + kFp8Inverse, stream_);
   }
   const float* scale = q.scalars + kFp8Scale;
-  float* amax = from == Fp8ScaleFrom::History ? q.scalars + kFp8Amax : nullptr;
+  float* amax = recorded_amax(q, from);
   if (q.codes_t == nullptr) {
     cuda::fp8_cast(x, scale, q.format, cuda::Fp8View{q.codes, q.ld}, stream_, amax);
     return;
   }
   cuda::fp8_cast_transpose(x, scale, q.format, cuda::Fp8View{q.codes, q.ld},
                            cuda::Fp8View{q.codes_t, q.ld_t}, stream_, amax);
+}
+
+// Current scaling needs the whole result's amax before the first code:
+// the two ops then, as where the fused kernel's tiles do not fit.
+void CudaBackend::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q,
+                                     Fp8ScaleFrom from, bool keep_hidden) {
+  require_fp8_shape("swiglu_forward_fp8", q, hidden.rows, hidden.cols);
+  if (from != Fp8ScaleFrom::Amax &&
+      cuda::try_swiglu_forward_fp8(hidden, keep_hidden, gate, up, q.scalars + kFp8Scale, q.format,
+                                   cuda::Fp8View{q.codes, q.ld}, cuda::Fp8View{q.codes_t, q.ld_t},
+                                   recorded_amax(q, from), stream_)) {
+    return;
+  }
+  Backend::swiglu_forward_fp8(hidden, gate, up, q, from, keep_hidden);
+}
+
+void CudaBackend::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
+                                      Fp8ScaleFrom from, bool keep_grads) {
+  require_fp8_shape("swiglu_backward_fp8", q, d_gate_up.rows, d_gate_up.cols);
+  const std::int64_t f = dout.cols;
+  if (from != Fp8ScaleFrom::Amax &&
+      cuda::try_swiglu_backward_fp8(d_gate_up.col_block(0, f), d_gate_up.col_block(f, f),
+                                    keep_grads, dout, gate, up, q.scalars + kFp8Scale, q.format,
+                                    cuda::Fp8View{q.codes, q.ld}, cuda::Fp8View{q.codes_t, q.ld_t},
+                                    recorded_amax(q, from), stream_)) {
+    return;
+  }
+  Backend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);
 }
 
 void CudaBackend::fp8_update_scales(float* blocks, int count, Fp8Format f) {

@@ -30,9 +30,14 @@ bool multiple_of_16(std::int64_t v) {
 // gradient reads dy and W^T, the weight gradient dy^T and x^T. dy's amax is
 // paid once for both; x's and W's only when the forward did not keep them.
 // Under delayed scaling no cast has an amax pass: the cast records it.
+// x_produced / dy_produced: the kernel that computes x (dy) writes its
+// codes (Fp8Linears::swiglu_casts: the down projection's x, the gate/up
+// projection's dy).
 struct LinearCosts {
   LinearShape s;
   Fp8Scaling scaling;
+  bool x_produced = false;
+  bool dy_produced = false;
   bool amax(bool scale_kept = false) const { return scaling == Fp8Scaling::Current && !scale_kept; }
   double gemm(LinearPass p, bool fp8) const {
     switch (p) {
@@ -47,13 +52,17 @@ struct LinearCosts {
   }
   double forward(bool fp8) const {
     if (!fp8) return gemm(LinearPass::Forward, false);
-    return gemm(LinearPass::Forward, true) + quantize_estimate_ms(s.tokens * s.in, 1, amax()) +
-           quantize_estimate_ms(s.out * s.in, 1, amax());
+    const double x_cast = x_produced ? producer_cast_estimate_ms(s.tokens * s.in, 1)
+                                     : quantize_estimate_ms(s.tokens * s.in, 1, amax());
+    return gemm(LinearPass::Forward, true) + x_cast + quantize_estimate_ms(s.out * s.in, 1, amax());
   }
   double backward(bool dgrad, bool wgrad, bool forward_fp8) const {
     double t = gemm(LinearPass::Dgrad, dgrad) + gemm(LinearPass::Wgrad, wgrad);
     const int dy_copies = (dgrad ? 1 : 0) + (wgrad ? 1 : 0);
-    if (dy_copies > 0) t += quantize_estimate_ms(s.tokens * s.out, dy_copies, amax());
+    if (dy_copies > 0) {
+      t += dy_produced ? producer_cast_estimate_ms(s.tokens * s.out, dy_copies)
+                       : quantize_estimate_ms(s.tokens * s.out, dy_copies, amax());
+    }
     if (dgrad) t += quantize_estimate_ms(s.out * s.in, 1, amax(forward_fp8));
     if (wgrad) t += quantize_estimate_ms(s.tokens * s.in, 1, amax(forward_fp8));
     return t;
@@ -115,6 +124,10 @@ double quantize_estimate_ms(std::int64_t elems, int copies, bool amax) {
   return (amax ? 3 : 1) * kLaunchMs + bytes / kBytesPerMs;
 }
 
+double producer_cast_estimate_ms(std::int64_t elems, int copies) {
+  return static_cast<double>(elems) * copies / kBytesPerMs;
+}
+
 bool Fp8Linears::any() const {
   for (const auto& passes : use) {
     for (const bool b : passes) {
@@ -144,6 +157,7 @@ std::string Fp8Linears::describe() const {
   char est[96];
   std::snprintf(est, sizeof(est), " (estimated %.2f ms per layer against bf16's %.2f)", chosen,
                 bf16);
+  if (swiglu_casts) out += "; the SwiGLU kernel writes its FP8 codes";
   return out + est;
 }
 
@@ -152,12 +166,15 @@ const char* fp8_scaling_name(Fp8Scaling s) {
 }
 
 Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape, Fp8Choice choice,
-                              Fp8Scaling scaling) {
+                              Fp8Scaling scaling, bool swiglu_casts) {
   Fp8Linears f;
   f.scaling = scaling;
+  swiglu_casts = swiglu_casts && scaling == Fp8Scaling::Delayed;
   for (int k = 0; k < kLinearKinds; ++k) {
-    const LinearShape s = linear_shape(cfg, shape, static_cast<LinearKind>(k));
-    const LinearCosts c{s, scaling};
+    const auto kind = static_cast<LinearKind>(k);
+    const LinearShape s = linear_shape(cfg, shape, kind);
+    const LinearCosts c{s, scaling, swiglu_casts && kind == LinearKind::Down,
+                        swiglu_casts && kind == LinearKind::GateUp};
     const double bf16 = c.forward(false) + c.backward(false, false, false);
     f.bf16_ms[k] = bf16;
     f.chosen_ms[k] = bf16;
@@ -183,6 +200,9 @@ Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape, Fp8Choic
     }
     f.chosen_ms[k] = best;
   }
+  f.swiglu_casts =
+      swiglu_casts && (f.at(LinearKind::Down, LinearPass::Forward) ||
+                       f.at(LinearKind::Down, LinearPass::Wgrad) || f.backward(LinearKind::GateUp));
   return f;
 }
 

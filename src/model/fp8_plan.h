@@ -40,6 +40,12 @@ const char* fp8_scaling_name(Fp8Scaling s);  // "current", "delayed"
 struct Fp8Linears {
   std::array<std::array<bool, kLinearPasses>, kLinearKinds> use{};
   Fp8Scaling scaling = Fp8Scaling::Current;
+  // The SwiGLU kernel writes the FP8 codes its FP8 readers take (the down
+  // projection's input, forward and, where the backward recomputes it, its
+  // transpose; the gate/up gradient's copies), rather than bf16 for a cast
+  // to read back (SwigluOps::swiglu_forward_fp8). Delayed scaling only: the
+  // scale must be known before the pass.
+  bool swiglu_casts = false;
   // Per linear: the estimated milliseconds of its three GEMMs in bf16 and
   // as chosen (casts included), for the run header's line.
   std::array<double, kLinearKinds> bf16_ms{}, chosen_ms{};
@@ -59,6 +65,9 @@ struct Fp8Linears {
 double gemm_estimate_ms(std::int64_t m, std::int64_t n, std::int64_t k, bool fp8);
 // amax: with its own pass (and the scale's launch) before the cast.
 double quantize_estimate_ms(std::int64_t elems, int copies, bool amax);
+// The same codes written by the kernel that produces the values: the
+// bytes of the copies only.
+double producer_cast_estimate_ms(std::int64_t elems, int copies);
 
 // Auto: each GEMM where the estimate is faster in FP8. All: every linear
 // GEMM (the numerics checks, and measuring the estimate).
@@ -66,8 +75,11 @@ enum class Fp8Choice { Auto, All };
 
 // The choice for every linear of this model at this batch: all false for a
 // linear with a dimension that is not a multiple of 16 (cuBLASLt's rule).
+// swiglu_casts: the SwiGLU kernel may write the codes (delayed scaling, the
+// SwiGLU a kernel of its own); the result's swiglu_casts is set where an
+// FP8 GEMM reads them.
 Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape,
                               Fp8Choice choice = Fp8Choice::Auto,
-                              Fp8Scaling scaling = Fp8Scaling::Current);
+                              Fp8Scaling scaling = Fp8Scaling::Current, bool swiglu_casts = false);
 
 }  // namespace tinyllama

@@ -39,6 +39,14 @@ struct LogitStats {
   double max = 0;
 };
 
+// FP8 copies of a linear's operands that the op producing the operand
+// wrote itself (Fp8Linears::swiglu_casts): the model casts nothing for them.
+struct Fp8Made {
+  bool x = false;    // the forward's input
+  bool dy = false;   // the backward's dy, every copy its GEMMs read
+  bool x_t = false;  // the weight gradient's x^T
+};
+
 class Model {
  public:
   // The plan must have been resolved for cfg and shape (resolve_plan); the
@@ -300,7 +308,7 @@ class Model {
   // Both return the ticket of their last weight-gradient GEMM.
   std::int64_t qkv_backward(int l, Mat dn1);
   void ffn_up_forward(int l);
-  std::int64_t ffn_up_backward(int l, Mat dn2);
+  std::int64_t ffn_up_backward(int l, Mat dn2, Fp8Made made);
   // Their shared body, and the out-projection's (Fused, no parts):
   // d(in) = d(out) · W and d(W) = d(out)ᵀ · in (on the side branch), one
   // GEMM each under GemmGrouping::Fused, else per part; wgrad_op / dgrad_op
@@ -308,12 +316,12 @@ class Model {
   std::int64_t projection_backward(LinearKind kind, int l, Mat d_in, Mat in, Mat d_out,
                                    const ParamSlot& slot, GemmGrouping grouping,
                                    const RowParts& parts, const char* wgrad_op,
-                                   const char* dgrad_op);
+                                   const char* dgrad_op, Fp8Made made = {});
   // model_fp8.cc: the linear GEMMs under --amp-dtype float8, each in FP8
   // where StepPlan::fp8 says, else bf16 as without it.
   // y = x W^T (+ y with accumulate: y holds the residual), from x's and W's
   // FP8 copies, made here with their scales kept for the backward.
-  void fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, bool accumulate);
+  void fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, bool accumulate, Fp8Made made);
   // At the start of each forward pass: how this pass's FP8 tensors find
   // their scales (fp8_fresh_), and under delayed scaling, before a pass
   // that records amaxes (any but evaluate()'s) with a history, the scales
@@ -321,17 +329,34 @@ class Model {
   void begin_fp8_pass(bool records);
   bool delayed_fp8() const { return acts_.fp8.used() && plan_.fp8.scaling == Fp8Scaling::Delayed; }
   // y = x W^T, in FP8 or bf16.
-  void linear_forward(LinearKind kind, int l, Mat y, Mat x, Mat w);
+  void linear_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, Fp8Made made = {});
   // y = x W^T + residual: the GEMM's add (GemmEpilogue::Residual) in FP8 is
   // a copy of the residual into y, then an accumulating GEMM.
-  void linear_forward_add(LinearKind kind, int l, Mat y, Mat x, Mat w, Mat residual);
+  void linear_forward_add(LinearKind kind, int l, Mat y, Mat x, Mat w, Mat residual,
+                          Fp8Made made = {});
+  // Fp8Linears::swiglu_casts as this plan runs it: the SwiGLU is its own
+  // kernel (SwigluImpl::Fused), which writes the codes its FP8 readers take.
+  bool swiglu_writes_fp8() const {
+    return plan_.fp8.swiglu_casts && plan_.ops.swiglu == SwigluImpl::Fused;
+  }
+  // The SwiGLU passes under swiglu_writes_fp8 (model_fp8.cc): hidden and
+  // its codes for the down projection's FP8 forward (Fp8Made::x) or, in the
+  // backward's recompute, its weight gradient (Fp8Made::x_t); the gate/up
+  // gradient and its codes for that linear's FP8 backward (Fp8Made::dy).
+  // Each returns what it made; nothing where no FP8 GEMM reads it, and the
+  // caller runs the plain SwiGLU op then.
+  Fp8Made swiglu_forward_for_fp8(int l, Mat hidden, Mat gate, Mat up, bool recompute);
+  Fp8Made swiglu_backward_for_fp8(int l, Mat d_gate_up, Mat d_hidden, Mat gate, Mat up);
+  // The scale of a linear's input: kept from its FP8 forward, else fresh.
+  Fp8ScaleFrom fp8_input_scale(LinearKind kind) const;
   // The FP8 copies a linear's backward GEMMs read: dy's (either copy), W^T
   // and x^T, each made only for a GEMM in FP8. Issued before the fork, as
   // the weight gradient on the side branch reads them.
   struct Fp8Grads {
     Fp8Tensor dy, w_t, x_t;
   };
-  Fp8Grads fp8_backward_operands(LinearKind kind, int l, Mat d_out, Mat in, Mat w);
+  Fp8Grads fp8_backward_operands(LinearKind kind, int l, Mat d_out, Mat in, Mat w,
+                                 Fp8Made made = {});
   // d_in = d_out W, and dW = d_out^T in on the side branch (its ticket).
   void linear_dgrad(LinearKind kind, const Fp8Grads& q, Mat d_in, Mat d_out, Mat w);
   std::int64_t linear_wgrad(LinearKind kind, const Fp8Grads& q, Mat dw, Mat d_out, Mat in);

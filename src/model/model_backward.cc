@@ -84,14 +84,18 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
   const Mat gu = acts_.view(arena_, a.gate_up);
   const Mat gate = gu.col_block(0, f);
   const Mat up = gu.col_block(f, f);
+  Fp8Made down_made;  // hidden's transpose for the down weight gradient, if the SwiGLU wrote it
   if (recompute_swiglu()) {
     // The shared hidden's last reader, the layer above's down weight
-    // gradient, was joined by that layer's attention norm backward.
+    // gradient, was joined by that layer's attention norm backward (as
+    // was that of the down projection's x^T buffer).
     // The forward's own op on the same inputs: the same bits.
     ops.next("swiglu_recompute");
-    if (plan_.ops.swiglu != SwigluImpl::Separate) {  // Gemm's epilogue computes it so too
+    down_made = swiglu_forward_for_fp8(l, hidden, gate, up, /*recompute=*/true);
+    const bool bf16_hidden = !down_made.x_t;  // else its codes are all the backward reads
+    if (bf16_hidden && plan_.ops.swiglu != SwigluImpl::Separate) {  // as Gemm's epilogue does
       backend_.swiglu_forward(hidden, gate, up);
-    } else {  // the forward's mul, of the silu(g) it kept and u
+    } else if (bf16_hidden) {  // the forward's mul, of the silu(g) it kept and u
       backend_.mul(hidden, acts_.view(arena_, a.silu_gate), up);
     }
   }
@@ -104,13 +108,14 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
   // (and after their FP8 copies, if any).
   ops.next("down_gemm_dgrad");
   const Fp8Grads q =
-      fp8_backward_operands(LinearKind::Down, l, d_out, hidden, compute_weight(wdown));
+      fp8_backward_operands(LinearKind::Down, l, d_out, hidden, compute_weight(wdown), down_made);
   backend_.fork_side_gemms();
   auto down_wgrad = [&] {
     ops.next("down_gemm_wgrad");
     return linear_wgrad(LinearKind::Down, q, grad(wdown), d_out, hidden);
   };
   std::int64_t down_ticket = 0;
+  Fp8Made gate_up_made;  // the gate/up gradient's FP8 copies, if the SwiGLU wrote them
   if (plan_.ops.swiglu == SwigluImpl::Gemm) {
     // The SwiGLU backward in this GEMM's epilogue: no "swiglu" op.
     backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
@@ -122,7 +127,8 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
     backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
     ops.next("swiglu");
     if (plan_.ops.swiglu == SwigluImpl::Fused) {
-      backend_.swiglu_backward(d_gate, d_up, d_hidden, gate, up);
+      gate_up_made = swiglu_backward_for_fp8(l, d_gu, d_hidden, gate, up);
+      if (!gate_up_made.dy) backend_.swiglu_backward(d_gate, d_up, d_hidden, gate, up);
     } else {
       const Mat s = acts_.view(arena_, a.silu_gate);
       const Mat d_s = acts_.view(arena_, acts_.d_silu_gate);
@@ -140,7 +146,7 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
                            acts_.view(arena_, a.rstd2));
   }
   ops.close();  // ffn_up_backward marks its two GEMMs
-  tickets.gate_up = ffn_up_backward(l, d_norm_out);
+  tickets.gate_up = ffn_up_backward(l, d_norm_out, gate_up_made);
   const ParamSlot& ffn_norm = layout_.layer(l, &LayerSlots::ffn_norm);
   norm_residual_backward(d_h, grad(ffn_norm), d_norm_out, acts_.view(arena_, a.residual_mid),
                          compute_weight(ffn_norm), acts_.view(arena_, a.rstd2), d_out,
@@ -265,17 +271,17 @@ std::int64_t Model::qkv_backward(int l, Mat d_n1) {
                              plan_.ops.qkv_gemm, qkv_parts(), "qkv_gemm_wgrad", "qkv_gemm_dgrad");
 }
 
-std::int64_t Model::ffn_up_backward(int l, Mat d_n2) {
+std::int64_t Model::ffn_up_backward(int l, Mat d_n2, Fp8Made made) {
   return projection_backward(LinearKind::GateUp, l, d_n2, acts_.view(arena_, acts_.layers[l].norm2),
                              acts_.view(arena_, acts_.d_gate_up),
                              layout_.layer(l, &LayerSlots::wgu), plan_.ops.gate_up_gemm,
-                             gate_up_parts(), "gate_up_gemm_wgrad", "gate_up_gemm_dgrad");
+                             gate_up_parts(), "gate_up_gemm_wgrad", "gate_up_gemm_dgrad", made);
 }
 
 std::int64_t Model::projection_backward(LinearKind kind, int l, Mat d_in, Mat in, Mat d_out,
                                         const ParamSlot& slot, GemmGrouping grouping,
                                         const RowParts& parts, const char* wgrad_op,
-                                        const char* dgrad_op) {
+                                        const char* dgrad_op, Fp8Made made) {
   const Mat w = compute_weight(slot);
   const Mat dw = grad(slot);
   OpSequence ops;
@@ -284,7 +290,7 @@ std::int64_t Model::projection_backward(LinearKind kind, int l, Mat d_in, Mat in
     // input gradient first (the critical path), the weight gradient beside
     // it from before it: it reads d_out and in, which d_in is not.
     ops.next(dgrad_op);
-    const Fp8Grads q = fp8_backward_operands(kind, l, d_out, in, w);
+    const Fp8Grads q = fp8_backward_operands(kind, l, d_out, in, w, made);
     backend_.fork_side_gemms();
     linear_dgrad(kind, q, d_in, d_out, w);
     ops.next(wgrad_op);

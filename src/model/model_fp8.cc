@@ -70,51 +70,95 @@ void Model::set_fp8_scaling_state(const std::vector<float>& blocks) {
   fp8_history_warm_ = true;
 }
 
-void Model::fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, bool accumulate) {
+void Model::fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, bool accumulate,
+                        Fp8Made made) {
   const LinearShape s = linear_shape(cfg_, shape_, kind);
   const Fp8Tensor qx = acts_.fp8.forward_input(arena_, kind, l, s);
   const Fp8Tensor qw = acts_.fp8.forward_weight(arena_, kind, l, s);
-  backend_.quantize_fp8(x, qx, fp8_fresh_);
+  if (!made.x) backend_.quantize_fp8(x, qx, fp8_fresh_);
   backend_.quantize_fp8(w, qw, fp8_fresh_);
   backend_.gemm_fp8(y, qx, false, qw, true, accumulate);
 }
 
-void Model::linear_forward(LinearKind kind, int l, Mat y, Mat x, Mat w) {
+void Model::linear_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, Fp8Made made) {
   if (plan_.fp8.at(kind, LinearPass::Forward)) {
-    fp8_forward(kind, l, y, x, w, /*accumulate=*/false);
+    fp8_forward(kind, l, y, x, w, /*accumulate=*/false, made);
     return;
   }
   backend_.gemm(y, x, false, w, true, 1.0f, 0.0f);
 }
 
-void Model::linear_forward_add(LinearKind kind, int l, Mat y, Mat x, Mat w, Mat residual) {
+void Model::linear_forward_add(LinearKind kind, int l, Mat y, Mat x, Mat w, Mat residual,
+                               Fp8Made made) {
   if (!plan_.fp8.at(kind, LinearPass::Forward)) {
     backend_.gemm_add(y, x, false, w, true, residual);
     return;
   }
   if (y.data != residual.data) backend_.convert(y, residual);
-  fp8_forward(kind, l, y, x, w, /*accumulate=*/true);
+  fp8_forward(kind, l, y, x, w, /*accumulate=*/true, made);
 }
 
-Model::Fp8Grads Model::fp8_backward_operands(LinearKind kind, int l, Mat d_out, Mat in, Mat w) {
+// The forward's codes of hidden for the down projection's FP8 forward; in
+// the backward's recompute, its transpose for that linear's FP8 weight
+// gradient, with the forward's scale where the forward was FP8. hidden is
+// kept only where the backward reads it: a stored hidden (not recomputed)
+// is the weight gradient's input.
+Fp8Made Model::swiglu_forward_for_fp8(int l, Mat hidden, Mat gate, Mat up, bool recompute) {
+  Fp8Made made;
+  const LinearKind down = LinearKind::Down;
+  const LinearPass reader = recompute ? LinearPass::Wgrad : LinearPass::Forward;
+  if (!swiglu_writes_fp8() || !plan_.fp8.at(down, reader)) return made;
+  const LinearShape s = linear_shape(cfg_, shape_, down);
+  if (recompute) {
+    backend_.swiglu_forward_fp8(hidden, gate, up, acts_.fp8.backward_input(arena_, down, l, s),
+                                fp8_input_scale(down), /*keep_hidden=*/false);
+    made.x_t = true;
+    return made;
+  }
+  backend_.swiglu_forward_fp8(hidden, gate, up, acts_.fp8.forward_input(arena_, down, l, s),
+                              fp8_fresh_, /*keep_hidden=*/!recompute_swiglu());
+  made.x = true;
+  return made;
+}
+
+// The gate/up gradient's FP8 copies for that linear's backward GEMMs; its
+// bf16 values kept only for a GEMM of the two left in bf16.
+Fp8Made Model::swiglu_backward_for_fp8(int l, Mat d_gate_up, Mat d_hidden, Mat gate, Mat up) {
+  Fp8Made made;
+  const LinearKind gu = LinearKind::GateUp;
+  if (!swiglu_writes_fp8() || !plan_.fp8.backward(gu)) return made;
+  const bool dgrad = plan_.fp8.at(gu, LinearPass::Dgrad);
+  const bool wgrad = plan_.fp8.at(gu, LinearPass::Wgrad);
+  const Fp8Tensor q =
+      acts_.fp8.gradient(arena_, gu, l, linear_shape(cfg_, shape_, gu), dgrad, wgrad);
+  backend_.swiglu_backward_fp8(d_gate_up, d_hidden, gate, up, q, fp8_fresh_,
+                               /*keep_grads=*/!(dgrad && wgrad));
+  made.dy = true;
+  return made;
+}
+
+// x's and W's transposed copies take the forward's scale when it was FP8
+// (the same tensors: the same codes), else their own.
+Fp8ScaleFrom Model::fp8_input_scale(LinearKind kind) const {
+  return plan_.fp8.at(kind, LinearPass::Forward) ? Fp8ScaleFrom::Kept : fp8_fresh_;
+}
+
+Model::Fp8Grads Model::fp8_backward_operands(LinearKind kind, int l, Mat d_out, Mat in, Mat w,
+                                             Fp8Made made) {
   const bool dgrad = plan_.fp8.at(kind, LinearPass::Dgrad);
   const bool wgrad = plan_.fp8.at(kind, LinearPass::Wgrad);
   Fp8Grads q;
   if (!dgrad && !wgrad) return q;
   const LinearShape s = linear_shape(cfg_, shape_, kind);
-  // x's and W's transposed copies take the forward's scale when it was FP8
-  // (the same tensors: the same codes), else their own amax.
-  const Fp8ScaleFrom kept =
-      plan_.fp8.at(kind, LinearPass::Forward) ? Fp8ScaleFrom::Kept : fp8_fresh_;
   q.dy = acts_.fp8.gradient(arena_, kind, l, s, dgrad, wgrad);
-  backend_.quantize_fp8(d_out, q.dy, fp8_fresh_);
+  if (!made.dy) backend_.quantize_fp8(d_out, q.dy, fp8_fresh_);
   if (dgrad) {
     q.w_t = acts_.fp8.backward_weight(arena_, kind, l, s);
-    backend_.quantize_fp8(w, q.w_t, kept);
+    backend_.quantize_fp8(w, q.w_t, fp8_input_scale(kind));
   }
   if (wgrad) {
     q.x_t = acts_.fp8.backward_input(arena_, kind, l, s);
-    backend_.quantize_fp8(in, q.x_t, kept);
+    if (!made.x_t) backend_.quantize_fp8(in, q.x_t, fp8_input_scale(kind));
   }
   return q;
 }

@@ -143,6 +143,7 @@ void Model::forward_ffn_block(int l, OpSequence& ops) {
   const Mat gu = acts_.view(arena_, a.gate_up);
   const Mat hidden = acts_.view(arena_, a.ffn_hidden);
   const int f = cfg_.ffn_dim;
+  Fp8Made made;  // the down projection's FP8 input, if the SwiGLU wrote it
   ops.next("gate_up_gemm");
   if (plan_.ops.swiglu == SwigluImpl::Gemm && !plan_.faults.naive_swiglu) {
     // silu(g) * u in the GEMM's epilogue: no "swiglu" op.
@@ -158,16 +159,17 @@ void Model::forward_ffn_block(int l, OpSequence& ops) {
       backend_.silu_forward(s, gate);
       backend_.mul(hidden, s, up);
     } else {
-      backend_.swiglu_forward(hidden, gate, up);
+      made = swiglu_forward_for_fp8(l, hidden, gate, up, /*recompute=*/false);
+      if (!made.x) backend_.swiglu_forward(hidden, gate, up);
     }
   }
   ops.next("down_gemm");
   const Mat wdown = compute_weight(layout_.layer(l, &LayerSlots::wdown));
   if (adds_in_gemms()) {  // out = h + Wdown(hidden); the next block normalises it
-    linear_forward_add(LinearKind::Down, l, out, hidden, wdown, h);
+    linear_forward_add(LinearKind::Down, l, out, hidden, wdown, h, made);
     return;
   }
-  linear_forward(LinearKind::Down, l, out, hidden, wdown);
+  linear_forward(LinearKind::Down, l, out, hidden, wdown, made);
   if (!fused_norm()) {
     ops.next("ffn_residual");
     backend_.add(out, out, h);

@@ -1,6 +1,7 @@
 // The default ops, each the composition of the primitives it fuses (the
 // reference): the fused optimizer sweep, the residual GEMM, the GEMM with
-// SwiGLU, attention with RoPE's backward; and side GEMMs that run at once,
+// SwiGLU, SwiGLU with the FP8 cast of its result, attention with RoPE's
+// backward; and side GEMMs that run at once,
 // in order.
 #include "model/step_ops.h"
 
@@ -33,6 +34,19 @@ void StepOps::gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w
   gemm(d_hidden, d_out, false, w_down, false, 1.0f, 0.0f);
   swiglu_backward(d_gate_up.col_block(0, f), d_gate_up.col_block(f, f), d_hidden,
                   gate_up.col_block(0, f), gate_up.col_block(f, f));
+}
+
+void StepOps::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q,
+                                 Fp8ScaleFrom from, bool /*keep_hidden*/) {
+  swiglu_forward(hidden, gate, up);
+  quantize_fp8(hidden, q, from);
+}
+
+void StepOps::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
+                                  Fp8ScaleFrom from, bool /*keep_grads*/) {
+  const std::int64_t f = dout.cols;
+  swiglu_backward(d_gate_up.col_block(0, f), d_gate_up.col_block(f, f), dout, gate, up);
+  quantize_fp8(d_gate_up, q, from);
 }
 
 std::int64_t StepOps::side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,

@@ -59,6 +59,10 @@ class StepOps : public ConvertOps,
   void attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k,
                                Mat v, Mat out, Mat lse, Mat probs, const AttentionShape& shape,
                                double rope_theta) override;
+  void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,
+                          bool keep_hidden) override;
+  void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
+                           Fp8ScaleFrom from, bool keep_grads) override;
   void gemm_swiglu_forward(Mat gate_up, Mat hidden, Mat x, Mat w_gu) override;
   void gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w_down,
                             Mat gate_up) override;

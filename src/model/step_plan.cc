@@ -296,7 +296,8 @@ void resolve_rope_and_swiglu(StepPlan& plan, const DeviceCaps& caps, const Model
 // --amp-dtype float8: the linear GEMMs the estimate puts in FP8. One scale
 // per weight needs the fused QKV and gate/up GEMMs, and cuBLASLt's FP8 GEMM
 // has no SwiGLU epilogue: the gate/up forward and the down projection's
-// data gradient in FP8 take the SwiGLU kernel beside them.
+// data gradient in FP8 take the SwiGLU kernel beside them, as does the
+// SwiGLU kernel writing FP8 codes (Fp8Linears::swiglu_casts).
 void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& caps,
                  const ModelConfig& cfg, BatchShape shape) {
   if (!plan.precision.fp8_linears) return;
@@ -319,12 +320,16 @@ void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& c
          "data parallel: each rank would keep its own amax history, and a checkpoint holds one"});
     scaling = Fp8Scaling::Current;
   }
-  plan.fp8 = choose_fp8_linears(cfg, shape, request.fp8_gemms, scaling);
+  plan.fp8 = choose_fp8_linears(cfg, shape, request.fp8_gemms, scaling,
+                                /*swiglu_casts=*/ops.swiglu != SwigluImpl::Separate);
   const bool swiglu_gemm_reads_fp8 = plan.fp8.at(LinearKind::GateUp, LinearPass::Forward) ||
                                      plan.fp8.at(LinearKind::Down, LinearPass::Dgrad);
   if (ops.swiglu == SwigluImpl::Gemm && swiglu_gemm_reads_fp8) {
     fall_back(plan, "swiglu", ops.swiglu, SwigluImpl::Fused,
               "the FP8 GEMM (gate/up forward or down data gradient) has no SwiGLU epilogue");
+  } else if (ops.swiglu == SwigluImpl::Gemm && plan.fp8.swiglu_casts) {
+    fall_back(plan, "swiglu", ops.swiglu, SwigluImpl::Fused,
+              "the SwiGLU kernel writes the FP8 codes of its result for the FP8 GEMMs");
   }
 }
 

@@ -62,6 +62,7 @@ nlohmann::json plan_json(const StepPlan& plan) {
   if (plan.precision.fp8_linears) {
     out["fp8_gemms"] = fp8_json(plan.fp8);
     out["fp8_scaling"] = fp8_scaling_name(plan.fp8.scaling);
+    out["fp8_swiglu_casts"] = plan.fp8.swiglu_casts;
   }
   return out;
 }

@@ -383,6 +383,46 @@ void AccessTraceBackend::swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate,
   charge(elementwise_cost({dout, gate, up}, {dgate, dup}, kSwigluBackwardFlops, dout));
 }
 
+// The codes a producer writes as it computes (Kept or History scales): the
+// scale read (the amax raised), a byte per element per copy.
+void AccessTraceBackend::record_fused_cast(const Fp8Tensor& q, Fp8ScaleFrom from) {
+  record_fp8(q, false, false, from == Fp8ScaleFrom::History);
+  record_fp8(q, true, true, true);
+  const std::int64_t copies = (q.codes != nullptr ? 1 : 0) + (q.codes_t != nullptr ? 1 : 0);
+  CallCost cost;
+  cost.bytes = copies * q.rows * q.cols;
+  charge(cost);
+}
+
+void AccessTraceBackend::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q,
+                                            Fp8ScaleFrom from, bool keep_hidden) {
+  if (from == Fp8ScaleFrom::Amax) {
+    Backend::swiglu_forward_fp8(hidden, gate, up, q, from, keep_hidden);
+    return;
+  }
+  reads({gate, up});
+  if (keep_hidden) writes({hidden});
+  CallCost cost = elementwise_cost({gate, up}, {}, kSwigluForwardFlops, hidden);
+  if (keep_hidden) cost.bytes += mat_bytes(hidden);
+  charge(cost);
+  record_fused_cast(q, from);
+}
+
+void AccessTraceBackend::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up,
+                                             const Fp8Tensor& q, Fp8ScaleFrom from,
+                                             bool keep_grads) {
+  if (from == Fp8ScaleFrom::Amax) {
+    Backend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);
+    return;
+  }
+  reads({dout, gate, up});
+  if (keep_grads) writes({d_gate_up});
+  CallCost cost = elementwise_cost({dout, gate, up}, {}, kSwigluBackwardFlops, dout);
+  if (keep_grads) cost.bytes += mat_bytes(d_gate_up);
+  charge(cost);
+  record_fused_cast(q, from);
+}
+
 void AccessTraceBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32_t*) {
   reads({logits});
   writes({losses});

@@ -126,6 +126,13 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   void silu_backward(Mat dx, Mat dout, Mat x) override;
   void swiglu_forward(Mat out, Mat gate, Mat up) override;
   void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up) override;
+  // As the CUDA backend runs them: one pass writing the codes (and the bf16
+  // result only when kept) where the scale is known before it, else the
+  // SwiGLU op and the cast.
+  void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,
+                          bool keep_hidden) override;
+  void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
+                           Fp8ScaleFrom from, bool keep_grads) override;
   void cross_entropy_forward(Mat losses, Mat logits, const std::int32_t* targets) override;
   void cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t* targets,
                               float scale) override;
@@ -148,6 +155,7 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   // A host readback's copy: a read of `bytes` at src by the current op.
   void record_read(const void* src, std::size_t bytes);
   // The copies of q the flags name (codes, codes_t) and its scalars.
+  void record_fused_cast(const Fp8Tensor& q, Fp8ScaleFrom from);
   void record_fp8(const Fp8Tensor& q, bool direct, bool transposed, bool write);
 
  private:

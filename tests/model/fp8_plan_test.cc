@@ -183,5 +183,42 @@ TEST(Fp8Plan, DataParallelRunsFallBackToCurrentScaling) {
   EXPECT_FALSE(has_fallback(resolve_plan(r, fp8_caps(), cfg, shape), "fp8_scaling"));
 }
 
+// Under delayed scaling the SwiGLU kernel writes the FP8 codes its FP8
+// readers take (the down projection's input, the gate/up gradient): the
+// plan says so, takes the SwiGLU kernel for it where v4 has the SwiGLU in
+// the GEMM's epilogue, and counts those casts as the bytes they write.
+TEST(Fp8Plan, TheSwigluKernelWritesItsCodesUnderDelayedScaling) {
+  const ModelConfig cfg = one_b();
+  const BatchShape shape{8, 1024};
+  PlanRequest r;
+  r.level = "v4";
+  r.ops = level_preset("v4");
+  r.precision = Precision::amp_fp8();
+  const StepPlan delayed = resolve_plan(r, fp8_caps(), cfg, shape);
+  EXPECT_TRUE(delayed.fp8.swiglu_casts);
+  EXPECT_EQ(delayed.ops.swiglu, SwigluImpl::Fused);
+  EXPECT_NE(delayed.fp8.describe().find("SwiGLU kernel writes"), std::string::npos);
+
+  r.fp8_scaling = Fp8Scaling::Current;
+  EXPECT_FALSE(resolve_plan(r, fp8_caps(), cfg, shape).fp8.swiglu_casts)
+      << "current scaling needs the amax before the first code";
+  r.fp8_scaling = Fp8Scaling::Delayed;
+  r.ops.swiglu = SwigluImpl::Separate;
+  EXPECT_FALSE(resolve_plan(r, fp8_caps(), cfg, shape).fp8.swiglu_casts)
+      << "silu then mul: no one kernel computes the result";
+
+  const Fp8Linears cast = choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed);
+  const Fp8Linears written =
+      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed, true);
+  const auto at = [](const Fp8Linears& f, LinearKind k) {
+    return f.chosen_ms[static_cast<int>(k)];
+  };
+  EXPECT_LT(at(written, LinearKind::Down), at(cast, LinearKind::Down));
+  EXPECT_LT(at(written, LinearKind::GateUp), at(cast, LinearKind::GateUp));
+  EXPECT_EQ(at(written, LinearKind::Qkv), at(cast, LinearKind::Qkv));
+  EXPECT_FALSE(
+      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Current, true).swiglu_casts);
+}
+
 }  // namespace
 }  // namespace tinyllama

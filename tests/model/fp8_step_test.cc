@@ -106,19 +106,53 @@ TEST(Fp8Step, RunsToTheSameBitsTwice) {
   EXPECT_EQ(a.grads, b.grads);
 }
 
+// The CPU backend, but a SwiGLU that writes FP8 codes leaves its bf16
+// result NaN where the caller said it need not be kept (the contract lets
+// it leave the buffer as it was): a model that reads it anyway then steps
+// to NaN.
+class ScratchPoisoningCpu : public CpuBackend {
+ public:
+  void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,
+                          bool keep_hidden) override {
+    CpuBackend::swiglu_forward_fp8(hidden, gate, up, q, from, keep_hidden);
+    if (!keep_hidden) poison(hidden);
+    ++fused_calls;
+  }
+  void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
+                           Fp8ScaleFrom from, bool keep_grads) override {
+    CpuBackend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);
+    if (!keep_grads) poison(d_gate_up);
+    ++fused_calls;
+  }
+  int fused_calls = 0;
+
+ private:
+  static void poison(Mat m) {
+    ASSERT_EQ(m.dtype, DType::F64);
+    for (std::int64_t r = 0; r < m.rows; ++r) {
+      for (std::int64_t c = 0; c < m.cols; ++c) m.ptr<double>()[r * m.ld + c] = std::nan("");
+    }
+  }
+};
+
 // Delayed scaling (--fp8-scaling delayed) over a few whole steps: the
 // model with every linear GEMM in FP8, its steps forward, backward and
-// AdamW's update on one batch each.
+// AdamW's update on one batch each; with the SwiGLU writing its codes
+// (Fp8Linears::swiglu_casts) or not, its result stored or recomputed.
 class DelayedRun {
  public:
-  explicit DelayedRun(Fp8Scaling scaling)
+  explicit DelayedRun(Fp8Scaling scaling, bool swiglu_casts = false,
+                      ActivationsImpl activations = ActivationsImpl::Stored)
       : plan_(test_plan("v4", Precision::fp64(), cpu_, fp8_config(), kShape)) {
-    plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling);
+    plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling, swiglu_casts);
     if (plan_.ops.swiglu == SwigluImpl::Gemm) plan_.ops.swiglu = SwigluImpl::Fused;
+    plan_.ops.activations = activations;
     model_ = std::make_unique<Model>(fp8_config(), kShape, plan_, cpu_);
     model_->set_params(initial_weights(model_->layout(), 21));
   }
   Model& model() { return *model_; }
+  const StepPlan& plan() const { return plan_; }
+  int fused_swiglu_calls() const { return cpu_.fused_calls; }
   // Step `n` (1-based): its batch, forward and backward; the update unless
   // `update` is false. Returns the loss and gradients.
   Step step(int n, bool update = true) {
@@ -137,7 +171,7 @@ class DelayedRun {
   }
 
  private:
-  CpuBackend cpu_;
+  ScratchPoisoningCpu cpu_;
   StepPlan plan_;
   std::unique_ptr<Model> model_;
 };
@@ -205,6 +239,41 @@ TEST(Fp8Step, DelayedScalingStateRestoredGivesTheSameStep) {
   c.model().set_state_bytes(Model::StateBlock::Params, blocks[0]);
   EXPECT_NE(c.step(3, false).grads, a3.grads);
   EXPECT_THROW(c.model().set_fp8_scaling_state(std::vector<float>(3)), std::invalid_argument);
+}
+
+// The SwiGLU writing the FP8 codes of its results changes where the codes
+// come from, not what they are: the same steps, bit for bit, with the
+// SwiGLU's result stored for the backward or recomputed there -- and with
+// every bf16 result the model said it need not keep poisoned, so a read of
+// one would show. Delayed scaling's first step scales as current scaling
+// does; the steps after it take the held scales the fused kernels need.
+TEST(Fp8Step, TheSwigluWritingItsCodesGivesTheSameSteps) {
+  for (const ActivationsImpl a : {ActivationsImpl::Stored, ActivationsImpl::RecomputeNormsSwiglu}) {
+    SCOPED_TRACE(a == ActivationsImpl::Stored ? "stored" : "recomputed");
+    DelayedRun plain(Fp8Scaling::Delayed, false, a), fused(Fp8Scaling::Delayed, true, a);
+    ASSERT_FALSE(plain.plan().fp8.swiglu_casts);
+    ASSERT_TRUE(fused.plan().fp8.swiglu_casts);
+    for (int n = 1; n <= 3; ++n) {
+      const Step p = plain.step(n), f = fused.step(n);
+      ASSERT_TRUE(std::isfinite(f.loss));
+      EXPECT_EQ(f.loss, p.loss) << "step " << n;
+      EXPECT_EQ(f.grads, p.grads) << "step " << n;
+    }
+    EXPECT_EQ(fused.model().fp8_scaling_state(), plain.model().fp8_scaling_state());
+    // Per step and layer: the forward's, the backward's, and the
+    // recompute's where there is one.
+    const int per_step = fp8_config().num_layers * (a == ActivationsImpl::Stored ? 2 : 3);
+    EXPECT_EQ(fused.fused_swiglu_calls(), 3 * per_step);
+  }
+}
+
+// Current scaling has no scale before the pass: the plan leaves the casts
+// to the casts.
+TEST(Fp8Step, CurrentScalingKeepsTheSwigluPlain) {
+  DelayedRun current(Fp8Scaling::Current, true);
+  EXPECT_FALSE(current.plan().fp8.swiglu_casts);
+  current.step(1);
+  EXPECT_EQ(current.fused_swiglu_calls(), 0);
 }
 
 }  // namespace

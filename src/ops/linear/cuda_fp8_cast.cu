@@ -14,47 +14,13 @@
 #include "device/cuda_common.cuh"
 #include "device/cuda_vec.cuh"
 #include "ops/linear/cuda_fp8_cast.h"
+#include "ops/linear/cuda_fp8_tile.cuh"
 #include "ops/linear/fp8_tensor.h"
 
 namespace tinyllama::cuda {
 namespace {
 
-__device__ __forceinline__ std::uint8_t fp8_code(float v, __nv_fp8_interpretation_t kind) {
-  return static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, kind));
-}
-
-__nv_fp8_interpretation_t interpretation(Fp8Format f) {
-  return f == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
-}
-
 // ---- amax ------------------------------------------------------------------------
-
-// Maximum over the block (any shape, at most 1024 threads) of non-negative
-// floats' bit patterns; the result is valid in thread 0.
-__device__ __forceinline__ unsigned block_max_bits(unsigned v) {
-  __shared__ unsigned partial[32];
-  const int tid = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
-  const int threads = static_cast<int>(blockDim.x * blockDim.y);
-  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if ((tid & 31) == 0) partial[tid >> 5] = v;
-  __syncthreads();
-  if (tid == 0) {
-    for (int w = 1; w < (threads + 31) / 32; ++w) v = max(v, partial[w]);
-  }
-  return v;
-}
-
-// Raises *amax_bits to the block's maximum (a no-op for a null pointer or
-// a block of zeroes); every thread of the block must call it.
-__device__ __forceinline__ void raise_amax(unsigned m, unsigned* amax_bits) {
-  if (amax_bits == nullptr) return;  // uniform over the grid
-  m = block_max_bits(m);
-  if (threadIdx.x == 0 && threadIdx.y == 0 && m != 0) atomicMax(amax_bits, m);
-}
-
-__device__ __forceinline__ unsigned abs_bits(float v) {
-  return __float_as_uint(fabsf(v));
-}
 
 template <typename T, int Vec>
 __global__ void amax_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t chunks,
@@ -107,22 +73,6 @@ __global__ void update_scales_kernel(float* __restrict__ blocks, int count, doub
 
 // ---- cast --------------------------------------------------------------------------
 
-// Vec codes as one store: 1, 2, 4 or 8 bytes.
-template <int Vec>
-__device__ __forceinline__ void store_codes(std::uint8_t* p, const std::uint8_t (&c)[Vec]) {
-  union {
-    typename RawWord<Vec == 1 ? 2 : Vec>::type raw;
-    std::uint8_t b[Vec == 1 ? 2 : Vec];
-  } pk;
-  if constexpr (Vec == 1) {
-    *p = c[0];
-  } else {
-#pragma unroll
-    for (int i = 0; i < Vec; ++i) pk.b[i] = c[i];
-    *reinterpret_cast<decltype(pk.raw)*>(p) = pk.raw;
-  }
-}
-
 template <typename T, int Vec>
 __global__ void cast_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t chunks,
                             std::int64_t ld, const float* __restrict__ scale,
@@ -152,62 +102,31 @@ __global__ void cast_kernel(const T* __restrict__ x, std::int64_t rows, std::int
 // Two variants, side by side (the host picks, fp8_cast_transpose):
 //
 // cast_transpose_tiled_kernel, for views whose tiles are whole and aligned:
-// a 64 x 64 tile per block of 256 threads. Each thread reads 16 bytes of a
-// row (8 bf16, or 4 fp32) at a time, writes their codes to the direct copy
-// as one 8-byte (4-byte) store and to a shared tile; then each thread
-// gathers 16 codes of one tile column from shared memory and writes them as
-// one 16-byte store of the transposed copy. The bytes move in full sectors
-// both ways, which the one-element-per-thread variant does not do (2-byte
-// loads and 1-byte stores reach a third of HBM bandwidth).
+// a 64 x 64 tile per block of 256 threads (cuda_fp8_tile.cuh: 16-byte
+// loads, the direct copy's codes as one 8-byte or 4-byte store, the
+// transposed copy's as 16-byte stores gathered from a shared tile). The
+// bytes move in full sectors both ways, which the one-element-per-thread
+// variant does not do (2-byte loads and 1-byte stores reach a third of HBM
+// bandwidth).
 //
 // cast_transpose_kernel, any shape and alignment: a 32 x 32 tile per block
 // of 32 x 8 threads, one element per thread, the codes through shared memory.
 constexpr int kTile = 32;
 constexpr int kTileRowsPerPass = 8;
-constexpr int kWideTile = 64;  // rows and columns of the tiled variant's tile
-constexpr int kWideThreads = 256;
-constexpr int kGather = 16;  // codes per transposed store: 16 bytes
 
+// The tiles and their stores are cuda_fp8_tile.cuh's (cast_tiles), shared
+// with the producers that cast what they compute.
 template <typename T>
-__global__ void __launch_bounds__(kWideThreads)
-    cast_transpose_tiled_kernel(const T* __restrict__ x, std::int64_t ld,
-                                const float* __restrict__ scale, __nv_fp8_interpretation_t kind,
-                                std::uint8_t* __restrict__ out, std::int64_t ld_out,
-                                std::uint8_t* __restrict__ out_t, std::int64_t ld_t,
-                                unsigned* __restrict__ amax_bits) {
-  constexpr int kVec = kMaxVec<T>;                 // elements per 16-byte load
-  constexpr int kChunksPerRow = kWideTile / kVec;  // loads across one tile row
-  constexpr int kRowsPerPass = kWideThreads / kChunksPerRow;
-  __shared__ __align__(16) std::uint8_t tile[kWideTile][kWideTile + 8];  // rows 8-byte aligned
-  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kWideTile;
-  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kWideTile;
-  const int chunk = static_cast<int>(threadIdx.x) % kChunksPerRow;
-  const float s = *scale;
-  unsigned m = 0;
-#pragma unroll
-  for (int i = static_cast<int>(threadIdx.x) / kChunksPerRow; i < kWideTile; i += kRowsPerPass) {
-    float v[kVec];
-    load_f32<kVec>(x + (r0 + i) * ld + c0 + chunk * kVec, v);
-    std::uint8_t c[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      c[k] = fp8_code(__fmul_rn(v[k], s), kind);
-      m = max(m, abs_bits(v[k]));
-    }
-    if (out != nullptr) store_codes<kVec>(out + (r0 + i) * ld_out + c0 + chunk * kVec, c);
-    store_codes<kVec>(&tile[i][chunk * kVec], c);
-  }
-  raise_amax(m, amax_bits);
-  if (out_t == nullptr) return;  // uniform over the block
-  __syncthreads();
-  // Thread t writes out_t's row c0 + (t % 64), codes r0 + 16 * (t / 64) on:
-  // a warp reads 32 neighbouring bytes of each tile row (no bank conflict).
-  const int col = static_cast<int>(threadIdx.x) % kWideTile;
-  const int part = static_cast<int>(threadIdx.x) / kWideTile;
-  std::uint8_t c[kGather];
-#pragma unroll
-  for (int k = 0; k < kGather; ++k) c[k] = tile[part * kGather + k][col];
-  store_codes<kGather>(out_t + (c0 + col) * ld_t + r0 + part * kGather, c);
+__global__ void __launch_bounds__(kTileThreads)
+    cast_transpose_tiled_kernel(const T* __restrict__ x, std::int64_t ld, Fp8TileOut o) {
+  constexpr int kVec = kMaxVec<T>;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kCastTile;
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kCastTile;
+  cast_tiles<kVec, 1>(
+      [&](int i, int col, float(&v)[1][kVec]) {
+        load_f32<kVec>(x + (r0 + i) * ld + c0 + col, v[0]);
+      },
+      r0, c0, 0, o);
 }
 
 template <typename T>
@@ -258,11 +177,8 @@ int cast_vec(const Mat& x, const Fp8View& out) {
 // rows of out_t.
 template <typename T>
 bool tiled_cast_fits(const Mat& x, const Fp8View& out, const Fp8View& out_t) {
-  const auto out_t_aligned = [&] {
-    return reinterpret_cast<std::uintptr_t>(out_t.codes) % kGather == 0 && out_t.ld % kGather == 0;
-  };
-  return x.rows % kWideTile == 0 && x.cols % kWideTile == 0 && cast_vec<T>(x, out) == kMaxVec<T> &&
-         (out_t.codes == nullptr || out_t_aligned());
+  return x.rows % kCastTile == 0 && x.cols % kCastTile == 0 && cast_vec<T>(x, out) == kMaxVec<T> &&
+         tile_store_aligned(out_t.codes, out_t.ld, kGather);
 }
 
 void check_input(const char* op, const Mat& x) {
@@ -314,7 +230,7 @@ void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaSt
       const std::int64_t chunks = x.cols / kVec;
       const RowLaunch l = row_launch(x.rows, chunks);
       cast_kernel<T, kVec><<<l.grid, l.block, 0, stream>>>(
-          x.ptr<const T>(), x.rows, chunks, x.ld, scale, interpretation(f), out.codes, out.ld,
+          x.ptr<const T>(), x.rows, chunks, x.ld, scale, fp8_interpretation(f), out.codes, out.ld,
           reinterpret_cast<unsigned*>(amax));
       CUDA_CHECK_LAUNCH();
     });
@@ -334,12 +250,17 @@ void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View o
   dispatch_float(x.dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (tiled_cast_fits<T>(x, out, out_t)) {
-      require(x.rows / kWideTile <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");
-      const dim3 grid(static_cast<unsigned>(x.cols / kWideTile),
-                      static_cast<unsigned>(x.rows / kWideTile));
-      cast_transpose_tiled_kernel<T><<<grid, kWideThreads, 0, stream>>>(
-          x.ptr<const T>(), x.ld, scale, interpretation(f), out.codes, out.ld, out_t.codes,
-          out_t.ld, reinterpret_cast<unsigned*>(amax));
+      require(x.rows / kCastTile <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");
+      const dim3 grid(static_cast<unsigned>(x.cols / kCastTile),
+                      static_cast<unsigned>(x.rows / kCastTile));
+      const Fp8TileOut o{scale,
+                         fp8_interpretation(f),
+                         out.codes,
+                         out.ld,
+                         out_t.codes,
+                         out_t.ld,
+                         reinterpret_cast<unsigned*>(amax)};
+      cast_transpose_tiled_kernel<T><<<grid, kTileThreads, 0, stream>>>(x.ptr<const T>(), x.ld, o);
       CUDA_CHECK_LAUNCH();
       return;
     }
@@ -349,7 +270,7 @@ void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View o
     const dim3 grid(static_cast<unsigned>(tiles_c), static_cast<unsigned>(tiles_r));
     const dim3 block(kTile, kTileRowsPerPass);
     cast_transpose_kernel<T><<<grid, block, 0, stream>>>(
-        x.ptr<const T>(), x.rows, x.cols, x.ld, scale, interpretation(f), out.codes, out.ld,
+        x.ptr<const T>(), x.rows, x.cols, x.ld, scale, fp8_interpretation(f), out.codes, out.ld,
         out_t.codes, out_t.ld, reinterpret_cast<unsigned*>(amax));
     CUDA_CHECK_LAUNCH();
   });
