@@ -89,6 +89,8 @@ class CudaBackend final : public Backend, public ExerciseOps {
   void fp8_update_scales(float* blocks, int count, Fp8Format f) override;
   void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
                 bool accumulate) override;
+  void gemm_fp8_add(Mat d, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
+                    Mat c) override;
   std::int64_t side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
                                        bool trans_b, bool accumulate) override;
   std::int64_t side_adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,

@@ -106,6 +106,18 @@ void CudaBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Ten
   fp8_gemm_->run(c, fp8_operand(a, trans_a), fp8_operand(b, !trans_b), fp8_options(accumulate));
 }
 
+// c as cuBLASLt's C where it has d's layout; else the copy, then the GEMM.
+void CudaBackend::gemm_fp8_add(Mat d, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                               bool trans_b, Mat c) {
+  if (c.rows != d.rows || c.cols != d.cols || c.dtype != d.dtype || c.ld != d.ld) {
+    Backend::gemm_fp8_add(d, a, trans_a, b, trans_b, c);
+    return;
+  }
+  cuda::Fp8GemmOptions o = fp8_options(/*accumulate=*/true);
+  o.addend = c.data;
+  fp8_gemm_->run(d, fp8_operand(a, trans_a), fp8_operand(b, !trans_b), o);
+}
+
 std::int64_t CudaBackend::side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a,
                                                   const Fp8Tensor& b, bool trans_b,
                                                   bool accumulate) {

@@ -319,9 +319,10 @@ class Model {
                                    const char* dgrad_op, Fp8Made made = {});
   // model_fp8.cc: the linear GEMMs under --amp-dtype float8, each in FP8
   // where StepPlan::fp8 says, else bf16 as without it.
-  // y = x W^T (+ y with accumulate: y holds the residual), from x's and W's
-  // FP8 copies, made here with their scales kept for the backward.
-  void fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, bool accumulate, Fp8Made made);
+  // y = x W^T (+ *residual where given), from x's and W's FP8 copies, made
+  // here (x's unless `made` has it) with their scales kept for the backward.
+  void fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, const Mat* residual,
+                   Fp8Made made);
   // At the start of each forward pass: how this pass's FP8 tensors find
   // their scales (fp8_fresh_), and under delayed scaling, before a pass
   // that records amaxes (any but evaluate()'s) with a history, the scales
@@ -330,8 +331,8 @@ class Model {
   bool delayed_fp8() const { return acts_.fp8.used() && plan_.fp8.scaling == Fp8Scaling::Delayed; }
   // y = x W^T, in FP8 or bf16.
   void linear_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, Fp8Made made = {});
-  // y = x W^T + residual: the GEMM's add (GemmEpilogue::Residual) in FP8 is
-  // a copy of the residual into y, then an accumulating GEMM.
+  // y = x W^T + residual: the GEMM's add (GemmEpilogue::Residual), in FP8
+  // too (LinearOps::gemm_fp8_add).
   void linear_forward_add(LinearKind kind, int l, Mat y, Mat x, Mat w, Mat residual,
                           Fp8Made made = {});
   // Fp8Linears::swiglu_casts as this plan runs it: the SwiGLU is its own

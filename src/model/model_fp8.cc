@@ -70,19 +70,23 @@ void Model::set_fp8_scaling_state(const std::vector<float>& blocks) {
   fp8_history_warm_ = true;
 }
 
-void Model::fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, bool accumulate,
+void Model::fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, const Mat* residual,
                         Fp8Made made) {
   const LinearShape s = linear_shape(cfg_, shape_, kind);
   const Fp8Tensor qx = acts_.fp8.forward_input(arena_, kind, l, s);
   const Fp8Tensor qw = acts_.fp8.forward_weight(arena_, kind, l, s);
   if (!made.x) backend_.quantize_fp8(x, qx, fp8_fresh_);
   backend_.quantize_fp8(w, qw, fp8_fresh_);
-  backend_.gemm_fp8(y, qx, false, qw, true, accumulate);
+  if (residual != nullptr) {
+    backend_.gemm_fp8_add(y, qx, false, qw, true, *residual);
+    return;
+  }
+  backend_.gemm_fp8(y, qx, false, qw, true, /*accumulate=*/false);
 }
 
 void Model::linear_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, Fp8Made made) {
   if (plan_.fp8.at(kind, LinearPass::Forward)) {
-    fp8_forward(kind, l, y, x, w, /*accumulate=*/false, made);
+    fp8_forward(kind, l, y, x, w, /*residual=*/nullptr, made);
     return;
   }
   backend_.gemm(y, x, false, w, true, 1.0f, 0.0f);
@@ -94,8 +98,7 @@ void Model::linear_forward_add(LinearKind kind, int l, Mat y, Mat x, Mat w, Mat 
     backend_.gemm_add(y, x, false, w, true, residual);
     return;
   }
-  if (y.data != residual.data) backend_.convert(y, residual);
-  fp8_forward(kind, l, y, x, w, /*accumulate=*/true, made);
+  fp8_forward(kind, l, y, x, w, &residual, made);
 }
 
 // The forward's codes of hidden for the down projection's FP8 forward; in

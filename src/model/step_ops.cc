@@ -60,6 +60,12 @@ std::int64_t StepOps::side_gemm_from_fork(Mat c, Mat a, bool trans_a, Mat b, boo
   return side_gemm(c, a, trans_a, b, trans_b, alpha, beta);
 }
 
+void StepOps::gemm_fp8_add(Mat d, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                           bool trans_b, Mat c) {
+  if (d.data != c.data) convert(d, c);
+  gemm_fp8(d, a, trans_a, b, trans_b, /*accumulate=*/true);
+}
+
 std::int64_t StepOps::side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a,
                                               const Fp8Tensor& b, bool trans_b, bool accumulate) {
   gemm_fp8(c, a, trans_a, b, trans_b, accumulate);

@@ -211,6 +211,22 @@ void AccessTraceBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const
   charge(cost);
 }
 
+// One GEMM reading c (cuBLASLt's C) and writing d, as the CUDA backend runs it.
+void AccessTraceBackend::gemm_fp8_add(Mat d, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                                      bool trans_b, Mat c) {
+  charging_ = false;
+  gemm_fp8(d, a, trans_a, b, trans_b, /*accumulate=*/false);
+  charging_ = true;
+  reads({c});
+  const std::int64_t k = trans_a ? a.rows : a.cols;
+  CallCost cost;
+  cost.flops = 2 * d.rows * d.cols * k;
+  cost.bytes = a.rows * a.cols + b.rows * b.cols + mat_bytes(c) + mat_bytes(d);
+  cost.gemms = 1;
+  cost.kind = OpKind::Gemm;
+  charge(cost);
+}
+
 void AccessTraceBackend::gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool, Mat c) {
   reads({a, b, c});
   writes({d});

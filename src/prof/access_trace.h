@@ -91,6 +91,8 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   // FP8 codes are a byte each; the scalars are read and written too.
   void quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) override;
   void fp8_update_scales(float* blocks, int count, Fp8Format f) override;
+  void gemm_fp8_add(Mat d, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
+                    Mat c) override;
   void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
                 bool accumulate) override;
   // The exercise faults' slow kernels touch what the ops they replace touch.

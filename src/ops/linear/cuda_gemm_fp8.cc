@@ -1,5 +1,6 @@
 // See cuda_gemm_fp8.h for the layout (the operand swap that makes
 // row-major A . B^T cuBLASLt's "TN" case) and cuBLASLt's FP8 rules.
+#include <algorithm>
 #include "ops/linear/cuda_gemm_fp8.h"
 
 #include <string>
@@ -152,9 +153,10 @@ void Fp8GemmRunner::run(const Mat& c, const Fp8Operand& a, const Fp8Operand& b,
   const float alpha = 1.0f;
   const float beta = options.accumulate ? 1.0f : 0.0f;
   // cuBLASLt's A is our b and its B is our a (see the header); C and D
-  // share one layout and one buffer.
+  // share one layout, and one buffer unless the caller adds another.
+  const void* addend = options.addend != nullptr ? options.addend : c.data;
   CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b.codes, plan.a, a.codes, plan.b, &beta,
-                              c.data, plan.c, c.data, plan.c, &plan.algo, workspace_,
+                              addend, plan.c, c.data, plan.c, &plan.algo, workspace_,
                               workspace_bytes_, stream_));
 }
 
@@ -175,7 +177,11 @@ Fp8GemmRunner::Key Fp8GemmRunner::key_for(const Mat& c, const Fp8Operand& a, con
   key[kPointers] = (a.dequant != nullptr ? 2 : 0) | (b.dequant != nullptr ? 4 : 0);
   key[kAlignA] = lt_alignment(a.codes, a.ld);
   key[kAlignB] = lt_alignment(b.codes, b.ld);
-  key[kAlignC] = lt_alignment(c.data, c.ld * static_cast<std::int64_t>(dtype_size(c.dtype)));
+  const std::int64_t row_bytes = c.ld * static_cast<std::int64_t>(dtype_size(c.dtype));
+  key[kAlignC] = lt_alignment(c.data, row_bytes);
+  if (options.addend != nullptr) {  // C's alignment too: the algorithm must suit both
+    key[kAlignC] = std::min(key[kAlignC], lt_alignment(options.addend, row_bytes));
+  }
   key[kWorkspace] = static_cast<std::int64_t>(workspace_bytes_);
   key[kDevice] = device_;
   return key;

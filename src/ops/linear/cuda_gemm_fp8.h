@@ -80,6 +80,10 @@ struct Fp8Operand {
 struct Fp8GemmOptions {
   // c += product (beta = 1: c is read); otherwise c is overwritten unread.
   bool accumulate = false;
+  // With accumulate: the term added is read from here instead of c (a
+  // matrix of c's shape, dtype and row stride; cuBLASLt's C, c being its
+  // D), so that c = product + addend needs no copy of the addend first.
+  const void* addend = nullptr;
   // CUBLASLT_MATMUL_DESC_FAST_ACCUM: no periodic promotion to fp32.
   bool fast_accum = false;
 };

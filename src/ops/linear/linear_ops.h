@@ -63,6 +63,12 @@ class LinearOps {
   // along the summed dimension.
   virtual void gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, bool trans_b,
                         bool accumulate) = 0;
+  // d = op(a) * op(b) * inverse_a * inverse_b + c, as gemm_add is to
+  // gemm(): d and c have one shape and dtype; d may alias c. The CUDA
+  // backend reads c as cuBLASLt's C and writes d, one GEMM; the default
+  // (StepOps) copies c into d, then accumulates.
+  virtual void gemm_fp8_add(Mat d, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
+                            bool trans_b, Mat c) = 0;
   // gemm_fp8 as side_gemm_from_fork runs gemm(): the weight gradients.
   // The default is gemm_fp8 at once, ticket 0.
   virtual std::int64_t side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, bool trans_a,

@@ -230,7 +230,8 @@ TEST_P(GpuFp8Gemm, RandomOperandsWithinTheBound) {
   }
 }
 
-// c = a b^T exactly, then c += a b^T exactly (beta = 1).
+// c = a b^T exactly, then c += a b^T exactly (beta = 1), then the same sum
+// into another buffer.
 TEST_P(GpuFp8Gemm, SmallIntegersExactWithAccumulate) {
   const auto [pair, out, s] = GetParam();
   Rng rng(99 + static_cast<std::uint64_t>(s.n));
@@ -258,6 +259,19 @@ TEST_P(GpuFp8Gemm, SmallIntegersExactWithAccumulate) {
       wrong += twice[i] != round_to(got[i] + e.exact[i], out);
     }
     EXPECT_EQ(wrong, 0) << "c + a b^T (beta = 1) differs from the exact sum";
+
+    // The addend read from another buffer (cuBLASLt's C apart from its D,
+    // LinearOps::gemm_fp8_add): d = c + a b^T, c left as it was.
+    DeviceMem d(c.bytes());
+    options.addend = c.get();
+    runner_->run(Mat(d.get(), out, s.m, s.n), a.gpu(), b.gpu(), options);
+    const std::vector<double> sum = download_output(d, s.m, s.n, out);
+    wrong = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      wrong += sum[i] != round_to(twice[i] + e.exact[i], out);
+    }
+    EXPECT_EQ(wrong, 0) << "addend + a b^T differs from the exact sum";
+    EXPECT_EQ(download_output(c, s.m, s.n, out), twice) << "the addend was written";
   }
 }
 
