@@ -140,6 +140,9 @@ class CudaBackend final : public Backend, public ExerciseOps {
   // known before the pass and the tiles fit; else the two ops.
   void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,
                           bool keep_hidden) override;
+  // One kernel (ops/norm/cuda_rmsnorm_fp8.cu), as the SwiGLU's above.
+  void rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
+                         Fp8ScaleFrom from, bool keep_out) override;
   void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
                            Fp8ScaleFrom from, bool keep_grads) override;
   // One Hopper kernel each (ops/swiglu/swiglu_gemm) where it takes the operands,

@@ -10,6 +10,7 @@
 #include "core/errors.h"
 #include "cuda/cuda_backend.h"
 #include "ops/linear/cuda_fp8_cast.h"
+#include "ops/norm/cuda_rmsnorm.h"
 #include "ops/swiglu/cuda_swiglu.h"
 
 namespace tinyllama::cuda {
@@ -95,6 +96,18 @@ void CudaBackend::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up,
     return;
   }
   Backend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);
+}
+
+void CudaBackend::rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
+                                    Fp8ScaleFrom from, bool keep_out) {
+  require_fp8_shape("rmsnorm_apply_fp8", q, x.rows, x.cols);
+  if (from != Fp8ScaleFrom::Amax &&
+      cuda::try_rmsnorm_apply_fp8(out, keep_out, x, weight, rstd, q.scalars + kFp8Scale, q.format,
+                                  cuda::Fp8View{q.codes, q.ld}, cuda::Fp8View{q.codes_t, q.ld_t},
+                                  recorded_amax(q, from), stream_)) {
+    return;
+  }
+  Backend::rmsnorm_apply_fp8(out, x, weight, rstd, q, from, keep_out);
 }
 
 void CudaBackend::fp8_update_scales(float* blocks, int count, Fp8Format f) {

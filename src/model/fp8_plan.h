@@ -46,6 +46,11 @@ struct Fp8Linears {
   // to read back (SwigluOps::swiglu_forward_fp8). Delayed scaling only: the
   // scale must be known before the pass.
   bool swiglu_casts = false;
+  // The backward's recomputed norms (ActivationsImpl::RecomputeNorms) write
+  // the transposed FP8 codes of the QKV and gate/up weight gradients' input
+  // rather than bf16 for a cast (NormOps::rmsnorm_apply_fp8). Delayed
+  // scaling only, set by resolve_plan.
+  bool norm_casts = false;
   // Per linear: the estimated milliseconds of its three GEMMs in bf16 and
   // as chosen (casts included), for the run header's line.
   std::array<double, kLinearKinds> bf16_ms{}, chosen_ms{};

@@ -306,7 +306,9 @@ class Model {
   RowParts gate_up_parts() const;
   void qkv_forward(int l);
   // Both return the ticket of their last weight-gradient GEMM.
-  std::int64_t qkv_backward(int l, Mat dn1);
+  std::int64_t qkv_backward(int l, Mat dn1, Fp8Made made);
+  // The backward's recompute of a norm feeding linear `kind` (model_backward.cc).
+  Fp8Made recompute_norm(LinearKind kind, int l, Mat out, Mat x, Mat weight, Mat rstd);
   void ffn_up_forward(int l);
   std::int64_t ffn_up_backward(int l, Mat dn2, Fp8Made made);
   // Their shared body, and the out-projection's (Fused, no parts):
@@ -321,8 +323,7 @@ class Model {
   // where StepPlan::fp8 says, else bf16 as without it.
   // y = x W^T (+ *residual where given), from x's and W's FP8 copies, made
   // here (x's unless `made` has it) with their scales kept for the backward.
-  void fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, const Mat* residual,
-                   Fp8Made made);
+  void fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, const Mat* residual, Fp8Made made);
   // At the start of each forward pass: how this pass's FP8 tensors find
   // their scales (fp8_fresh_), and under delayed scaling, before a pass
   // that records amaxes (any but evaluate()'s) with a history, the scales

@@ -115,7 +115,7 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
     return linear_wgrad(LinearKind::Down, q, grad(wdown), d_out, hidden);
   };
   std::int64_t down_ticket = 0;
-  Fp8Made gate_up_made;  // the gate/up gradient's FP8 copies, if the SwiGLU wrote them
+  Fp8Made gate_up_made;  // the FP8 copies the SwiGLU (dy) and the recomputed norm (x^T) wrote
   if (plan_.ops.swiglu == SwigluImpl::Gemm) {
     // The SwiGLU backward in this GEMM's epilogue: no "swiglu" op.
     backend_.join_side_gemm(tickets.gate_up);  // d_gate_up is overwritten next
@@ -141,9 +141,11 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
     // The shared norm2's last reader, the layer above's gate/up weight
     // gradient, was joined before the SwiGLU backward.
     ops.next("ffn_norm_recompute");
-    backend_.rmsnorm_apply(acts_.view(arena_, a.norm2), acts_.view(arena_, a.residual_mid),
-                           compute_weight(layout_.layer(l, &LayerSlots::ffn_norm)),
-                           acts_.view(arena_, a.rstd2));
+    gate_up_made.x_t = recompute_norm(LinearKind::GateUp, l, acts_.view(arena_, a.norm2),
+                                      acts_.view(arena_, a.residual_mid),
+                                      compute_weight(layout_.layer(l, &LayerSlots::ffn_norm)),
+                                      acts_.view(arena_, a.rstd2))
+                           .x_t;
   }
   ops.close();  // ffn_up_backward marks its two GEMMs
   tickets.gate_up = ffn_up_backward(l, d_norm_out, gate_up_made);
@@ -192,16 +194,17 @@ void Model::backward_attention_block(int l, Mat d_out, Mat d_h, std::int64_t dow
     backend_.rope_backward(d_qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(),
                            cfg_.rope_theta);
   }
+  Fp8Made qkv_made;  // the QKV input's transposed FP8 copy, if the recomputed norm wrote it
   if (recompute_norms()) {
     // The shared norm1's last reader, the layer above's QKV weight
     // gradient, was joined before the attention backward.
     ops.next("attn_norm_recompute");
-    backend_.rmsnorm_apply(acts_.view(arena_, a.norm1), acts_.view(arena_, a.residual_in),
-                           compute_weight(layout_.layer(l, &LayerSlots::attn_norm)),
-                           acts_.view(arena_, a.rstd1));
+    qkv_made = recompute_norm(
+        LinearKind::Qkv, l, acts_.view(arena_, a.norm1), acts_.view(arena_, a.residual_in),
+        compute_weight(layout_.layer(l, &LayerSlots::attn_norm)), acts_.view(arena_, a.rstd1));
   }
   ops.close();  // qkv_backward marks its two GEMMs
-  tickets.qkv = qkv_backward(l, d_norm_out);
+  tickets.qkv = qkv_backward(l, d_norm_out, qkv_made);
   const ParamSlot& attn_norm = layout_.layer(l, &LayerSlots::attn_norm);
   norm_residual_backward(d_out, grad(attn_norm), d_norm_out, acts_.view(arena_, a.residual_in),
                          compute_weight(attn_norm), acts_.view(arena_, a.rstd1), d_h, down_ticket,
@@ -265,10 +268,28 @@ void Model::norm_residual_backward(Mat d_sum, Mat d_weight, Mat d_norm, Mat x, M
 }
 
 // d(norm1) = d(qkv) · Wqkv and d(Wqkv) = d(qkv)ᵀ · norm1, fused or per slice.
-std::int64_t Model::qkv_backward(int l, Mat d_n1) {
+std::int64_t Model::qkv_backward(int l, Mat d_n1, Fp8Made made) {
   return projection_backward(LinearKind::Qkv, l, d_n1, acts_.view(arena_, acts_.layers[l].norm1),
                              acts_.view(arena_, acts_.d_qkv), layout_.layer(l, &LayerSlots::wqkv),
-                             plan_.ops.qkv_gemm, qkv_parts(), "qkv_gemm_wgrad", "qkv_gemm_dgrad");
+                             plan_.ops.qkv_gemm, qkv_parts(), "qkv_gemm_wgrad", "qkv_gemm_dgrad",
+                             made);
+}
+
+// The norm's output again from its saved rstd (ActivationsImpl's
+// recompute), or, where the linear it feeds has an FP8 weight gradient and
+// the plan has the norm write the codes (Fp8Linears::norm_casts), only the
+// transposed codes that GEMM reads: nothing else reads the recomputed
+// output then. Returns what it made.
+Fp8Made Model::recompute_norm(LinearKind kind, int l, Mat out, Mat x, Mat weight, Mat rstd) {
+  Fp8Made made;
+  if (!plan_.fp8.norm_casts || !plan_.fp8.at(kind, LinearPass::Wgrad)) {
+    backend_.rmsnorm_apply(out, x, weight, rstd);
+    return made;
+  }
+  const Fp8Tensor q = acts_.fp8.backward_input(arena_, kind, l, linear_shape(cfg_, shape_, kind));
+  backend_.rmsnorm_apply_fp8(out, x, weight, rstd, q, fp8_input_scale(kind), /*keep_out=*/false);
+  made.x_t = true;
+  return made;
 }
 
 std::int64_t Model::ffn_up_backward(int l, Mat d_n2, Fp8Made made) {

@@ -1,6 +1,6 @@
 // The default ops, each the composition of the primitives it fuses (the
 // reference): the fused optimizer sweep, the residual GEMM, the GEMM with
-// SwiGLU, SwiGLU with the FP8 cast of its result, attention with RoPE's
+// SwiGLU, SwiGLU and the norm with the FP8 cast of their results, attention with RoPE's
 // backward; and side GEMMs that run at once,
 // in order.
 #include "model/step_ops.h"
@@ -34,6 +34,12 @@ void StepOps::gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w
   gemm(d_hidden, d_out, false, w_down, false, 1.0f, 0.0f);
   swiglu_backward(d_gate_up.col_block(0, f), d_gate_up.col_block(f, f), d_hidden,
                   gate_up.col_block(0, f), gate_up.col_block(f, f));
+}
+
+void StepOps::rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
+                                Fp8ScaleFrom from, bool /*keep_out*/) {
+  rmsnorm_apply(out, x, weight, rstd);
+  quantize_fp8(out, q, from);
 }
 
 void StepOps::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q,

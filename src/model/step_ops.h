@@ -47,8 +47,8 @@ class StepOps : public ConvertOps,
 
   // The fused ops' reference compositions (each family's header says what
   // the op is): a GEMM then add(), attention's backward then RoPE's, the
-  // GEMM then SwiGLU, AdamW then convert(). A backend with one kernel for
-  // the whole overrides them.
+  // GEMM then SwiGLU, SwiGLU or the norm then the FP8 cast, AdamW then
+  // convert(). A backend with one kernel for the whole overrides them.
   void gemm_add(Mat d, Mat a, bool trans_a, Mat b, bool trans_b, Mat c) override;
   std::int64_t side_gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha,
                          float beta) override;
@@ -61,6 +61,8 @@ class StepOps : public ConvertOps,
   void attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k,
                                Mat v, Mat out, Mat lse, Mat probs, const AttentionShape& shape,
                                double rope_theta) override;
+  void rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
+                         Fp8ScaleFrom from, bool keep_out) override;
   void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,
                           bool keep_hidden) override;
   void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,

@@ -410,6 +410,20 @@ void AccessTraceBackend::record_fused_cast(const Fp8Tensor& q, Fp8ScaleFrom from
   charge(cost);
 }
 
+void AccessTraceBackend::rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
+                                           Fp8ScaleFrom from, bool keep_out) {
+  if (from == Fp8ScaleFrom::Amax) {
+    Backend::rmsnorm_apply_fp8(out, x, weight, rstd, q, from, keep_out);
+    return;
+  }
+  reads({x, weight, rstd});
+  if (keep_out) writes({out});
+  CallCost cost = elementwise_cost({x, weight, rstd}, {}, 2, x);
+  if (keep_out) cost.bytes += mat_bytes(out);
+  charge(cost);
+  record_fused_cast(q, from);
+}
+
 void AccessTraceBackend::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q,
                                             Fp8ScaleFrom from, bool keep_hidden) {
   if (from == Fp8ScaleFrom::Amax) {

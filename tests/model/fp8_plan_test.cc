@@ -183,8 +183,9 @@ TEST(Fp8Plan, DataParallelRunsFallBackToCurrentScaling) {
   EXPECT_FALSE(has_fallback(resolve_plan(r, fp8_caps(), cfg, shape), "fp8_scaling"));
 }
 
-// Under delayed scaling the SwiGLU kernel writes the FP8 codes its FP8
-// readers take (the down projection's input, the gate/up gradient): the
+// Under delayed scaling the SwiGLU kernel (and the backward's recomputed
+// norms) write the FP8 codes their FP8 readers take (the down projection's
+// input, the gate/up gradient; the QKV and gate/up inputs' transposes): the
 // plan says so, takes the SwiGLU kernel for it where v4 has the SwiGLU in
 // the GEMM's epilogue, and counts those casts as the bytes they write.
 TEST(Fp8Plan, TheSwigluKernelWritesItsCodesUnderDelayedScaling) {
@@ -196,12 +197,14 @@ TEST(Fp8Plan, TheSwigluKernelWritesItsCodesUnderDelayedScaling) {
   r.precision = Precision::amp_fp8();
   const StepPlan delayed = resolve_plan(r, fp8_caps(), cfg, shape);
   EXPECT_TRUE(delayed.fp8.swiglu_casts);
+  EXPECT_TRUE(delayed.fp8.norm_casts) << "1 B recomputes its norms in the backward";
   EXPECT_EQ(delayed.ops.swiglu, SwigluImpl::Fused);
   EXPECT_NE(delayed.fp8.describe().find("SwiGLU kernel writes"), std::string::npos);
 
   r.fp8_scaling = Fp8Scaling::Current;
-  EXPECT_FALSE(resolve_plan(r, fp8_caps(), cfg, shape).fp8.swiglu_casts)
-      << "current scaling needs the amax before the first code";
+  const StepPlan current = resolve_plan(r, fp8_caps(), cfg, shape);
+  EXPECT_FALSE(current.fp8.swiglu_casts) << "current scaling needs the amax before the first code";
+  EXPECT_FALSE(current.fp8.norm_casts);
   r.fp8_scaling = Fp8Scaling::Delayed;
   r.ops.swiglu = SwigluImpl::Separate;
   EXPECT_FALSE(resolve_plan(r, fp8_caps(), cfg, shape).fp8.swiglu_casts)

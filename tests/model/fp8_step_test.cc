@@ -106,8 +106,8 @@ TEST(Fp8Step, RunsToTheSameBitsTwice) {
   EXPECT_EQ(a.grads, b.grads);
 }
 
-// The CPU backend, but a SwiGLU that writes FP8 codes leaves its bf16
-// result NaN where the caller said it need not be kept (the contract lets
+// The CPU backend, but a SwiGLU or norm that writes FP8 codes leaves its
+// bf16 result NaN where the caller said it need not be kept (the contract lets
 // it leave the buffer as it was): a model that reads it anyway then steps
 // to NaN.
 class ScratchPoisoningCpu : public CpuBackend {
@@ -116,6 +116,12 @@ class ScratchPoisoningCpu : public CpuBackend {
                           bool keep_hidden) override {
     CpuBackend::swiglu_forward_fp8(hidden, gate, up, q, from, keep_hidden);
     if (!keep_hidden) poison(hidden);
+    ++fused_calls;
+  }
+  void rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
+                         Fp8ScaleFrom from, bool keep_out) override {
+    CpuBackend::rmsnorm_apply_fp8(out, x, weight, rstd, q, from, keep_out);
+    if (!keep_out) poison(out);
     ++fused_calls;
   }
   void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
@@ -137,14 +143,17 @@ class ScratchPoisoningCpu : public CpuBackend {
 
 // Delayed scaling (--fp8-scaling delayed) over a few whole steps: the
 // model with every linear GEMM in FP8, its steps forward, backward and
-// AdamW's update on one batch each; with the SwiGLU writing its codes
-// (Fp8Linears::swiglu_casts) or not, its result stored or recomputed.
+// AdamW's update on one batch each; with the SwiGLU and the recomputed
+// norms writing their codes (Fp8Linears::swiglu_casts, norm_casts) or not,
+// the activations stored or recomputed.
 class DelayedRun {
  public:
-  explicit DelayedRun(Fp8Scaling scaling, bool swiglu_casts = false,
+  explicit DelayedRun(Fp8Scaling scaling, bool producer_casts = false,
                       ActivationsImpl activations = ActivationsImpl::Stored)
       : plan_(test_plan("v4", Precision::fp64(), cpu_, fp8_config(), kShape)) {
-    plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling, swiglu_casts);
+    plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling, producer_casts);
+    plan_.fp8.norm_casts =
+        producer_casts && scaling == Fp8Scaling::Delayed && recomputes_norms(activations);
     if (plan_.ops.swiglu == SwigluImpl::Gemm) plan_.ops.swiglu = SwigluImpl::Fused;
     plan_.ops.activations = activations;
     model_ = std::make_unique<Model>(fp8_config(), kShape, plan_, cpu_);
@@ -241,9 +250,10 @@ TEST(Fp8Step, DelayedScalingStateRestoredGivesTheSameStep) {
   EXPECT_THROW(c.model().set_fp8_scaling_state(std::vector<float>(3)), std::invalid_argument);
 }
 
-// The SwiGLU writing the FP8 codes of its results changes where the codes
-// come from, not what they are: the same steps, bit for bit, with the
-// SwiGLU's result stored for the backward or recomputed there -- and with
+// The SwiGLU and the recomputed norms writing the FP8 codes of their
+// results change where the codes come from, not what they are: the same
+// steps, bit for bit, with the activations stored for the backward or
+// recomputed there -- and with
 // every bf16 result the model said it need not keep poisoned, so a read of
 // one would show. Delayed scaling's first step scales as current scaling
 // does; the steps after it take the held scales the fused kernels need.
@@ -253,6 +263,7 @@ TEST(Fp8Step, TheSwigluWritingItsCodesGivesTheSameSteps) {
     DelayedRun plain(Fp8Scaling::Delayed, false, a), fused(Fp8Scaling::Delayed, true, a);
     ASSERT_FALSE(plain.plan().fp8.swiglu_casts);
     ASSERT_TRUE(fused.plan().fp8.swiglu_casts);
+    ASSERT_EQ(fused.plan().fp8.norm_casts, a != ActivationsImpl::Stored);
     for (int n = 1; n <= 3; ++n) {
       const Step p = plain.step(n), f = fused.step(n);
       ASSERT_TRUE(std::isfinite(f.loss));
@@ -260,9 +271,9 @@ TEST(Fp8Step, TheSwigluWritingItsCodesGivesTheSameSteps) {
       EXPECT_EQ(f.grads, p.grads) << "step " << n;
     }
     EXPECT_EQ(fused.model().fp8_scaling_state(), plain.model().fp8_scaling_state());
-    // Per step and layer: the forward's, the backward's, and the
-    // recompute's where there is one.
-    const int per_step = fp8_config().num_layers * (a == ActivationsImpl::Stored ? 2 : 3);
+    // Per step and layer: the SwiGLU's forward and backward; recomputed,
+    // the SwiGLU's recompute and the two norms'.
+    const int per_step = fp8_config().num_layers * (a == ActivationsImpl::Stored ? 2 : 5);
     EXPECT_EQ(fused.fused_swiglu_calls(), 3 * per_step);
   }
 }

@@ -8,6 +8,7 @@
 
 #include "core/mat.h"
 #include "model/kernel_choices.h"
+#include "ops/linear/cuda_fp8_cast.h"
 #include "ops/norm/rmsnorm_partials.h"
 
 namespace tinyllama::cuda {
@@ -23,6 +24,16 @@ void rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double eps, cudaStrea
 // out = x * rstd * weight with a saved rstd: what rmsnorm_forward (and
 // add_rmsnorm_forward) wrote, to the bit.
 void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream);
+// rmsnorm_apply whose result an FP8 GEMM reads (issue 45;
+// cuda_rmsnorm_fp8.cu): one launch casts what rmsnorm_apply would store as
+// fp8_cast_transpose casts the stored tensor, with *scale, into codes and
+// codes_t (either may be null), raising *amax when it is not null; out is
+// written too only when keep_out. bf16 in whole 64 x 64 tiles only: where
+// the dtypes, shapes or alignments do not fit them, it launches nothing and
+// returns false, and the caller runs rmsnorm_apply and the cast instead.
+bool try_rmsnorm_apply_fp8(Mat out, bool keep_out, Mat x, Mat weight, Mat rstd, const float* scale,
+                           Fp8Format f, Fp8View codes, Fp8View codes_t, float* amax,
+                           cudaStream_t stream);
 // The second kernel's work: `blocks` partial rows of dim floats to add, in
 // order, into dweight (blocks 0: nothing left to add).
 struct RmsnormPartialSum {

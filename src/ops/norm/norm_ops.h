@@ -3,6 +3,7 @@
 // A part of the contract every backend meets (model/step_ops.h composes the
 // families; its conventions hold here too).
 #include "core/mat.h"
+#include "ops/linear/fp8_tensor.h"
 
 namespace tinyllama {
 
@@ -29,6 +30,15 @@ class NormOps {
   // wrote. ActivationsImpl::RecomputeNorms's backward pass remakes the
   // normalised inputs with it instead of keeping them per layer.
   virtual void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) = 0;
+  // rmsnorm_apply whose result an FP8 GEMM reads (issue 45,
+  // Fp8Linears::norm_casts): q (x's shape) gets the codes of the values
+  // rmsnorm_apply stores in out, scaled as quantize_fp8(out, q, from) scales
+  // them; out holds those values afterwards only when keep_out, else it is
+  // scratch the op may leave as it was. The default (StepOps) is the two
+  // ops; a backend that knows the scale before the pass (Kept, History) may
+  // write the codes from the norm's kernel itself.
+  virtual void rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
+                                 Fp8ScaleFrom from, bool keep_out) = 0;
 };
 
 }  // namespace tinyllama

@@ -16,6 +16,7 @@
 #include "cuda/gpu_test_util.h"
 #include "ops/linear/cpu_fp8.h"
 #include "ops/linear/cuda_gemm_fp8.h"
+#include "ops/linear/fp8_tensor.h"
 
 namespace tinyllama::gpu_test {
 
@@ -123,5 +124,46 @@ inline std::vector<unsigned char> host_bytes(const std::vector<float>& values, s
   }
   return out;
 }
+
+// An FP8 tensor of rows x cols with both copies packed (poisoned), its
+// scale block set to `scale` with a recorded amax of `amax` (the history
+// zero): what the producers that write codes (the SwiGLU's, the norm's)
+// are checked with against the cast of their stored result.
+struct Fp8Buffers {
+  DeviceMem codes, codes_t, scalars;
+  Fp8Tensor q;
+  Fp8Buffers(std::int64_t rows, std::int64_t cols, Fp8Format f, float scale, float amax)
+      : codes(static_cast<std::size_t>(rows * cols)),
+        codes_t(static_cast<std::size_t>(rows * cols)),
+        scalars(kFp8Block * sizeof(float)) {
+    std::vector<float> block(kFp8Block, 0.0f);
+    block[kFp8Scale] = scale;
+    block[kFp8Inverse] = cpu::fp8_inverse_scale(scale);
+    block[kFp8Amax] = amax;
+    scalars.upload(block.data(), block.size() * sizeof(float));
+    q = Fp8Tensor{f,    rows,
+                  cols, codes.get<std::uint8_t>(),
+                  cols, codes_t.get<std::uint8_t>(),
+                  rows, scalars.get<float>()};
+  }
+};
+
+// Both copies' codes and the scale block, byte for byte.
+inline void expect_same_fp8(const Fp8Buffers& got, const Fp8Buffers& want,
+                            const std::string& what) {
+  const std::size_t n = got.codes.bytes();
+  EXPECT_EQ(got.codes.download<std::uint8_t>(n), want.codes.download<std::uint8_t>(n))
+      << what << ": row-major codes";
+  EXPECT_EQ(got.codes_t.download<std::uint8_t>(n), want.codes_t.download<std::uint8_t>(n))
+      << what << ": transposed codes";
+  EXPECT_EQ(got.scalars.download<float>(kFp8Block), want.scalars.download<float>(kFp8Block))
+      << what << ": the scale block";
+}
+
+// The scale a delayed history might hold for the producers' tests: below
+// the tensor's own amax, so the largest values saturate; the amax recorded
+// so far below it too.
+inline constexpr float kHeldScale = 96.0f;
+inline constexpr float kEarlierAmax = 0.25f;
 
 }  // namespace tinyllama::gpu_test

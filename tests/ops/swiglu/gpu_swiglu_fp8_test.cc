@@ -37,42 +37,6 @@ using SwigluFp8Param = std::tuple<SwigluShape, Fp8ScaleFrom>;
 
 class GpuSwigluFp8 : public Fp8GpuParamTest<SwigluFp8Param> {};
 
-// An FP8 tensor of rows x cols with both copies packed, and its scale
-// block set to `scale` with a recorded amax of `amax` (the history zero).
-struct Fp8Buffers {
-  DeviceMem codes, codes_t, scalars;
-  Fp8Tensor q;
-  Fp8Buffers(std::int64_t rows, std::int64_t cols, Fp8Format f, float scale, float amax)
-      : codes(static_cast<std::size_t>(rows * cols)),
-        codes_t(static_cast<std::size_t>(rows * cols)),
-        scalars(kFp8Block * sizeof(float)) {
-    std::vector<float> block(kFp8Block, 0.0f);
-    block[kFp8Scale] = scale;
-    block[kFp8Inverse] = cpu::fp8_inverse_scale(scale);
-    block[kFp8Amax] = amax;
-    scalars.upload(block.data(), block.size() * sizeof(float));
-    q = Fp8Tensor{f,    rows,
-                  cols, codes.get<std::uint8_t>(),
-                  cols, codes_t.get<std::uint8_t>(),
-                  rows, scalars.get<float>()};
-  }
-};
-
-void expect_same(const Fp8Buffers& got, const Fp8Buffers& want, const std::string& what) {
-  const std::size_t n = got.codes.bytes();
-  EXPECT_EQ(got.codes.download<std::uint8_t>(n), want.codes.download<std::uint8_t>(n))
-      << what << ": row-major codes";
-  EXPECT_EQ(got.codes_t.download<std::uint8_t>(n), want.codes_t.download<std::uint8_t>(n))
-      << what << ": transposed codes";
-  EXPECT_EQ(got.scalars.download<float>(kFp8Block), want.scalars.download<float>(kFp8Block))
-      << what << ": the scale block";
-}
-
-// The scale a delayed history might hold: below the tensor's own amax, so
-// the largest values saturate; the amax recorded so far below it too.
-constexpr float kHeldScale = 96.0f;
-constexpr float kEarlierAmax = 0.25f;
-
 TEST_P(GpuSwigluFp8, ForwardWritesTheCodesTheTwoOpsWrite) {
   const auto [s, from] = GetParam();
   for (const bool keep : {true, false}) {
@@ -89,7 +53,7 @@ TEST_P(GpuSwigluFp8, ForwardWritesTheCodesTheTwoOpsWrite) {
     h.gpu().swiglu_forward(hidden_ref.gpu, gate, up);
     h.gpu().quantize_fp8(hidden_ref.gpu, ref.q, from);
     h.gpu().swiglu_forward_fp8(hidden.gpu, gate, up, fused.q, from, keep);
-    expect_same(fused, ref, "swiglu_forward_fp8");
+    expect_same_fp8(fused, ref, "swiglu_forward_fp8");
     if (keep) EXPECT_EQ(h.device_values(hidden.gpu), h.device_values(hidden_ref.gpu));
   }
 }
@@ -112,7 +76,7 @@ TEST_P(GpuSwigluFp8, BackwardWritesTheCodesTheTwoOpsWrite) {
                             dh.gpu, gate, up);
     h.gpu().quantize_fp8(dgu_ref.gpu, ref.q, from);
     h.gpu().swiglu_backward_fp8(dgu.gpu, dh.gpu, gate, up, fused.q, from, keep);
-    expect_same(fused, ref, "swiglu_backward_fp8");
+    expect_same_fp8(fused, ref, "swiglu_backward_fp8");
     if (keep) EXPECT_EQ(h.device_values(dgu.gpu), h.device_values(dgu_ref.gpu));
   }
 }
