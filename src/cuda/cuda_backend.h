@@ -143,6 +143,8 @@ class CudaBackend final : public Backend, public ExerciseOps {
   // One kernel (ops/norm/cuda_rmsnorm_fp8.cu), as the SwiGLU's above.
   void rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
                          Fp8ScaleFrom from, bool keep_out) override;
+  void rmsnorm_forward_fp8(Mat out, Mat rstd, Mat x, Mat weight, double eps, const Fp8Tensor& q,
+                           Fp8ScaleFrom from, bool keep_out) override;
   void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
                            Fp8ScaleFrom from, bool keep_grads) override;
   // One Hopper kernel each (ops/swiglu/swiglu_gemm) where it takes the operands,

@@ -98,6 +98,19 @@ void CudaBackend::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up,
   Backend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);
 }
 
+// The row-major copy only: a copy a forward GEMM reads.
+void CudaBackend::rmsnorm_forward_fp8(Mat out, Mat rstd, Mat x, Mat weight, double eps,
+                                      const Fp8Tensor& q, Fp8ScaleFrom from, bool keep_out) {
+  require_fp8_shape("rmsnorm_forward_fp8", q, x.rows, x.cols);
+  if (from != Fp8ScaleFrom::Amax && q.codes_t == nullptr && q.codes != nullptr &&
+      cuda::try_rmsnorm_forward_fp8(out, keep_out, rstd, x, weight, eps, q.scalars + kFp8Scale,
+                                    q.format, cuda::Fp8View{q.codes, q.ld}, recorded_amax(q, from),
+                                    stream_)) {
+    return;
+  }
+  Backend::rmsnorm_forward_fp8(out, rstd, x, weight, eps, q, from, keep_out);
+}
+
 void CudaBackend::rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
                                     Fp8ScaleFrom from, bool keep_out) {
   require_fp8_shape("rmsnorm_apply_fp8", q, x.rows, x.cols);

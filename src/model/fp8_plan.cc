@@ -158,7 +158,7 @@ std::string Fp8Linears::describe() const {
   std::snprintf(est, sizeof(est), " (estimated %.2f ms per layer against bf16's %.2f)", chosen,
                 bf16);
   if (swiglu_casts) out += "; the SwiGLU kernel writes its FP8 codes";
-  if (norm_casts) out += "; the recomputed norms write theirs";
+  if (norm_casts) out += "; the norms write theirs";
   return out + est;
 }
 

@@ -46,10 +46,12 @@ struct Fp8Linears {
   // to read back (SwigluOps::swiglu_forward_fp8). Delayed scaling only: the
   // scale must be known before the pass.
   bool swiglu_casts = false;
-  // The backward's recomputed norms (ActivationsImpl::RecomputeNorms) write
-  // the transposed FP8 codes of the QKV and gate/up weight gradients' input
-  // rather than bf16 for a cast (NormOps::rmsnorm_apply_fp8). Delayed
-  // scaling only, set by resolve_plan.
+  // The norms write the FP8 codes of the QKV and gate/up projections'
+  // input rather than bf16 for a cast: the forward's norm (where it is a
+  // kernel of its own, GemmEpilogue::Residual) the forward GEMM's copy, the
+  // backward's recomputed norm (ActivationsImpl::RecomputeNorms) the weight
+  // gradient's transposed one (NormOps::rmsnorm_forward_fp8,
+  // rmsnorm_apply_fp8). Delayed scaling only, set by resolve_plan.
   bool norm_casts = false;
   // Per linear: the estimated milliseconds of its three GEMMs in bf16 and
   // as chosen (casts included), for the run header's line.

@@ -220,8 +220,13 @@ class Model {
   void run_forward(bool training);
   void forward_layer(int l);
   // forward_layer's halves, marking their ops in the layer's sequence.
-  void forward_attention_block(int l, OpSequence& ops);
-  void forward_ffn_block(int l, OpSequence& ops);
+  // The attention half returns the FP8 copy its ffn norm made of the gate/up
+  // projection's input (Fp8Made::x), for the feed-forward half's GEMM.
+  Fp8Made forward_attention_block(int l, OpSequence& ops);
+  void forward_ffn_block(int l, OpSequence& ops, Fp8Made gate_up_made);
+  // rmsnorm_forward, or under Fp8Linears::norm_casts with linear `kind`'s
+  // forward in FP8, its FP8 copy written by the norm (model_fp8.cc).
+  Fp8Made norm_forward(LinearKind kind, int l, Mat out, Mat rstd, Mat x, Mat weight);
   // model_loss.cc: the tied LM head and the cross-entropy. loss_forward
   // with head_gradients (Chunked only) also leaves d(final norm) in
   // d_norm_out and the head's weight gradient issued; loss_backward does
@@ -304,12 +309,12 @@ class Model {
   };
   RowParts qkv_parts() const;
   RowParts gate_up_parts() const;
-  void qkv_forward(int l);
+  void qkv_forward(int l, Fp8Made made);
   // Both return the ticket of their last weight-gradient GEMM.
   std::int64_t qkv_backward(int l, Mat dn1, Fp8Made made);
   // The backward's recompute of a norm feeding linear `kind` (model_backward.cc).
   Fp8Made recompute_norm(LinearKind kind, int l, Mat out, Mat x, Mat weight, Mat rstd);
-  void ffn_up_forward(int l);
+  void ffn_up_forward(int l, Fp8Made made);
   std::int64_t ffn_up_backward(int l, Mat dn2, Fp8Made made);
   // Their shared body, and the out-projection's (Fused, no parts):
   // d(in) = d(out) · W and d(W) = d(out)ᵀ · in (on the side branch), one

@@ -140,6 +140,22 @@ Fp8Made Model::swiglu_backward_for_fp8(int l, Mat d_gate_up, Mat d_hidden, Mat g
   return made;
 }
 
+// The forward's norm of the QKV or gate/up projection's input; its codes
+// for that GEMM where the plan has the norm write them. The bf16 output is
+// kept where the backward reads it (a stored norm, not recomputed).
+Fp8Made Model::norm_forward(LinearKind kind, int l, Mat out, Mat rstd, Mat x, Mat weight) {
+  Fp8Made made;
+  if (!plan_.fp8.norm_casts || !plan_.fp8.at(kind, LinearPass::Forward)) {
+    backend_.rmsnorm_forward(out, rstd, x, weight, cfg_.rms_eps);
+    return made;
+  }
+  const Fp8Tensor q = acts_.fp8.forward_input(arena_, kind, l, linear_shape(cfg_, shape_, kind));
+  backend_.rmsnorm_forward_fp8(out, rstd, x, weight, cfg_.rms_eps, q, fp8_fresh_,
+                               /*keep_out=*/!recompute_norms());
+  made.x = true;
+  return made;
+}
+
 // x's and W's transposed copies take the forward's scale when it was FP8
 // (the same tensors: the same codes), else their own.
 Fp8ScaleFrom Model::fp8_input_scale(LinearKind kind) const {

@@ -70,13 +70,13 @@ void Model::run_forward(bool training) {
 void Model::forward_layer(int l) {
   const OpScope layer(layer_label(l));
   OpSequence ops;
-  forward_attention_block(l, ops);
-  forward_ffn_block(l, ops);
+  const Fp8Made gate_up_made = forward_attention_block(l, ops);
+  forward_ffn_block(l, ops, gate_up_made);
 }
 
 // h = x + Wo(attn(rope(q), rope(k), v)) with q, k, v from norm1(x), and h's
 // norm for the feed-forward half.
-void Model::forward_attention_block(int l, OpSequence& ops) {
+Fp8Made Model::forward_attention_block(int l, OpSequence& ops) {
   const LayerActivations& a = acts_.layers[l];
   const Mat x = acts_.view(arena_, a.residual_in);
   const Mat n1 = acts_.view(arena_, a.norm1);
@@ -88,14 +88,14 @@ void Model::forward_attention_block(int l, OpSequence& ops) {
 
   // Else the block above's residual_norm wrote n1 (unless the add went into
   // its down-projection GEMM, and the norm with it into this block).
+  Fp8Made qkv_made;
   if (!fused_norm() || l == 0 || adds_in_gemms()) {
     ops.next("attn_norm");
-    backend_.rmsnorm_forward(n1, acts_.view(arena_, a.rstd1), x,
-                             compute_weight(layout_.layer(l, &LayerSlots::attn_norm)),
-                             cfg_.rms_eps);
+    qkv_made = norm_forward(LinearKind::Qkv, l, n1, acts_.view(arena_, a.rstd1), x,
+                            compute_weight(layout_.layer(l, &LayerSlots::attn_norm)));
   }
   ops.next("qkv_gemm");
-  qkv_forward(l);
+  qkv_forward(l, qkv_made);
   // q and k heads sit side by side in qkv, so one call rotates both.
   ops.next("rope");
   backend_.rope_forward(qkv.col_block(0, qd + kvd), shape_.seq, cfg_.head_dim(), cfg_.rope_theta);
@@ -118,8 +118,9 @@ void Model::forward_attention_block(int l, OpSequence& ops) {
   if (adds_in_gemms()) {  // h = x + Wo(attn), the sum rounded once
     linear_forward_add(LinearKind::OutProj, l, h, attn, wo, x);
     ops.next("ffn_norm");
-    backend_.rmsnorm_forward(n2, acts_.view(arena_, a.rstd2), h, ffn_norm, cfg_.rms_eps);
-  } else if (fused_norm()) {
+    return norm_forward(LinearKind::GateUp, l, n2, acts_.view(arena_, a.rstd2), h, ffn_norm);
+  }
+  if (fused_norm()) {
     linear_forward(LinearKind::OutProj, l, h, attn, wo);
     ops.next("attn_residual_norm");
     backend_.add_rmsnorm_forward(h, n2, acts_.view(arena_, a.rstd2), h, x, ffn_norm, cfg_.rms_eps);
@@ -130,11 +131,12 @@ void Model::forward_attention_block(int l, OpSequence& ops) {
     ops.next("ffn_norm");
     backend_.rmsnorm_forward(n2, acts_.view(arena_, a.rstd2), h, ffn_norm, cfg_.rms_eps);
   }
+  return {};
 }
 
 // out = h + Wdown(silu(g) * u), and out's norm for the next block where
 // the plan fuses it.
-void Model::forward_ffn_block(int l, OpSequence& ops) {
+void Model::forward_ffn_block(int l, OpSequence& ops, Fp8Made gate_up_made) {
   const LayerActivations& a = acts_.layers[l];
   const Mat h = acts_.view(arena_, a.residual_mid);
   const Mat n2 = acts_.view(arena_, a.norm2);
@@ -150,7 +152,7 @@ void Model::forward_ffn_block(int l, OpSequence& ops) {
     backend_.gemm_swiglu_forward(gu, hidden, n2,
                                  compute_weight(layout_.layer(l, &LayerSlots::wgu)));
   } else {
-    ffn_up_forward(l);
+    ffn_up_forward(l, gate_up_made);
     const Mat gate = gu.col_block(0, f);
     const Mat up = gu.col_block(f, f);
     ops.next("swiglu");
@@ -196,13 +198,13 @@ Model::RowParts Model::gate_up_parts() const {
   return RowParts{2, {0, f}, {f, f}};
 }
 
-void Model::qkv_forward(int l) {
+void Model::qkv_forward(int l, Fp8Made made) {
   const LayerActivations& a = acts_.layers[l];
   const Mat n1 = acts_.view(arena_, a.norm1);
   const Mat qkv = acts_.view(arena_, a.qkv);
   const Mat w = compute_weight(layout_.layer(l, &LayerSlots::wqkv));
   if (plan_.ops.qkv_gemm == GemmGrouping::Fused) {
-    linear_forward(LinearKind::Qkv, l, qkv, n1, w);
+    linear_forward(LinearKind::Qkv, l, qkv, n1, w, made);
     return;
   }
   // Three GEMMs on row slices of the fused weight, into column slices.
@@ -213,7 +215,7 @@ void Model::qkv_forward(int l) {
   }
 }
 
-void Model::ffn_up_forward(int l) {
+void Model::ffn_up_forward(int l, Fp8Made made) {
   const LayerActivations& a = acts_.layers[l];
   const Mat n2 = acts_.view(arena_, a.norm2);
   const Mat gu = acts_.view(arena_, a.gate_up);
@@ -223,7 +225,7 @@ void Model::ffn_up_forward(int l) {
     return;
   }
   if (plan_.ops.gate_up_gemm == GemmGrouping::Fused) {
-    linear_forward(LinearKind::GateUp, l, gu, n2, w);
+    linear_forward(LinearKind::GateUp, l, gu, n2, w, made);
     return;
   }
   const RowParts parts = gate_up_parts();

@@ -36,6 +36,12 @@ void StepOps::gemm_swiglu_backward(Mat d_gate_up, Mat d_hidden, Mat d_out, Mat w
                   gate_up.col_block(0, f), gate_up.col_block(f, f));
 }
 
+void StepOps::rmsnorm_forward_fp8(Mat out, Mat rstd, Mat x, Mat weight, double eps,
+                                  const Fp8Tensor& q, Fp8ScaleFrom from, bool /*keep_out*/) {
+  rmsnorm_forward(out, rstd, x, weight, eps);
+  quantize_fp8(out, q, from);
+}
+
 void StepOps::rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
                                 Fp8ScaleFrom from, bool /*keep_out*/) {
   rmsnorm_apply(out, x, weight, rstd);

@@ -61,6 +61,8 @@ class StepOps : public ConvertOps,
   void attention_rope_backward(AttentionImpl impl, Mat dq, Mat dk, Mat dv, Mat dout, Mat q, Mat k,
                                Mat v, Mat out, Mat lse, Mat probs, const AttentionShape& shape,
                                double rope_theta) override;
+  void rmsnorm_forward_fp8(Mat out, Mat rstd, Mat x, Mat weight, double eps, const Fp8Tensor& q,
+                           Fp8ScaleFrom from, bool keep_out) override;
   void rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
                          Fp8ScaleFrom from, bool keep_out) override;
   void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,

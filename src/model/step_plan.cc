@@ -331,9 +331,13 @@ void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& c
     fall_back(plan, "swiglu", ops.swiglu, SwigluImpl::Fused,
               "the SwiGLU kernel writes the FP8 codes of its result for the FP8 GEMMs");
   }
-  plan.fp8.norm_casts = scaling == Fp8Scaling::Delayed && recomputes_norms(ops.activations) &&
-                        (plan.fp8.at(LinearKind::Qkv, LinearPass::Wgrad) ||
-                         plan.fp8.at(LinearKind::GateUp, LinearPass::Wgrad));
+  const auto norm_feeds_fp8 = [&](LinearPass p) {
+    return plan.fp8.at(LinearKind::Qkv, p) || plan.fp8.at(LinearKind::GateUp, p);
+  };
+  plan.fp8.norm_casts =
+      scaling == Fp8Scaling::Delayed &&
+      ((recomputes_norms(ops.activations) && norm_feeds_fp8(LinearPass::Wgrad)) ||
+       (ops.epilogue == GemmEpilogue::Residual && norm_feeds_fp8(LinearPass::Forward)));
 }
 
 // The per-layer sweeps beside the backward pass, unless the update needs

@@ -410,6 +410,21 @@ void AccessTraceBackend::record_fused_cast(const Fp8Tensor& q, Fp8ScaleFrom from
   charge(cost);
 }
 
+void AccessTraceBackend::rmsnorm_forward_fp8(Mat out, Mat rstd, Mat x, Mat weight, double eps,
+                                             const Fp8Tensor& q, Fp8ScaleFrom from, bool keep_out) {
+  if (from == Fp8ScaleFrom::Amax || q.codes_t != nullptr) {
+    Backend::rmsnorm_forward_fp8(out, rstd, x, weight, eps, q, from, keep_out);
+    return;
+  }
+  reads({x, weight});
+  writes({rstd});
+  if (keep_out) writes({out});
+  CallCost cost = elementwise_cost({x, weight}, {rstd}, kRmsNormForwardFlops, x);
+  if (keep_out) cost.bytes += mat_bytes(out);
+  charge(cost);
+  record_fused_cast(q, from);
+}
+
 void AccessTraceBackend::rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
                                            Fp8ScaleFrom from, bool keep_out) {
   if (from == Fp8ScaleFrom::Amax) {

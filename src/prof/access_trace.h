@@ -131,6 +131,8 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   // As the CUDA backend runs them: one pass writing the codes (and the bf16
   // result only when kept) where the scale is known before it, else the
   // SwiGLU op and the cast.
+  void rmsnorm_forward_fp8(Mat out, Mat rstd, Mat x, Mat weight, double eps, const Fp8Tensor& q,
+                           Fp8ScaleFrom from, bool keep_out) override;
   void rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8Tensor& q,
                          Fp8ScaleFrom from, bool keep_out) override;
   void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,

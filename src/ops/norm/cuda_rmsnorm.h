@@ -31,6 +31,11 @@ void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd, cudaStream_t stream);
 // written too only when keep_out. bf16 in whole 64 x 64 tiles only: where
 // the dtypes, shapes or alignments do not fit them, it launches nothing and
 // returns false, and the caller runs rmsnorm_apply and the cast instead.
+// rmsnorm_forward the same way, writing the row-major codes only (codes;
+// a row a warp, any number of rows); bf16 rows of whole 16-byte vectors.
+bool try_rmsnorm_forward_fp8(Mat out, bool keep_out, Mat rstd, Mat x, Mat weight, double eps,
+                             const float* scale, Fp8Format f, Fp8View codes, float* amax,
+                             cudaStream_t stream);
 bool try_rmsnorm_apply_fp8(Mat out, bool keep_out, Mat x, Mat weight, Mat rstd, const float* scale,
                            Fp8Format f, Fp8View codes, Fp8View codes_t, float* amax,
                            cudaStream_t stream);

@@ -30,6 +30,10 @@ class NormOps {
   // wrote. ActivationsImpl::RecomputeNorms's backward pass remakes the
   // normalised inputs with it instead of keeping them per layer.
   virtual void rmsnorm_apply(Mat out, Mat x, Mat weight, Mat rstd) = 0;
+  // rmsnorm_forward whose result an FP8 GEMM reads, as rmsnorm_apply_fp8
+  // below (out is scratch unless keep_out; rstd is always written).
+  virtual void rmsnorm_forward_fp8(Mat out, Mat rstd, Mat x, Mat weight, double eps,
+                                   const Fp8Tensor& q, Fp8ScaleFrom from, bool keep_out) = 0;
   // rmsnorm_apply whose result an FP8 GEMM reads (issue 45,
   // Fp8Linears::norm_casts): q (x's shape) gets the codes of the values
   // rmsnorm_apply stores in out, scaled as quantize_fp8(out, q, from) scales

@@ -1,6 +1,7 @@
-// rmsnorm_apply that writes FP8 codes (NormOps::rmsnorm_apply_fp8;
-// ops/norm/cuda_rmsnorm_fp8.cu) against the two ops it replaces on the same
-// device -- rmsnorm_apply, then quantize_fp8 -- bit for bit: both copies'
+// The RMSNorms that write FP8 codes (NormOps::rmsnorm_forward_fp8,
+// rmsnorm_apply_fp8; ops/norm/cuda_rmsnorm_fp8.cu) against the two ops each
+// replaces on the same device -- rmsnorm_forward or rmsnorm_apply, then
+// quantize_fp8 -- bit for bit: both copies'
 // codes, the scale block (the amax raised under delayed scaling, untouched
 // with a kept scale), and the bf16 output where it is kept. Shapes of
 // whole 64 x 64 tiles take the fused kernel; the others (and current
@@ -52,6 +53,33 @@ TEST_P(GpuRmsnormFp8, ApplyWritesTheCodesTheTwoOpsWrite) {
     h.gpu().quantize_fp8(out_ref.gpu, ref.q, from);
     h.gpu().rmsnorm_apply_fp8(out.gpu, x.gpu, w.gpu, rstd.gpu, fused.q, from, keep);
     expect_same_fp8(fused, ref, "rmsnorm_apply_fp8");
+    if (keep) EXPECT_EQ(h.device_values(out.gpu), h.device_values(out_ref.gpu));
+  }
+}
+
+// The forward's norm with its row-major codes (a row a warp: any rows of
+// whole 16-byte vectors fuse), rstd as rmsnorm_forward's.
+TEST_P(GpuRmsnormFp8, ForwardWritesTheCodesTheTwoOpsWrite) {
+  const auto [s, from] = GetParam();
+  for (const bool keep : {true, false}) {
+    SCOPED_TRACE(keep ? "output kept" : "output scratch");
+    Harness h(DType::BF16, 49);
+    const Twin x = h.input(s.rows, s.dim, DType::BF16, 1.5, s.pad);
+    const Twin w = h.input(1, s.dim, DType::BF16, 0.3, 0, 1.0);
+    const Twin rstd = h.output(s.rows, 1, DType::F32);
+    const Twin rstd_ref = h.output(s.rows, 1, DType::F32);
+    const Twin out = h.output(s.rows, s.dim, DType::BF16, s.pad);
+    const Twin out_ref = h.output(s.rows, s.dim, DType::BF16, s.pad);
+    Fp8Buffers fused(s.rows, s.dim, Fp8Format::E4M3, kHeldScale, kEarlierAmax);
+    Fp8Buffers ref(s.rows, s.dim, Fp8Format::E4M3, kHeldScale, kEarlierAmax);
+    constexpr double kEps = 1e-5;
+
+    h.gpu().rmsnorm_forward(out_ref.gpu, rstd_ref.gpu, x.gpu, w.gpu, kEps);
+    h.gpu().quantize_fp8(out_ref.gpu, ref.q.direct_only(), from);
+    h.gpu().rmsnorm_forward_fp8(out.gpu, rstd.gpu, x.gpu, w.gpu, kEps, fused.q.direct_only(), from,
+                                keep);
+    expect_same_fp8(fused, ref, "rmsnorm_forward_fp8");
+    EXPECT_EQ(h.device_values(rstd.gpu), h.device_values(rstd_ref.gpu)) << "rstd";
     if (keep) EXPECT_EQ(h.device_values(out.gpu), h.device_values(out_ref.gpu));
   }
 }
