@@ -1,7 +1,7 @@
 // See cuda_gemm_fp8.h for the layout (the operand swap that makes
 // row-major A . B^T cuBLASLt's "TN" case) and cuBLASLt's FP8 rules.
-#include <algorithm>
 #include "ops/linear/cuda_gemm_fp8.h"
+#include <algorithm>
 
 #include <string>
 #include <vector>
