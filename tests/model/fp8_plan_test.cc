@@ -49,14 +49,19 @@ DeviceCaps fp8_caps() {
   return caps;
 }
 
-StepPlan fp8_plan(const ModelConfig& cfg, BatchShape shape, Fp8Choice choice = Fp8Choice::Auto,
-                  const DeviceCaps& caps = fp8_caps(), const std::string& level = "v4") {
+// A float8 run's request at `level`, its other settings the defaults.
+PlanRequest fp8_request(Fp8Choice choice = Fp8Choice::Auto, const std::string& level = "v4") {
   PlanRequest r;
   r.level = level;
   r.ops = level_preset(level);
   r.precision = Precision::amp_fp8();
   r.fp8_gemms = choice;
-  return resolve_plan(r, caps, cfg, shape);
+  return r;
+}
+
+StepPlan fp8_plan(const ModelConfig& cfg, BatchShape shape, Fp8Choice choice = Fp8Choice::Auto,
+                  const DeviceCaps& caps = fp8_caps(), const std::string& level = "v4") {
+  return resolve_plan(fp8_request(choice, level), caps, cfg, shape);
 }
 
 bool has_fallback(const StepPlan& p, const std::string& op) {
@@ -165,10 +170,7 @@ TEST(Fp8Plan, TheArenaHoldsTheCopiesTheChosenGemmsRead) {
 TEST(Fp8Plan, DataParallelRunsFallBackToCurrentScaling) {
   const ModelConfig cfg = one_b();
   const BatchShape shape{8, 1024};
-  PlanRequest r;
-  r.level = "v4";
-  r.ops = level_preset("v4");
-  r.precision = Precision::amp_fp8();
+  PlanRequest r = fp8_request();
   const StepPlan one = resolve_plan(r, fp8_caps(), cfg, shape);
   EXPECT_EQ(one.fp8.scaling, Fp8Scaling::Delayed);
   EXPECT_FALSE(has_fallback(one, "fp8_scaling"));
@@ -191,10 +193,7 @@ TEST(Fp8Plan, DataParallelRunsFallBackToCurrentScaling) {
 TEST(Fp8Plan, TheSwigluKernelWritesItsCodesUnderDelayedScaling) {
   const ModelConfig cfg = one_b();
   const BatchShape shape{8, 1024};
-  PlanRequest r;
-  r.level = "v4";
-  r.ops = level_preset("v4");
-  r.precision = Precision::amp_fp8();
+  PlanRequest r = fp8_request();
   const StepPlan delayed = resolve_plan(r, fp8_caps(), cfg, shape);
   EXPECT_TRUE(delayed.fp8.swiglu_casts);
   EXPECT_TRUE(delayed.fp8.norm_casts) << "1 B recomputes its norms in the backward";

@@ -148,6 +148,19 @@ struct Fp8Buffers {
   }
 };
 
+// A test name's word for where a scale comes from.
+inline const char* scale_label(Fp8ScaleFrom from) {
+  switch (from) {
+    case Fp8ScaleFrom::History:
+      return "delayed";
+    case Fp8ScaleFrom::Kept:
+      return "kept";
+    case Fp8ScaleFrom::Amax:
+      return "current";
+  }
+  return "?";
+}
+
 // Both copies' codes and the scale block, byte for byte.
 inline void expect_same_fp8(const Fp8Buffers& got, const Fp8Buffers& want,
                             const std::string& what) {

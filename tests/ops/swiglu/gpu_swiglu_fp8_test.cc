@@ -102,11 +102,8 @@ TEST_P(GpuSwigluFp8, WritesOnlyWhatItIsAsked) {
 
 std::string shape_name(const ::testing::TestParamInfo<SwigluFp8Param>& info) {
   const auto& [s, from] = info.param;
-  const char* scale = from == Fp8ScaleFrom::History ? "delayed"
-                      : from == Fp8ScaleFrom::Kept  ? "kept"
-                                                    : "current";
   return std::to_string(s.rows) + "x" + std::to_string(s.ffn) + (s.pad != 0 ? "_padded_" : "_") +
-         scale;
+         scale_label(from);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuSwigluFp8,
