@@ -55,19 +55,21 @@ cuda::Fp8GemmOptions fp8_options(bool accumulate) {
 }  // namespace
 
 void CudaBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) {
+  const cuda::Fp8Source source =
+      q.rounds_to_bf16 ? cuda::Fp8Source::Bf16OfF32 : cuda::Fp8Source::AsStored;
   if (from == Fp8ScaleFrom::Amax) {
-    cuda::fp8_amax(x, q.scalars + kFp8Amax, stream_);
+    cuda::fp8_amax(x, q.scalars + kFp8Amax, stream_, source);
     cuda::fp8_scale_from_amax(q.scalars + kFp8Amax, q.format, 0, q.scalars + kFp8Scale,
                               q.scalars + kFp8Inverse, stream_);
   }
   const float* scale = q.scalars + kFp8Scale;
   float* amax = recorded_amax(q, from);
   if (q.codes_t == nullptr) {
-    cuda::fp8_cast(x, scale, q.format, cuda::Fp8View{q.codes, q.ld}, stream_, amax);
+    cuda::fp8_cast(x, scale, q.format, cuda::Fp8View{q.codes, q.ld}, stream_, amax, source);
     return;
   }
   cuda::fp8_cast_transpose(x, scale, q.format, cuda::Fp8View{q.codes, q.ld},
-                           cuda::Fp8View{q.codes_t, q.ld_t}, stream_, amax);
+                           cuda::Fp8View{q.codes_t, q.ld_t}, stream_, amax, source);
 }
 
 // Current scaling needs the whole result's amax before the first code:

@@ -27,6 +27,15 @@ __device__ __forceinline__ float to_f32(__nv_bfloat16 x) {
 __device__ __forceinline__ float to_f32(__half x) {
   return __half2float(x);
 }
+// An fp32 element read as its value rounded to bf16: an fp32 master weight
+// standing in for the bf16 copy it would have (ops/linear/cuda_fp8_cast.h,
+// Fp8Source::Bf16OfF32). Read-only: there is no from_f32 for it.
+struct F32AsBf16 {
+  float v;
+};
+__device__ __forceinline__ float to_f32(F32AsBf16 x) {
+  return __bfloat162float(__float2bfloat16_rn(x.v));
+}
 
 template <typename T>
 __device__ __forceinline__ T from_f32(float x);

@@ -159,6 +159,7 @@ std::string Fp8Linears::describe() const {
                 bf16);
   if (swiglu_casts) out += "; the SwiGLU kernel writes its FP8 codes";
   if (norm_casts) out += "; the norms write theirs";
+  if (master_weights) out += "; the FP8 weights are cast from the fp32 master (no bf16 copy)";
   return out + est;
 }
 

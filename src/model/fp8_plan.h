@@ -53,6 +53,12 @@ struct Fp8Linears {
   // gradient's transposed one (NormOps::rmsnorm_forward_fp8,
   // rmsnorm_apply_fp8). Delayed scaling only, set by resolve_plan.
   bool norm_casts = false;
+  // The weights' FP8 casts may read the fp32 master weights, as their bf16
+  // values (Fp8Tensor::rounds_to_bf16: the codes of the bf16 copy, bit for
+  // bit), so a linear whose every GEMM reading its weight is FP8 (forward
+  // and data gradient) keeps no bf16 copy (keeps_bf16_weight). Single
+  // process only, set by resolve_plan: ZeRO-1 gathers the bf16 copies.
+  bool master_weights = false;
   // Per linear: the estimated milliseconds of its three GEMMs in bf16 and
   // as chosen (casts included), for the run header's line.
   std::array<double, kLinearKinds> bf16_ms{}, chosen_ms{};
@@ -62,6 +68,10 @@ struct Fp8Linears {
   }
   bool any() const;
   bool backward(LinearKind k) const { return at(k, LinearPass::Dgrad) || at(k, LinearPass::Wgrad); }
+  // Whether a bf16 GEMM reads linear k's weight, so the compute copy holds it.
+  bool keeps_bf16_weight(LinearKind k) const {
+    return !master_weights || !at(k, LinearPass::Forward) || !at(k, LinearPass::Dgrad);
+  }
   // "qkv fwd dgrad wgrad, out_proj -, ..." and the estimate.
   std::string describe() const;
 };

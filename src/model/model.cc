@@ -52,6 +52,7 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
       comm_(plan.parallel.enabled ? collectives : nullptr),
       layout_(cfg, plan.parallel.span_align()),
       grad_layout_(layout_, plan.ops.grad_buffers),
+      compute_copy_(layout_, plan),
       canonical_(cfg, 1, VocabRows::Exact),
       non_layer_spans_(layout_.non_layer_spans()),
       acts_(cfg, shape, plan) {
@@ -85,7 +86,7 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
   // that the optimizer can sweep whole blocks.
   backend_.fill_zero(state_, state_bytes);
   if (plan_.precision.mixed()) {
-    compute_params_ = backend_.allocate(static_cast<std::size_t>(layout_.total()) *
+    compute_params_ = backend_.allocate(static_cast<std::size_t>(compute_copy_.total()) *
                                         dtype_size(plan_.precision.compute));
   }
   arena_ = backend_.allocate(static_cast<std::size_t>(acts_.bytes));
@@ -141,7 +142,8 @@ MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, BatchShape shape,
   MemoryBreakdown m;
   m.parameters = master;
   if (precision.mixed()) {
-    m.parameters += layout.total() * static_cast<std::int64_t>(dtype_size(precision.compute));
+    m.parameters += ComputeCopyLayout(layout, plan).total() *
+                    static_cast<std::int64_t>(dtype_size(precision.compute));
   }
   const std::int64_t micro = plan.update.accumulation;
   m.gradients = GradLayout(layout, plan.ops.grad_buffers).total() * elem;
@@ -179,9 +181,10 @@ Mat Model::grad(const ParamSlot& s) const {
 }
 
 Mat Model::compute_weight(const ParamSlot& s) const {
-  if (!plan_.precision.mixed()) return param(s);
+  if (!plan_.precision.mixed() || !compute_copy_.keeps(s.offset)) return param(s);
   auto* base = static_cast<char*>(compute_params_) +
-               s.offset * static_cast<std::int64_t>(dtype_size(plan_.precision.compute));
+               compute_copy_.offset(s.offset) *
+                   static_cast<std::int64_t>(dtype_size(plan_.precision.compute));
   return Mat(base, plan_.precision.compute, s.rows, s.cols);
 }
 
@@ -196,8 +199,17 @@ Mat Model::lm_head_grad() const {
 void Model::refresh_compute_weights() {
   if (!plan_.precision.mixed()) return;
   const OpScope op("refresh_weights");
-  backend_.convert(Mat(compute_params_, plan_.precision.compute, 1, layout_.total()),
-                   Mat(params_, plan_.precision.master, 1, layout_.total()));
+  const auto at = [](void* block, std::int64_t elements, DType t) {
+    return static_cast<char*>(block) + elements * static_cast<std::int64_t>(dtype_size(t));
+  };
+  for (const SlotRun& run : compute_copy_.runs({0, layout_.total()})) {
+    if (run.group == 0) continue;  // no copy
+    const std::int64_t n = run.span.size();
+    backend_.convert(
+        Mat(at(compute_params_, compute_copy_.offset(run.span.begin), plan_.precision.compute),
+            plan_.precision.compute, 1, n),
+        Mat(at(params_, run.span.begin, plan_.precision.master), plan_.precision.master, 1, n));
+  }
 }
 
 void Model::set_params(const std::vector<double>& host) {

@@ -12,6 +12,7 @@
 #include "model/activation_plan.h"
 #include "model/backend.h"
 #include "model/collectives.h"
+#include "model/compute_copy.h"
 #include "model/config.h"
 #include "model/grad_layout.h"
 #include "model/param_layout.h"
@@ -211,7 +212,10 @@ class Model {
   Mat grad(const ParamSlot& s) const;
 
  private:
-  Mat compute_weight(const ParamSlot& s) const;  // master, or its low-precision copy
+  // The master, or its low-precision copy under AMP; the master itself for
+  // a weight the plan keeps no copy of (ComputeCopyLayout), which only FP8
+  // casts read (as its bf16 values, fp8_weight).
+  Mat compute_weight(const ParamSlot& s) const;
   // The tied LM head: the embedding with its padded_vocab() rows (the
   // compute copy, and the gradient), for the three LM-head GEMMs.
   Mat lm_head_weight() const;
@@ -287,8 +291,10 @@ class Model {
   Mat micro_losses() const;
   Mat step_losses() const;
   // sweep_shard's one AdamW call over `shard`, all of it in hp's decay
-  // group (sweep_shard cuts a shard into runs of one group each).
-  std::int64_t sweep_groups(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward);
+  // group and writing the compute copy or not (sweep_shard cuts a shard
+  // into runs of one group each).
+  std::int64_t sweep_groups(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward,
+                            bool with_copy);
   // Under fp16: the overflow scan of this rank's reduced gradients, then
   // the flag combined over the ranks, so every rank skips together.
   void parallel_overflow_check();
@@ -356,6 +362,7 @@ class Model {
   Fp8Made swiglu_backward_for_fp8(int l, Mat d_gate_up, Mat d_hidden, Mat gate, Mat up);
   // The scale of a linear's input: kept from its FP8 forward, else fresh.
   Fp8ScaleFrom fp8_input_scale(LinearKind kind) const;
+  Fp8Tensor fp8_weight(Fp8Tensor q, const Mat& w) const;
   // The FP8 copies a linear's backward GEMMs read: dy's (either copy), W^T
   // and x^T, each made only for a GEMM in FP8. Issued before the fork, as
   // the weight gradient on the side branch reads them.
@@ -390,7 +397,8 @@ class Model {
   Collectives* comm_ = nullptr;  // data parallel: the other ranks
   ParamLayout layout_;
   GradLayout grad_layout_;
-  ParamLayout canonical_;  // state_layout(): single rank, vocab_size rows
+  ComputeCopyLayout compute_copy_;  // where compute_params_ holds each kept slot
+  ParamLayout canonical_;           // state_layout(): single rank, vocab_size rows
   // layout_.non_layer_spans(), kept so that no step allocates for them.
   std::vector<ParamSpan> non_layer_spans_;
   ActivationPlan acts_;
@@ -406,7 +414,7 @@ class Model {
   // ZeRO-1 under AMP: each rank gathers only the compute copy, so the
   // master weights of other ranks' shards are stale after a step.
   mutable bool master_stale_ = false;
-  void* compute_params_ = nullptr;  // low-precision copy under AMP, else null
+  void* compute_params_ = nullptr;  // low-precision copy under AMP (compute_copy_), else null
   bool layers_updated_ = false;     // by the last backward_pass, for optimizer_pass
   // GradBuffers::Ring: per slot, the ticket of the last sweep that reads it
   // (Backend::side_adamw_fused), joined before the slot's next layer writes

@@ -70,11 +70,18 @@ void Model::set_fp8_scaling_state(const std::vector<float>& blocks) {
   fp8_history_warm_ = true;
 }
 
+// W's FP8 copy q, cast from w: the compute copy, or where the plan keeps
+// none (compute_weight) the fp32 master read as its bf16 values.
+Fp8Tensor Model::fp8_weight(Fp8Tensor q, const Mat& w) const {
+  q.rounds_to_bf16 = w.dtype != plan_.precision.compute;
+  return q;
+}
+
 void Model::fp8_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, const Mat* residual,
                         Fp8Made made) {
   const LinearShape s = linear_shape(cfg_, shape_, kind);
   const Fp8Tensor qx = acts_.fp8.forward_input(arena_, kind, l, s);
-  const Fp8Tensor qw = acts_.fp8.forward_weight(arena_, kind, l, s);
+  const Fp8Tensor qw = fp8_weight(acts_.fp8.forward_weight(arena_, kind, l, s), w);
   if (!made.x) backend_.quantize_fp8(x, qx, fp8_fresh_);
   backend_.quantize_fp8(w, qw, fp8_fresh_);
   if (residual != nullptr) {
@@ -172,7 +179,7 @@ Model::Fp8Grads Model::fp8_backward_operands(LinearKind kind, int l, Mat d_out, 
   q.dy = acts_.fp8.gradient(arena_, kind, l, s, dgrad, wgrad);
   if (!made.dy) backend_.quantize_fp8(d_out, q.dy, fp8_fresh_);
   if (dgrad) {
-    q.w_t = acts_.fp8.backward_weight(arena_, kind, l, s);
+    q.w_t = fp8_weight(acts_.fp8.backward_weight(arena_, kind, l, s), w);
     backend_.quantize_fp8(w, q.w_t, fp8_input_scale(kind));
   }
   if (wgrad) {

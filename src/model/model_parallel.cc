@@ -20,21 +20,27 @@ void* at(void* block, std::int64_t elements, DType t) {
 
 std::int64_t Model::sweep_shard(const BucketShard& shard, const AdamWHyper& hp,
                                 bool beside_backward) {
-  if (!plan_.update.decay_matrices_only) return sweep_groups(shard, hp, beside_backward);
-  // One sweep per run of slots in one decay group: the norm weights skip
-  // the decay. Tickets grow, so the last one joins them all.
+  // One sweep per run of slots that share a decay group (the norm weights
+  // skip the decay under decay_matrices_only) and whether they keep a
+  // compute copy (ComputeCopyLayout). Tickets grow, so the last one joins
+  // them all.
+  const bool split_decay = plan_.update.decay_matrices_only;
+  const std::vector<ParamSlot>& slots = layout_.slots();
   std::int64_t ticket = -1;
-  for (const DecayRun& run : decay_runs(layout_, shard.state)) {
+  for (const SlotRun& run : slot_runs(layout_, shard.state, [&](std::size_t i) {
+         const bool decay = !split_decay || !slots[i].is_norm;
+         return (decay ? 2 : 0) + (compute_copy_.keeps(slots[i].offset) ? 1 : 0);
+       })) {
     AdamWHyper group = hp;
-    group.apply_decay = run.decay;
+    group.apply_decay = hp.apply_decay && (run.group & 2) != 0;
     const BucketShard part{run.span, shard.moment_begin + (run.span.begin - shard.state.begin)};
-    ticket = sweep_groups(part, group, beside_backward);
+    ticket = sweep_groups(part, group, beside_backward, (run.group & 1) != 0);
   }
   return ticket;
 }
 
 std::int64_t Model::sweep_groups(const BucketShard& shard, const AdamWHyper& hp,
-                                 bool beside_backward) {
+                                 bool beside_backward, bool with_copy) {
   const DType m = plan_.precision.master;
   const std::int64_t n = shard.state.size();
   auto view = [&](void* block, std::int64_t begin, DType t) {
@@ -44,9 +50,10 @@ std::int64_t Model::sweep_groups(const BucketShard& shard, const AdamWHyper& hp,
   const Mat grad = view(grads_, grad_layout_.offset(shard.state.begin), m);
   const Mat mom1 = view(adam_m_, shard.moment_begin, m);
   const Mat mom2 = view(adam_v_, shard.moment_begin, m);
-  const Mat copy = plan_.precision.mixed()
-                       ? view(compute_params_, shard.state.begin, plan_.precision.compute)
-                       : Mat();
+  const Mat copy =
+      plan_.precision.mixed() && with_copy
+          ? view(compute_params_, compute_copy_.offset(shard.state.begin), plan_.precision.compute)
+          : Mat();
   if (beside_backward) return backend_.side_adamw_fused(param, grad, mom1, mom2, copy, hp);
   backend_.adamw_fused(param, grad, mom1, mom2, copy, hp);
   return -1;
@@ -76,8 +83,8 @@ void Model::update_bucket(ParamSpan bucket, const AdamWHyper& hp) {
     // The forward pass reads only the compute copy: gathering it moves half
     // the bytes of the fp32 masters, which stay fresh in this rank's shards.
     // (The other ranks' master shards are stale from here: stage_step notes it.)
-    comm_->all_gather(at(compute_params_, bucket.begin, p.compute), shard.state.size(), p.compute,
-                      stream);
+    comm_->all_gather(at(compute_params_, compute_copy_.offset(bucket.begin), p.compute),
+                      shard.state.size(), p.compute, stream);
   } else {
     comm_->all_gather(at(params_, bucket.begin, p.master), shard.state.size(), p.master, stream);
   }

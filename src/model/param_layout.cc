@@ -68,21 +68,31 @@ int ParamLayout::add(std::string name, std::int64_t rows, std::int64_t cols, boo
   return static_cast<int>(slots_.size()) - 1;
 }
 
-std::vector<DecayRun> decay_runs(const ParamLayout& layout, ParamSpan range) {
-  std::vector<DecayRun> runs;
+std::vector<SlotRun> slot_runs(const ParamLayout& layout, ParamSpan range,
+                               const std::function<int(std::size_t)>& group_of) {
+  std::vector<SlotRun> runs;
   const std::vector<ParamSlot>& slots = layout.slots();
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const std::int64_t end = i + 1 < slots.size() ? slots[i + 1].offset : layout.total();
-    // The first slot's run also takes any padding before it.
     const std::int64_t begin = i == 0 ? 0 : slots[i].offset;
     const ParamSpan cut{std::max(begin, range.begin), std::min(end, range.end)};
     if (cut.size() <= 0) continue;
-    const bool decay = !slots[i].is_norm;
-    if (!runs.empty() && runs.back().decay == decay && runs.back().span.end == cut.begin) {
+    const int group = group_of(i);
+    if (!runs.empty() && runs.back().group == group && runs.back().span.end == cut.begin) {
       runs.back().span.end = cut.end;
     } else {
-      runs.push_back({cut, decay});
+      runs.push_back({cut, group});
     }
+  }
+  return runs;
+}
+
+std::vector<DecayRun> decay_runs(const ParamLayout& layout, ParamSpan range) {
+  const std::vector<ParamSlot>& slots = layout.slots();
+  std::vector<DecayRun> runs;
+  for (const SlotRun& r :
+       slot_runs(layout, range, [&](std::size_t i) { return slots[i].is_norm ? 0 : 1; })) {
+    runs.push_back({r.span, r.group == 1});
   }
   return runs;
 }

@@ -3,6 +3,7 @@
 // offsets index the gradient and both AdamW moment buffers, so all four are
 // one allocation each and the optimizer can run over them in one pass.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,18 @@ class ParamLayout {
   std::int64_t span_align_ = 1;
   std::vector<ParamSpan> spans_;  // spans() in order: embedding, layers, final norm
 };
+
+// A run of the flat buffers whose slots share a group of the caller's
+// (group_of: a slot's index in ParamLayout::slots -> its group). A slot's
+// run reaches to the next slot (padding included); the first slot's takes
+// any padding before it.
+struct SlotRun {
+  ParamSpan span;
+  int group = 0;
+};
+// The runs that cover `range`, in order, adjacent runs of one group merged.
+std::vector<SlotRun> slot_runs(const ParamLayout& layout, ParamSpan range,
+                               const std::function<int(std::size_t)>& group_of);
 
 // A run of the flat buffers whose slots share a weight-decay group
 // (UpdateRecipe::decay_matrices_only): decay false for the norm weights.

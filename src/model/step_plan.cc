@@ -338,6 +338,7 @@ void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& c
       scaling == Fp8Scaling::Delayed &&
       ((recomputes_norms(ops.activations) && norm_feeds_fp8(LinearPass::Wgrad)) ||
        (ops.epilogue == GemmEpilogue::Residual && norm_feeds_fp8(LinearPass::Forward)));
+  plan.fp8.master_weights = !request.data_parallel && plan.fp8.any();
 }
 
 // The per-layer sweeps beside the backward pass, unless the update needs

@@ -64,6 +64,7 @@ nlohmann::json plan_json(const StepPlan& plan) {
     out["fp8_scaling"] = fp8_scaling_name(plan.fp8.scaling);
     out["fp8_swiglu_casts"] = plan.fp8.swiglu_casts;
     out["fp8_norm_casts"] = plan.fp8.norm_casts;
+    out["fp8_master_weights"] = plan.fp8.master_weights;
   }
   return out;
 }

@@ -15,14 +15,18 @@
 // much as FP8's: the test prints each weight matrix's two distances, from
 // which a tighter bound is to be derived.
 #include <cmath>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cpu/cpu_backend.h"
 #include "gpu_model_util.h"
 #include "gpu_test_util.h"
 #include "model/fp8_plan.h"
 #include "model/model.h"
+#include "train/loss_scaler.h"
+#include "train/step_runner.h"
 
 namespace tinyllama::gpu_test {
 namespace {
@@ -123,6 +127,66 @@ TEST_P(GpuFp8Step, TracksTheFp8EmulationCloserThanTheStepWithoutFp8) {
   // ... and the GPU's gradients are the emulation's, not unrelated ones.
   EXPECT_LT(to_emulation, 0.5) << "worst: " << emul_slot;
   EXPECT_NEAR(r_gpu.loss, r_emul.loss, 1e-2 * r_emul.loss);
+}
+
+struct TrainedState {
+  std::vector<std::vector<double>> params, m;  // after each step
+  std::vector<double> losses;
+  MemoryBreakdown memory;
+};
+
+// Four whole steps of the level with every linear GEMM in FP8 under delayed
+// scaling, the producers writing their codes (as resolve_plan sets them),
+// through the trainer's StepRunner (captured once, then replayed).
+TrainedState train_fp8(const std::string& level, bool master_weights) {
+  const ModelConfig cfg = fp8_config();
+  const std::unique_ptr<Backend> backend = make_cuda_backend(Precision::amp_fp8());
+  StepPlan plan = test_plan(level, Precision::amp_fp8(), *backend, cfg, kShape);
+  plan.fp8 = choose_fp8_linears(cfg, kShape, Fp8Choice::All, Fp8Scaling::Delayed,
+                                plan.ops.swiglu != SwigluImpl::Separate);
+  plan.fp8.norm_casts = true;
+  plan.fp8.master_weights = master_weights;
+  if (plan.ops.swiglu == SwigluImpl::Gemm) plan.ops.swiglu = SwigluImpl::Fused;
+  Model model(cfg, kShape, plan, *backend);
+  model.set_params(weights(model.layout()));
+  LossScaler scaler(false);
+  AdamWHyper hp;
+  hp.lr = 1e-2f;
+  StepRunner runner(model, scaler, hp);
+  TrainedState out;
+  for (int i = 0; i < 4; ++i) {
+    runner.run(random_rows(kShape.batch, kShape.seq, cfg.vocab_size, 60 + i));
+    out.params.push_back(model.params());
+    out.m.push_back(model.adam_m());
+    out.losses.push_back(model.loss());
+  }
+  out.memory = model.memory();
+  return out;
+}
+
+// The FP8 weights cast from the fp32 master as its bf16 values
+// (Fp8Linears::master_weights: the linears keep no bf16 copy, and the
+// AdamW sweeps write copies around them) train exactly as casts from the
+// bf16 copy: the same losses, weights and moments, bit for bit, step by
+// step; the parameters' memory is smaller by the linears' bf16 copies.
+TEST_P(GpuFp8Step, TheWeightsCastFromTheMasterTrainTheSameBits) {
+  const std::string level = GetParam();
+  const TrainedState copy = train_fp8(level, false), master = train_fp8(level, true);
+  for (std::size_t i = 0; i < copy.params.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(master.losses[i]));
+    EXPECT_EQ(master.losses[i], copy.losses[i]) << "step " << i + 1;
+    EXPECT_TRUE(master.params[i] == copy.params[i]) << "weights after step " << i + 1;
+    EXPECT_TRUE(master.m[i] == copy.m[i]) << "first moment after step " << i + 1;
+  }
+  EXPECT_NE(copy.params.front(), copy.params.back()) << "the steps updated the weights";
+  const ParamLayout layout(fp8_config());
+  std::int64_t linear_bytes = 0;  // each slot with its padding: to the next slot
+  const std::vector<ParamSlot>& slots = layout.slots();
+  for (std::size_t i = 0; i + 1 < slots.size(); ++i) {
+    if (slots[i].is_norm || slots[i].offset == layout.embedding().offset) continue;
+    linear_bytes += 2 * (slots[i + 1].offset - slots[i].offset);
+  }
+  EXPECT_EQ(copy.memory.parameters - master.memory.parameters, linear_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, GpuFp8Step, ::testing::Values("v2", "v4"),

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/activation_plan.h"
+#include "model/model.h"
 #include "model/step_plan.h"
 #include "model/step_plan_json.h"
 #include "model/test_plans.h"
@@ -220,6 +221,41 @@ TEST(Fp8Plan, TheSwigluKernelWritesItsCodesUnderDelayedScaling) {
   EXPECT_EQ(at(written, LinearKind::Qkv), at(cast, LinearKind::Qkv));
   EXPECT_FALSE(
       choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Current, true).swiglu_casts);
+}
+
+// A single process's FP8 weights are cast from the fp32 master, and the
+// linears whose forward and data gradient both run in FP8 keep no bf16
+// copy: at 1 B every linear, 2 bytes a weight of the 1 B less memory
+// (Model::estimate_memory's parameters). Under data parallel ZeRO-1
+// gathers the bf16 copies, so every weight keeps one.
+TEST(Fp8Plan, TheAllFp8LinearsKeepNoBf16CopyOfTheirWeights) {
+  const ModelConfig cfg = one_b();
+  const BatchShape shape{8, 1024};
+  PlanRequest r = fp8_request(Fp8Choice::All);
+  const StepPlan one = resolve_plan(r, fp8_caps(), cfg, shape);
+  EXPECT_TRUE(one.fp8.master_weights);
+  EXPECT_NE(one.fp8.describe().find("cast from the fp32 master"), std::string::npos);
+  EXPECT_TRUE(plan_json(one)["fp8_master_weights"].get<bool>());
+  for (int k = 0; k < kLinearKinds; ++k) {
+    EXPECT_FALSE(one.fp8.keeps_bf16_weight(static_cast<LinearKind>(k))) << k;
+  }
+  const ParamLayout layout(cfg);
+  std::int64_t linear_elements = 0;
+  for (const ParamSlot& s : layout.slots()) {
+    if (!s.is_norm && s.name != layout.embedding().name) linear_elements += s.numel();
+  }
+  r.data_parallel = true;
+  const StepPlan dp = resolve_plan(r, fp8_caps(), cfg, shape);
+  EXPECT_FALSE(dp.fp8.master_weights);
+  EXPECT_TRUE(dp.fp8.keeps_bf16_weight(LinearKind::Qkv));
+  EXPECT_EQ(Model::estimate_memory(cfg, shape, dp).parameters -
+                Model::estimate_memory(cfg, shape, one).parameters,
+            2 * linear_elements);
+
+  Fp8Linears forward_only = one.fp8;
+  forward_only.use[static_cast<int>(LinearKind::Down)][static_cast<int>(LinearPass::Dgrad)] = false;
+  EXPECT_TRUE(forward_only.keeps_bf16_weight(LinearKind::Down)) << "its data gradient reads bf16";
+  EXPECT_FALSE(forward_only.keeps_bf16_weight(LinearKind::Qkv));
 }
 
 }  // namespace

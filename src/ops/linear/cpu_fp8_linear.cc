@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/narrow_float.h"
 #include "cpu/cpu_common.h"
 #include "ops/linear/cpu_fp8.h"
 
@@ -75,7 +76,11 @@ void quantize_fp8_tensor(const Mat& x, const Fp8Tensor& q, Fp8ScaleFrom from) {
   require(q.scalars != nullptr, op, "no scalars");
   require(q.codes == nullptr || q.ld >= x.cols, op, "codes' row stride is below x's width");
   require(q.codes_t == nullptr || q.ld_t >= x.rows, op, "codes_t's row stride is below x's height");
-  const std::vector<float> v = packed_f32(x, op);
+  std::vector<float> v = packed_f32(x, op);
+  if (q.rounds_to_bf16) {
+    require(x.dtype == DType::F32, op, "rounds_to_bf16 needs an fp32 source, got " + shape_of(x));
+    for (float& e : v) e = static_cast<float>(bf16_bits_to_double(round_to_bf16_bits(e)));
+  }
   if (from == Fp8ScaleFrom::Amax) {
     const double a = amax(v.data(), v.size());
     q.scalars[kFp8Amax] = static_cast<float>(a);

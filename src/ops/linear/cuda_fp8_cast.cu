@@ -187,15 +187,27 @@ void check_input(const char* op, const Mat& x) {
   require(x.rows >= 0 && x.cols >= 0 && x.ld >= x.cols, op, "bad view " + shape_str(x));
 }
 
+// Calls fn(TypeTag<T>{}) with the type the kernels read x as: its storage
+// type, or F32AsBf16 for Fp8Source::Bf16OfF32.
+template <typename Fn>
+void dispatch_source(const Mat& x, Fp8Source source, const char* op, Fn&& fn) {
+  if (source == Fp8Source::AsStored) {
+    dispatch_float(x.dtype, op, fn);
+    return;
+  }
+  require(x.dtype == DType::F32, op, "a source read as bf16 must be float32, got " + shape_str(x));
+  fn(TypeTag<F32AsBf16>{});
+}
+
 }  // namespace
 
-void fp8_amax(const Mat& x, float* amax, cudaStream_t stream) {
+void fp8_amax(const Mat& x, float* amax, cudaStream_t stream, Fp8Source source) {
   const char* op = "fp8_amax";
   check_input(op, x);
   require(amax != nullptr, op, "no output");
   CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (x.rows == 0 || x.cols == 0) return;
-  dispatch_float(x.dtype, op, [&](auto tag) {
+  dispatch_source(x, source, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_vec<T>(vec_width<T>({&x}), [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
@@ -217,13 +229,13 @@ void fp8_scale_from_amax(const float* amax, Fp8Format f, int margin, float* scal
 }
 
 void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaStream_t stream,
-              float* amax) {
+              float* amax, Fp8Source source) {
   const char* op = "fp8_cast";
   check_input(op, x);
   require(scale != nullptr && out.codes != nullptr, op, "no scale or no output");
   require(out.ld >= x.cols, op, "the output's row stride is below x's width");
   if (x.rows == 0 || x.cols == 0) return;
-  dispatch_float(x.dtype, op, [&](auto tag) {
+  dispatch_source(x, source, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_vec<T>(cast_vec<T>(x, out), [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
@@ -238,7 +250,7 @@ void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaSt
 }
 
 void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View out, Fp8View out_t,
-                        cudaStream_t stream, float* amax) {
+                        cudaStream_t stream, float* amax, Fp8Source source) {
   const char* op = "fp8_cast_transpose";
   check_input(op, x);
   require(scale != nullptr, op, "no scale");
@@ -247,7 +259,7 @@ void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View o
   require(out_t.codes == nullptr || out_t.ld >= x.rows, op,
           "out_t's row stride is below x's height");
   if (x.rows == 0 || x.cols == 0) return;
-  dispatch_float(x.dtype, op, [&](auto tag) {
+  dispatch_source(x, source, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (tiled_cast_fits<T>(x, out, out_t)) {
       require(x.rows / kCastTile <= 65535, op, "too many rows (" + std::to_string(x.rows) + ")");

@@ -32,6 +32,11 @@
 
 namespace tinyllama::cuda {
 
+// How a cast reads x: as stored, or (float32 only) as its values rounded to
+// bf16 first -- an fp32 master weight whose bf16 copy is not kept gives that
+// copy's codes and amax (Fp8Tensor::rounds_to_bf16).
+enum class Fp8Source { AsStored, Bf16OfF32 };
+
 // An FP8 matrix on the device: rows x cols codes, row r at codes + r * ld.
 struct Fp8View {
   std::uint8_t* codes = nullptr;
@@ -43,7 +48,8 @@ struct Fp8View {
 // values' bit patterns, which for non-negative floats orders as the values
 // do (a NaN's bits, sign cleared, are above +inf's). Zeroes *amax first, on
 // the stream.
-void fp8_amax(const Mat& x, float* amax, cudaStream_t stream);
+void fp8_amax(const Mat& x, float* amax, cudaStream_t stream,
+              Fp8Source source = Fp8Source::AsStored);
 
 // From the device amax: *scale = max_finite(f) / amax / 2^margin (clamped
 // to FLT_MAX), 1 when amax is 0 or not finite; *inverse_scale = 1 / *scale
@@ -59,13 +65,14 @@ void fp8_scale_from_amax(const float* amax, Fp8Format f, int margin, float* scal
 // reads x (atomically, the bit-pattern maximum as fp8_amax's; never
 // zeroed here), so the next step's scale needs no pass of its own.
 void fp8_cast(const Mat& x, const float* scale, Fp8Format f, Fp8View out, cudaStream_t stream,
-              float* amax = nullptr);
+              float* amax = nullptr, Fp8Source source = Fp8Source::AsStored);
 
 // fp8_cast into out, and its transpose into out_t: out_t holds x.cols rows
 // of x.rows codes (out_t.ld >= x.rows), out_t(c, r) == out(r, c). Either
 // output may be left out (codes == nullptr) to write only the other.
 void fp8_cast_transpose(const Mat& x, const float* scale, Fp8Format f, Fp8View out, Fp8View out_t,
-                        cudaStream_t stream, float* amax = nullptr);
+                        cudaStream_t stream, float* amax = nullptr,
+                        Fp8Source source = Fp8Source::AsStored);
 
 // Delayed scaling's step boundary (LinearOps::fp8_update_scales, the twin
 // of cpu::update_fp8_scales): `count` blocks of kFp8Block floats

@@ -41,6 +41,10 @@ struct Fp8Tensor {
   std::uint8_t* codes_t = nullptr;  // [cols, rows] row-major (the transpose), or null
   std::int64_t ld_t = 0;            // bytes between rows of codes_t, >= rows
   float* scalars = nullptr;         // a block of kFp8Block floats (Fp8Scalar)
+  // quantize_fp8 reads its fp32 source as the source's values rounded to
+  // bf16 (nearest even) first: an fp32 master weight whose bf16 copy is not
+  // kept (Fp8Linears::master_weights) gives that copy's codes, bit for bit.
+  bool rounds_to_bf16 = false;
 
   // The same tensor with only the row-major (only the transposed) copy.
   Fp8Tensor direct_only() const {

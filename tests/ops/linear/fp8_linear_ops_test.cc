@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/narrow_float.h"
 #include "core/rng.h"
 #include "ops/linear/cpu_fp8.h"
 #include "ops/linear/cpu_fp8_linear.h"
@@ -65,6 +66,42 @@ TEST(Fp8LinearOps, QuantiseWritesTheCodecsCodesInBothCopies) {
       }
     }
   }
+}
+
+// An fp32 master weight whose bf16 copy is not kept (rounds_to_bf16): the
+// codes, amax and scale of that copy, which the fp32 values themselves do
+// not all give (a second rounding, from fp32 straight to FP8, differs
+// where fp32 -> bf16 -> FP8 rounds twice).
+TEST(Fp8LinearOps, AnFp32SourceReadAsBf16GivesItsBf16CopysCodes) {
+  Rng rng(12);
+  const std::int64_t rows = 64, cols = 96;
+  const std::vector<float> v = random_values(rows * cols, rng);
+  std::vector<float> bf16(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    bf16[i] = static_cast<float>(bf16_bits_to_double(round_to_bf16_bits(v[i])));
+  }
+  for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    HostFp8 from_master(f, rows, cols, 0), from_copy(f, rows, cols, 0), plain(f, rows, cols, 0);
+    from_master.t.rounds_to_bf16 = true;
+    std::vector<float> master = v, copy = bf16;
+    cpu::quantize_fp8_tensor(Mat(master.data(), DType::F32, rows, cols), from_master.t,
+                             Fp8ScaleFrom::Amax);
+    cpu::quantize_fp8_tensor(Mat(copy.data(), DType::F32, rows, cols), from_copy.t,
+                             Fp8ScaleFrom::Amax);
+    cpu::quantize_fp8_tensor(Mat(master.data(), DType::F32, rows, cols), plain.t,
+                             Fp8ScaleFrom::Amax);
+    EXPECT_EQ(from_master.scalars, from_copy.scalars);
+    EXPECT_EQ(from_master.codes, from_copy.codes);
+    EXPECT_EQ(from_master.codes_t, from_copy.codes_t);
+    EXPECT_EQ(master, v) << "the source is read, not rounded in place";
+    EXPECT_NE(plain.codes, from_copy.codes) << "fp32's own codes differ somewhere: the test bites";
+  }
+  std::vector<double> f64(4, 1.0);
+  HostFp8 q(Fp8Format::E4M3, 2, 2, 0);
+  q.t.rounds_to_bf16 = true;
+  EXPECT_THROW(cpu::quantize_fp8_tensor(Mat(f64.data(), DType::F64, 2, 2), q.t, Fp8ScaleFrom::Amax),
+               std::invalid_argument)
+      << "only an fp32 source has a bf16 copy";
 }
 
 TEST(Fp8LinearOps, KeptScaleIsUsedAsIs) {

@@ -184,6 +184,55 @@ TEST_P(GpuFp8Cast, CastsRecordTheAmaxForDelayedScaling) {
   }
 }
 
+// An fp32 master weight read as its bf16 values (Fp8Source::Bf16OfF32, the
+// weights whose bf16 copy the plan does not keep): the amax and codes of
+// that bf16 copy, from the amax pass and from every cast variant, with the
+// amax recorded as delayed scaling records it.
+TEST_P(GpuFp8Cast, AnFp32SourceReadAsBf16GivesItsBf16CopysCodes) {
+  const auto [t, f, s] = GetParam();
+  if (t != DType::F32) GTEST_SKIP() << "only an fp32 source is read as bf16";
+  Rng rng(9);
+  CastInput in(s, t, rng);
+  const std::size_t n = in.values.size();
+  std::vector<float> copy(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    copy[i] = static_cast<float>(bf16_bits_to_double(round_to_bf16_bits(in.values[i])));
+  }
+  const cuda::Fp8Source source = cuda::Fp8Source::Bf16OfF32;
+  const auto copy_amax = static_cast<float>(cpu::amax(copy.data(), n));
+  DeviceMem amax(sizeof(float));
+  cuda::fp8_amax(in.x, amax.get<float>(), nullptr, source);
+  EXPECT_EQ(amax.download<float>(1)[0], copy_amax) << "amax";
+
+  const float scale = cpu::fp8_scale_for(copy_amax, f, -1);  // some elements saturate
+  std::vector<std::uint8_t> want(n), fp32_own(n);
+  cpu::quantize_fp8(copy.data(), n, scale, f, want.data());
+  cpu::quantize_fp8(in.values.data(), n, scale, f, fp32_own.data());
+  if (n >= 4096) EXPECT_NE(want, fp32_own) << "the fp32 values' own codes differ: the test bites";
+  const std::int64_t ld = s.cols + s.pad, ld_t = s.rows + s.pad;
+  for (const bool transposing : {false, true}) {
+    SCOPED_TRACE(transposing ? "fp8_cast_transpose" : "fp8_cast");
+    DeviceMem scalars(2 * sizeof(float));  // [scale, amax]
+    const float init[2] = {scale, 0.0f};
+    scalars.upload(init, sizeof(init));
+    DeviceMem out(static_cast<std::size_t>(s.rows * ld)),
+        out_t(static_cast<std::size_t>(s.cols * ld_t));
+    float* recorded = scalars.get<float>() + 1;
+    const cuda::Fp8View direct{out.get<std::uint8_t>(), ld};
+    if (transposing) {
+      cuda::fp8_cast_transpose(in.x, scalars.get<float>(), f, direct,
+                               cuda::Fp8View{out_t.get<std::uint8_t>(), ld_t}, nullptr, recorded,
+                               source);
+      expect_codes(out_t.download<std::uint8_t>(out_t.bytes()), transpose(want, s.rows, s.cols),
+                   s.cols, s.rows, ld_t, "transposed copy");
+    } else {
+      cuda::fp8_cast(in.x, scalars.get<float>(), f, direct, nullptr, recorded, source);
+    }
+    expect_codes(out.download<std::uint8_t>(out.bytes()), want, s.rows, s.cols, ld, "codes");
+    EXPECT_EQ(scalars.download<float>(2)[1], copy_amax) << "recorded amax";
+  }
+}
+
 std::string cast_name(const ::testing::TestParamInfo<CastParam>& info) {
   const auto& [t, f, s] = info.param;
   return dtype_label(t) + "_" + format_label(f) + "_" + std::to_string(s.rows) + "x" +
