@@ -44,7 +44,9 @@ struct Mat {
   }
 
  private:
+  // A view with no memory (data null: a shape only) stays one.
   void* offset(std::int64_t elems) const {
+    if (data == nullptr) return nullptr;
     return static_cast<char*>(data) + elems * static_cast<std::int64_t>(dtype_size(dtype));
   }
 };

@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "cuda/cuda_backend.h"
+#include "device/cuda_check.h"
 #include "ops/linear/cuda_fp8_cast.h"
 #include "ops/norm/cuda_rmsnorm.h"
 #include "ops/swiglu/cuda_swiglu.h"
@@ -86,15 +87,29 @@ void CudaBackend::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tens
   Backend::swiglu_forward_fp8(hidden, gate, up, q, from, keep_hidden);
 }
 
+// Current scaling (the first step of delayed scaling too) takes the amax in
+// a pass of the fused kernel that writes nothing, then its codes: the same
+// amax, scale and codes as the two ops, without the bf16 gradient where it
+// is not kept (Fp8Linears::swiglu_grad_codes_only gives it no memory).
 void CudaBackend::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
                                       Fp8ScaleFrom from, bool keep_grads) {
   require_fp8_shape("swiglu_backward_fp8", q, d_gate_up.rows, d_gate_up.cols);
   const std::int64_t f = dout.cols;
-  if (from != Fp8ScaleFrom::Amax &&
-      cuda::try_swiglu_backward_fp8(d_gate_up.col_block(0, f), d_gate_up.col_block(f, f),
-                                    keep_grads, dout, gate, up, q.scalars + kFp8Scale, q.format,
-                                    cuda::Fp8View{q.codes, q.ld}, cuda::Fp8View{q.codes_t, q.ld_t},
-                                    recorded_amax(q, from), stream_)) {
+  const Mat d_gate = d_gate_up.col_block(0, f), d_up = d_gate_up.col_block(f, f);
+  const auto fused = [&](bool keep, float* amax, cuda::Fp8View out, cuda::Fp8View out_t) {
+    return cuda::try_swiglu_backward_fp8(d_gate, d_up, keep, dout, gate, up, q.scalars + kFp8Scale,
+                                         q.format, out, out_t, amax, stream_);
+  };
+  const cuda::Fp8View out{q.codes, q.ld}, out_t{q.codes_t, q.ld_t};
+  if (from == Fp8ScaleFrom::Amax) {
+    float* amax = q.scalars + kFp8Amax;
+    CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream_));
+    if (fused(/*keep=*/false, amax, cuda::Fp8View{}, cuda::Fp8View{})) {
+      cuda::fp8_scale_from_amax(amax, q.format, 0, q.scalars + kFp8Scale, q.scalars + kFp8Inverse,
+                                stream_);
+      if (fused(keep_grads, nullptr, out, out_t)) return;
+    }
+  } else if (fused(keep_grads, recorded_amax(q, from), out, out_t)) {
     return;
   }
   Backend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);

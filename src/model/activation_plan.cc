@@ -68,7 +68,9 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   if (plan.ops.norm == NormImpl::Plain) d_norm_in = take(n, d, act);
   d_qkv = take(n, cfg.qkv_dim(), act);
   d_attn = take(n, cfg.q_dim(), act);
-  d_gate_up = take(n, 2 * f, act);
+  // Only its FP8 codes under swiglu_grad_codes_only: its shape, no memory.
+  d_gate_up =
+      plan.fp8.swiglu_grad_codes_only ? Slot{-1, n, 2 * f, act, 2 * f} : take(n, 2 * f, act);
   d_ffn_hidden = take(n, f, act);
   if (separate_swiglu) d_silu_gate = take(n, f, act);
   const bool separate_gemms = plan.ops.qkv_gemm == GemmGrouping::Separate ||
@@ -274,6 +276,11 @@ std::vector<ActivationBuffer> ActivationPlan::buffers() const {
 Mat ActivationPlan::view(void* arena, const Slot& s) const {
   if (!s.used()) return Mat();
   return Mat(static_cast<char*>(arena) + s.offset, s.dtype, s.rows, s.cols, s.ld);
+}
+
+Mat ActivationPlan::shaped(void* arena, const Slot& s) const {
+  if (!s.used()) return Mat(nullptr, s.dtype, s.rows, s.cols, s.ld);
+  return view(arena, s);
 }
 
 }  // namespace tinyllama

@@ -113,6 +113,8 @@ struct ActivationPlan {
   Slot losses;  // [N, 1]
   // Backward scratch, shared across layers.
   Slot d_residual_a, d_residual_b, d_norm_out, d_norm_in;
+  // d_gate_up is unused with its shape set under
+  // Fp8Linears::swiglu_grad_codes_only (shaped()).
   Slot d_qkv, d_attn, d_gate_up, d_ffn_hidden, d_silu_gate;
   // fp32 [N, D] under AMP with separate QKV or gate-up GEMMs: their data
   // gradients add up here, as autograd sums a tensor's gradients in fp32
@@ -128,6 +130,9 @@ struct ActivationPlan {
   std::int64_t bytes = 0;
 
   Mat view(void* arena, const Slot& s) const;
+  // view(), or for an unused slot with a shape, that shape with no memory
+  // (data null): an op told to keep nothing there writes nothing there.
+  Mat shaped(void* arena, const Slot& s) const;
   // Every used slot, by offset: their bytes tile the arena (sum to bytes).
   std::vector<ActivationBuffer> buffers() const;
 

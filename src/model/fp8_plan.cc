@@ -160,6 +160,7 @@ std::string Fp8Linears::describe() const {
   if (swiglu_casts) out += "; the SwiGLU kernel writes its FP8 codes";
   if (norm_casts) out += "; the norms write theirs";
   if (master_weights) out += "; the FP8 weights are cast from the fp32 master (no bf16 copy)";
+  if (swiglu_grad_codes_only) out += "; the gate/up gradient is kept as FP8 codes only";
   return out + est;
 }
 

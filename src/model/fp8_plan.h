@@ -59,6 +59,13 @@ struct Fp8Linears {
   // and data gradient) keeps no bf16 copy (keeps_bf16_weight). Single
   // process only, set by resolve_plan: ZeRO-1 gathers the bf16 copies.
   bool master_weights = false;
+  // The gate/up gradient exists only as its FP8 codes: the arena has no
+  // bf16 buffer for it (ActivationPlan::d_gate_up has a shape, no memory).
+  // Where the CUDA SwiGLU backward writes both its copies from whole tiles
+  // (SwigluOps::swiglu_backward_fp8; the first step's amax in a pass of its
+  // own) and both of the projection's backward GEMMs are FP8. Set by
+  // resolve_plan.
+  bool swiglu_grad_codes_only = false;
   // Per linear: the estimated milliseconds of its three GEMMs in bf16 and
   // as chosen (casts included), for the run header's line.
   std::array<double, kLinearKinds> bf16_ms{}, chosen_ms{};

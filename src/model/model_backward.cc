@@ -100,7 +100,7 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
     }
   }
   const ParamSlot& wdown = layout_.layer(l, &LayerSlots::wdown);
-  const Mat d_gu = acts_.view(arena_, acts_.d_gate_up);
+  const Mat d_gu = acts_.shaped(arena_, acts_.d_gate_up);
   const Mat d_gate = d_gu.col_block(0, f);
   const Mat d_up = d_gu.col_block(f, f);
   // The weight gradient reads d_out and hidden, which the input gradient
@@ -294,7 +294,7 @@ Fp8Made Model::recompute_norm(LinearKind kind, int l, Mat out, Mat x, Mat weight
 
 std::int64_t Model::ffn_up_backward(int l, Mat d_n2, Fp8Made made) {
   return projection_backward(LinearKind::GateUp, l, d_n2, acts_.view(arena_, acts_.layers[l].norm2),
-                             acts_.view(arena_, acts_.d_gate_up),
+                             acts_.shaped(arena_, acts_.d_gate_up),
                              layout_.layer(l, &LayerSlots::wgu), plan_.ops.gate_up_gemm,
                              gate_up_parts(), "gate_up_gemm_wgrad", "gate_up_gemm_dgrad", made);
 }

@@ -5,6 +5,8 @@
 // in order.
 #include "model/step_ops.h"
 
+#include <stdexcept>
+
 namespace tinyllama {
 
 void StepOps::adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat compute_copy,
@@ -56,6 +58,11 @@ void StepOps::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& 
 
 void StepOps::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
                                   Fp8ScaleFrom from, bool /*keep_grads*/) {
+  if (d_gate_up.empty()) {
+    throw std::logic_error(
+        "swiglu_backward_fp8: the two ops need the gradient's bf16 buffer, and the plan gave it "
+        "none (Fp8Linears::swiglu_grad_codes_only)");
+  }
   const std::int64_t f = dout.cols;
   swiglu_backward(d_gate_up.col_block(0, f), d_gate_up.col_block(f, f), dout, gate, up);
   quantize_fp8(d_gate_up, q, from);

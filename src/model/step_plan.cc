@@ -339,6 +339,13 @@ void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& c
       ((recomputes_norms(ops.activations) && norm_feeds_fp8(LinearPass::Wgrad)) ||
        (ops.epilogue == GemmEpilogue::Residual && norm_feeds_fp8(LinearPass::Forward)));
   plan.fp8.master_weights = !request.data_parallel && plan.fp8.any();
+  // The CUDA SwiGLU backward's tiles: 64 x 64 of the [tokens, F] inputs.
+  constexpr std::int64_t kSwigluTile = 64;
+  plan.fp8.swiglu_grad_codes_only =
+      caps.kind == DeviceKind::Cuda && plan.fp8.swiglu_casts && ops.swiglu == SwigluImpl::Fused &&
+      plan.fp8.at(LinearKind::GateUp, LinearPass::Dgrad) &&
+      plan.fp8.at(LinearKind::GateUp, LinearPass::Wgrad) && shape.tokens() % kSwigluTile == 0 &&
+      cfg.ffn_dim % kSwigluTile == 0;
 }
 
 // The per-layer sweeps beside the backward pass, unless the update needs

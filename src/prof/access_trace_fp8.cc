@@ -140,15 +140,23 @@ void AccessTraceBackend::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const 
 void AccessTraceBackend::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up,
                                              const Fp8Tensor& q, Fp8ScaleFrom from,
                                              bool keep_grads) {
-  if (from == Fp8ScaleFrom::Amax) {
+  if (from == Fp8ScaleFrom::Amax && !d_gate_up.empty()) {
     Backend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);
     return;
   }
-  reads({dout, gate, up});
-  if (keep_grads) writes({d_gate_up});
-  CallCost cost = elementwise_cost({dout, gate, up}, {}, kSwigluBackwardFlops, dout);
-  if (keep_grads) cost.bytes += mat_bytes(d_gate_up);
-  charge(cost);
+  // With no bf16 buffer (Fp8Linears::swiglu_grad_codes_only) the CUDA
+  // backend takes a fresh amax in a pass of its own over the same inputs.
+  const int passes = from == Fp8ScaleFrom::Amax ? 2 : 1;
+  for (int p = 0; p < passes; ++p) {
+    reads({dout, gate, up});
+    charge(elementwise_cost({dout, gate, up}, {}, kSwigluBackwardFlops, dout));
+  }
+  if (keep_grads) {
+    writes({d_gate_up});
+    CallCost cost;
+    cost.bytes = mat_bytes(d_gate_up);
+    charge(cost);
+  }
   record_fused_cast(q, from);
 }
 

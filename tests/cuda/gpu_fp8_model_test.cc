@@ -138,14 +138,17 @@ struct TrainedState {
 // Four whole steps of the level with every linear GEMM in FP8 under delayed
 // scaling, the producers writing their codes (as resolve_plan sets them),
 // through the trainer's StepRunner (captured once, then replayed).
-TrainedState train_fp8(const std::string& level, bool master_weights) {
+// `lean`: the weights cast from the master and the gate/up gradient kept
+// as codes only (Fp8Linears::master_weights, swiglu_grad_codes_only).
+TrainedState train_fp8(const std::string& level, bool lean) {
   const ModelConfig cfg = fp8_config();
   const std::unique_ptr<Backend> backend = make_cuda_backend(Precision::amp_fp8());
   StepPlan plan = test_plan(level, Precision::amp_fp8(), *backend, cfg, kShape);
   plan.fp8 = choose_fp8_linears(cfg, kShape, Fp8Choice::All, Fp8Scaling::Delayed,
                                 plan.ops.swiglu != SwigluImpl::Separate);
   plan.fp8.norm_casts = true;
-  plan.fp8.master_weights = master_weights;
+  plan.fp8.master_weights = lean;
+  plan.fp8.swiglu_grad_codes_only = lean;
   if (plan.ops.swiglu == SwigluImpl::Gemm) plan.ops.swiglu = SwigluImpl::Fused;
   Model model(cfg, kShape, plan, *backend);
   model.set_params(weights(model.layout()));
@@ -166,10 +169,13 @@ TrainedState train_fp8(const std::string& level, bool master_weights) {
 
 // The FP8 weights cast from the fp32 master as its bf16 values
 // (Fp8Linears::master_weights: the linears keep no bf16 copy, and the
-// AdamW sweeps write copies around them) train exactly as casts from the
-// bf16 copy: the same losses, weights and moments, bit for bit, step by
-// step; the parameters' memory is smaller by the linears' bf16 copies.
-TEST_P(GpuFp8Step, TheWeightsCastFromTheMasterTrainTheSameBits) {
+// AdamW sweeps write copies around them), and the gate/up gradient kept
+// only as FP8 codes (swiglu_grad_codes_only: the first step's amax in a
+// pass of its own), train exactly as casts from the bf16 copy and the
+// gradient written in bf16: the same losses, weights and moments, bit for
+// bit, step by step; the memory is smaller by the linears' bf16 copies and
+// one [tokens, 2F] bf16 buffer.
+TEST_P(GpuFp8Step, TheLeanFp8MemoryTrainsTheSameBits) {
   const std::string level = GetParam();
   const TrainedState copy = train_fp8(level, false), master = train_fp8(level, true);
   for (std::size_t i = 0; i < copy.params.size(); ++i) {
@@ -187,6 +193,8 @@ TEST_P(GpuFp8Step, TheWeightsCastFromTheMasterTrainTheSameBits) {
     linear_bytes += 2 * (slots[i + 1].offset - slots[i].offset);
   }
   EXPECT_EQ(copy.memory.parameters - master.memory.parameters, linear_bytes);
+  EXPECT_EQ(copy.memory.activations - master.memory.activations,
+            kShape.tokens() * 2 * fp8_config().ffn_dim * 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, GpuFp8Step, ::testing::Values("v2", "v4"),

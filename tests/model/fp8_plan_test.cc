@@ -157,7 +157,10 @@ TEST(Fp8Plan, TheArenaHoldsTheCopiesTheChosenGemmsRead) {
   const std::int64_t dy = t * (512 + 1024 + 512 + 4096);
   const std::int64_t x_t = t * (512 + 512 + 512 + 2048);
   const std::int64_t shared = t * 2048 + 2 * 512 * 4096;
-  EXPECT_GE(a.bytes - b.bytes, 2 * dy + x_t + shared);
+  // Less the gate/up gradient's bf16 buffer, kept as its codes only.
+  ASSERT_TRUE(all.fp8.swiglu_grad_codes_only);
+  const std::int64_t d_gate_up = t * 4096 * 2;
+  EXPECT_GE(a.bytes - b.bytes, 2 * dy + x_t + shared - d_gate_up);
   // Every buffer is listed, and they tile the arena.
   std::int64_t listed = 0;
   for (const ActivationBuffer& buf : a.buffers()) listed += buf.bytes;
@@ -256,6 +259,30 @@ TEST(Fp8Plan, TheAllFp8LinearsKeepNoBf16CopyOfTheirWeights) {
   forward_only.use[static_cast<int>(LinearKind::Down)][static_cast<int>(LinearPass::Dgrad)] = false;
   EXPECT_TRUE(forward_only.keeps_bf16_weight(LinearKind::Down)) << "its data gradient reads bf16";
   EXPECT_FALSE(forward_only.keeps_bf16_weight(LinearKind::Qkv));
+}
+
+// On CUDA, where the SwiGLU backward's 64 x 64 tiles fit [tokens, F] and
+// both gate/up backward GEMMs are FP8, the gate/up gradient is kept only
+// as FP8 codes: the arena holds no bf16 buffer for it ([8192, 16384] bf16
+// at 1 B). Not on the CPU, not where the tiles do not fit.
+TEST(Fp8Plan, TheGateUpGradientIsKeptAsCodesWhereTheTilesFit) {
+  const ModelConfig cfg = one_b();
+  const BatchShape shape{8, 1024};
+  const StepPlan p = resolve_plan(fp8_request(), fp8_caps(), cfg, shape);
+  EXPECT_TRUE(p.fp8.swiglu_grad_codes_only);
+  EXPECT_NE(p.fp8.describe().find("FP8 codes only"), std::string::npos);
+  EXPECT_FALSE(ActivationPlan(cfg, shape, p).d_gate_up.used());
+  StepPlan kept = p;
+  kept.fp8.swiglu_grad_codes_only = false;
+  EXPECT_EQ(Model::estimate_memory(cfg, shape, kept).activations -
+                Model::estimate_memory(cfg, shape, p).activations,
+            std::int64_t{8192} * 16384 * 2);
+  const StepPlan odd = resolve_plan(fp8_request(), fp8_caps(), cfg, BatchShape{8, 1026});
+  ASSERT_TRUE(odd.fp8.swiglu_casts && odd.fp8.at(LinearKind::GateUp, LinearPass::Wgrad));
+  EXPECT_FALSE(odd.fp8.swiglu_grad_codes_only) << "8208 tokens: not whole tiles";
+  DeviceCaps cpu = fp8_caps();
+  cpu.kind = DeviceKind::Cpu;
+  EXPECT_FALSE(resolve_plan(fp8_request(), cpu, cfg, shape).fp8.swiglu_grad_codes_only);
 }
 
 }  // namespace

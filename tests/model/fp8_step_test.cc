@@ -130,12 +130,22 @@ class ScratchPoisoningCpu : public CpuBackend {
     if (!keep_out) poison(out);
     ++fused_calls;
   }
+  // A gradient with no memory (Fp8Linears::swiglu_grad_codes_only) is
+  // computed into scratch of the test's own, then forgotten.
   void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
                            Fp8ScaleFrom from, bool keep_grads) override {
+    std::vector<double> scratch;
+    if (d_gate_up.empty()) {
+      EXPECT_FALSE(keep_grads) << "a gradient with no memory cannot be kept";
+      scratch.resize(static_cast<std::size_t>(d_gate_up.numel()));
+      d_gate_up = Mat(scratch.data(), d_gate_up.dtype, d_gate_up.rows, d_gate_up.cols);
+      ++shape_only_grads;
+    }
     CpuBackend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);
     if (!keep_grads) poison(d_gate_up);
     ++fused_calls;
   }
+  int shape_only_grads = 0;
   int fused_calls = 0;
 
  private:
@@ -155,10 +165,12 @@ class ScratchPoisoningCpu : public CpuBackend {
 class DelayedRun {
  public:
   explicit DelayedRun(Fp8Scaling scaling, bool producer_casts = false,
-                      ActivationsImpl activations = ActivationsImpl::Stored)
+                      ActivationsImpl activations = ActivationsImpl::Stored,
+                      bool grad_codes_only = false)
       : plan_(test_plan("v4", Precision::fp64(), cpu_, fp8_config(), kShape)) {
     plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling, producer_casts);
     plan_.fp8.norm_casts = producer_casts && scaling == Fp8Scaling::Delayed;
+    plan_.fp8.swiglu_grad_codes_only = grad_codes_only;
     if (plan_.ops.swiglu == SwigluImpl::Gemm) plan_.ops.swiglu = SwigluImpl::Fused;
     plan_.ops.activations = activations;
     model_ = std::make_unique<Model>(fp8_config(), kShape, plan_, cpu_);
@@ -167,6 +179,7 @@ class DelayedRun {
   Model& model() { return *model_; }
   const StepPlan& plan() const { return plan_; }
   int fused_swiglu_calls() const { return cpu_.fused_calls; }
+  int shape_only_grads() const { return cpu_.shape_only_grads; }
   // Step `n` (1-based): its batch, forward and backward; the update unless
   // `update` is false. Returns the loss and gradients.
   Step step(int n, bool update = true) {
@@ -282,6 +295,28 @@ TEST(Fp8Step, TheSwigluWritingItsCodesGivesTheSameSteps) {
     const int per_step = fp8_config().num_layers * (a == ActivationsImpl::Stored ? 4 : 7);
     EXPECT_EQ(fused.fused_swiglu_calls(), 3 * per_step);
   }
+}
+
+// The gate/up gradient kept only as its FP8 codes
+// (Fp8Linears::swiglu_grad_codes_only): the arena has no bf16 buffer for
+// it, the SwiGLU backward gets its shape with no memory, and nothing else
+// reads it -- the same steps, bit for bit, the first (scaled afresh)
+// included.
+TEST(Fp8Step, TheGateUpGradientAsCodesOnlyGivesTheSameSteps) {
+  DelayedRun plain(Fp8Scaling::Delayed, true),
+      codes(Fp8Scaling::Delayed, true, ActivationsImpl::Stored, true);
+  const ActivationPlan with(fp8_config(), kShape, plain.plan());
+  const ActivationPlan without(fp8_config(), kShape, codes.plan());
+  ASSERT_FALSE(without.d_gate_up.used());
+  EXPECT_EQ(with.bytes - without.bytes, kShape.tokens() * 2 * fp8_config().ffn_dim * 8)
+      << "one [tokens, 2F] buffer of the compute dtype (fp64 here) less";
+  for (int n = 1; n <= 3; ++n) {
+    const Step p = plain.step(n), c = codes.step(n);
+    ASSERT_TRUE(std::isfinite(c.loss));
+    EXPECT_EQ(c.loss, p.loss) << "step " << n;
+    EXPECT_EQ(c.grads, p.grads) << "step " << n;
+  }
+  EXPECT_EQ(codes.shape_only_grads(), 3 * fp8_config().num_layers);
 }
 
 // Current scaling has no scale before the pass: the plan leaves the casts

@@ -18,8 +18,9 @@ void swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate, Mat up, cudaStream_
 // The SwiGLU passes whose results FP8 GEMMs read (issue 45;
 // cuda_swiglu_fp8.cu): one launch computes what swiglu_forward
 // (swiglu_backward) would store and casts it as fp8_cast_transpose casts
-// the stored tensor, with *scale, into out and out_t (either may be null),
-// raising *amax when it is not null. The bf16 results are stored too only
+// the stored tensor, with *scale, into out and out_t (either may be null;
+// both, with an amax, is a pass that only finds the amax), raising *amax
+// when it is not null. The bf16 results are stored too only
 // when asked (keep_hidden, keep_grads). The backward's FP8 tensor is
 // [rows, 2F]: the gate's gradient in columns [0, F), the up's in [F, 2F).
 // Each runs in whole 64 x 64 tiles of bf16: where the shapes or alignments

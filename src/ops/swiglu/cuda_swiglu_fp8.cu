@@ -99,9 +99,12 @@ Fp8TileOut tile_out(const float* scale, Fp8Format f, Fp8View out, Fp8View out_t,
                     reinterpret_cast<unsigned*>(amax)};
 }
 
-void check_fp8_outputs(const char* op, const float* scale, Fp8View out, Fp8View out_t) {
+// No copy at all is an amax pass: it must record the amax.
+void check_fp8_outputs(const char* op, const float* scale, Fp8View out, Fp8View out_t,
+                       const float* amax) {
   require(scale != nullptr, op, "no scale");
-  require(out.codes != nullptr || out_t.codes != nullptr, op, "no FP8 output");
+  require(out.codes != nullptr || out_t.codes != nullptr || amax != nullptr, op,
+          "no FP8 output and no amax");
 }
 
 }  // namespace
@@ -111,7 +114,7 @@ bool try_swiglu_forward_fp8(Mat hidden, bool keep_hidden, Mat gate, Mat up, cons
                             cudaStream_t stream) {
   const char* op = "swiglu_forward_fp8";
   for (const Mat* m : {&gate, &up}) require_same_shape(op, hidden, *m);
-  check_fp8_outputs(op, scale, out, out_t);
+  check_fp8_outputs(op, scale, out, out_t, amax);
   if (hidden.dtype != DType::BF16 || gate.dtype != hidden.dtype || up.dtype != hidden.dtype) {
     return false;
   }
@@ -131,7 +134,7 @@ bool try_swiglu_backward_fp8(Mat dgate, Mat dup, bool keep_grads, Mat dout, Mat 
                              float* amax, cudaStream_t stream) {
   const char* op = "swiglu_backward_fp8";
   for (const Mat* m : {&dup, &dout, &gate, &up}) require_same_shape(op, dgate, *m);
-  check_fp8_outputs(op, scale, out, out_t);
+  check_fp8_outputs(op, scale, out, out_t, amax);
   for (const Mat* m : {&dgate, &dup, &dout, &gate, &up}) {
     if (m->dtype != DType::BF16) return false;
   }
