@@ -1,7 +1,8 @@
 #pragma once
-// Internal to the plan's resolution (step_plan.cc, attention_plan.cc): how a
-// choice the plan cannot keep is recorded, and attention's resolution --
-// the fallbacks of an explicit choice, or attention=auto's timing and pick.
+// Internal to the plan's resolution (step_plan.cc, attention_plan.cc,
+// step_plan_fp8.cc): how a choice the plan cannot keep is recorded,
+// attention's resolution -- the fallbacks of an explicit choice, or
+// attention=auto's timing and pick -- and FP8's.
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,5 +22,10 @@ void fall_back(StepPlan& plan, const char* op, Impl& choice, Impl fallback, std:
 // taken from `saved` on resume), an explicit choice kept or fallen back.
 void resolve_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
                        const std::optional<SavedAttentionChoice>& saved);
+
+// --amp-dtype float8 (step_plan_fp8.cc): plan.fp8, the GEMMs in FP8 and the
+// producers and buffers that serve them, with their fallbacks.
+void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& caps,
+                 const ModelConfig& cfg, BatchShape shape);
 
 }  // namespace tinyllama
