@@ -23,6 +23,12 @@ struct Mat {
   Mat(void* d, DType t, std::int64_t r, std::int64_t c, std::int64_t stride)
       : data(d), dtype(t), rows(r), cols(c), ld(stride) {}
 
+  // Elements [begin, begin + n) of a flat block of dtype t, as one
+  // contiguous row (ld = n).
+  static Mat flat(void* block, DType t, std::int64_t begin, std::int64_t n) {
+    return Mat(Mat(block, t, 1, begin).offset(begin), t, 1, n);
+  }
+
   bool empty() const { return data == nullptr; }
   bool contiguous() const { return ld == cols; }
   std::int64_t numel() const { return rows * cols; }

@@ -20,10 +20,7 @@ std::vector<bool> kept_slots(const ParamLayout& layout, const StepPlan& plan) {
   for (const auto& [kind, which] : linears) {
     if (plan.fp8.keeps_bf16_weight(kind)) continue;
     for (int l = 0; l < layout.config().num_layers; ++l) {
-      const std::int64_t offset = layout.layer(l, which).offset;
-      for (std::size_t i = 0; i < keeps.size(); ++i) {
-        if (layout.slots()[i].offset == offset) keeps[i] = false;
-      }
+      keeps[static_cast<std::size_t>(&layout.layer(l, which) - layout.slots().data())] = false;
     }
   }
   return keeps;

@@ -199,16 +199,12 @@ Mat Model::lm_head_grad() const {
 void Model::refresh_compute_weights() {
   if (!plan_.precision.mixed()) return;
   const OpScope op("refresh_weights");
-  const auto at = [](void* block, std::int64_t elements, DType t) {
-    return static_cast<char*>(block) + elements * static_cast<std::int64_t>(dtype_size(t));
-  };
+  const Precision p = plan_.precision;
   for (const SlotRun& run : compute_copy_.runs({0, layout_.total()})) {
     if (run.group == 0) continue;  // no copy
     const std::int64_t n = run.span.size();
-    backend_.convert(
-        Mat(at(compute_params_, compute_copy_.offset(run.span.begin), plan_.precision.compute),
-            plan_.precision.compute, 1, n),
-        Mat(at(params_, run.span.begin, plan_.precision.master), plan_.precision.master, 1, n));
+    backend_.convert(Mat::flat(compute_params_, p.compute, compute_copy_.offset(run.span.begin), n),
+                     Mat::flat(params_, p.master, run.span.begin, n));
   }
 }
 

@@ -43,17 +43,14 @@ std::int64_t Model::sweep_groups(const BucketShard& shard, const AdamWHyper& hp,
                                  bool beside_backward, bool with_copy) {
   const DType m = plan_.precision.master;
   const std::int64_t n = shard.state.size();
-  auto view = [&](void* block, std::int64_t begin, DType t) {
-    return Mat(at(block, begin, t), t, 1, n);
-  };
-  const Mat param = view(params_, shard.state.begin, m);
-  const Mat grad = view(grads_, grad_layout_.offset(shard.state.begin), m);
-  const Mat mom1 = view(adam_m_, shard.moment_begin, m);
-  const Mat mom2 = view(adam_v_, shard.moment_begin, m);
-  const Mat copy =
-      plan_.precision.mixed() && with_copy
-          ? view(compute_params_, compute_copy_.offset(shard.state.begin), plan_.precision.compute)
-          : Mat();
+  const Mat param = Mat::flat(params_, m, shard.state.begin, n);
+  const Mat grad = Mat::flat(grads_, m, grad_layout_.offset(shard.state.begin), n);
+  const Mat mom1 = Mat::flat(adam_m_, m, shard.moment_begin, n);
+  const Mat mom2 = Mat::flat(adam_v_, m, shard.moment_begin, n);
+  const Mat copy = plan_.precision.mixed() && with_copy
+                       ? Mat::flat(compute_params_, plan_.precision.compute,
+                                   compute_copy_.offset(shard.state.begin), n)
+                       : Mat();
   if (beside_backward) return backend_.side_adamw_fused(param, grad, mom1, mom2, copy, hp);
   backend_.adamw_fused(param, grad, mom1, mom2, copy, hp);
   return -1;
