@@ -73,45 +73,54 @@ void CudaBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom from) {
                            cuda::Fp8View{q.codes_t, q.ld_t}, stream_, amax, source);
 }
 
-// Current scaling needs the whole result's amax before the first code:
-// the two ops then, as where the fused kernel's tiles do not fit.
+namespace {
+
+// One fused FP8 producer (a SwiGLU kernel writing the codes of what it
+// computes): pass(amax, out, out_t) launches it, false where it does not
+// take the views. Current scaling (the first step of delayed scaling too)
+// needs the whole result's amax before the first code: a pass that writes
+// nothing and records only the amax, the scale, then the codes -- the same
+// amax, scale and codes as the op followed by the cast, without the bf16
+// result where it is not kept.
+template <typename Pass>
+bool fused_fp8_producer(const Fp8Tensor& q, Fp8ScaleFrom from, float* recorded,
+                        cudaStream_t stream, const Pass& pass) {
+  const cuda::Fp8View out{q.codes, q.ld}, out_t{q.codes_t, q.ld_t};
+  if (from != Fp8ScaleFrom::Amax) return pass(recorded, out, out_t);
+  float* amax = q.scalars + kFp8Amax;
+  CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  if (!pass(amax, cuda::Fp8View{}, cuda::Fp8View{})) return false;
+  cuda::fp8_scale_from_amax(amax, q.format, 0, q.scalars + kFp8Scale, q.scalars + kFp8Inverse,
+                            stream);
+  return pass(nullptr, out, out_t);
+}
+
+}  // namespace
+
+// Where the fused kernel's tiles do not fit: the two ops.
 void CudaBackend::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q,
                                      Fp8ScaleFrom from, bool keep_hidden) {
   require_fp8_shape("swiglu_forward_fp8", q, hidden.rows, hidden.cols);
-  if (from != Fp8ScaleFrom::Amax &&
-      cuda::try_swiglu_forward_fp8(hidden, keep_hidden, gate, up, q.scalars + kFp8Scale, q.format,
-                                   cuda::Fp8View{q.codes, q.ld}, cuda::Fp8View{q.codes_t, q.ld_t},
-                                   recorded_amax(q, from), stream_)) {
-    return;
-  }
+  const auto pass = [&](float* amax, cuda::Fp8View out, cuda::Fp8View out_t) {
+    const bool keep = keep_hidden && (out.codes != nullptr || out_t.codes != nullptr);
+    return cuda::try_swiglu_forward_fp8(hidden, keep, gate, up, q.scalars + kFp8Scale, q.format,
+                                        out, out_t, amax, stream_);
+  };
+  if (fused_fp8_producer(q, from, recorded_amax(q, from), stream_, pass)) return;
   Backend::swiglu_forward_fp8(hidden, gate, up, q, from, keep_hidden);
 }
 
-// Current scaling (the first step of delayed scaling too) takes the amax in
-// a pass of the fused kernel that writes nothing, then its codes: the same
-// amax, scale and codes as the two ops, without the bf16 gradient where it
-// is not kept (Fp8Linears::swiglu_grad_codes_only gives it no memory).
 void CudaBackend::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
                                       Fp8ScaleFrom from, bool keep_grads) {
   require_fp8_shape("swiglu_backward_fp8", q, d_gate_up.rows, d_gate_up.cols);
   const std::int64_t f = dout.cols;
   const Mat d_gate = d_gate_up.col_block(0, f), d_up = d_gate_up.col_block(f, f);
-  const auto fused = [&](bool keep, float* amax, cuda::Fp8View out, cuda::Fp8View out_t) {
+  const auto pass = [&](float* amax, cuda::Fp8View out, cuda::Fp8View out_t) {
+    const bool keep = keep_grads && (out.codes != nullptr || out_t.codes != nullptr);
     return cuda::try_swiglu_backward_fp8(d_gate, d_up, keep, dout, gate, up, q.scalars + kFp8Scale,
                                          q.format, out, out_t, amax, stream_);
   };
-  const cuda::Fp8View out{q.codes, q.ld}, out_t{q.codes_t, q.ld_t};
-  if (from == Fp8ScaleFrom::Amax) {
-    float* amax = q.scalars + kFp8Amax;
-    CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream_));
-    if (fused(/*keep=*/false, amax, cuda::Fp8View{}, cuda::Fp8View{})) {
-      cuda::fp8_scale_from_amax(amax, q.format, 0, q.scalars + kFp8Scale, q.scalars + kFp8Inverse,
-                                stream_);
-      if (fused(keep_grads, nullptr, out, out_t)) return;
-    }
-  } else if (fused(keep_grads, recorded_amax(q, from), out, out_t)) {
-    return;
-  }
+  if (fused_fp8_producer(q, from, recorded_amax(q, from), stream_, pass)) return;
   Backend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);
 }
 

@@ -51,7 +51,11 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
     a.rstd2 = take(n, 1, st);
     a.gate_up = take(n, 2 * f, act);
     if (separate_swiglu) a.silu_gate = take(n, f, act);
-    a.ffn_hidden = hidden_shared ? shared_hidden : take(n, f, act);
+    if (plan.fp8.swiglu_keeps_codes) {
+      a.ffn_hidden = Slot{-1, n, f, act, f};
+    } else {
+      a.ffn_hidden = hidden_shared ? shared_hidden : take(n, f, act);
+    }
     layers.push_back(a);
   }
   residual_out = take(n, d, act);
@@ -98,7 +102,11 @@ void ActivationPlan::plan_fp8(const ModelConfig& cfg, BatchShape shape, const Fp
     }
     if (use.at(kind, LinearPass::Wgrad)) {
       fp8.dy_t[k] = take_codes(s.tokens * s.out);
-      fp8.x_t[k] = take_codes(s.tokens * s.in);
+      if (kind == LinearKind::Down && use.swiglu_keeps_codes) {
+        for (int l = 0; l < cfg.num_layers; ++l) fp8.down_x_t.push_back(take_codes(s.tokens * s.in));
+      } else {
+        fp8.x_t[k] = take_codes(s.tokens * s.in);
+      }
     }
   }
   if (x > 0) fp8.x = take_codes(x);
@@ -150,7 +158,8 @@ Fp8Tensor Fp8Activations::backward_input(void* arena, LinearKind k, int layer,
                                          LinearShape s) const {
   Fp8Tensor t = forward_input(arena, k, layer, s);
   t.codes = nullptr;
-  t.codes_t = codes_at(arena, x_t[static_cast<int>(k)]);
+  const bool per_layer = k == LinearKind::Down && !down_x_t.empty();
+  t.codes_t = codes_at(arena, per_layer ? down_x_t[layer] : x_t[static_cast<int>(k)]);
   return t;
 }
 
@@ -216,6 +225,9 @@ void add_fp8_buffers(const Fp8Activations& fp8, std::vector<ActivationBuffer>& o
     add_codes(p + "dy", fp8.dy[k]);
     add_codes(p + "dy_t", fp8.dy_t[k]);
     add_codes(p + "x_t", fp8.x_t[k]);
+  }
+  for (std::size_t l = 0; l < fp8.down_x_t.size(); ++l) {
+    add_codes("layer" + std::to_string(l) + ".fp8.down.x_t", fp8.down_x_t[l]);
   }
 }
 

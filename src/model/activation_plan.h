@@ -56,6 +56,10 @@ struct Fp8Activations {
   CodeSlot x, w;      // an FP8 forward's input and weight
   CodeSlot w_t;       // an FP8 data gradient's W^T
   std::array<CodeSlot, kLinearKinds> dy, dy_t, x_t;
+  // Per layer under Fp8Linears::swiglu_keeps_codes: the down projection's
+  // x^T, written by the forward's SwiGLU and kept for that layer's weight
+  // gradient (x_t[Down] then unused).
+  std::vector<CodeSlot> down_x_t;
 
   bool used() const { return scalars.used(); }
   // Views of the slots, in the arena at `arena`: each tensor holds only the
@@ -81,7 +85,9 @@ struct LayerActivations {
   Slot norm2, rstd2;
   Slot gate_up;     // [N, 2F]
   Slot silu_gate;   // SwigluImpl::Separate only [N, F]
-  Slot ffn_hidden;  // silu(g) * u [N, F]; one slot for all layers under RecomputeNormsSwiglu
+  // silu(g) * u [N, F]; one slot for all layers under RecomputeNormsSwiglu;
+  // a shape with no memory under Fp8Linears::swiglu_keeps_codes (shaped()).
+  Slot ffn_hidden;
 };
 
 // One buffer of the arena, named for reports: "layer3.qkv", "final_norm",

@@ -31,8 +31,8 @@ bool multiple_of_16(std::int64_t v) {
 // paid once for both; x's and W's only when the forward did not keep them.
 // Under delayed scaling no cast has an amax pass: the cast records it.
 // x_produced / dy_produced: the kernel that computes x (dy) writes its
-// codes (Fp8Linears::swiglu_casts: the down projection's x, the gate/up
-// projection's dy).
+// codes (Fp8Linears::swiglu_casts: the down projection's x, and its x^T
+// where the forward is FP8 too; the gate/up projection's dy).
 struct LinearCosts {
   LinearShape s;
   Fp8Scaling scaling;
@@ -64,7 +64,12 @@ struct LinearCosts {
                        : quantize_estimate_ms(s.tokens * s.out, dy_copies, amax());
     }
     if (dgrad) t += quantize_estimate_ms(s.out * s.in, 1, amax(forward_fp8));
-    if (wgrad) t += quantize_estimate_ms(s.tokens * s.in, 1, amax(forward_fp8));
+    if (wgrad) {
+      // x^T: written beside the forward's copy, with its scale, by the
+      // kernel that made it (or by its recompute in the backward).
+      t += x_produced && forward_fp8 ? producer_cast_estimate_ms(s.tokens * s.in, 1)
+                                     : quantize_estimate_ms(s.tokens * s.in, 1, amax(forward_fp8));
+    }
     return t;
   }
 };
@@ -161,6 +166,7 @@ std::string Fp8Linears::describe() const {
   if (norm_casts) out += "; the norms write theirs";
   if (master_weights) out += "; the FP8 weights are cast from the fp32 master (no bf16 copy)";
   if (swiglu_grad_codes_only) out += "; the gate/up gradient is kept as FP8 codes only";
+  if (swiglu_keeps_codes) out += "; the SwiGLU output is kept as FP8 codes only";
   return out + est;
 }
 

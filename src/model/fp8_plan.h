@@ -66,6 +66,15 @@ struct Fp8Linears {
   // own) and both of the projection's backward GEMMs are FP8. Set by
   // resolve_plan.
   bool swiglu_grad_codes_only = false;
+  // The SwiGLU output is kept for the backward only as the down
+  // projection's transposed FP8 codes ([F, tokens] bytes a layer, not
+  // [tokens, F] bf16): the forward's SwiGLU kernel writes them beside the
+  // forward GEMM's copy, with its scale, and the arena has no bf16 buffer
+  // for the output (ActivationPlan::layers' ffn_hidden has a shape, no
+  // memory). Where the CUDA SwiGLU writes both copies from whole tiles, the
+  // down projection's forward and weight gradient are FP8 and the output is
+  // stored, not recomputed. Set by resolve_plan.
+  bool swiglu_keeps_codes = false;
   // Per linear: the estimated milliseconds of its three GEMMs in bf16 and
   // as chosen (casts included), for the run header's line.
   std::array<double, kLinearKinds> bf16_ms{}, chosen_ms{};

@@ -108,11 +108,12 @@ void Model::linear_forward_add(LinearKind kind, int l, Mat y, Mat x, Mat w, Mat 
   fp8_forward(kind, l, y, x, w, &residual, made);
 }
 
-// The forward's codes of hidden for the down projection's FP8 forward; in
-// the backward's recompute, its transpose for that linear's FP8 weight
-// gradient, with the forward's scale where the forward was FP8. hidden is
-// kept only where the backward reads it: a stored hidden (not recomputed)
-// is the weight gradient's input.
+// The forward's codes of hidden for the down projection's FP8 forward,
+// and where the plan keeps them (Fp8Linears::swiglu_keeps_codes) the
+// layer's transposed codes for its weight gradient; in the backward's
+// recompute, that transpose, with the forward's scale where the forward
+// was FP8. hidden is kept only where the backward reads it: a stored hidden
+// (not recomputed, not kept as codes) is the weight gradient's input.
 Fp8Made Model::swiglu_forward_for_fp8(int l, Mat hidden, Mat gate, Mat up, bool recompute) {
   Fp8Made made;
   const LinearKind down = LinearKind::Down;
@@ -125,9 +126,12 @@ Fp8Made Model::swiglu_forward_for_fp8(int l, Mat hidden, Mat gate, Mat up, bool 
     made.x_t = true;
     return made;
   }
-  backend_.swiglu_forward_fp8(hidden, gate, up, acts_.fp8.forward_input(arena_, down, l, s),
-                              fp8_fresh_, /*keep_hidden=*/!recompute_swiglu());
+  Fp8Tensor q = acts_.fp8.forward_input(arena_, down, l, s);
   made.x = true;
+  made.x_t = plan_.fp8.swiglu_keeps_codes;
+  if (made.x_t) q.codes_t = acts_.fp8.backward_input(arena_, down, l, s).codes_t;
+  backend_.swiglu_forward_fp8(hidden, gate, up, q, fp8_fresh_,
+                              /*keep_hidden=*/!recompute_swiglu() && !made.x_t);
   return made;
 }
 

@@ -52,6 +52,11 @@ void StepOps::rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd, const Fp8T
 
 void StepOps::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q,
                                  Fp8ScaleFrom from, bool /*keep_hidden*/) {
+  if (hidden.empty()) {
+    throw std::logic_error(
+        "swiglu_forward_fp8: the two ops need the output's bf16 buffer, and the plan gave it "
+        "none (Fp8Linears::swiglu_keeps_codes)");
+  }
   swiglu_forward(hidden, gate, up);
   quantize_fp8(hidden, q, from);
 }

@@ -404,14 +404,19 @@ void fall_back_to_full_gradients(StepPlan& plan, std::string reason) {
 std::int64_t loss_chunk_rows(const ModelConfig& cfg, BatchShape shape, Precision precision) {
   // 512 MiB: on the H100 at the GPT-2 size (bf16, 1.6 GB of logits), 4
   // chunks ran 0.5 ms faster than 7 of 256 MiB for 0.17 GB more peak
-  // (docs/log/2026-11-24.md, seventh session).
+  // (docs/log/2026-11-24.md, seventh session). But logits of more than
+  // 256 MiB take two chunks at least: at 1 B (500 MiB of logits) two chunks
+  // of 250 MiB ran as fast as one, for 250 MiB less peak
+  // (docs/log/2026-11-29.md, first session, call 3).
   constexpr std::int64_t kChunkBytes = std::int64_t{512} << 20;
+  constexpr std::int64_t kOneChunkBytes = std::int64_t{256} << 20;
   constexpr std::int64_t kRowMultiple = 128;
   const std::int64_t rows = shape.tokens();
   const std::int64_t row_bytes = static_cast<std::int64_t>(cfg.padded_vocab()) *
                                  static_cast<std::int64_t>(dtype_size(precision.compute));
-  const std::int64_t chunks =
-      std::max<std::int64_t>(1, (rows * row_bytes + kChunkBytes - 1) / kChunkBytes);
+  const std::int64_t logit_bytes = rows * row_bytes;
+  const std::int64_t chunks = std::max<std::int64_t>(
+      logit_bytes > kOneChunkBytes ? 2 : 1, (logit_bytes + kChunkBytes - 1) / kChunkBytes);
   if (chunks == 1) return std::max<std::int64_t>(rows, 1);
   const std::int64_t per = (rows + chunks - 1) / chunks;
   return std::min(rows, (per + kRowMultiple - 1) / kRowMultiple * kRowMultiple);

@@ -422,8 +422,9 @@ StepPlan plan_for_choices(const OpChoices& ops, Precision precision, const Devic
                           const ModelConfig& cfg, BatchShape shape);
 
 // LossImpl::Chunked's rows per chunk: the fewest equal chunks (multiples of
-// 128 rows) whose logits stay within 512 MiB each -- one chunk when all of
-// them fit. Fewer chunks keep the head's GEMMs large and the weight
+// 128 rows) whose logits stay within 512 MiB each, and two at least for
+// more than 256 MiB of logits -- one chunk when all of them fit in 256.
+// Fewer chunks keep the head's GEMMs large and the weight
 // gradient's accumulation passes few (each rereads and rewrites V x D fp32).
 std::int64_t loss_chunk_rows(const ModelConfig& cfg, BatchShape shape, Precision precision);
 

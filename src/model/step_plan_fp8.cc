@@ -9,17 +9,24 @@ namespace {
 
 // Where FP8 needs less memory than bf16 AMP, exactly: the weights cast from
 // the master (no bf16 copy of an all-FP8 linear; one process, since ZeRO-1
-// gathers the copies) and the gate/up gradient as codes only (the CUDA
-// SwiGLU backward's 64 x 64 tiles of the [tokens, F] inputs must fit).
+// gathers the copies), the gate/up gradient and the stored SwiGLU output as
+// codes only (the CUDA SwiGLU kernels' 64 x 64 tiles of the [tokens, F]
+// inputs must fit).
 void resolve_fp8_memory(StepPlan& plan, const PlanRequest& request, const DeviceCaps& caps,
                         const ModelConfig& cfg, BatchShape shape) {
-  plan.fp8.master_weights = !request.data_parallel && plan.fp8.any();
+  Fp8Linears& fp8 = plan.fp8;
+  fp8.master_weights = !request.data_parallel && fp8.any();
   constexpr std::int64_t kSwigluTile = 64;
-  plan.fp8.swiglu_grad_codes_only =
-      caps.kind == DeviceKind::Cuda && plan.fp8.swiglu_casts &&
-      plan.ops.swiglu == SwigluImpl::Fused && plan.fp8.at(LinearKind::GateUp, LinearPass::Dgrad) &&
-      plan.fp8.at(LinearKind::GateUp, LinearPass::Wgrad) && shape.tokens() % kSwigluTile == 0 &&
-      cfg.ffn_dim % kSwigluTile == 0;
+  const bool swiglu_tiles = caps.kind == DeviceKind::Cuda && fp8.swiglu_casts &&
+                            plan.ops.swiglu == SwigluImpl::Fused &&
+                            shape.tokens() % kSwigluTile == 0 && cfg.ffn_dim % kSwigluTile == 0;
+  const auto both = [&](LinearKind k, LinearPass a, LinearPass b) {
+    return fp8.at(k, a) && fp8.at(k, b);
+  };
+  fp8.swiglu_grad_codes_only =
+      swiglu_tiles && both(LinearKind::GateUp, LinearPass::Dgrad, LinearPass::Wgrad);
+  fp8.swiglu_keeps_codes = swiglu_tiles && !recomputes_swiglu(plan.ops.activations) &&
+                           both(LinearKind::Down, LinearPass::Forward, LinearPass::Wgrad);
 }
 
 }  // namespace

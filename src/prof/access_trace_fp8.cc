@@ -125,15 +125,23 @@ void AccessTraceBackend::rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd,
 
 void AccessTraceBackend::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q,
                                             Fp8ScaleFrom from, bool keep_hidden) {
-  if (from == Fp8ScaleFrom::Amax) {
+  if (from == Fp8ScaleFrom::Amax && !hidden.empty()) {
     Backend::swiglu_forward_fp8(hidden, gate, up, q, from, keep_hidden);
     return;
   }
-  reads({gate, up});
-  if (keep_hidden) writes({hidden});
-  CallCost cost = elementwise_cost({gate, up}, {}, kSwigluForwardFlops, hidden);
-  if (keep_hidden) cost.bytes += mat_bytes(hidden);
-  charge(cost);
+  // With no bf16 buffer (Fp8Linears::swiglu_keeps_codes) the CUDA backend
+  // takes a fresh amax in a pass of its own over the same inputs.
+  const int passes = from == Fp8ScaleFrom::Amax ? 2 : 1;
+  for (int p = 0; p < passes; ++p) {
+    reads({gate, up});
+    charge(elementwise_cost({gate, up}, {}, kSwigluForwardFlops, hidden));
+  }
+  if (keep_hidden) {
+    writes({hidden});
+    CallCost cost;
+    cost.bytes = mat_bytes(hidden);
+    charge(cost);
+  }
   record_fused_cast(q, from);
 }
 

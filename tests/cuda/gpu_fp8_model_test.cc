@@ -133,13 +133,15 @@ struct TrainedState {
   std::vector<std::vector<double>> params, m;  // after each step
   std::vector<double> losses;
   MemoryBreakdown memory;
+  bool output_codes_only = false;  // the plan's Fp8Linears::swiglu_keeps_codes
 };
 
 // Four whole steps of the level with every linear GEMM in FP8 under delayed
 // scaling, the producers writing their codes (as resolve_plan sets them),
 // through the trainer's StepRunner (captured once, then replayed).
-// `lean`: the weights cast from the master and the gate/up gradient kept
-// as codes only (Fp8Linears::master_weights, swiglu_grad_codes_only).
+// `lean`: the weights cast from the master, and the gate/up gradient and
+// the stored SwiGLU output kept as codes only (Fp8Linears::master_weights,
+// swiglu_grad_codes_only, swiglu_keeps_codes).
 TrainedState train_fp8(const std::string& level, bool lean) {
   const ModelConfig cfg = fp8_config();
   const std::unique_ptr<Backend> backend = make_cuda_backend(Precision::amp_fp8());
@@ -149,6 +151,7 @@ TrainedState train_fp8(const std::string& level, bool lean) {
   plan.fp8.norm_casts = true;
   plan.fp8.master_weights = lean;
   plan.fp8.swiglu_grad_codes_only = lean;
+  plan.fp8.swiglu_keeps_codes = lean && !recomputes_swiglu(plan.ops.activations);
   if (plan.ops.swiglu == SwigluImpl::Gemm) plan.ops.swiglu = SwigluImpl::Fused;
   Model model(cfg, kShape, plan, *backend);
   model.set_params(weights(model.layout()));
@@ -164,6 +167,7 @@ TrainedState train_fp8(const std::string& level, bool lean) {
     out.losses.push_back(model.loss());
   }
   out.memory = model.memory();
+  out.output_codes_only = plan.fp8.swiglu_keeps_codes;
   return out;
 }
 
@@ -171,10 +175,14 @@ TrainedState train_fp8(const std::string& level, bool lean) {
 // (Fp8Linears::master_weights: the linears keep no bf16 copy, and the
 // AdamW sweeps write copies around them), and the gate/up gradient kept
 // only as FP8 codes (swiglu_grad_codes_only: the first step's amax in a
-// pass of its own), train exactly as casts from the bf16 copy and the
-// gradient written in bf16: the same losses, weights and moments, bit for
-// bit, step by step; the memory is smaller by the linears' bf16 copies and
-// one [tokens, 2F] bf16 buffer.
+// pass of its own), and the stored SwiGLU output kept only as the down
+// projection's transposed codes (swiglu_keeps_codes: written by the
+// forward's SwiGLU, its first step's amax likewise), train exactly as
+// casts from the bf16 copy and the tensors written in bf16: the same
+// losses, weights and moments, bit for bit, step by step; the memory is
+// smaller by the linears' bf16 copies, one [tokens, 2F] bf16 buffer and,
+// where the output is stored, each layer's [tokens, F] bf16 output for
+// its codes.
 TEST_P(GpuFp8Step, TheLeanFp8MemoryTrainsTheSameBits) {
   const std::string level = GetParam();
   const TrainedState copy = train_fp8(level, false), master = train_fp8(level, true);
@@ -193,8 +201,12 @@ TEST_P(GpuFp8Step, TheLeanFp8MemoryTrainsTheSameBits) {
     linear_bytes += 2 * (slots[i + 1].offset - slots[i].offset);
   }
   EXPECT_EQ(copy.memory.parameters - master.memory.parameters, linear_bytes);
+  if (level == "v2") EXPECT_TRUE(master.output_codes_only) << "v2 stores the SwiGLU output";
+  const std::int64_t elems = kShape.tokens() * fp8_config().ffn_dim;
+  const int layers = fp8_config().num_layers;
   EXPECT_EQ(copy.memory.activations - master.memory.activations,
-            kShape.tokens() * 2 * fp8_config().ffn_dim * 2);
+            2 * elems * 2 +
+                (master.output_codes_only ? layers * elems * 2 - (layers - 1) * elems : 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, GpuFp8Step, ::testing::Values("v2", "v4"),

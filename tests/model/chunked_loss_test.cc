@@ -100,6 +100,13 @@ TEST(ChunkedLoss, ChunkRowsCoverTheRowsInFewChunksOfBoundedLogits) {
   // The workshop's vocabulary of 1000: every row in one chunk.
   const ModelConfig workshop;
   EXPECT_EQ(loss_chunk_rows(workshop, {8, 128}, Precision::fp32()), 1024);
+  // Logits under 512 MiB but over 256 (1 B: 8192 rows of 32 000 bf16, 500
+  // MiB) in two chunks; 256 MiB or less in one.
+  ModelConfig one_b = gpt2;
+  one_b.vocab_size = 32000;
+  EXPECT_EQ(loss_chunk_rows(one_b, {8, 1024}, Precision::amp(DType::BF16)), 4096);
+  EXPECT_EQ(loss_chunk_rows(one_b, {4, 1024}, Precision::amp(DType::BF16)), 4096)
+      << "250 MiB: one chunk";
 }
 
 }  // namespace

@@ -157,10 +157,14 @@ TEST(Fp8Plan, TheArenaHoldsTheCopiesTheChosenGemmsRead) {
   const std::int64_t dy = t * (512 + 1024 + 512 + 4096);
   const std::int64_t x_t = t * (512 + 512 + 512 + 2048);
   const std::int64_t shared = t * 2048 + 2 * 512 * 4096;
-  // Less the gate/up gradient's bf16 buffer, kept as its codes only.
+  // Less the gate/up gradient's bf16 buffer, kept as its codes only, and
+  // the 8 layers' SwiGLU outputs, kept as the down projection's x^T codes
+  // (one more copy of them for each layer past the first).
   ASSERT_TRUE(all.fp8.swiglu_grad_codes_only);
+  ASSERT_TRUE(all.fp8.swiglu_keeps_codes);
   const std::int64_t d_gate_up = t * 4096 * 2;
-  EXPECT_GE(a.bytes - b.bytes, 2 * dy + x_t + shared - d_gate_up);
+  const std::int64_t hidden = 8 * t * 2048 * 2 - 7 * t * 2048;
+  EXPECT_GE(a.bytes - b.bytes, 2 * dy + x_t + shared - d_gate_up - hidden);
   // Every buffer is listed, and they tile the arena.
   std::int64_t listed = 0;
   for (const ActivationBuffer& buf : a.buffers()) listed += buf.bytes;
@@ -283,6 +287,41 @@ TEST(Fp8Plan, TheGateUpGradientIsKeptAsCodesWhereTheTilesFit) {
   DeviceCaps cpu = fp8_caps();
   cpu.kind = DeviceKind::Cpu;
   EXPECT_FALSE(resolve_plan(fp8_request(), cpu, cfg, shape).fp8.swiglu_grad_codes_only);
+}
+
+// On CUDA, where the forward's SwiGLU writes both copies of the down
+// projection's input from whole tiles and that projection's forward and
+// weight gradient are FP8, a stored SwiGLU output is kept only as the
+// weight gradient's transposed codes: [F, tokens] bytes a layer for
+// [tokens, F] bf16. Not where the backward recomputes it, not where the
+// tiles do not fit, not on the CPU.
+TEST(Fp8Plan, TheSwigluOutputIsKeptAsCodesWhereTheTilesFit) {
+  const ModelConfig cfg = workshop();
+  const BatchShape shape{32, 1024};
+  const StepPlan p = resolve_plan(fp8_request(), fp8_caps(), cfg, shape);
+  ASSERT_EQ(p.ops.activations, ActivationsImpl::Stored);
+  ASSERT_TRUE(p.fp8.at(LinearKind::Down, LinearPass::Wgrad))
+      << "the transposed codes written with the forward's cost no pass of their own";
+  EXPECT_TRUE(p.fp8.swiglu_keeps_codes);
+  EXPECT_NE(p.fp8.describe().find("SwiGLU output is kept as FP8 codes"), std::string::npos);
+  EXPECT_FALSE(ActivationPlan(cfg, shape, p).layers[0].ffn_hidden.used());
+  StepPlan kept = p;
+  kept.fp8.swiglu_keeps_codes = false;
+  const std::int64_t elems = shape.tokens() * cfg.ffn_dim;
+  EXPECT_EQ(Model::estimate_memory(cfg, shape, kept).activations -
+                Model::estimate_memory(cfg, shape, p).activations,
+            8 * elems * 2 - 7 * elems);
+
+  PlanRequest recompute = fp8_request();
+  recompute.ops.activations = ActivationsImpl::RecomputeNormsSwiglu;
+  EXPECT_FALSE(resolve_plan(recompute, fp8_caps(), cfg, shape).fp8.swiglu_keeps_codes);
+  const BatchShape odd{24, 1026};
+  const StepPlan not_tiles = resolve_plan(fp8_request(), fp8_caps(), cfg, odd);
+  ASSERT_TRUE(not_tiles.fp8.at(LinearKind::Down, LinearPass::Wgrad));
+  EXPECT_FALSE(not_tiles.fp8.swiglu_keeps_codes) << "24 624 tokens: not whole tiles";
+  DeviceCaps cpu = fp8_caps();
+  cpu.kind = DeviceKind::Cpu;
+  EXPECT_FALSE(resolve_plan(fp8_request(), cpu, cfg, shape).fp8.swiglu_keeps_codes);
 }
 
 }  // namespace

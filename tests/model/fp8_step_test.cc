@@ -112,8 +112,16 @@ TEST(Fp8Step, RunsToTheSameBitsTwice) {
 // to NaN.
 class ScratchPoisoningCpu : public CpuBackend {
  public:
+  // An output with no memory (Fp8Linears::swiglu_keeps_codes), too.
   void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,
                           bool keep_hidden) override {
+    std::vector<double> scratch;
+    if (hidden.empty()) {
+      EXPECT_FALSE(keep_hidden) << "an output with no memory cannot be kept";
+      scratch.resize(static_cast<std::size_t>(hidden.numel()));
+      hidden = Mat(scratch.data(), hidden.dtype, hidden.rows, hidden.cols);
+      ++shape_only_outputs;
+    }
     CpuBackend::swiglu_forward_fp8(hidden, gate, up, q, from, keep_hidden);
     if (!keep_hidden) poison(hidden);
     ++fused_calls;
@@ -146,6 +154,7 @@ class ScratchPoisoningCpu : public CpuBackend {
     ++fused_calls;
   }
   int shape_only_grads = 0;
+  int shape_only_outputs = 0;
   int fused_calls = 0;
 
  private:
@@ -166,11 +175,12 @@ class DelayedRun {
  public:
   explicit DelayedRun(Fp8Scaling scaling, bool producer_casts = false,
                       ActivationsImpl activations = ActivationsImpl::Stored,
-                      bool grad_codes_only = false)
+                      bool grad_codes_only = false, bool output_codes_only = false)
       : plan_(test_plan("v4", Precision::fp64(), cpu_, fp8_config(), kShape)) {
     plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling, producer_casts);
     plan_.fp8.norm_casts = producer_casts && scaling == Fp8Scaling::Delayed;
     plan_.fp8.swiglu_grad_codes_only = grad_codes_only;
+    plan_.fp8.swiglu_keeps_codes = output_codes_only;
     if (plan_.ops.swiglu == SwigluImpl::Gemm) plan_.ops.swiglu = SwigluImpl::Fused;
     plan_.ops.activations = activations;
     model_ = std::make_unique<Model>(fp8_config(), kShape, plan_, cpu_);
@@ -180,6 +190,7 @@ class DelayedRun {
   const StepPlan& plan() const { return plan_; }
   int fused_swiglu_calls() const { return cpu_.fused_calls; }
   int shape_only_grads() const { return cpu_.shape_only_grads; }
+  int shape_only_outputs() const { return cpu_.shape_only_outputs; }
   // Step `n` (1-based): its batch, forward and backward; the update unless
   // `update` is false. Returns the loss and gradients.
   Step step(int n, bool update = true) {
@@ -317,6 +328,36 @@ TEST(Fp8Step, TheGateUpGradientAsCodesOnlyGivesTheSameSteps) {
     EXPECT_EQ(c.grads, p.grads) << "step " << n;
   }
   EXPECT_EQ(codes.shape_only_grads(), 3 * fp8_config().num_layers);
+}
+
+// The SwiGLU output kept only as the down projection's transposed codes
+// (Fp8Linears::swiglu_keeps_codes): the forward's SwiGLU writes them with
+// the forward's copy and scale, the arena has no bf16 output, and the
+// backward casts nothing for that weight gradient -- the same steps, bit
+// for bit, the first (scaled afresh) included.
+TEST(Fp8Step, TheSwigluOutputAsCodesOnlyGivesTheSameSteps) {
+  DelayedRun plain(Fp8Scaling::Delayed, true),
+      codes(Fp8Scaling::Delayed, true, ActivationsImpl::Stored, false, true);
+  const ActivationPlan with(fp8_config(), kShape, plain.plan());
+  const ActivationPlan without(fp8_config(), kShape, codes.plan());
+  const int layers = fp8_config().num_layers;
+  ASSERT_FALSE(without.layers[0].ffn_hidden.used());
+  ASSERT_EQ(static_cast<int>(without.fp8.down_x_t.size()), layers);
+  ASSERT_FALSE(without.fp8.x_t[static_cast<int>(LinearKind::Down)].used());
+  const std::int64_t elems = kShape.tokens() * fp8_config().ffn_dim;
+  const std::int64_t code_bytes = without.fp8.down_x_t[0].bytes;
+  EXPECT_EQ(code_bytes, elems);
+  EXPECT_EQ(with.bytes - without.bytes, layers * elems * 8 - (layers - 1) * code_bytes)
+      << "a layer's [tokens, F] output of the compute dtype (fp64 here) for its codes, the "
+         "shared transposed copy for the first layer's";
+  for (int n = 1; n <= 3; ++n) {
+    const Step p = plain.step(n), c = codes.step(n);
+    ASSERT_TRUE(std::isfinite(c.loss));
+    EXPECT_EQ(c.loss, p.loss) << "step " << n;
+    EXPECT_EQ(c.grads, p.grads) << "step " << n;
+  }
+  EXPECT_EQ(codes.shape_only_outputs(), 3 * layers);
+  EXPECT_EQ(codes.model().fp8_scaling_state(), plain.model().fp8_scaling_state());
 }
 
 // Current scaling has no scale before the pass: the plan leaves the casts

@@ -4,8 +4,9 @@
 // quantize_fp8 -- bit for bit: every code of both copies, the scale block
 // (the amax raised under delayed scaling, untouched with a kept scale), and
 // the bf16 result where it is kept. Shapes of whole 64 x 64 tiles take the
-// fused kernel; the others (and current scaling, which needs the amax
-// first) take the two ops inside the backend, and must agree all the same.
+// fused kernel (current scaling, which needs the amax first, twice: a pass
+// that records only the amax, then the codes); the others take the two ops
+// inside the backend, and must agree all the same.
 // The two ops themselves are checked against the CPU reference elsewhere
 // (gpu_elementwise_test.cc, gpu_fp8_cast_test.cc).
 #include <gtest/gtest.h>
@@ -85,7 +86,6 @@ TEST_P(GpuSwigluFp8, BackwardWritesTheCodesTheTwoOpsWrite) {
 // scratch result stays as it was (the poison), an absent copy unwritten.
 TEST_P(GpuSwigluFp8, WritesOnlyWhatItIsAsked) {
   const auto [s, from] = GetParam();
-  if (from == Fp8ScaleFrom::Amax) GTEST_SKIP() << "current scaling runs the two ops: all written";
   if (s.rows % 64 != 0 || s.ffn % 64 != 0) GTEST_SKIP() << "not whole tiles: the two ops run";
   Harness h(DType::BF16, 47);
   const Twin gu = h.input(s.rows, 2 * s.ffn, DType::BF16, 2.0, s.pad);
@@ -98,6 +98,26 @@ TEST_P(GpuSwigluFp8, WritesOnlyWhatItIsAsked) {
   for (const double v : after) ASSERT_TRUE(std::isnan(v)) << "hidden was written";
   EXPECT_EQ(q.codes_t.download<std::uint8_t>(q.codes_t.bytes()), untouched)
       << "the transposed copy was written";
+}
+
+// A result with no memory at all (Fp8Linears::swiglu_keeps_codes: a
+// shape, data null), the forward's two copies written in one pass: the
+// codes of the two ops all the same.
+TEST_P(GpuSwigluFp8, ForwardWithNoResultBufferWritesTheSameCodes) {
+  const auto [s, from] = GetParam();
+  if (s.rows % 64 != 0 || s.ffn % 64 != 0) GTEST_SKIP() << "not whole tiles: the two ops run";
+  Harness h(DType::BF16, 48);
+  const Twin gu = h.input(s.rows, 2 * s.ffn, DType::BF16, 2.0, s.pad);
+  const Mat gate = gu.gpu.col_block(0, s.ffn);
+  const Mat up = gu.gpu.col_block(s.ffn, s.ffn);
+  const Twin hidden_ref = h.output(s.rows, s.ffn, DType::BF16, s.pad);
+  Fp8Buffers fused(s.rows, s.ffn, Fp8Format::E4M3, kHeldScale, kEarlierAmax);
+  Fp8Buffers ref(s.rows, s.ffn, Fp8Format::E4M3, kHeldScale, kEarlierAmax);
+  h.gpu().swiglu_forward(hidden_ref.gpu, gate, up);
+  h.gpu().quantize_fp8(hidden_ref.gpu, ref.q, from);
+  h.gpu().swiglu_forward_fp8(Mat(nullptr, DType::BF16, s.rows, s.ffn), gate, up, fused.q, from,
+                             false);
+  expect_same_fp8(fused, ref, "swiglu_forward_fp8 with no result buffer");
 }
 
 std::string shape_name(const ::testing::TestParamInfo<SwigluFp8Param>& info) {
