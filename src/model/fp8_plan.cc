@@ -30,13 +30,14 @@ bool multiple_of_16(std::int64_t v) {
 // gradient reads dy and W^T, the weight gradient dy^T and x^T. dy's amax is
 // paid once for both; x's and W's only when the forward did not keep them.
 // Under delayed scaling no cast has an amax pass: the cast records it.
-// x_produced / dy_produced: the kernel that computes x (dy) writes its
-// codes (Fp8Linears::swiglu_casts: the down projection's x, and its x^T
-// where the forward is FP8 too; the gate/up projection's dy).
+// x_produced / x_t_produced / dy_produced: the kernel that computes x
+// (x^T, dy) writes its codes (Fp8Producers).
 struct LinearCosts {
   LinearShape s;
   Fp8Scaling scaling;
   bool x_produced = false;
+  bool x_t_produced = false;
+  bool x_t_beside_fp8_forward = false;  // x^T written with the forward's FP8 copy
   bool dy_produced = false;
   bool amax(bool scale_kept = false) const { return scaling == Fp8Scaling::Current && !scale_kept; }
   double gemm(LinearPass p, bool fp8) const {
@@ -65,14 +66,36 @@ struct LinearCosts {
     }
     if (dgrad) t += quantize_estimate_ms(s.out * s.in, 1, amax(forward_fp8));
     if (wgrad) {
-      // x^T: written beside the forward's copy, with its scale, by the
-      // kernel that made it (or by its recompute in the backward).
-      t += x_produced && forward_fp8 ? producer_cast_estimate_ms(s.tokens * s.in, 1)
-                                     : quantize_estimate_ms(s.tokens * s.in, 1, amax(forward_fp8));
+      const bool made = x_t_produced || (x_t_beside_fp8_forward && forward_fp8);
+      t += made ? producer_cast_estimate_ms(s.tokens * s.in, 1)
+                        : quantize_estimate_ms(s.tokens * s.in, 1, amax(forward_fp8));
     }
     return t;
   }
 };
+
+// Linear `kind`'s costs, with the operands the producers write.
+LinearCosts linear_costs(const ModelConfig& cfg, BatchShape shape, LinearKind kind,
+                         Fp8Scaling scaling, Fp8Producers p) {
+  LinearCosts c{linear_shape(cfg, shape, kind), scaling};
+  switch (kind) {
+    case LinearKind::Qkv:
+    case LinearKind::GateUp:
+      c.x_produced = p.forward_norms;
+      c.x_t_produced = p.recomputed_norms;
+      c.dy_produced = p.swiglu && kind == LinearKind::GateUp;
+      break;
+    case LinearKind::Down:
+      // Beside the forward's copy, with its scale (conservative: the
+      // backward's recompute writes it whatever the forward was).
+      c.x_produced = p.swiglu;
+      c.x_t_beside_fp8_forward = p.swiglu;
+      break;
+    case LinearKind::OutProj:
+      break;
+  }
+  return c;
+}
 
 }  // namespace
 
@@ -175,15 +198,14 @@ const char* fp8_scaling_name(Fp8Scaling s) {
 }
 
 Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape, Fp8Choice choice,
-                              Fp8Scaling scaling, bool swiglu_casts) {
+                              Fp8Scaling scaling, Fp8Producers producers) {
   Fp8Linears f;
   f.scaling = scaling;
-  swiglu_casts = swiglu_casts && scaling == Fp8Scaling::Delayed;
+  if (scaling != Fp8Scaling::Delayed) producers = Fp8Producers{};
   for (int k = 0; k < kLinearKinds; ++k) {
     const auto kind = static_cast<LinearKind>(k);
     const LinearShape s = linear_shape(cfg, shape, kind);
-    const LinearCosts c{s, scaling, swiglu_casts && kind == LinearKind::Down,
-                        swiglu_casts && kind == LinearKind::GateUp};
+    const LinearCosts c = linear_costs(cfg, shape, kind, scaling, producers);
     const double bf16 = c.forward(false) + c.backward(false, false, false);
     f.bf16_ms[k] = bf16;
     f.chosen_ms[k] = bf16;
@@ -210,7 +232,7 @@ Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape, Fp8Choic
     f.chosen_ms[k] = best;
   }
   f.swiglu_casts =
-      swiglu_casts && (f.at(LinearKind::Down, LinearPass::Forward) ||
+      producers.swiglu && (f.at(LinearKind::Down, LinearPass::Forward) ||
                        f.at(LinearKind::Down, LinearPass::Wgrad) || f.backward(LinearKind::GateUp));
   return f;
 }

@@ -106,13 +106,28 @@ double producer_cast_estimate_ms(std::int64_t elems, int copies);
 // GEMM (the numerics checks, and measuring the estimate).
 enum class Fp8Choice { Auto, All };
 
+// The kernels that may write the FP8 codes of what they compute, so an
+// operand they make costs the choice only its codes' bytes. Delayed
+// scaling only: the scale must be known before the pass.
+struct Fp8Producers {
+  // The SwiGLU, a kernel of its own: the down projection's x (and its x^T,
+  // beside an FP8 forward's copy or in the backward's recompute), the
+  // gate/up projection's dy.
+  bool swiglu = false;
+  // The forward's norms, kernels of their own (GemmEpilogue::Residual):
+  // the QKV and gate/up projections' x.
+  bool forward_norms = false;
+  // The backward's recomputed norms (recomputes_norms): those x^T.
+  bool recomputed_norms = false;
+};
+
 // The choice for every linear of this model at this batch: all false for a
 // linear with a dimension that is not a multiple of 16 (cuBLASLt's rule).
-// swiglu_casts: the SwiGLU kernel may write the codes (delayed scaling, the
-// SwiGLU a kernel of its own); the result's swiglu_casts is set where an
+// The result's swiglu_casts is set where the SwiGLU may write codes and an
 // FP8 GEMM reads them.
 Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape,
                               Fp8Choice choice = Fp8Choice::Auto,
-                              Fp8Scaling scaling = Fp8Scaling::Current, bool swiglu_casts = false);
+                              Fp8Scaling scaling = Fp8Scaling::Current,
+                              Fp8Producers producers = {});
 
 }  // namespace tinyllama

@@ -58,8 +58,11 @@ void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& c
          "data parallel: each rank would keep its own amax history, and a checkpoint holds one"});
     scaling = Fp8Scaling::Current;
   }
-  plan.fp8 = choose_fp8_linears(cfg, shape, request.fp8_gemms, scaling,
-                                /*swiglu_casts=*/ops.swiglu != SwigluImpl::Separate);
+  Fp8Producers producers;
+  producers.swiglu = ops.swiglu != SwigluImpl::Separate;
+  producers.forward_norms = ops.epilogue == GemmEpilogue::Residual;
+  producers.recomputed_norms = recomputes_norms(ops.activations);
+  plan.fp8 = choose_fp8_linears(cfg, shape, request.fp8_gemms, scaling, producers);
   const bool swiglu_gemm_reads_fp8 = plan.fp8.at(LinearKind::GateUp, LinearPass::Forward) ||
                                      plan.fp8.at(LinearKind::Down, LinearPass::Dgrad);
   if (ops.swiglu == SwigluImpl::Gemm && swiglu_gemm_reads_fp8) {

@@ -147,7 +147,7 @@ TrainedState train_fp8(const std::string& level, bool lean) {
   const std::unique_ptr<Backend> backend = make_cuda_backend(Precision::amp_fp8());
   StepPlan plan = test_plan(level, Precision::amp_fp8(), *backend, cfg, kShape);
   plan.fp8 = choose_fp8_linears(cfg, kShape, Fp8Choice::All, Fp8Scaling::Delayed,
-                                plan.ops.swiglu != SwigluImpl::Separate);
+                                Fp8Producers{plan.ops.swiglu != SwigluImpl::Separate});
   plan.fp8.norm_casts = true;
   plan.fp8.master_weights = lean;
   plan.fp8.swiglu_grad_codes_only = lean;

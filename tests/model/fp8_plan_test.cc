@@ -219,7 +219,7 @@ TEST(Fp8Plan, TheSwigluKernelWritesItsCodesUnderDelayedScaling) {
 
   const Fp8Linears cast = choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed);
   const Fp8Linears written =
-      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed, true);
+      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed, Fp8Producers{true});
   const auto at = [](const Fp8Linears& f, LinearKind k) {
     return f.chosen_ms[static_cast<int>(k)];
   };
@@ -227,7 +227,37 @@ TEST(Fp8Plan, TheSwigluKernelWritesItsCodesUnderDelayedScaling) {
   EXPECT_LT(at(written, LinearKind::GateUp), at(cast, LinearKind::GateUp));
   EXPECT_EQ(at(written, LinearKind::Qkv), at(cast, LinearKind::Qkv));
   EXPECT_FALSE(
-      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Current, true).swiglu_casts);
+      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Current, Fp8Producers{true}).swiglu_casts);
+}
+
+// The forward's norms writing the QKV and gate/up inputs' codes (v4's
+// norms are kernels of their own) and the recomputed norms their
+// transposes are counted as the bytes they write: at B32 S1024 that puts
+// the QKV forward in FP8, where a cast of its own lost.
+TEST(Fp8Plan, TheNormsWritingTheirCodesCountInTheChoice) {
+  const ModelConfig cfg = workshop();
+  const BatchShape shape{32, 1024};
+  const auto at = [](const Fp8Linears& f, LinearKind k) {
+    return f.chosen_ms[static_cast<int>(k)];
+  };
+  const Fp8Linears cast = choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed);
+  Fp8Producers norms;
+  norms.forward_norms = true;
+  const Fp8Linears forward =
+      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed, norms);
+  norms.recomputed_norms = true;
+  const Fp8Linears both = choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed, norms);
+  for (const LinearKind k : {LinearKind::Qkv, LinearKind::GateUp}) {
+    EXPECT_LT(at(forward, k), at(cast, k)) << linear_name(k);
+    EXPECT_LT(at(both, k), at(forward, k)) << linear_name(k);
+  }
+  EXPECT_EQ(at(both, LinearKind::OutProj), at(cast, LinearKind::OutProj))
+      << "the attention output is cast by a pass of its own";
+  EXPECT_FALSE(choose_fp8_linears(cfg, shape).at(LinearKind::Qkv, LinearPass::Forward));
+  const StepPlan p = resolve_plan(fp8_request(), fp8_caps(), cfg, shape);
+  ASSERT_EQ(p.ops.epilogue, GemmEpilogue::Residual);
+  EXPECT_TRUE(p.fp8.at(LinearKind::Qkv, LinearPass::Forward));
+  EXPECT_TRUE(p.fp8.norm_casts);
 }
 
 // A single process's FP8 weights are cast from the fp32 master, and the

@@ -177,7 +177,8 @@ class DelayedRun {
                       ActivationsImpl activations = ActivationsImpl::Stored,
                       bool grad_codes_only = false, bool output_codes_only = false)
       : plan_(test_plan("v4", Precision::fp64(), cpu_, fp8_config(), kShape)) {
-    plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling, producer_casts);
+    plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling,
+                                   Fp8Producers{producer_casts});
     plan_.fp8.norm_casts = producer_casts && scaling == Fp8Scaling::Delayed;
     plan_.fp8.swiglu_grad_codes_only = grad_codes_only;
     plan_.fp8.swiglu_keeps_codes = output_codes_only;
