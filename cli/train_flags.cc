@@ -196,7 +196,8 @@ void kernel_choice_flags(CLI::App* cmd, TrainArgs& a) {
 void fusion_group_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--loss-chunk-rows", a.loss_chunk_rows, "INT",
         "rows per chunk of the chunked loss (needs the chunked loss)")
-      ->default_str("the fewest chunks of at most 512 MiB of logits each, two at least above 256 MiB")
+      ->default_str(
+          "the fewest chunks of at most 512 MiB of logits each, two at least above 256 MiB")
       ->group("Level toggles");
   cmd->add_flag("--enable-all-fusion", a.toggles.all_fusion.enable,
                 "turn all five toggles on (applied after the preset, before single toggles)");

@@ -83,8 +83,8 @@ namespace {
 // amax, scale and codes as the op followed by the cast, without the bf16
 // result where it is not kept.
 template <typename Pass>
-bool fused_fp8_producer(const Fp8Tensor& q, Fp8ScaleFrom from, float* recorded,
-                        cudaStream_t stream, const Pass& pass) {
+bool fused_fp8_producer(const Fp8Tensor& q, Fp8ScaleFrom from, float* recorded, cudaStream_t stream,
+                        const Pass& pass) {
   const cuda::Fp8View out{q.codes, q.ld}, out_t{q.codes_t, q.ld_t};
   if (from != Fp8ScaleFrom::Amax) return pass(recorded, out, out_t);
   float* amax = q.scalars + kFp8Amax;

@@ -103,7 +103,8 @@ void ActivationPlan::plan_fp8(const ModelConfig& cfg, BatchShape shape, const Fp
     if (use.at(kind, LinearPass::Wgrad)) {
       fp8.dy_t[k] = take_codes(s.tokens * s.out);
       if (kind == LinearKind::Down && use.swiglu_keeps_codes) {
-        for (int l = 0; l < cfg.num_layers; ++l) fp8.down_x_t.push_back(take_codes(s.tokens * s.in));
+        for (int l = 0; l < cfg.num_layers; ++l)
+          fp8.down_x_t.push_back(take_codes(s.tokens * s.in));
       } else {
         fp8.x_t[k] = take_codes(s.tokens * s.in);
       }

@@ -83,8 +83,8 @@ struct LayerActivations {
   Slot probs;         // AttentionImpl::Materialized only [B*H*S, S]
   Slot residual_mid;  // h = x + Wo(attn) [N, D]
   Slot norm2, rstd2;
-  Slot gate_up;     // [N, 2F]
-  Slot silu_gate;   // SwigluImpl::Separate only [N, F]
+  Slot gate_up;    // [N, 2F]
+  Slot silu_gate;  // SwigluImpl::Separate only [N, F]
   // silu(g) * u [N, F]; one slot for all layers under RecomputeNormsSwiglu;
   // a shape with no memory under Fp8Linears::swiglu_keeps_codes (shaped()).
   Slot ffn_hidden;

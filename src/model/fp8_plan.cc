@@ -68,7 +68,7 @@ struct LinearCosts {
     if (wgrad) {
       const bool made = x_t_produced || (x_t_beside_fp8_forward && forward_fp8);
       t += made ? producer_cast_estimate_ms(s.tokens * s.in, 1)
-                        : quantize_estimate_ms(s.tokens * s.in, 1, amax(forward_fp8));
+                : quantize_estimate_ms(s.tokens * s.in, 1, amax(forward_fp8));
     }
     return t;
   }
@@ -231,9 +231,9 @@ Fp8Linears choose_fp8_linears(const ModelConfig& cfg, BatchShape shape, Fp8Choic
     }
     f.chosen_ms[k] = best;
   }
-  f.swiglu_casts =
-      producers.swiglu && (f.at(LinearKind::Down, LinearPass::Forward) ||
-                       f.at(LinearKind::Down, LinearPass::Wgrad) || f.backward(LinearKind::GateUp));
+  f.swiglu_casts = producers.swiglu &&
+                   (f.at(LinearKind::Down, LinearPass::Forward) ||
+                    f.at(LinearKind::Down, LinearPass::Wgrad) || f.backward(LinearKind::GateUp));
   return f;
 }
 

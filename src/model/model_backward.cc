@@ -82,12 +82,9 @@ std::int64_t Model::backward_ffn_block(int l, Mat d_out, Mat d_h, WgradTickets& 
   const Mat hidden = acts_.shaped(arena_, a.ffn_hidden);
   const Mat d_hidden = acts_.view(arena_, acts_.d_ffn_hidden);
   const Mat gu = acts_.view(arena_, a.gate_up);
-  const Mat gate = gu.col_block(0, f);
-  const Mat up = gu.col_block(f, f);
-  // hidden's transpose for the down weight gradient, if the SwiGLU wrote it
-  // (kept from the forward, or in the recompute below).
-  Fp8Made down_made;
-  down_made.x_t = plan_.fp8.swiglu_keeps_codes;
+  const Mat gate = gu.col_block(0, f), up = gu.col_block(f, f);
+  // hidden^T for the down weight gradient where the SwiGLU wrote it: kept, or recomputed below
+  Fp8Made down_made{.x_t = plan_.fp8.swiglu_keeps_codes};
   if (recompute_swiglu()) {
     // The shared hidden's last reader, the layer above's down weight
     // gradient, was joined by that layer's attention norm backward (as

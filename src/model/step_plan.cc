@@ -415,8 +415,8 @@ std::int64_t loss_chunk_rows(const ModelConfig& cfg, BatchShape shape, Precision
   const std::int64_t row_bytes = static_cast<std::int64_t>(cfg.padded_vocab()) *
                                  static_cast<std::int64_t>(dtype_size(precision.compute));
   const std::int64_t logit_bytes = rows * row_bytes;
-  const std::int64_t chunks = std::max<std::int64_t>(
-      logit_bytes > kOneChunkBytes ? 2 : 1, (logit_bytes + kChunkBytes - 1) / kChunkBytes);
+  const std::int64_t chunks = std::max<std::int64_t>(logit_bytes > kOneChunkBytes ? 2 : 1,
+                                                     (logit_bytes + kChunkBytes - 1) / kChunkBytes);
   if (chunks == 1) return std::max<std::int64_t>(rows, 1);
   const std::int64_t per = (rows + chunks - 1) / chunks;
   return std::min(rows, (per + kRowMultiple - 1) / kRowMultiple * kRowMultiple);

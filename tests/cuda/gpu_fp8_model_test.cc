@@ -204,9 +204,9 @@ TEST_P(GpuFp8Step, TheLeanFp8MemoryTrainsTheSameBits) {
   if (level == "v2") EXPECT_TRUE(master.output_codes_only) << "v2 stores the SwiGLU output";
   const std::int64_t elems = kShape.tokens() * fp8_config().ffn_dim;
   const int layers = fp8_config().num_layers;
-  EXPECT_EQ(copy.memory.activations - master.memory.activations,
-            2 * elems * 2 +
-                (master.output_codes_only ? layers * elems * 2 - (layers - 1) * elems : 0));
+  EXPECT_EQ(
+      copy.memory.activations - master.memory.activations,
+      2 * elems * 2 + (master.output_codes_only ? layers * elems * 2 - (layers - 1) * elems : 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, GpuFp8Step, ::testing::Values("v2", "v4"),

@@ -227,7 +227,8 @@ TEST(Fp8Plan, TheSwigluKernelWritesItsCodesUnderDelayedScaling) {
   EXPECT_LT(at(written, LinearKind::GateUp), at(cast, LinearKind::GateUp));
   EXPECT_EQ(at(written, LinearKind::Qkv), at(cast, LinearKind::Qkv));
   EXPECT_FALSE(
-      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Current, Fp8Producers{true}).swiglu_casts);
+      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Current, Fp8Producers{true})
+          .swiglu_casts);
 }
 
 // The forward's norms writing the QKV and gate/up inputs' codes (v4's
@@ -246,7 +247,8 @@ TEST(Fp8Plan, TheNormsWritingTheirCodesCountInTheChoice) {
   const Fp8Linears forward =
       choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed, norms);
   norms.recomputed_norms = true;
-  const Fp8Linears both = choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed, norms);
+  const Fp8Linears both =
+      choose_fp8_linears(cfg, shape, Fp8Choice::All, Fp8Scaling::Delayed, norms);
   for (const LinearKind k : {LinearKind::Qkv, LinearKind::GateUp}) {
     EXPECT_LT(at(forward, k), at(cast, k)) << linear_name(k);
     EXPECT_LT(at(both, k), at(forward, k)) << linear_name(k);
