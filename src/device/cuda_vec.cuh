@@ -45,30 +45,17 @@ union Pack {
 
 // Vec elements from p, as fp32, in loads of at most 16 bytes each; p must be
 // aligned to min(Vec elements, 16 bytes) (the host checked it: vec_width,
-// aligned_for). kReadOnly: through the read-only path (ld.global.nc), for
-// memory no thread of the kernel writes -- which lets the compiler issue a
-// later load ahead of an earlier store it cannot tell apart from it.
-template <int Vec, typename T, bool kReadOnly = false>
+// aligned_for).
+template <int Vec, typename T>
 __device__ __forceinline__ void load_f32(const T* p, float (&out)[Vec]) {
   constexpr int kPer = Vec < kMaxVec<T> ? Vec : kMaxVec<T>;
 #pragma unroll
   for (int i = 0; i < Vec; i += kPer) {
     Pack<T, kPer> pk;
-    const auto* word = reinterpret_cast<const decltype(pk.raw)*>(p + i);
-    if constexpr (kReadOnly) {
-      pk.raw = __ldg(word);
-    } else {
-      pk.raw = *word;
-    }
+    pk.raw = *reinterpret_cast<const decltype(pk.raw)*>(p + i);
 #pragma unroll
     for (int k = 0; k < kPer; ++k) out[i + k] = to_f32(pk.v[k]);
   }
-}
-
-// load_f32 of memory the kernel only reads (see kReadOnly).
-template <int Vec, typename T>
-__device__ __forceinline__ void load_f32_readonly(const T* p, float (&out)[Vec]) {
-  load_f32<Vec, T, true>(p, out);
 }
 
 template <int Vec, typename T>

@@ -103,38 +103,27 @@ struct Fp8TileOut {
 // in [0, kParts), of one tensor. produce(i, col, v) fills v[p][k] with the
 // value at row r0 + i, column c0 + p * part_cols + col + k (col a multiple
 // of kVec). Every thread of the block must call it.
-// A thread produces all its rows before it stores a code: the compiler
-// cannot move a later row's loads above a store that might alias them, and
-// loads in flight together are what keeps HBM busy (issued row by row, the
-// SwiGLU kernels moved their bytes at 2.9-3.0 TB/s of an H200's 4.8, the
-// plain SwiGLU kernels at 3.8-4.0).
 template <int kVec, int kParts, typename Produce>
 __device__ __forceinline__ void cast_tiles(Produce&& produce, std::int64_t r0, std::int64_t c0,
                                            std::int64_t part_cols, const Fp8TileOut& o) {
   constexpr int kChunksPerRow = kCastTile / kVec;  // 16-byte loads across one tile row
   constexpr int kRowsPerPass = kTileThreads / kChunksPerRow;
-  constexpr int kPasses = kCastTile / kRowsPerPass;
   // Rows 8 bytes apart from a multiple of 8: the row-major store's alignment.
   __shared__ __align__(16) std::uint8_t tile[kParts][kCastTile][kCastTile + 8];
   const int chunk = static_cast<int>(threadIdx.x) % kChunksPerRow;
-  const int first_row = static_cast<int>(threadIdx.x) / kChunksPerRow;
-  float v[kPasses][kParts][kVec];
-#pragma unroll
-  for (int pass = 0; pass < kPasses; ++pass) {
-    produce(first_row + pass * kRowsPerPass, chunk * kVec, v[pass]);
-  }
   const float s = *o.scale;
   unsigned m = 0;
 #pragma unroll
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const int i = first_row + pass * kRowsPerPass;
+  for (int i = static_cast<int>(threadIdx.x) / kChunksPerRow; i < kCastTile; i += kRowsPerPass) {
+    float v[kParts][kVec];
+    produce(i, chunk * kVec, v);
 #pragma unroll
     for (int p = 0; p < kParts; ++p) {
       std::uint8_t c[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        c[k] = fp8_code(__fmul_rn(v[pass][p][k], s), o.kind);
-        m = max(m, abs_bits(v[pass][p][k]));
+        c[k] = fp8_code(__fmul_rn(v[p][k], s), o.kind);
+        m = max(m, abs_bits(v[p][k]));
       }
       const std::int64_t col = c0 + p * part_cols + chunk * kVec;
       if (o.out != nullptr) store_codes<kVec>(o.out + (r0 + i) * o.ld + col, c);

@@ -4,8 +4,7 @@
 // store rounds it, then cast in the tiles of cuda_fp8_tile.cuh as
 // fp8_cast_transpose casts the stored tensor. So a fused launch leaves the
 // codes (and the amax) that the two launches leave, bit for bit, without
-// the bf16 tensor's round trip through memory. Their inputs are read
-// through the read-only path: nothing the kernel writes aliases them.
+// the bf16 tensor's round trip through memory.
 #include "ops/elementwise/cuda_elementwise_kernel.cuh"
 #include "ops/linear/cuda_fp8_tile.cuh"
 #include "ops/swiglu/cuda_swiglu.h"
@@ -31,8 +30,8 @@ __global__ void __launch_bounds__(kTileThreads)
     const std::int64_t r = r0 + i;
     const std::int64_t c = c0 + col;
     float g[kVec], u[kVec];
-    load_f32_readonly<kVec>(&gate.at(r, c), g);
-    load_f32_readonly<kVec>(&up.at(r, c), u);
+    load_f32<kVec>(&gate.at(r, c), g);
+    load_f32<kVec>(&up.at(r, c), u);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) v[0][k] = through<T>(swiglu_value(g[k], u[k]));
     if (hidden.p != nullptr) store_f32<kVec>(&hidden.at(r, c), v[0]);
@@ -55,9 +54,9 @@ __global__ void __launch_bounds__(kTileThreads)
     const std::int64_t r = r0 + i;
     const std::int64_t c = c0 + col;
     float dh[kVec], g[kVec], u[kVec];
-    load_f32_readonly<kVec>(&dout.at(r, c), dh);
-    load_f32_readonly<kVec>(&gate.at(r, c), g);
-    load_f32_readonly<kVec>(&up.at(r, c), u);
+    load_f32<kVec>(&dout.at(r, c), dh);
+    load_f32<kVec>(&gate.at(r, c), g);
+    load_f32<kVec>(&up.at(r, c), u);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       float dg, du;
