@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """scripts/counters_vs_ncu.py on made-up files: launches matched to ncu's
 launch by launch (the last step's, by the kernel's own name, however each
-tool spells its namespaces and templates), the 5 % verdict both ways, and
-the memory-bound ops judged against the cost model."""
+tool spells its namespaces and templates), the 5 % verdict both ways, the
+DRAM bytes judged from ncu's flushed run and occupancy from its unflushed
+one (--warm), and the memory-bound ops judged against the cost model."""
 import csv
 import json
 import os
@@ -36,15 +37,16 @@ def write_profile(d):
               open(os.path.join(d, "summary.json"), "w"))
 
 
-def write_ncu(path, scale):
+def write_ncu(path, scale, occupancy_scale=1.0):
     """Two steps: the first with an autotuning trial GEMM, the second as ours
-    but for a GEMM algorithm of its own at the last launch (not comparable)."""
+    but for a GEMM algorithm of its own at the last launch (not comparable);
+    DRAM reads times `scale`, occupancy times `occupancy_scale`."""
     launches = [("nvjet_gemm", 1e9, 1e9, 10.0, 10.0)]  # a trial: must not be matched
     steps = OURS * 2
     steps[-1] = ("nvjet_other_gemm", *steps[-1][1:])
     for name, _, read, write, occ, tensor in steps:
         name = name.replace("(anonymous namespace)", "<unnamed>").replace("tinyllama::", "")
-        launches.append((name, read * scale, write, occ, tensor))
+        launches.append((name, read * scale, write, occ * occupancy_scale, tensor))
     lines = ['==PROF== Connected to process', '"ID","Kernel Name","Metric Name","Metric Value"']
     metrics = ["dram__bytes_read.sum", "dram__bytes_write.sum",
                "sm__warps_active.avg.pct_of_peak_sustained_active",
@@ -55,9 +57,9 @@ def write_ncu(path, scale):
     open(path, "w").write("\n".join(lines) + "\n")
 
 
-def run(profile, ncu):
-    return subprocess.run([sys.executable, SCRIPT, "compare", profile, ncu],
-                          capture_output=True, text=True)
+def run(profile, ncu, warm=None):
+    return subprocess.run([sys.executable, SCRIPT, "compare", profile, ncu] +
+                          (["--warm", warm] if warm else []), capture_output=True, text=True)
 
 
 def main():
@@ -67,6 +69,14 @@ def main():
         write_ncu(same, 1.0)
         write_ncu(off, 1.08)  # ncu reads 8 % more: outside 5 %
         good, bad = run(d, same), run(d, off)
+        # Flushed, ncu's occupancy 20 % low; unflushed, right, but its DRAM
+        # reads half (a replay pass finding the inputs in L2): each metric
+        # judged from its run passes, the flushed run alone does not.
+        cold, warm = os.path.join(d, "cold.csv"), os.path.join(d, "warm.csv")
+        write_ncu(cold, 1.0, occupancy_scale=0.8)
+        write_ncu(warm, 0.5)
+        cold_only, both = run(d, cold), run(d, cold, warm)
+        off_with_warm = run(d, off, warm)
     failures = []
     if good.returncode != 0 or "2 launches matched" not in good.stdout:
         failures.append("same counters should pass with 2 launches matched:\n" + good.stdout +
@@ -75,6 +85,15 @@ def main():
         failures.append("no 'within 5 %' verdict:\n" + good.stdout)
     if bad.returncode == 0 or "OUTSIDE 5 %" not in bad.stdout:
         failures.append("8 % more bytes under ncu should fail:\n" + bad.stdout + bad.stderr)
+    if cold_only.returncode == 0:
+        failures.append("20 % low occupancy in the flushed run alone should fail:\n" +
+                        cold_only.stdout)
+    if both.returncode != 0 or "without the cache flush" not in both.stdout:
+        failures.append("occupancy from the unflushed run, DRAM from the flushed, should pass:\n" +
+                        both.stdout + both.stderr)
+    if off_with_warm.returncode == 0:
+        failures.append("the flushed run's 8 % more bytes should fail whatever the warm run "
+                        "says:\n" + off_with_warm.stdout)
     if "memory-bound ops: worst |measured / model - 1| 5.3 %" not in good.stdout:
         failures.append("the norm (memory-bound, 1.053) alone should be judged:\n" + good.stdout)
     for f in failures:
