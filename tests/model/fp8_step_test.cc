@@ -112,16 +112,10 @@ TEST(Fp8Step, RunsToTheSameBitsTwice) {
 // to NaN.
 class ScratchPoisoningCpu : public CpuBackend {
  public:
-  // An output with no memory (Fp8Linears::swiglu_keeps_codes), too.
   void swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const Fp8Tensor& q, Fp8ScaleFrom from,
                           bool keep_hidden) override {
     std::vector<double> scratch;
-    if (hidden.empty()) {
-      EXPECT_FALSE(keep_hidden) << "an output with no memory cannot be kept";
-      scratch.resize(static_cast<std::size_t>(hidden.numel()));
-      hidden = Mat(scratch.data(), hidden.dtype, hidden.rows, hidden.cols);
-      ++shape_only_outputs;
-    }
+    hidden = with_scratch(hidden, keep_hidden, scratch, shape_only_outputs);
     CpuBackend::swiglu_forward_fp8(hidden, gate, up, q, from, keep_hidden);
     if (!keep_hidden) poison(hidden);
     ++fused_calls;
@@ -138,17 +132,10 @@ class ScratchPoisoningCpu : public CpuBackend {
     if (!keep_out) poison(out);
     ++fused_calls;
   }
-  // A gradient with no memory (Fp8Linears::swiglu_grad_codes_only) is
-  // computed into scratch of the test's own, then forgotten.
   void swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, Mat up, const Fp8Tensor& q,
                            Fp8ScaleFrom from, bool keep_grads) override {
     std::vector<double> scratch;
-    if (d_gate_up.empty()) {
-      EXPECT_FALSE(keep_grads) << "a gradient with no memory cannot be kept";
-      scratch.resize(static_cast<std::size_t>(d_gate_up.numel()));
-      d_gate_up = Mat(scratch.data(), d_gate_up.dtype, d_gate_up.rows, d_gate_up.cols);
-      ++shape_only_grads;
-    }
+    d_gate_up = with_scratch(d_gate_up, keep_grads, scratch, shape_only_grads);
     CpuBackend::swiglu_backward_fp8(d_gate_up, dout, gate, up, q, from, keep_grads);
     if (!keep_grads) poison(d_gate_up);
     ++fused_calls;
@@ -158,6 +145,16 @@ class ScratchPoisoningCpu : public CpuBackend {
   int fused_calls = 0;
 
  private:
+  // A result with no memory (Fp8Linears::swiglu_keeps_codes,
+  // swiglu_grad_codes_only) is computed into scratch of the test's own,
+  // then forgotten.
+  static Mat with_scratch(Mat m, bool keep, std::vector<double>& scratch, int& shape_only) {
+    if (!m.empty()) return m;
+    EXPECT_FALSE(keep) << "a result with no memory cannot be kept";
+    scratch.resize(static_cast<std::size_t>(m.numel()));
+    ++shape_only;
+    return Mat(scratch.data(), m.dtype, m.rows, m.cols);
+  }
   static void poison(Mat m) {
     ASSERT_EQ(m.dtype, DType::F64);
     for (std::int64_t r = 0; r < m.rows; ++r) {
