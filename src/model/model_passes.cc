@@ -143,7 +143,8 @@ void Model::forward_ffn_block(int l, OpSequence& ops, Fp8Made gate_up_made) {
   const Mat out = acts_.view(
       arena_, l + 1 < cfg_.num_layers ? acts_.layers[l + 1].residual_in : acts_.residual_out);
   const Mat gu = acts_.view(arena_, a.gate_up);
-  const Mat hidden = acts_.shaped(arena_, a.ffn_hidden);  // no memory: kept as codes only
+  // No memory where the plan keeps it as codes only (Fp8Linears::swiglu_keeps_codes).
+  const Mat hidden = acts_.shaped(arena_, a.ffn_hidden);
   const int f = cfg_.ffn_dim;
   Fp8Made made;  // the down projection's FP8 input, if the SwiGLU wrote it
   ops.next("gate_up_gemm");

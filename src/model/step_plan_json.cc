@@ -66,6 +66,7 @@ nlohmann::json plan_json(const StepPlan& plan) {
     out["fp8_norm_casts"] = plan.fp8.norm_casts;
     out["fp8_master_weights"] = plan.fp8.master_weights;
     out["fp8_swiglu_grad_codes_only"] = plan.fp8.swiglu_grad_codes_only;
+    out["fp8_swiglu_keeps_codes"] = plan.fp8.swiglu_keeps_codes;
   }
   return out;
 }

@@ -336,6 +336,7 @@ TEST(Fp8Plan, TheSwigluOutputIsKeptAsCodesWhereTheTilesFit) {
       << "the transposed codes written with the forward's cost no pass of their own";
   EXPECT_TRUE(p.fp8.swiglu_keeps_codes);
   EXPECT_NE(p.fp8.describe().find("SwiGLU output is kept as FP8 codes"), std::string::npos);
+  EXPECT_TRUE(plan_json(p)["fp8_swiglu_keeps_codes"].get<bool>());
   EXPECT_FALSE(ActivationPlan(cfg, shape, p).layers[0].ffn_hidden.used());
   StepPlan kept = p;
   kept.fp8.swiglu_keeps_codes = false;
