@@ -113,15 +113,15 @@ def flushed_metric(metric):
     return metric.startswith("dram__")
 
 
-def metric_ratios(ours, ncu, warm):
-    """(kernel, metric) -> [(mine, ncu's)], each metric from its run."""
+def metric_ratios(pairs, warm_pairs):
+    """(kernel, metric) -> [(mine, ncu's)], each metric from its run: the
+    paired launches of ncu's flushed run, and of its warm run (or None)."""
     ratios = defaultdict(list)
-    runs = [(ncu, lambda m: warm is None or flushed_metric(m))]
-    if warm is not None:
-        runs.append((warm, lambda m: not flushed_metric(m)))
-    for launches, takes in runs:
-        pairs, _ = pairs_by_launch(ours, launches)
-        for row, metrics in pairs:
+    runs = [(pairs, lambda m: warm_pairs is None or flushed_metric(m))]
+    if warm_pairs is not None:
+        runs.append((warm_pairs, lambda m: not flushed_metric(m)))
+    for run_pairs, takes in runs:
+        for row, metrics in run_pairs:
             for metric, (column, _) in METRIC_COLUMNS.items():
                 if takes(metric) and metric in metrics and row.get(column):
                     ratios[(row["Kernel"], metric)].append((float(row[column]), metrics[metric]))
@@ -130,12 +130,12 @@ def metric_ratios(ours, ncu, warm):
 
 def compare_ncu(ours, ncu, warm=None):
     pairs, differ = pairs_by_launch(ours, ncu)
-    ratios = metric_ratios(ours, ncu, warm)
+    warm_pairs = pairs_by_launch(ours, warm)[0] if warm is not None else None
+    ratios = metric_ratios(pairs, warm_pairs)
     print(f"{len(pairs)} launches matched to ncu's, launch by launch "
           f"(of {len(ours)} in the counter step, {len(ncu)} under ncu; {differ} ran another "
           f"kernel there)")
-    if warm is not None:
-        warm_pairs, _ = pairs_by_launch(ours, warm)
+    if warm_pairs is not None:
         print(f"occupancy and tensor pipe from ncu's run without the cache flush "
               f"({len(warm_pairs)} launches matched)")
     print(f"{'kernel':<60} {'metric':<28} {'n':>4} {'tinyllama':>12} {'ncu':>12} "

@@ -102,7 +102,7 @@ void Model::for_each_grad_shard(const std::function<void(Mat)>& fn) const {
   const DType m = plan_.precision.master;
   for (const ParamSpan& bucket : layout_.spans()) {
     const BucketShard shard = shard_of(bucket, plan_.parallel, comm_->rank());
-    fn(Mat(at(grads_, shard.state.begin, m), m, 1, shard.state.size()));
+    fn(Mat::flat(grads_, m, shard.state.begin, shard.state.size()));
   }
 }
 
@@ -156,8 +156,8 @@ void Model::gather_into_grads(const void* shards) const {
   for (const ParamSpan& bucket : layout_.spans()) {
     const BucketShard shard = shard_of(bucket, plan_.parallel, comm_->rank());
     const std::int64_t n = shard.state.size();
-    backend_.convert(Mat(at(grads_, shard.state.begin, m), m, 1, n),
-                     Mat(at(const_cast<void*>(shards), shard.moment_begin, m), m, 1, n));
+    backend_.convert(Mat::flat(grads_, m, shard.state.begin, n),
+                     Mat::flat(const_cast<void*>(shards), m, shard.moment_begin, n));
     comm_->all_gather(at(grads_, bucket.begin, m), n, m, stream);
   }
 }
