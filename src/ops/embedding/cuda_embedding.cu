@@ -8,26 +8,41 @@
 // the whole gradient on one block.
 #include "device/cuda_common.cuh"
 #include "device/cuda_launch.cuh"
+#include "device/cuda_vec.cuh"
 #include "ops/embedding/cuda_embedding.h"
 
 namespace tinyllama::cuda {
 namespace {
 
-template <typename T>
+// The rows x (dim / Vec) index space as the elementwise kernels walk it
+// (row_launch: a block spans a row's chunks, a grid-stride loop the rows),
+// 16 bytes a thread where the views allow: each thread reads its row's
+// token once per row and copies Vec elements. The blocks of a few waves
+// each copy many rows; one element a thread over a 65 535-block grid ran at
+// the block scheduler's pace, its SMs about half full, and its occupancy
+// read 0.82 of ncu's under CUPTI (issue 44, docs/log/2026-11-29.md).
+template <typename T, int Vec>
 __global__ void embedding_forward_kernel(T* __restrict__ out, std::int64_t ld_out,
                                          const std::int32_t* __restrict__ tokens,
                                          const T* __restrict__ table, std::int64_t ld_table,
-                                         std::int64_t vocab, std::int64_t n, std::int64_t dim) {
+                                         std::int64_t vocab, std::int64_t rows,
+                                         std::int64_t chunks) {
   pdl_wait_previous();  // first: PDL (device/cuda_launch.cuh)
   pdl_allow_next();
-  const std::int64_t total = n * dim;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t r = i / dim;
-    const std::int64_t c = i - r * dim;
+  const std::int64_t chunk = my_chunk();
+  if (chunk >= chunks) return;
+  const std::int64_t c = chunk * Vec;
+  for (std::int64_t r = first_row(); r < rows; r += row_stride()) {
     const std::int32_t t = tokens[r];
-    // An out-of-range id must not read foreign memory; NaN makes it visible.
-    out[r * ld_out + c] = (t >= 0 && t < vocab) ? table[t * ld_table + c] : from_f32<T>(NAN);
+    float v[Vec];
+    if (t >= 0 && t < vocab) {
+      load_f32<Vec>(table + t * ld_table + c, v);
+    } else {
+      // An out-of-range id must not read foreign memory; NaN makes it visible.
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) v[k] = NAN;
+    }
+    store_f32<Vec>(out + r * ld_out + c, v);
   }
 }
 
@@ -99,10 +114,14 @@ void embedding_forward(Mat out, const std::int32_t* tokens, Mat table, cudaStrea
   if (out.numel() == 0) return;
   dispatch_float(out.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    launch_kernel(embedding_forward_kernel<T>, grid_for(out.numel()), kThreads, 0, stream,
-                  out.ptr<T>(), out.ld, tokens, table.ptr<const T>(), table.ld, table.rows,
-                  out.rows, out.cols);
-    CUDA_CHECK_LAUNCH();
+    dispatch_vec<T>(vec_width<T>({&out, &table}), [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const RowLaunch l = row_launch(out.rows, out.cols / kVec);
+      launch_kernel(embedding_forward_kernel<T, kVec>, l.grid, l.block, 0, stream, out.ptr<T>(),
+                    out.ld, tokens, table.ptr<const T>(), table.ld, table.rows, out.rows,
+                    out.cols / kVec);
+      CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

@@ -8,7 +8,7 @@
 //   fp8_code     x (already scaled) -> code: cvt.rn.satfinite
 //   raise_amax   a block's max |x| into a tensor's amax (bit patterns)
 //   cast_tiles   64 x 64 tiles of produced values -> row-major codes and
-//                their transpose, 16-byte stores both ways
+//                their transpose, full sectors both ways
 #include <cuda_fp8.h>
 
 #include <cstdint>
@@ -81,9 +81,14 @@ __device__ __forceinline__ float through(float v) {
 // A block of kTileThreads threads casts one tile of kCastTile x kCastTile
 // values (or kParts such tiles of one tensor, side by side). Each thread
 // takes 16 bytes of input at a time and writes their codes to the
-// row-major copy as one store and to a shared tile; then each thread
-// gathers kGather codes of one tile column and writes them as one 16-byte
-// store of the transposed copy. The bytes move in full sectors both ways.
+// row-major copy as one store and to a shared tile; then 64 threads a tile
+// each read 16 x 4 codes of it as 32-bit words, transpose them in registers
+// (byte permutes) and write four 16-byte stores of the transposed copy. The
+// bytes move in full sectors both ways. Reading words, not bytes, takes a
+// quarter of the shared loads and none of the byte packing that a
+// byte-by-byte gather costs: the SwiGLU passes that write codes are
+// instruction-bound, and this brought them from 3.0 to 3.4 TB/s (forward)
+// and 3.0 to 3.8 (backward) on the H200 (docs/log/2026-11-29.md).
 constexpr int kCastTile = 64;
 constexpr int kTileThreads = 256;
 constexpr int kGather = 16;  // codes per transposed store: 16 bytes
@@ -99,6 +104,88 @@ struct Fp8TileOut {
   unsigned* amax_bits = nullptr;  // raised to max |x| when not null
 };
 
+// The codes of kVec values (a multiple of 4) as words, four codes a word,
+// the first value in the lowest byte; two values a conversion (the x2 form
+// of the instruction fp8_code uses, so the same codes). Raises m to their
+// max |x| bits.
+template <int kVec>
+__device__ __forceinline__ void encode_words(const float (&v)[kVec], float s,
+                                             __nv_fp8_interpretation_t kind,
+                                             unsigned (&w)[kVec / 4], unsigned& m) {
+  static_assert(kVec % 4 == 0, "whole words of codes");
+#pragma unroll
+  for (int q = 0; q < kVec / 4; ++q) {
+    unsigned half[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float a = __fmul_rn(v[4 * q + 2 * h], s);
+      const float b = __fmul_rn(v[4 * q + 2 * h + 1], s);
+      half[h] = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, kind);
+    }
+    w[q] = half[0] | (half[1] << 16);
+  }
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) m = max(m, abs_bits(v[k]));
+}
+
+// N words as one store of 4, 8 or 16 bytes.
+template <int N>
+__device__ __forceinline__ void store_words(std::uint8_t* p, const unsigned (&w)[N]) {
+  if constexpr (N == 1) {
+    *reinterpret_cast<unsigned*>(p) = w[0];
+  } else if constexpr (N == 2) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  } else {
+    static_assert(N == 4, "4, 8 or 16 bytes");
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// Four rows of four codes (row j in in[j], column k in byte k) as four
+// columns (column k in out[k], row j in byte j).
+__device__ __forceinline__ void transpose_4x4_codes(const unsigned (&in)[4], unsigned (&out)[4]) {
+  const unsigned r01_lo = __byte_perm(in[0], in[1], 0x5140);  // columns 0, 1 of rows 0, 1
+  const unsigned r01_hi = __byte_perm(in[0], in[1], 0x7362);  // columns 2, 3
+  const unsigned r23_lo = __byte_perm(in[2], in[3], 0x5140);
+  const unsigned r23_hi = __byte_perm(in[2], in[3], 0x7362);
+  out[0] = __byte_perm(r01_lo, r23_lo, 0x5410);
+  out[1] = __byte_perm(r01_lo, r23_lo, 0x7632);
+  out[2] = __byte_perm(r01_hi, r23_hi, 0x5410);
+  out[3] = __byte_perm(r01_hi, r23_hi, 0x7632);
+}
+
+// The shared tile: 64 rows of 16 words, padded to 17 so that the
+// transposing reads (16 rows apart in one warp) fall in distinct banks.
+constexpr int kTileWords = kCastTile / 4 + 1;
+
+// Thread t < 64 of a tile writes columns 4 (t % 16) .. + 3 of rows
+// 16 ((t / 16) % 4) .. + 15 as four 16-byte stores of the transposed copy.
+template <int kParts>
+__device__ __forceinline__ void store_transposed(
+    const unsigned (&tile)[kParts][kCastTile][kTileWords], std::int64_t r0, std::int64_t c0,
+    std::int64_t part_cols, const Fp8TileOut& o) {
+  static_assert(kParts * kCastTile <= kTileThreads, "64 threads a tile");
+  const int t = static_cast<int>(threadIdx.x);
+  if (t >= kParts * kCastTile) return;
+  const int p = t / kCastTile;
+  const int word = t % 16;
+  const int rows = 16 * ((t / 16) % 4);
+  unsigned col[4][4];  // [column k][rows 4q .. 4q + 3]
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    unsigned in[4], out[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) in[j] = tile[p][rows + 4 * q + j][word];
+    transpose_4x4_codes(in, out);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) col[k][q] = out[k];
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    store_words<4>(o.out_t + (c0 + p * part_cols + 4 * word + k) * o.ld_t + r0 + rows, col[k]);
+  }
+}
+
 // Casts the tiles whose top-left corners are (r0, c0 + p * part_cols), p
 // in [0, kParts), of one tensor. produce(i, col, v) fills v[p][k] with the
 // value at row r0 + i, column c0 + p * part_cols + col + k (col a multiple
@@ -108,8 +195,8 @@ __device__ __forceinline__ void cast_tiles(Produce&& produce, std::int64_t r0, s
                                            std::int64_t part_cols, const Fp8TileOut& o) {
   constexpr int kChunksPerRow = kCastTile / kVec;  // 16-byte loads across one tile row
   constexpr int kRowsPerPass = kTileThreads / kChunksPerRow;
-  // Rows 8 bytes apart from a multiple of 8: the row-major store's alignment.
-  __shared__ __align__(16) std::uint8_t tile[kParts][kCastTile][kCastTile + 8];
+  constexpr int kWords = kVec / 4;
+  __shared__ unsigned tile[kParts][kCastTile][kTileWords];
   const int chunk = static_cast<int>(threadIdx.x) % kChunksPerRow;
   const float s = *o.scale;
   unsigned m = 0;
@@ -119,31 +206,18 @@ __device__ __forceinline__ void cast_tiles(Produce&& produce, std::int64_t r0, s
     produce(i, chunk * kVec, v);
 #pragma unroll
     for (int p = 0; p < kParts; ++p) {
-      std::uint8_t c[kVec];
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        c[k] = fp8_code(__fmul_rn(v[p][k], s), o.kind);
-        m = max(m, abs_bits(v[p][k]));
-      }
+      unsigned w[kWords];
+      encode_words<kVec>(v[p], s, o.kind, w, m);
       const std::int64_t col = c0 + p * part_cols + chunk * kVec;
-      if (o.out != nullptr) store_codes<kVec>(o.out + (r0 + i) * o.ld + col, c);
-      store_codes<kVec>(&tile[p][i][chunk * kVec], c);
+      if (o.out != nullptr) store_words<kWords>(o.out + (r0 + i) * o.ld + col, w);
+#pragma unroll
+      for (int q = 0; q < kWords; ++q) tile[p][i][chunk * kWords + q] = w[q];
     }
   }
   raise_amax(m, o.amax_bits);
   if (o.out_t == nullptr) return;  // uniform over the block
   __syncthreads();
-  // Thread t writes out_t's row c0 + (t % 64), codes r0 + 16 * (t / 64) on:
-  // a warp reads 32 neighbouring bytes of each tile row (no bank conflict).
-  const int col = static_cast<int>(threadIdx.x) % kCastTile;
-  const int part = static_cast<int>(threadIdx.x) / kCastTile;
-#pragma unroll
-  for (int p = 0; p < kParts; ++p) {
-    std::uint8_t c[kGather];
-#pragma unroll
-    for (int k = 0; k < kGather; ++k) c[k] = tile[p][part * kGather + k][col];
-    store_codes<kGather>(o.out_t + (c0 + p * part_cols + col) * o.ld_t + r0 + part * kGather, c);
-  }
+  store_transposed<kParts>(tile, r0, c0, part_cols, o);
 }
 
 // Whether an output copy suits the tiled cast: null, or rows aligned for

@@ -4,6 +4,7 @@
 // including more positions than one block handles per chunk. The backend
 // is not prepared here, so it runs the scan kernel; gpu_embedding_grad_test
 // compares the scan and the sorted kernels at skewed distributions.
+#include <cmath>
 #include <tuple>
 
 #include "cuda/gpu_test_util.h"
@@ -12,22 +13,24 @@
 namespace tinyllama::gpu_test {
 namespace {
 
-// (dtype, positions, vocab)
-using EmbParam = std::tuple<DType, std::int64_t, int>;
+// (dtype, positions, vocab, dim): a dim of 37 (and rows padded by 2 and 3)
+// takes the forward kernel's one-element path; 64 (rows padded by 8 and 16)
+// its 16-byte vectors.
+using EmbParam = std::tuple<DType, std::int64_t, int, std::int64_t>;
 
 class GpuEmbedding : public GpuParamTest<EmbParam> {};
 
 TEST_P(GpuEmbedding, ForwardAndAccumulatingBackward) {
-  const auto [t, n, vocab] = GetParam();
+  const auto [t, n, vocab, d] = GetParam();
   Harness h(t);
-  const std::int64_t d = 37;
   std::vector<std::int32_t> ids = h.random_ids(n, vocab);
   ids.front() = vocab - 1;  // the last row of the table
   ids.back() = vocab - 1;   // and a repeat at the far end
   const Tokens tok = h.tokens(ids);
 
-  const Twin table = h.input(vocab, d, t, 1.0, 2);
-  const Twin out = h.output(n, d, t, 3);
+  const bool vectors = d % 8 == 0;
+  const Twin table = h.input(vocab, d, t, 1.0, vectors ? 8 : 2);
+  const Twin out = h.output(n, d, t, vectors ? 16 : 3);
   cpu::embedding_forward(out.cpu, tok.cpu, table.cpu);
   h.gpu().embedding_forward(out.gpu, tok.gpu, table.gpu);
   h.expect_close(out, 0.0, "embedding_forward (an exact copy)");
@@ -42,15 +45,47 @@ TEST_P(GpuEmbedding, ForwardAndAccumulatingBackward) {
 }
 
 std::string emb_name(const ::testing::TestParamInfo<EmbParam>& info) {
-  const auto [t, n, vocab] = info.param;
-  return dtype_label(t) + "_N" + std::to_string(n) + "_V" + std::to_string(vocab);
+  const auto [t, n, vocab, d] = info.param;
+  return dtype_label(t) + "_N" + std::to_string(n) + "_V" + std::to_string(vocab) + "_D" +
+         std::to_string(d);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuEmbedding,
                          ::testing::Combine(::testing::ValuesIn(gpu_dtypes()),
                                             ::testing::Values<std::int64_t>(1, 7, 100, 600),
-                                            ::testing::Values(3, 13, 1000)),
+                                            ::testing::Values(3, 13, 1000),
+                                            ::testing::Values<std::int64_t>(37, 64)),
                          emb_name);
+
+// An id outside the table reads nothing and leaves NaN in its row; the
+// other rows are exact copies. The output starts finite, so a row the
+// kernel skipped would show. Both of the kernel's paths (dims 37 and 64).
+TEST_F(GpuTest, EmbeddingForwardMarksIdsOutsideTheTableWithNaN) {
+  for (const std::int64_t d : {37, 64}) {
+    Harness h(DType::BF16);
+    const int vocab = 11;
+    std::vector<std::int32_t> ids = h.random_ids(9, vocab);
+    ids[2] = -1;
+    ids[5] = vocab;
+    const Tokens tok = h.tokens(ids);
+    const Twin table = h.input(vocab, d, DType::BF16, 1.0);
+    const Twin out = h.input(9, d, DType::BF16, 1.0);
+    h.gpu().embedding_forward(out.gpu, tok.gpu, table.gpu);
+    const std::vector<double> got = h.device_values(out.gpu);
+    const std::vector<double> rows = Harness::host_values(table.cpu);
+    for (std::size_t r = 0; r < ids.size(); ++r) {
+      const bool inside = ids[r] >= 0 && ids[r] < vocab;
+      for (std::int64_t c = 0; c < d; ++c) {
+        const double v = got[r * static_cast<std::size_t>(d) + static_cast<std::size_t>(c)];
+        if (inside) {
+          EXPECT_EQ(v, rows[static_cast<std::size_t>(ids[r] * d + c)]) << "d " << d << " row " << r;
+        } else {
+          EXPECT_TRUE(std::isnan(v)) << "d " << d << " row " << r << " col " << c;
+        }
+      }
+    }
+  }
+}
 
 // Deterministic: the same inputs give bit-identical gradients.
 TEST_F(GpuTest, EmbeddingBackwardIsDeterministic) {
