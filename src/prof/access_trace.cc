@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cmath>
 #include <new>
 
 #include "ops/norm/rmsnorm_partials.h"
@@ -208,21 +210,45 @@ void AccessTraceBackend::mul(Mat out, Mat a, Mat b) {
   charge(elementwise_cost({a, b}, {out}, 1, out));
 }
 
-// A gather of out's rows from the table: the rows read, not the table.
+namespace {
+
+std::int64_t elem_bytes(const Mat& m) {
+  return static_cast<std::int64_t>(dtype_size(m.dtype));
+}
+
+// The table rows that `lookups` ids drawn uniformly from `vocab` touch, in
+// expectation: V (1 - (1 - 1/V)^N). The synthetic tokens are uniform; text,
+// whose frequent tokens repeat, touches fewer. A row looked up twice moves
+// once: the forward's second read of a row finds it in L2, and the
+// gradient adds each row's occurrences before one read-modify-write of it.
+std::int64_t expected_rows_touched(std::int64_t vocab, std::int64_t lookups) {
+  if (vocab <= 0 || lookups <= 0) return 0;
+  const double v = static_cast<double>(vocab);
+  const double rows = -v * std::expm1(static_cast<double>(lookups) * std::log1p(-1.0 / v));
+  return std::min(lookups, static_cast<std::int64_t>(std::llround(rows)));
+}
+
+}  // namespace
+
+// A gather of out's rows from the table: the rows touched, then out.
 void AccessTraceBackend::embedding_forward(Mat out, const std::int32_t*, Mat table) {
   reads({table});
   writes({out});
-  charge({0, out.rows * kTokenBytes + 2 * mat_bytes(out), 0, OpKind::Elementwise});
+  const std::int64_t rows = expected_rows_touched(vocab_ > 0 ? vocab_ : table.rows, out.rows);
+  charge({0, out.rows * kTokenBytes + rows * table.cols * elem_bytes(table) + mat_bytes(out), 0,
+          OpKind::Elementwise});
 }
 
-// A scatter-add: each looked-up row of the table gradient read and written.
+// A scatter-add: dout read once, each touched row of the table gradient
+// read and written once. Not counted: the sorted form's sort of the ids and
+// its per-chunk partial sums (two rows a chunk at most), which stay in L2.
 void AccessTraceBackend::embedding_backward(Mat dtable, const std::int32_t*, Mat dout) {
   reads({dout, dtable});
   writes({dtable});
-  const std::int64_t rows_bytes =
-      dout.rows * dout.cols * static_cast<std::int64_t>(dtype_size(dtable.dtype));
-  charge({dout.rows * dout.cols, dout.rows * kTokenBytes + mat_bytes(dout) + 2 * rows_bytes, 0,
-          OpKind::Elementwise});
+  const std::int64_t rows = expected_rows_touched(vocab_ > 0 ? vocab_ : dtable.rows, dout.rows);
+  charge({dout.rows * dout.cols,
+          dout.rows * kTokenBytes + mat_bytes(dout) + 2 * rows * dtable.cols * elem_bytes(dtable),
+          0, OpKind::Elementwise});
 }
 
 void AccessTraceBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double) {

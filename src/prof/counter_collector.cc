@@ -28,6 +28,7 @@ struct CounterCollector::State {
   std::size_t passes = 0;
   std::size_t max_ranges = 0;
   std::size_t baseline_launches = 0;  // the first ranges are the empty kernel's
+  bool detach_at_stop = true;         // cuptiFinalize after this session
 };
 
 namespace {
@@ -193,14 +194,14 @@ void free_host(CUpti_Profiler_Host_Object* host) {
 // The metric set as a config image. A name the chip does not know makes
 // CUPTI refuse the whole set, so then each is tried alone in a scratch host
 // object and the refused ones are left out (and listed).
-bool configure(State& s, const std::string& chip, const std::vector<std::uint8_t>& availability,
-               std::string* why) {
+bool configure(State& s, const std::vector<std::string>& wanted, const std::string& chip,
+               const std::vector<std::uint8_t>& availability, std::string* why) {
   s.host = host_object(chip, availability);
   if (s.host == nullptr) {
     *why = "hardware counters unavailable: CUPTI's host API does not know chip " + chip;
     return false;
   }
-  s.metrics = metric_names();
+  s.metrics = wanted;
   if (!add_metrics(s.host, s.metrics)) {
     std::vector<std::string> accepted;
     for (const std::string& m : s.metrics) {
@@ -330,9 +331,12 @@ void release(State& s) {
         params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
     cuptiProfilerDeInitialize(&p);
     s.initialized = false;
-    // The activity collector left CUPTI attached for this step
-    // (CuptiCollector::finish); detached now, the steps after it run as in
-    // a process that never profiled.
+  }
+  // The activity collector left CUPTI attached for the counter steps
+  // (CuptiCollector::finish); detached after the last, the steps after
+  // them run as in a process that never profiled.
+  if (s.detach_at_stop) {
+    s.detach_at_stop = false;
     cuptiFinalize();
   }
 }
@@ -340,6 +344,8 @@ void release(State& s) {
 }  // namespace
 
 std::unique_ptr<CounterCollector> CounterCollector::start(std::size_t max_ranges,
+                                                          const std::vector<Metric>& metrics,
+                                                          bool detach_at_stop,
                                                           std::string* why_not) {
   auto s = std::make_unique<State>();
   s->max_ranges = max_ranges;
@@ -351,15 +357,22 @@ std::unique_ptr<CounterCollector> CounterCollector::start(std::size_t max_ranges
   }
   auto init =
       params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
-  if (!ok(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize", why_not)) return nullptr;
+  // A session that cannot start is the last: no other follows it.
+  s->detach_at_stop = true;
+  if (!ok(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize", why_not)) {
+    release(*s);
+    return nullptr;
+  }
   s->initialized = true;
   std::string chip;
   std::vector<std::uint8_t> availability;
   if (!chip_and_availability(device, ctx, &chip, &availability, why_not) ||
-      !configure(*s, chip, availability, why_not) || !enable_ranges(*s, ctx, why_not)) {
+      !configure(*s, metric_names(metrics), chip, availability, why_not) ||
+      !enable_ranges(*s, ctx, why_not)) {
     release(*s);
     return nullptr;
   }
+  s->detach_at_stop = detach_at_stop;
   s->baseline_launches = launch_replay_baseline();
   return std::unique_ptr<CounterCollector>(new CounterCollector(std::move(s)));
 }
@@ -368,6 +381,10 @@ CounterCollector::CounterCollector(std::unique_ptr<State> state) : state_(std::m
 
 CounterCollector::~CounterCollector() {
   release(*state_);
+}
+
+void CounterCollector::detach_when_released() {
+  state_->detach_at_stop = true;
 }
 
 bool CounterCollector::stop(CounterReadout* out, std::string* why_not) {
@@ -412,13 +429,15 @@ namespace tinyllama::prof {
 
 struct CounterCollector::State {};
 
-std::unique_ptr<CounterCollector> CounterCollector::start(std::size_t, std::string* why_not) {
+std::unique_ptr<CounterCollector> CounterCollector::start(std::size_t, const std::vector<Metric>&,
+                                                          bool, std::string* why_not) {
   *why_not = "hardware counters unavailable: this build of tinyllama has no CUDA";
   return nullptr;
 }
 
 CounterCollector::CounterCollector(std::unique_ptr<State> state) : state_(std::move(state)) {}
 CounterCollector::~CounterCollector() = default;
+void CounterCollector::detach_when_released() {}
 bool CounterCollector::stop(CounterReadout*, std::string* why_not) {
   *why_not = "hardware counters unavailable: this build of tinyllama has no CUDA";
   return false;

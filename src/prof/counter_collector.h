@@ -38,9 +38,13 @@ struct CounterReadout {
 
 class CounterCollector {
  public:
-  // Profiles the current device's context from now on; at most max_ranges
-  // kernel launches are kept. Null with *why_not (one line) when it cannot.
-  static std::unique_ptr<CounterCollector> start(std::size_t max_ranges, std::string* why_not);
+  // Profiles the current device's context from now on, for `metrics`; at
+  // most max_ranges kernel launches are kept. Null with *why_not (one line)
+  // when it cannot. detach_at_stop: CUPTI is detached (cuptiFinalize) when
+  // this session ends; false where another session follows.
+  static std::unique_ptr<CounterCollector> start(std::size_t max_ranges,
+                                                 const std::vector<Metric>& metrics,
+                                                 bool detach_at_stop, std::string* why_not);
   ~CounterCollector();
   CounterCollector(const CounterCollector&) = delete;
   CounterCollector& operator=(const CounterCollector&) = delete;
@@ -48,6 +52,9 @@ class CounterCollector {
   // Stops, waits for the device and evaluates every range; false with
   // *why_not when CUPTI failed on the way (the readout is then empty).
   bool stop(CounterReadout* out, std::string* why_not);
+  // Detaches CUPTI when this session is released after all (no other
+  // session will follow it).
+  void detach_when_released();
 
   struct State;
 

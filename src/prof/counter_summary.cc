@@ -119,6 +119,8 @@ json counter_section(const CounterInputs& in, const CounterContext& ctx) {
             {"counter_step_ms", in.counter_step_ms},
             {"matched", !in.launches.empty()},
             {"note", in.match_note},
+            {"dram_passes", in.dram_passes},
+            {"dram_note", in.dram_note},
             {"basis",
              "one step after the profiled ones, each kernel replayed once per pass; rates over "
              "the profiled steps' time"}};

@@ -38,6 +38,10 @@ struct CounterInputs {
   // net_of_replay); 0 launches when it could not be measured.
   MetricValues replay_baseline = no_values();
   std::size_t baseline_launches = 0;
+  // The DRAM pass (counters.h, dram_pass_metrics): its passes (0 when it did
+  // not run or its values were not used: dram_note says why).
+  std::size_t dram_passes = 0;
+  std::string dram_note;
 };
 
 // What the section is computed from besides the counters.

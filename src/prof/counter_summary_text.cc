@@ -63,6 +63,21 @@ std::string replay_baseline_line(const json& c) {
   return line;
 }
 
+// Where the DRAM bytes come from: the DRAM pass, or the replayed passes.
+std::string dram_pass_line(const json& c) {
+  const std::size_t passes = c.value("dram_passes", std::size_t{0});
+  if (passes == 0) {
+    const std::string why = c.value("dram_note", std::string());
+    return "            DRAM bytes and times from the replayed passes" +
+           (why.empty() ? std::string() : ": " + why) + "\n";
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "            DRAM bytes and times from a step of their own (%zu pass%s%s)\n",
+                passes, passes == 1 ? "" : "es", passes == 1 ? ", not replayed" : ", replayed");
+  return line;
+}
+
 std::string header_lines(const json& c) {
   char line[512];
   std::snprintf(line, sizeof line,
@@ -77,6 +92,7 @@ std::string header_lines(const json& c) {
     text += "            refused by this device: " + c["refused_metrics"].dump() + "\n";
   }
   text += replay_baseline_line(c);
+  text += dram_pass_line(c);
   const json& s = c["step"];
   std::snprintf(line, sizeof line,
                 "            step: DRAM %.4g GB read + %.4g GB written, L2 hit%s, SM active%s, "

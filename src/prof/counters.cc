@@ -114,6 +114,43 @@ std::vector<std::string> metric_names() {
   return names;
 }
 
+std::vector<std::string> metric_names(const std::vector<Metric>& metrics) {
+  std::vector<std::string> names;
+  names.reserve(metrics.size());
+  for (Metric m : metrics) names.emplace_back(metric_info(m).cupti_name);
+  return names;
+}
+
+std::vector<Metric> all_metrics() {
+  std::vector<Metric> all;
+  all.reserve(kMetrics.size());
+  for (const MetricInfo& m : kMetrics) all.push_back(m.metric);
+  return all;
+}
+
+const std::vector<Metric>& dram_pass_metrics() {
+  static const std::vector<Metric> metrics{Metric::DramRead, Metric::DramWrite,
+                                           Metric::DramThroughput, Metric::DurationNs};
+  return metrics;
+}
+
+std::vector<MetricValues> with_dram_pass(std::vector<MetricValues> ranges,
+                                         const std::vector<MetricValues>& dram, std::string* note) {
+  if (dram.size() != ranges.size()) {
+    *note = "DRAM bytes from the counter step's replayed passes: the DRAM pass launched " +
+            std::to_string(dram.size()) + " kernels, the counter step " +
+            std::to_string(ranges.size());
+    return ranges;
+  }
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    for (Metric m : dram_pass_metrics()) {
+      const auto i = static_cast<std::size_t>(m);
+      ranges[r][i] = dram[r][i];
+    }
+  }
+  return ranges;
+}
+
 MetricValues no_values() {
   MetricValues v;
   v.fill(kNaN);

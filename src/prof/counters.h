@@ -56,10 +56,28 @@ const std::array<MetricInfo, kMetricCount>& metric_table();
 const MetricInfo& metric_info(Metric m);
 // The CUPTI names, in Metric's order: what the collector asks for.
 std::vector<std::string> metric_names();
+std::vector<std::string> metric_names(const std::vector<Metric>& metrics);
+// Every metric, in Metric's order.
+std::vector<Metric> all_metrics();
 
 // One metric value per Metric; NaN where CUPTI gave none.
 using MetricValues = std::array<double, kMetricCount>;
 MetricValues no_values();
+
+// The DRAM pass (issue 44): a second counter step, where one follows the
+// first, collects the DRAM traffic and the kernels' time alone. That set
+// fits in one pass, which CUPTI does not replay; in the first step's five
+// passes, the restore of device memory before a later pass leaves the L2
+// full of dirty lines, and their write-back lands in whichever kernel runs
+// next (about 21 MB of writes a launch on an H200). The DRAM pass's values
+// replace the first step's for these metrics.
+const std::vector<Metric>& dram_pass_metrics();
+
+// The counter step's ranges with the DRAM pass's metrics taken from `dram`,
+// launch by launch. Unchanged, with *note saying why, when the two steps
+// launched different numbers of kernels.
+std::vector<MetricValues> with_dram_pass(std::vector<MetricValues> ranges,
+                                         const std::vector<MetricValues>& dram, std::string* note);
 
 // The sums over some launches (one kernel name's, one op's): counts and
 // bytes added, percentages averaged weighted by each launch's duration.

@@ -18,7 +18,10 @@
 namespace tinyllama::gpu_test {
 namespace {
 
-TrainOptions tiny_counted_run(const std::string& level, const std::filesystem::path& dir) {
+// steps: 3 (2 profiled, then the counter step) or 4 (the DRAM pass too);
+// neither leaves a baseline step.
+TrainOptions tiny_counted_run(const std::string& level, const std::filesystem::path& dir,
+                              int steps = 3) {
   TrainOptions o;
   o.model.vocab_size = 97;
   o.model.hidden_dim = 128;
@@ -30,7 +33,7 @@ TrainOptions tiny_counted_run(const std::string& level, const std::filesystem::p
   o.request.level = level;
   o.request.ops = level_preset(level);
   o.device_request = DeviceKind::Cuda;
-  o.num_steps = 3;  // 2 profiled, then the counter step: no baseline step
+  o.num_steps = steps;
   o.warmup_steps = 3;
   o.profile = true;
   o.profile_steps = 2;
@@ -92,6 +95,27 @@ TEST_F(GpuCounters, EagerCounterStepMatchesTheProfiledKernelsAndIsNoBaselineStep
   std::string header;
   std::getline(csv, header);
   EXPECT_NE(header.find(",DramReadBytes,"), std::string::npos) << header;
+  // No step followed the counter step: its DRAM bytes are the replayed ones.
+  EXPECT_EQ(c["dram_passes"].get<int>(), 0);
+  EXPECT_NE(c["dram_note"].get<std::string>().find("no step followed"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// With a step after the counter step, that step is the DRAM pass: its
+// bytes replace the replayed ones, it matched launch for launch, and it is
+// no baseline step either.
+TEST_F(GpuCounters, TheStepAfterTheCounterStepIsTheDramPass) {
+  const auto dir = fresh_dir("dram");
+  train(tiny_counted_run("v1", dir, 4), nullptr);
+  const nlohmann::json s = summary_of(dir);
+  const nlohmann::json& c = s["counters"];
+  ASSERT_TRUE(c.is_object()) << s.dump(1);
+  EXPECT_TRUE(s["step_time"]["unprofiled_ms_per_step"].is_null()) << s["step_time"].dump();
+  if (!c["available"].get<bool>()) GTEST_SKIP() << c["note"];
+  EXPECT_TRUE(c["matched"].get<bool>()) << c["note"];
+  EXPECT_EQ(c["dram_note"].get<std::string>(), "");
+  EXPECT_GE(c["dram_passes"].get<int>(), 1);
+  EXPECT_GT(c["step"]["dram_bytes"].get<double>(), 0.0);
   std::filesystem::remove_all(dir);
 }
 

@@ -96,6 +96,24 @@ TEST(CostModel, CausalAttentionCountsHalfTheSquare) {
   EXPECT_EQ(attention_training_flops(tiny(), kTinyShape), 864);
 }
 
+// Each touched table row moves once, forward and backward: the rows 6
+// uniform ids over 10 touch in expectation, 10 (1 - 0.9^6) = 4.69 -> 5; over
+// a vocabulary of 2, 2 (1 - 0.5^6) = 1.97 -> 2 (the whole table, not 6 rows).
+TEST(CostModel, TheEmbeddingMovesEachTouchedRowOnce) {
+  const auto bytes = [](int vocab, const char* path) {
+    ModelConfig cfg = tiny();
+    cfg.vocab_size = vocab;
+    const StepPlan plan = graph_plan(level_preset("v1"), Precision::fp32(), cfg, kTinyShape);
+    return op(step_cost(cfg, kTinyShape, plan), path).bytes;
+  };
+  // ids 6 x 4; rows read 5 x 8 x 4; out written 6 x 8 x 4.
+  EXPECT_EQ(bytes(10, "forward/embedding"), 24 + 5 * 32 + 6 * 32);
+  // ids; dout read 6 x 8 x 4; 5 gradient rows read and written.
+  EXPECT_EQ(bytes(10, "backward/embedding"), 24 + 6 * 32 + 2 * 5 * 32);
+  EXPECT_EQ(bytes(2, "forward/embedding"), 24 + 2 * 32 + 6 * 32);
+  EXPECT_EQ(bytes(2, "backward/embedding"), 24 + 6 * 32 + 2 * 2 * 32);
+}
+
 TEST(CostModel, OptimizerAndPrecisionDependentOps) {
   const StepCost fp32 =
       step_cost(tiny(), kTinyShape, plan_of(level_preset("v1"), Precision::fp32()));

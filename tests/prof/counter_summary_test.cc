@@ -144,6 +144,23 @@ TEST(CounterSection, SaysWhatTheReplayAddedAndThatItIsOut) {
       << text;
 }
 
+TEST(CounterSection, SaysWhereTheDramBytesCameFrom) {
+  Fixture f;
+  f.in.dram_note = "no step followed the counter step for the DRAM pass";
+  std::string text = format_counter_summary(f.section());
+  EXPECT_NE(text.find("DRAM bytes and times from the replayed passes: no step followed"),
+            std::string::npos)
+      << text;
+  f.in.dram_note.clear();
+  f.in.dram_passes = 1;
+  const json s = f.section();
+  EXPECT_EQ(s["dram_passes"], 1);
+  text = format_counter_summary(s);
+  EXPECT_NE(text.find("DRAM bytes and times from a step of their own (1 pass, not replayed)"),
+            std::string::npos)
+      << text;
+}
+
 TEST(CounterSection, UnavailableIsOneLine) {
   Fixture f;
   f.in.unavailable = no_counter_access_line("cuptiProfilerGetCounterAvailability",

@@ -53,6 +53,42 @@ TEST(Counters, MetricTableIsInMetricOrderWithDistinctNames) {
   EXPECT_EQ(metric_names().front(), "dram__bytes_read.sum");
 }
 
+// The DRAM pass's bytes, bandwidth share and time replace the replayed
+// step's, launch by launch; every other metric is the replayed step's. A
+// pass that launched another number of kernels changes nothing, and says so.
+TEST(Counters, TheDramPassReplacesTheReplayedStepsDramValues) {
+  const std::vector<MetricValues> replayed{recorded_copy(), recorded_fma()};
+  MetricValues clean_copy = no_values();
+  set(clean_copy, Metric::DramRead, 1073741824.0);
+  set(clean_copy, Metric::DramWrite, 1073741824.0);
+  set(clean_copy, Metric::DramThroughput, 80.0);
+  set(clean_copy, Metric::DurationNs, 530000);
+  MetricValues clean_fma = no_values();
+  set(clean_fma, Metric::DramRead, 8192);
+  set(clean_fma, Metric::DramWrite, 0);
+  set(clean_fma, Metric::DramThroughput, 0.1);
+  set(clean_fma, Metric::DurationNs, 99000);
+  std::string note;
+  const std::vector<MetricValues> merged = with_dram_pass(replayed, {clean_copy, clean_fma}, &note);
+  EXPECT_TRUE(note.empty()) << note;
+  ASSERT_EQ(merged.size(), 2u);
+  for (Metric m : dram_pass_metrics()) {
+    const auto i = static_cast<std::size_t>(m);
+    EXPECT_EQ(merged[0][i], clean_copy[i]) << metric_info(m).label;
+    EXPECT_EQ(merged[1][i], clean_fma[i]) << metric_info(m).label;
+  }
+  const auto l2 = static_cast<std::size_t>(Metric::L2HitRate);
+  EXPECT_EQ(merged[1][l2], replayed[1][l2]);
+  const auto ffma = static_cast<std::size_t>(Metric::Ffma);
+  EXPECT_EQ(merged[1][ffma], replayed[1][ffma]);
+
+  const std::vector<MetricValues> kept = with_dram_pass(replayed, {clean_copy}, &note);
+  EXPECT_NE(note.find("the DRAM pass launched 1 kernels, the counter step 2"), std::string::npos)
+      << note;
+  const auto read = static_cast<std::size_t>(Metric::DramRead);
+  EXPECT_EQ(kept[0][read], replayed[0][read]);
+}
+
 TEST(Counters, BytesAddAndBandwidthIsBytesOverTime) {
   CounterSum s;
   s.add(copy_with_ffma());
