@@ -127,7 +127,8 @@ std::string kernel_lines(const json& c) {
 std::string op_lines(const json& c) {
   if (c["ops"].empty()) return "";
   std::string text =
-      "  ops with counters against the cost model (measured | model placement):\n"
+      "  ops with counters against the cost model (measured | model placement; DRAM MB: the "
+      "replayed passes' reads, every input from DRAM as the model counts, + the writes):\n"
       "    op                            ms/step   DRAM MB  model MB  ratio  TFLOP/s FLOP/B "
       "bound   roof | FLOP/B model\n";
   char line[512];
@@ -135,7 +136,7 @@ std::string op_lines(const json& c) {
     const json& model = o["model"];
     std::snprintf(line, sizeof line, "    %-30s %7.3f %9.2f %9.2f %6.2f %s | %6.3g\n",
                   short_name(o["op"].get<std::string>(), 30).c_str(),
-                  o["ms_per_step"].get<double>(), num(o["counters"], "dram_bytes") / 1e6,
+                  o["ms_per_step"].get<double>(), num(o, "dram_bytes_cold_reads") / 1e6,
                   o["model_bytes"].get<double>() / 1e6, num(o, "dram_bytes_over_model"),
                   placement_text(o["measured"]).c_str(),
                   model.is_object() ? num(model, "intensity") : NAN);

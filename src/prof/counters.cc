@@ -70,8 +70,14 @@ const std::array<MetricInfo, kMetricCount> kMetrics{{
     {Metric::HmmaTf32, "sm__ops_path_tensor_op_hmma_src_tf32_dst_fp32.sum", "hmma_tf32_ops", "ops",
      "tensor math ops of mma.sync (HMMA) with tf32 inputs", "tensor work on the tf32 roof", false},
     {Metric::DurationNs, "gpu__time_duration.sum", "replay_ns", "ns",
-     "the kernel's time in the counter step's replay (not the profiled steps' time)",
+     "the kernel's time in the counter steps (the DRAM pass's, where it ran; not the profiled "
+     "steps' time)",
      "the time the rates on this page divide by", false},
+    {Metric::DramReadReplayed, "", "dram_read_replayed_bytes", "bytes",
+     "bytes read from device memory in the replayed passes, where each kernel's inputs come from "
+     "DRAM (as ncu measures with its cache flush)",
+     "above dram_read_bytes: the kernel found that much in L2 in the step; what the cost model "
+     "is checked against", false},
 }};
 // clang-format on
 
@@ -108,10 +114,7 @@ const MetricInfo& metric_info(Metric m) {
 }
 
 std::vector<std::string> metric_names() {
-  std::vector<std::string> names;
-  names.reserve(kMetrics.size());
-  for (const MetricInfo& m : kMetrics) names.emplace_back(m.cupti_name);
-  return names;
+  return metric_names(all_metrics());
 }
 
 std::vector<std::string> metric_names(const std::vector<Metric>& metrics) {
@@ -124,7 +127,9 @@ std::vector<std::string> metric_names(const std::vector<Metric>& metrics) {
 std::vector<Metric> all_metrics() {
   std::vector<Metric> all;
   all.reserve(kMetrics.size());
-  for (const MetricInfo& m : kMetrics) all.push_back(m.metric);
+  for (const MetricInfo& m : kMetrics) {
+    if (*m.cupti_name != '\0') all.push_back(m.metric);
+  }
   return all;
 }
 
@@ -142,7 +147,10 @@ std::vector<MetricValues> with_dram_pass(std::vector<MetricValues> ranges,
             std::to_string(ranges.size());
     return ranges;
   }
+  const auto read = static_cast<std::size_t>(Metric::DramRead);
+  const auto replayed = static_cast<std::size_t>(Metric::DramReadReplayed);
   for (std::size_t r = 0; r < ranges.size(); ++r) {
+    ranges[r][replayed] = ranges[r][read];
     for (Metric m : dram_pass_metrics()) {
       const auto i = static_cast<std::size_t>(m);
       ranges[r][i] = dram[r][i];
@@ -178,6 +186,12 @@ void CounterSum::add(const MetricValues& launch) {
 
 double CounterSum::dram_bytes() const {
   return or_zero(get(Metric::DramRead)) + or_zero(get(Metric::DramWrite));
+}
+
+double CounterSum::dram_bytes_cold_reads() const {
+  const double replayed = get(Metric::DramReadReplayed);
+  return or_zero(std::isnan(replayed) ? get(Metric::DramRead) : replayed) +
+         or_zero(get(Metric::DramWrite));
 }
 
 double CounterSum::seconds() const {

@@ -37,13 +37,17 @@ enum class Metric : std::size_t {
   HmmaFp16,        // likewise fp16 into fp32
   HmmaTf32,        // likewise tf32
   DurationNs,      // the kernel's time in the replay (gpu__time_duration)
+  // Derived, not asked of CUPTI: DramRead as the replayed passes read it
+  // (each kernel's inputs from DRAM, as ncu's default cache flush measures),
+  // kept when the DRAM pass's in-step bytes replace DramRead (with_dram_pass).
+  DramReadReplayed,
   kCount
 };
 inline constexpr std::size_t kMetricCount = static_cast<std::size_t>(Metric::kCount);
 
 struct MetricInfo {
   Metric metric;
-  const char* cupti_name;  // as CUPTI and ncu spell it
+  const char* cupti_name;  // as CUPTI and ncu spell it; "" for a derived metric
   const char* label;       // short column name: "dram_read_bytes"
   const char* unit;        // "bytes", "%", "inst", "ops", "ns"
   const char* meaning;     // one line: what the counter reads
@@ -54,10 +58,11 @@ struct MetricInfo {
 // Every metric, in Metric's order.
 const std::array<MetricInfo, kMetricCount>& metric_table();
 const MetricInfo& metric_info(Metric m);
-// The CUPTI names, in Metric's order: what the collector asks for.
+// The CUPTI names, in Metric's order: what the collector asks for (the
+// derived metrics have none).
 std::vector<std::string> metric_names();
 std::vector<std::string> metric_names(const std::vector<Metric>& metrics);
-// Every metric, in Metric's order.
+// Every metric CUPTI is asked for, in Metric's order.
 std::vector<Metric> all_metrics();
 
 // One metric value per Metric; NaN where CUPTI gave none.
@@ -65,12 +70,16 @@ using MetricValues = std::array<double, kMetricCount>;
 MetricValues no_values();
 
 // The DRAM pass (issue 44): a second counter step, where one follows the
-// first, collects the DRAM traffic and the kernels' time alone. That set
-// fits in one pass, which CUPTI does not replay; in the first step's five
-// passes, the restore of device memory before a later pass leaves the L2
-// full of dirty lines, and their write-back lands in whichever kernel runs
-// next (about 21 MB of writes a launch on an H200). The DRAM pass's values
-// replace the first step's for these metrics.
+// first, collects the DRAM traffic and the kernels' time alone, in one
+// pass, which CUPTI does not replay. So its bytes are those of the step as
+// it runs: a kernel finds in L2 what the kernels before it left there, and
+// writes back their dirty lines, byte for byte as ncu measures without its
+// cache flush. The replayed passes instead restore device memory before
+// each later pass, which leaves the L2 full of dirty lines whose write-back
+// lands in the kernel (about 20 MB a launch on an H200), and their reads
+// come from DRAM as under ncu's default flush. The DRAM pass's values
+// replace the replayed ones; the replayed reads stay as DramReadReplayed,
+// what the cost model's bytes (every input from DRAM) are checked against.
 const std::vector<Metric>& dram_pass_metrics();
 
 // The counter step's ranges with the DRAM pass's metrics taken from `dram`,
@@ -88,7 +97,10 @@ struct CounterSum {
   double get(Metric m) const { return values[static_cast<std::size_t>(m)]; }
   void add(const MetricValues& launch);
 
-  double dram_bytes() const;       // read + written
+  double dram_bytes() const;  // read + written
+  // Read as every input came from DRAM (DramReadReplayed, else DramRead) +
+  // written: what the cost model's bytes count.
+  double dram_bytes_cold_reads() const;
   double dram_gbps() const;        // dram_bytes over the kernels' replay time, GB/s
   double fp32_flops() const;       // 2 FFMA + FADD + FMUL
   double tensor_flops() const;     // every tensor math op (one op = one FLOP: ncu's roofline)

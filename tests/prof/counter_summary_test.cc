@@ -113,6 +113,24 @@ TEST(CounterSection, NamesOnlyOpsWhoseDramBytesMissTheModelByMoreThan20Percent) 
   EXPECT_EQ(text.find("optimizer/adamw (1."), std::string::npos) << text;
 }
 
+// With a DRAM pass, the step read less (its inputs partly in L2); the
+// model is still held to the replayed reads, where every input came from
+// DRAM: the same ratio, the same op named.
+TEST(CounterSection, TheModelIsHeldToTheReplayedReads) {
+  Fixture f;
+  for (LaunchCounters& l : f.in.launches) {
+    set(l.values, Metric::DramReadReplayed, l.values[static_cast<std::size_t>(Metric::DramRead)]);
+    set(l.values, Metric::DramRead, 1e8);
+  }
+  const json s = f.section();
+  const json& norm = op_entry(s, "forward/rmsnorm");
+  EXPECT_DOUBLE_EQ(norm["counters"]["dram_bytes"].get<double>(), 2 * (1e8 + 1075718400.0));
+  EXPECT_DOUBLE_EQ(norm["dram_bytes_cold_reads"].get<double>(), 2 * (1073790720.0 + 1075718400.0));
+  EXPECT_NEAR(norm["dram_bytes_over_model"].get<double>(), 4299018240.0 / 3.4e9, 1e-12);
+  ASSERT_EQ(s["dram_bytes_differ"].size(), 1u) << s["dram_bytes_differ"].dump();
+  EXPECT_EQ(s["dram_bytes_differ"][0]["op"], "forward/rmsnorm");
+}
+
 TEST(CounterSection, TopKernelsCarryTheirCountersAndPlacement) {
   const json s = Fixture().section();
   ASSERT_EQ(s["top_kernels"].size(), 2u);

@@ -51,6 +51,10 @@ TEST(Counters, MetricTableIsInMetricOrderWithDistinctNames) {
     }
   }
   EXPECT_EQ(metric_names().front(), "dram__bytes_read.sum");
+  // A derived metric is not asked of CUPTI.
+  const std::vector<std::string> names = metric_names();
+  EXPECT_EQ(std::count(names.begin(), names.end(), ""), 0);
+  EXPECT_EQ(names.size(), kMetricCount - 1);
 }
 
 // The DRAM pass's bytes, bandwidth share and time replace the replayed
@@ -77,6 +81,14 @@ TEST(Counters, TheDramPassReplacesTheReplayedStepsDramValues) {
     EXPECT_EQ(merged[0][i], clean_copy[i]) << metric_info(m).label;
     EXPECT_EQ(merged[1][i], clean_fma[i]) << metric_info(m).label;
   }
+  // The replayed reads stay, apart, for the cost model's check.
+  const auto cold = static_cast<std::size_t>(Metric::DramReadReplayed);
+  const auto read = static_cast<std::size_t>(Metric::DramRead);
+  EXPECT_EQ(merged[0][cold], replayed[0][read]);
+  CounterSum s;
+  s.add(merged[0]);
+  EXPECT_DOUBLE_EQ(s.dram_bytes(), 2 * 1073741824.0);
+  EXPECT_DOUBLE_EQ(s.dram_bytes_cold_reads(), replayed[0][read] + 1073741824.0);
   const auto l2 = static_cast<std::size_t>(Metric::L2HitRate);
   EXPECT_EQ(merged[1][l2], replayed[1][l2]);
   const auto ffma = static_cast<std::size_t>(Metric::Ffma);
@@ -85,8 +97,8 @@ TEST(Counters, TheDramPassReplacesTheReplayedStepsDramValues) {
   const std::vector<MetricValues> kept = with_dram_pass(replayed, {clean_copy}, &note);
   EXPECT_NE(note.find("the DRAM pass launched 1 kernels, the counter step 2"), std::string::npos)
       << note;
-  const auto read = static_cast<std::size_t>(Metric::DramRead);
   EXPECT_EQ(kept[0][read], replayed[0][read]);
+  EXPECT_TRUE(std::isnan(kept[0][cold]));
 }
 
 TEST(Counters, BytesAddAndBandwidthIsBytesOverTime) {
