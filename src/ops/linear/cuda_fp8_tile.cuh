@@ -85,10 +85,10 @@ __device__ __forceinline__ float through(float v) {
 // each read 16 x 4 codes of it as 32-bit words, transpose them in registers
 // (byte permutes) and write four 16-byte stores of the transposed copy. The
 // bytes move in full sectors both ways. Reading words, not bytes, takes a
-// quarter of the shared loads and none of the byte packing that a
-// byte-by-byte gather costs: the SwiGLU passes that write codes are
-// instruction-bound, and this brought them from 3.0 to 3.4 TB/s (forward)
-// and 3.0 to 3.8 (backward) on the H200 (docs/log/2026-11-29.md).
+// quarter of the shared loads and half the byte shuffles of a byte-by-byte
+// gather: the SwiGLU passes that write codes are instruction-bound, and
+// this brought them from 3.0 to 3.4 TB/s (forward) and 3.0 to 3.7
+// (backward) at B32 S1024 on the H200 (docs/log/2026-11-29.md).
 constexpr int kCastTile = 64;
 constexpr int kTileThreads = 256;
 constexpr int kGather = 16;  // codes per transposed store: 16 bytes
