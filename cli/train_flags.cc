@@ -291,10 +291,11 @@ void profiling_detail_flags(CLI::App* cmd, TrainArgs& a) {
   cmd->add_flag("--profile-counters", a.profile_counters,
                 "hardware counters per kernel and op (DRAM bytes and bandwidth, L2 hit rate, SM "
                 "and tensor-pipe activity, occupancy, FLOPs by instruction) through CUPTI's range "
-                "profiler, in one extra step after the profiled ones (each kernel replayed once "
-                "per pass; its time is neither profiled nor baseline), and the measured roofline "
-                "(roofline.svg); needs --num-steps > --profile-steps and an eager step "
-                "(--disable-cuda-graphs where the level captures one)")
+                "profiler, in the step after the profiled ones (each kernel replayed once per "
+                "pass) and, where one follows, a second step for the DRAM bytes alone (one pass, "
+                "nothing replayed); neither step's time is profiled or baseline; and the measured "
+                "roofline (roofline.svg); needs --num-steps > --profile-steps (+1 for the DRAM "
+                "pass) and an eager step (--disable-cuda-graphs where the level captures one)")
       ->group("Profiling");
   value(cmd, "--explain-kernel", a.explain_kernel, "NAME|RANK",
         "with --profile: every counter of one kernel (a rank in kernel_stats.csv, 1 = most "
