@@ -125,8 +125,9 @@ json counter_section(const CounterInputs& in, const CounterContext& ctx) {
             {"dram_passes", in.dram_passes},
             {"dram_note", in.dram_note},
             {"basis",
-             "one step after the profiled ones, each kernel replayed once per pass; rates over "
-             "the profiled steps' time"}};
+             "the step after the profiled ones, each kernel replayed once per pass, and where "
+             "one follows, the DRAM pass (DRAM bytes and times, one pass, nothing replayed); "
+             "rates over the profiled steps' time"}};
   j["replay_baseline"] = {
       {"launches", in.baseline_launches},
       {"dram_read_bytes",

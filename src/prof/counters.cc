@@ -76,8 +76,8 @@ const std::array<MetricInfo, kMetricCount> kMetrics{{
     {Metric::DramReadReplayed, "", "dram_read_replayed_bytes", "bytes",
      "bytes read from device memory in the replayed passes, where each kernel's inputs come from "
      "DRAM (as ncu measures with its cache flush)",
-     "above dram_read_bytes: the kernel found that much in L2 in the step; what the cost model "
-     "is checked against", false},
+     "its excess over dram_read_bytes is what the kernel found in L2 in the step; what the cost "
+     "model is checked against", false},
 }};
 // clang-format on
 
