@@ -43,10 +43,11 @@ def comparisons(dram_pass, have_warm):
     """(our column, ncu metric, ncu run: 'flushed' or 'warm', judged)."""
     rest = "warm" if have_warm else "flushed"
     shape = [("occupancy_pct", OCCUPANCY, rest, True), ("tensor_active_pct", TENSOR, rest, True)]
-    if dram_pass and have_warm:
-        return [("dram_read_replayed_bytes", "dram__bytes_read.sum", "flushed", True),
-                ("dram_read_bytes", "dram__bytes_read.sum", "warm", True),
-                ("dram_write_bytes", "dram__bytes_write.sum", "warm", True)] + shape
+    if dram_pass:
+        in_step = [("dram_read_bytes", "dram__bytes_read.sum", "warm", True),
+                   ("dram_write_bytes", "dram__bytes_write.sum", "warm", True)]
+        return ([("dram_read_replayed_bytes", "dram__bytes_read.sum", "flushed", True)] +
+                (in_step if have_warm else []) + shape)
     return [("dram_read_bytes", "dram__bytes_read.sum", "flushed", True),
             ("dram_write_bytes", "dram__bytes_write.sum", "flushed", False)] + shape
 

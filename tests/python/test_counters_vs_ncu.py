@@ -3,7 +3,9 @@
 launch by launch (the last step's, by the kernel's own name, however each
 tool spells its namespaces and templates), the 5 % verdict both ways, the
 DRAM bytes judged from ncu's flushed run and occupancy from its unflushed
-one (--warm), and the memory-bound ops judged against the cost model."""
+one (--warm), a DRAM pass's in-step bytes from the unflushed run and its
+replayed reads from the flushed one, and the memory-bound ops judged
+against the cost model."""
 import csv
 import json
 import os
@@ -23,12 +25,17 @@ OURS = [("nvjet_gemm", "forward/layer0/qkv_gemm", 40e6, 10e6, 50.0, 80.0),
         ("nvjet_gemm", "forward/layer0/out_gemm", 8e6, 2e6, 50.0, 70.0)]
 
 
-def write_profile(d):
+def write_profile(d, dram_pass=False):
+    """dram_pass: a profile whose DRAM pass read half of what the replayed
+    passes read (the inputs half in L2), as ncu's unflushed run does below."""
     with open(os.path.join(d, "counter_launches.csv"), "w", newline="") as f:
         w = csv.writer(f, quoting=csv.QUOTE_NONNUMERIC)
-        w.writerow(COLUMNS)
-        for i, row in enumerate(OURS):
-            w.writerow([i, *row])
+        w.writerow(COLUMNS + (["dram_read_replayed_bytes"] if dram_pass else []))
+        for i, (name, op, read, write, occ, tensor) in enumerate(OURS):
+            if dram_pass:
+                w.writerow([i, name, op, read * 0.5, write, occ, tensor, read])
+            else:
+                w.writerow([i, name, op, read, write, occ, tensor])
     ops = [{"op": "forward/attn_norm", "counters": {"dram_bytes": 40e6}, "model_bytes": 38e6,
             "dram_bytes_over_model": 40 / 38, "model": {"bound": "memory"}},
            {"op": "forward/qkv_gemm", "counters": {"dram_bytes": 50e6}, "model_bytes": 20e6,
@@ -77,6 +84,13 @@ def main():
         write_ncu(warm, 0.5)
         cold_only, both = run(d, cold), run(d, cold, warm)
         off_with_warm = run(d, off, warm)
+        # A DRAM-pass profile: its in-step reads (half) judged against the
+        # unflushed run, its replayed reads against the flushed one.
+        pass_dir = os.path.join(d, "dram_pass")
+        os.mkdir(pass_dir)
+        write_profile(pass_dir, dram_pass=True)
+        pass_both, pass_flushed_only = run(pass_dir, same, warm), run(pass_dir, same)
+        pass_against_warm_as_flushed = run(pass_dir, warm, warm)
     failures = []
     if good.returncode != 0 or "2 launches matched" not in good.stdout:
         failures.append("same counters should pass with 2 launches matched:\n" + good.stdout +
@@ -94,6 +108,15 @@ def main():
     if off_with_warm.returncode == 0:
         failures.append("the flushed run's 8 % more bytes should fail whatever the warm run "
                         "says:\n" + off_with_warm.stdout)
+    if pass_both.returncode != 0 or "dram_read_replayed_bytes" not in pass_both.stdout:
+        failures.append("a DRAM-pass profile, each read against its ncu run, should pass:\n" +
+                        pass_both.stdout + pass_both.stderr)
+    if pass_flushed_only.returncode != 0:
+        failures.append("without an unflushed run the in-step reads must not be judged against "
+                        "the flushed one:\n" + pass_flushed_only.stdout + pass_flushed_only.stderr)
+    if pass_against_warm_as_flushed.returncode == 0:
+        failures.append("the replayed reads against an unflushed run's half reads should fail:\n" +
+                        pass_against_warm_as_flushed.stdout)
     if "memory-bound ops: worst |measured / model - 1| 5.3 %" not in good.stdout:
         failures.append("the norm (memory-bound, 1.053) alone should be judged:\n" + good.stdout)
     for f in failures:
