@@ -212,20 +212,19 @@ void AccessTraceBackend::mul(Mat out, Mat a, Mat b) {
 
 namespace {
 
-std::int64_t elem_bytes(const Mat& m) {
-  return static_cast<std::int64_t>(dtype_size(m.dtype));
-}
-
-// The table rows that `lookups` ids drawn uniformly from `vocab` touch, in
-// expectation: V (1 - (1 - 1/V)^N). The synthetic tokens are uniform; text,
-// whose frequent tokens repeat, touches fewer. A row looked up twice moves
-// once: the forward's second read of a row finds it in L2, and the
-// gradient adds each row's occurrences before one read-modify-write of it.
-std::int64_t expected_rows_touched(std::int64_t vocab, std::int64_t lookups) {
-  if (vocab <= 0 || lookups <= 0) return 0;
-  const double v = static_cast<double>(vocab);
-  const double rows = -v * std::expm1(static_cast<double>(lookups) * std::log1p(-1.0 / v));
-  return std::min(lookups, static_cast<std::int64_t>(std::llround(rows)));
+// The table rows that `lookups` ids drawn uniformly from `vocab` (the
+// table's rows when 0) touch, in expectation: V (1 - (1 - 1/V)^N), as the
+// table's first rows. The synthetic tokens are uniform; text, whose
+// frequent tokens repeat, touches fewer. A row looked up twice moves once:
+// the forward's second read of a row finds it in L2, and the gradient adds
+// each row's occurrences before one read-modify-write of it.
+Mat touched_rows(const Mat& table, std::int64_t vocab, std::int64_t lookups) {
+  const std::int64_t v = vocab > 0 ? vocab : table.rows;
+  if (v <= 0 || lookups <= 0) return table.row_block(0, 0);
+  const double n = static_cast<double>(lookups);
+  const double rows = -static_cast<double>(v) * std::expm1(n * std::log1p(-1.0 / v));
+  return table.row_block(
+      0, std::min({lookups, table.rows, static_cast<std::int64_t>(std::llround(rows))}));
 }
 
 }  // namespace
@@ -234,8 +233,7 @@ std::int64_t expected_rows_touched(std::int64_t vocab, std::int64_t lookups) {
 void AccessTraceBackend::embedding_forward(Mat out, const std::int32_t*, Mat table) {
   reads({table});
   writes({out});
-  const std::int64_t rows = expected_rows_touched(vocab_ > 0 ? vocab_ : table.rows, out.rows);
-  charge({0, out.rows * kTokenBytes + rows * table.cols * elem_bytes(table) + mat_bytes(out), 0,
+  charge({0, out.rows * kTokenBytes + mat_bytes({touched_rows(table, vocab_, out.rows), out}), 0,
           OpKind::Elementwise});
 }
 
@@ -245,9 +243,9 @@ void AccessTraceBackend::embedding_forward(Mat out, const std::int32_t*, Mat tab
 void AccessTraceBackend::embedding_backward(Mat dtable, const std::int32_t*, Mat dout) {
   reads({dout, dtable});
   writes({dtable});
-  const std::int64_t rows = expected_rows_touched(vocab_ > 0 ? vocab_ : dtable.rows, dout.rows);
   charge({dout.rows * dout.cols,
-          dout.rows * kTokenBytes + mat_bytes(dout) + 2 * rows * dtable.cols * elem_bytes(dtable),
+          dout.rows * kTokenBytes + mat_bytes(dout) +
+              2 * mat_bytes(touched_rows(dtable, vocab_, dout.rows)),
           0, OpKind::Elementwise});
 }
 
