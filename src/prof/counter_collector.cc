@@ -357,8 +357,8 @@ std::unique_ptr<CounterCollector> CounterCollector::start(std::size_t max_ranges
   }
   auto init =
       params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
-  // A session that cannot start is the last: no other follows it.
-  s->detach_at_stop = true;
+  // Until it has started, a session detaches when released (State's
+  // default): one that cannot start is the last.
   if (!ok(cuptiProfilerInitialize(&init), "cuptiProfilerInitialize", why_not)) {
     release(*s);
     return nullptr;

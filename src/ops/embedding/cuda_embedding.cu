@@ -17,10 +17,10 @@ namespace {
 // The rows x (dim / Vec) index space as the elementwise kernels walk it
 // (row_launch: a block spans a row's chunks, a grid-stride loop the rows),
 // 16 bytes a thread where the views allow: each thread reads its row's
-// token once per row and copies Vec elements. The blocks of a few waves
-// each copy many rows; one element a thread over a 65 535-block grid ran at
-// the block scheduler's pace, its SMs about half full, and its occupancy
-// read 0.82 of ncu's under CUPTI (issue 44, docs/log/2026-11-29.md).
+// token once per row and copies Vec elements. One element a thread over a
+// 65 535-block grid, with a 64-bit division each, took 81 us at the
+// workshop's B32 S1024; this takes 14 (H200, issue 44's counter runs,
+// docs/log/2026-11-29.md).
 template <typename T, int Vec>
 __global__ void embedding_forward_kernel(T* __restrict__ out, std::int64_t ld_out,
                                          const std::int32_t* __restrict__ tokens,
