@@ -48,6 +48,7 @@ std::int64_t mat_bytes(std::initializer_list<Mat> mats) {
 CallCost& operator+=(CallCost& a, const CallCost& b) {
   a.flops += b.flops;
   a.bytes += b.bytes;
+  a.write_bytes += b.write_bytes;
   a.gemms += b.gemms;
   if (weight(b.kind) > weight(a.kind)) a.kind = b.kind;
   return a;
@@ -57,7 +58,21 @@ CallCost elementwise_cost(std::initializer_list<Mat> reads, std::initializer_lis
                           std::int64_t flops_per, const Mat& work) {
   CallCost cost;
   cost.flops = flops_per * work.rows * work.cols;
-  cost.bytes = mat_bytes(reads) + mat_bytes(writes);
+  cost.write_bytes = mat_bytes(writes);
+  cost.bytes = mat_bytes(reads) + cost.write_bytes;
+  return cost;
+}
+
+CallCost read_cost(std::int64_t bytes) {
+  CallCost cost;
+  cost.bytes = bytes;
+  return cost;
+}
+
+CallCost write_cost(std::int64_t bytes) {
+  CallCost cost;
+  cost.bytes = bytes;
+  cost.write_bytes = bytes;
   return cost;
 }
 

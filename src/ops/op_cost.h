@@ -18,10 +18,20 @@ const char* op_kind_name(OpKind kind);  // "gemm", "attention", ...
 
 struct CallCost {
   std::int64_t flops = 0;
-  std::int64_t bytes = 0;
-  int gemms = 0;  // GEMM launches (a split projection runs several)
+  std::int64_t bytes = 0;  // read + written
+  int gemms = 0;           // GEMM launches (a split projection runs several)
   OpKind kind = OpKind::Elementwise;
+  // Of `bytes`, those written: reads and writes are checked against the
+  // hardware apart, as L2 holds a kernel's writes past its end.
+  std::int64_t write_bytes = 0;
+
+  std::int64_t read_bytes() const { return bytes - write_bytes; }
 };
+
+// A call's bytes beside its operands': only read (token ids), only written
+// (the codes a producer stores as it computes).
+CallCost read_cost(std::int64_t bytes);
+CallCost write_cost(std::int64_t bytes);
 
 inline constexpr std::int64_t kTokenBytes = 4;  // int32 token ids and targets
 
@@ -32,6 +42,9 @@ std::int64_t mat_bytes(std::initializer_list<Mat> mats);
 // The sum of the calls' costs; the op's kind is the weightiest of its calls'
 // (a GEMM op with a conversion after it stays a GEMM op).
 CallCost& operator+=(CallCost& a, const CallCost& b);
+inline CallCost operator+(CallCost a, const CallCost& b) {
+  return a += b;
+}
 
 // Reads the inputs, writes the outputs, `flops_per` FLOPs per element of
 // `work` (an elementwise op's nominal count: enough to place it on the

@@ -227,14 +227,26 @@ Mat touched_rows(const Mat& table, std::int64_t vocab, std::int64_t lookups) {
       0, std::min({lookups, table.rows, static_cast<std::int64_t>(std::llround(rows))}));
 }
 
+// RMSNorm's backward: its weight gradient's partial rows, written and read
+// back once each.
+CallCost partial_sums_cost(const Mat& x) {
+  const std::int64_t bytes = rmsnorm_partial_sum_bytes(x.rows, x.cols);
+  return read_cost(bytes / 2) + write_cost(bytes / 2);
+}
+
+// The loss's int32 targets, one a row of logits.
+CallCost targets_cost(const Mat& logits) {
+  return read_cost(logits.rows * kTokenBytes);
+}
+
 }  // namespace
 
 // A gather of out's rows from the table: the rows touched, then out.
 void AccessTraceBackend::embedding_forward(Mat out, const std::int32_t*, Mat table) {
   reads({table});
   writes({out});
-  charge({0, out.rows * kTokenBytes + mat_bytes({touched_rows(table, vocab_, out.rows), out}), 0,
-          OpKind::Elementwise});
+  charge(elementwise_cost({touched_rows(table, vocab_, out.rows)}, {out}, 0, out) +
+         read_cost(out.rows * kTokenBytes));
 }
 
 // A scatter-add: dout read once, each touched row of the table gradient
@@ -243,10 +255,8 @@ void AccessTraceBackend::embedding_forward(Mat out, const std::int32_t*, Mat tab
 void AccessTraceBackend::embedding_backward(Mat dtable, const std::int32_t*, Mat dout) {
   reads({dout, dtable});
   writes({dtable});
-  charge({dout.rows * dout.cols,
-          dout.rows * kTokenBytes + mat_bytes(dout) +
-              2 * mat_bytes(touched_rows(dtable, vocab_, dout.rows)),
-          0, OpKind::Elementwise});
+  const Mat rows = touched_rows(dtable, vocab_, dout.rows);
+  charge(elementwise_cost({dout, rows}, {rows}, 1, dout) + read_cost(dout.rows * kTokenBytes));
 }
 
 void AccessTraceBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double) {
@@ -261,7 +271,7 @@ void AccessTraceBackend::rmsnorm_backward(Mat dx, Mat dweight, Mat dout, Mat x, 
   writes({dx, dweight});
   CallCost cost =
       elementwise_cost({dout, x, weight, rstd}, {dx, dweight}, kRmsNormBackwardFlops, x);
-  cost.bytes += rmsnorm_partial_sum_bytes(x.rows, x.cols);
+  cost += partial_sums_cost(x);
   charge(cost);
 }
 
@@ -278,7 +288,7 @@ void AccessTraceBackend::rmsnorm_backward_add(Mat dx, Mat dweight, Mat dout, Mat
   writes({dx, dweight});
   CallCost cost = elementwise_cost({dout, x, weight, rstd, dresidual}, {dx, dweight},
                                    kRmsNormBackwardFlops + 1, x);
-  cost.bytes += rmsnorm_partial_sum_bytes(x.rows, x.cols);
+  cost += partial_sums_cost(x);
   charge(cost);
 }
 
@@ -353,18 +363,14 @@ void AccessTraceBackend::swiglu_backward(Mat dgate, Mat dup, Mat dout, Mat gate,
 void AccessTraceBackend::cross_entropy_forward(Mat losses, Mat logits, const std::int32_t*) {
   reads({logits});
   writes({losses});
-  CallCost c = elementwise_cost({logits}, {losses}, kCrossEntropyFlops, logits);
-  c.bytes += logits.rows * kTokenBytes;
-  charge(c);
+  charge(elementwise_cost({logits}, {losses}, kCrossEntropyFlops, logits) + targets_cost(logits));
 }
 
 void AccessTraceBackend::cross_entropy_backward(Mat dlogits, Mat logits, const std::int32_t*,
                                                 float) {
   reads({logits});
   writes({dlogits});
-  CallCost c = elementwise_cost({logits}, {dlogits}, kCrossEntropyFlops, logits);
-  c.bytes += logits.rows * kTokenBytes;
-  charge(c);
+  charge(elementwise_cost({logits}, {dlogits}, kCrossEntropyFlops, logits) + targets_cost(logits));
 }
 
 void AccessTraceBackend::cross_entropy_backward(Mat dlogits, Mat logits,
@@ -395,9 +401,7 @@ void AccessTraceBackend::adamw_fused(Mat param, Mat grad, Mat m, Mat v, Mat comp
 // Reads x; the flag's word is written at most once.
 void AccessTraceBackend::flag_nonfinite(Mat x, std::int32_t*) {
   reads({x});
-  CallCost c = elementwise_cost({x}, {}, 1, x);
-  c.bytes += 4;
-  charge(c);
+  charge(elementwise_cost({x}, {}, 1, x) + write_cost(sizeof(std::int32_t)));
 }
 
 void AccessTraceBackend::sum_squares(Mat x, double*) {

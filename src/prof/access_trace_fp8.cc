@@ -31,9 +31,8 @@ void AccessTraceBackend::quantize_fp8(Mat x, const Fp8Tensor& q, Fp8ScaleFrom fr
   record_fp8(q, false, false, from == Fp8ScaleFrom::History);  // the scale read (amax raised)
   record_fp8(q, true, true, true);
   const std::int64_t copies = (q.codes != nullptr ? 1 : 0) + (q.codes_t != nullptr ? 1 : 0);
-  CallCost cost;
-  cost.bytes = mat_bytes(x) * (from == Fp8ScaleFrom::Amax ? 2 : 1) + copies * q.rows * q.cols;
-  charge(cost);
+  charge(read_cost(mat_bytes(x) * (from == Fp8ScaleFrom::Amax ? 2 : 1)) +
+         write_cost(copies * q.rows * q.cols));
 }
 
 // One thread per block: the blocks read and written, no pass over data.
@@ -43,9 +42,7 @@ void AccessTraceBackend::fp8_update_scales(float* blocks, int count, Fp8Format) 
   TracedOp& op = current_op();  // once: outside every marker each call opens an op
   op.accesses.push_back({p, 1, bytes, bytes, false});
   op.accesses.push_back({p, 1, bytes, bytes, true});
-  CallCost cost;
-  cost.bytes = 2 * bytes;
-  charge(cost);
+  charge(read_cost(bytes) + write_cost(bytes));
 }
 
 namespace {
@@ -55,8 +52,8 @@ namespace {
 CallCost fp8_gemm_cost(Mat out, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b, Mat addend) {
   CallCost cost;
   cost.flops = 2 * out.rows * out.cols * (trans_a ? a.rows : a.cols);
-  cost.bytes =
-      a.rows * a.cols + b.rows * b.cols + mat_bytes(out) + (addend.empty() ? 0 : mat_bytes(addend));
+  cost.write_bytes = mat_bytes(out);
+  cost.bytes = a.rows * a.cols + b.rows * b.cols + mat_bytes(addend) + cost.write_bytes;
   cost.gemms = 1;
   cost.kind = OpKind::Gemm;
   return cost;
@@ -89,9 +86,7 @@ void AccessTraceBackend::record_fused_cast(const Fp8Tensor& q, Fp8ScaleFrom from
   record_fp8(q, false, false, from == Fp8ScaleFrom::History);
   record_fp8(q, true, true, true);
   const std::int64_t copies = (q.codes != nullptr ? 1 : 0) + (q.codes_t != nullptr ? 1 : 0);
-  CallCost cost;
-  cost.bytes = copies * q.rows * q.cols;
-  charge(cost);
+  charge(write_cost(copies * q.rows * q.cols));
 }
 
 void AccessTraceBackend::rmsnorm_forward_fp8(Mat out, Mat rstd, Mat x, Mat weight, double eps,
@@ -104,7 +99,7 @@ void AccessTraceBackend::rmsnorm_forward_fp8(Mat out, Mat rstd, Mat x, Mat weigh
   writes({rstd});
   if (keep_out) writes({out});
   CallCost cost = elementwise_cost({x, weight}, {rstd}, kRmsNormForwardFlops, x);
-  if (keep_out) cost.bytes += mat_bytes(out);
+  if (keep_out) cost += write_cost(mat_bytes(out));
   charge(cost);
   record_fused_cast(q, from);
 }
@@ -118,7 +113,7 @@ void AccessTraceBackend::rmsnorm_apply_fp8(Mat out, Mat x, Mat weight, Mat rstd,
   reads({x, weight, rstd});
   if (keep_out) writes({out});
   CallCost cost = elementwise_cost({x, weight, rstd}, {}, 2, x);
-  if (keep_out) cost.bytes += mat_bytes(out);
+  if (keep_out) cost += write_cost(mat_bytes(out));
   charge(cost);
   record_fused_cast(q, from);
 }
@@ -138,9 +133,7 @@ void AccessTraceBackend::swiglu_forward_fp8(Mat hidden, Mat gate, Mat up, const 
   }
   if (keep_hidden) {
     writes({hidden});
-    CallCost cost;
-    cost.bytes = mat_bytes(hidden);
-    charge(cost);
+    charge(write_cost(mat_bytes(hidden)));
   }
   record_fused_cast(q, from);
 }
@@ -161,9 +154,7 @@ void AccessTraceBackend::swiglu_backward_fp8(Mat d_gate_up, Mat dout, Mat gate, 
   }
   if (keep_grads) {
     writes({d_gate_up});
-    CallCost cost;
-    cost.bytes = mat_bytes(d_gate_up);
-    charge(cost);
+    charge(write_cost(mat_bytes(d_gate_up)));
   }
   record_fused_cast(q, from);
 }

@@ -30,6 +30,7 @@ OpCost op_at(const std::string& path, const CallCost& cost) {
   o.kind = cost.kind;
   o.flops = cost.flops;
   o.bytes = cost.bytes;
+  o.write_bytes = cost.write_bytes;
   o.gemm_calls = cost.gemms;
   return o;
 }
@@ -50,6 +51,7 @@ StepCost collect(const std::vector<TracedOp>& traced) {
     OpCost& o = sc.ops[it->second];
     o.flops += t.cost.flops;
     o.bytes += t.cost.bytes;
+    o.write_bytes += t.cost.write_bytes;
     o.gemm_calls += t.cost.gemms;
   }
   return sc;

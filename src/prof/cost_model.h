@@ -48,13 +48,15 @@ struct OpCost {
   std::string op;     // "qkv_gemm": the op without phase and layer
   OpKind kind = OpKind::Elementwise;
   std::int64_t flops = 0;
-  std::int64_t bytes = 0;
+  std::int64_t bytes = 0;        // read + written
+  std::int64_t write_bytes = 0;  // of bytes, written (CallCost's)
   // GEMM launches the op makes in a step: 3 for unfused QKV, once per
   // micro-batch and per loss chunk.
   int gemm_calls = 0;
 
   // "forward/qkv_gemm": the op summed over layers, for per-op tables.
   std::string kind_key() const { return phase + "/" + op; }
+  std::int64_t read_bytes() const { return bytes - write_bytes; }
   bool model_work() const { return kind == OpKind::Gemm || kind == OpKind::Attention; }
 };
 

@@ -60,6 +60,7 @@ struct OpKindFigures {
   double gpu_ns = 0;
   double model_flops = 0;
   double model_bytes = 0;
+  double model_write_bytes = 0;
 };
 
 std::map<std::string, OpKindFigures> op_kind_figures(const CounterContext& ctx) {
@@ -71,15 +72,26 @@ std::map<std::string, OpKindFigures> op_kind_figures(const CounterContext& ctx) 
     OpKindFigures& f = kinds[op.kind_key()];
     f.model_flops += static_cast<double>(op.flops);
     f.model_bytes += static_cast<double>(op.bytes);
+    f.model_write_bytes += static_cast<double>(op.write_bytes);
   }
   return kinds;
 }
 
+double ratio_or_nan(double measured, double model) {
+  return model > 0 ? measured / model : NAN;
+}
+
+// The model counts every input as read from DRAM: its reads are held to
+// the replayed reads (counters.h, DramReadReplayed), not to what the step
+// found in L2, op by op. Its writes are held to the step's: what a kernel
+// writes may stay in L2 past its end and reach DRAM during later kernels.
 void ops_json(const CounterInputs& in, const CounterContext& ctx, json& section) {
   const std::map<std::string, CounterSum> measured = sum_by_op_kind(in.launches);
   const std::map<std::string, OpKindFigures> figures = op_kind_figures(ctx);
   json ops = json::array();
   json differ = json::array();
+  double step_writes = 0;
+  double step_model_writes = 0;
   for (const auto& [kind, s] : measured) {
     const auto f = figures.find(kind);
     const OpKindFigures fig = f != figures.end() ? f->second : OpKindFigures{};
@@ -87,27 +99,41 @@ void ops_json(const CounterInputs& in, const CounterContext& ctx, json& section)
     const RooflinePoint m = place_on_roofline(kind, s.flops(), s.dram_bytes(), seconds, ctx.roofs);
     const RooflinePoint c =
         place_on_roofline(kind, fig.model_flops, fig.model_bytes, seconds, ctx.roofs);
-    // The model counts every input as read from DRAM: against the replayed
-    // reads (counters.h, DramReadReplayed), not what the step found in L2.
-    const double ratio = fig.model_bytes > 0 ? s.dram_bytes_cold_reads() / fig.model_bytes : NAN;
-    ops.push_back({{"op", kind},
-                   {"ms_per_step", seconds * 1e3},
-                   {"counters", counters_json(s)},
-                   {"model_flops", fig.model_flops},
-                   {"model_bytes", fig.model_bytes},
-                   {"dram_bytes_cold_reads", s.dram_bytes_cold_reads()},
-                   {"dram_bytes_over_model", number_or_null(ratio)},
-                   {"measured", point_json(m)},
-                   {"model", point_json(c)}});
-    if (std::isfinite(ratio) && std::fabs(ratio - 1) > kDramBytesTolerance) {
+    const double model_reads = fig.model_bytes - fig.model_write_bytes;
+    const double writes = s.dram_write_bytes();
+    const double reads_ratio = ratio_or_nan(s.cold_dram_read_bytes(), model_reads);
+    ops.push_back(
+        {{"op", kind},
+         {"ms_per_step", seconds * 1e3},
+         {"counters", counters_json(s)},
+         {"model_flops", fig.model_flops},
+         {"model_bytes", fig.model_bytes},
+         {"model_read_bytes", model_reads},
+         {"model_write_bytes", fig.model_write_bytes},
+         {"dram_read_replayed_bytes", s.cold_dram_read_bytes()},
+         {"dram_write_bytes", writes},
+         {"reads_over_model", number_or_null(reads_ratio)},
+         {"writes_over_model", number_or_null(ratio_or_nan(writes, fig.model_write_bytes))},
+         {"measured", point_json(m)},
+         {"model", point_json(c)}});
+    if (fig.model_bytes > 0) {
+      step_writes += writes;
+      step_model_writes += fig.model_write_bytes;
+    }
+    if (std::isfinite(reads_ratio) && std::fabs(reads_ratio - 1) > kDramBytesTolerance) {
       differ.push_back({{"op", kind},
-                        {"dram_bytes", s.dram_bytes_cold_reads()},
-                        {"model_bytes", fig.model_bytes},
-                        {"ratio", ratio}});
+                        {"dram_read_bytes", s.cold_dram_read_bytes()},
+                        {"model_read_bytes", model_reads},
+                        {"ratio", reads_ratio}});
     }
   }
   section["ops"] = ops;
   section["dram_bytes_differ"] = differ;
+  section["step_writes"] = {
+      {"dram_write_bytes", step_writes},
+      {"model_write_bytes", step_model_writes},
+      {"ratio", number_or_null(ratio_or_nan(step_writes, step_model_writes))},
+      {"basis", "the modelled ops' DRAM writes summed over the step against the model's"}};
 }
 
 }  // namespace

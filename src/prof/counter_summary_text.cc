@@ -127,22 +127,29 @@ std::string kernel_lines(const json& c) {
 std::string op_lines(const json& c) {
   if (c["ops"].empty()) return "";
   std::string text =
-      "  ops with counters against the cost model (measured | model placement; DRAM MB: the "
-      "replayed passes' reads, every input from DRAM as the model counts, + the writes):\n"
-      "    op                            ms/step   DRAM MB  model MB  ratio  TFLOP/s FLOP/B "
-      "bound   roof | FLOP/B model\n";
+      "  ops with counters against the cost model (measured | model placement; read MB: the "
+      "replayed passes', every input from DRAM as the model counts):\n"
+      "    op                            ms/step   read MB    model  ratio  write MB    model  "
+      "ratio  TFLOP/s FLOP/B bound   roof | FLOP/B model\n";
   char line[512];
   for (const json& o : c["ops"]) {
     const json& model = o["model"];
-    std::snprintf(line, sizeof line, "    %-30s %7.3f %9.2f %9.2f %6.2f %s | %6.3g\n",
-                  short_name(o["op"].get<std::string>(), 30).c_str(),
-                  o["ms_per_step"].get<double>(), num(o, "dram_bytes_cold_reads") / 1e6,
-                  o["model_bytes"].get<double>() / 1e6, num(o, "dram_bytes_over_model"),
-                  placement_text(o["measured"]).c_str(),
-                  model.is_object() ? num(model, "intensity") : NAN);
+    std::snprintf(
+        line, sizeof line, "    %-30s %7.3f %9.2f %8.2f %6.2f %9.2f %8.2f %6.2f %s | %6.3g\n",
+        short_name(o["op"].get<std::string>(), 30).c_str(), o["ms_per_step"].get<double>(),
+        num(o, "dram_read_replayed_bytes") / 1e6, num(o, "model_read_bytes") / 1e6,
+        num(o, "reads_over_model"), num(o, "dram_write_bytes") / 1e6,
+        num(o, "model_write_bytes") / 1e6, num(o, "writes_over_model"),
+        placement_text(o["measured"]).c_str(), model.is_object() ? num(model, "intensity") : NAN);
     text += line;
   }
-  return text;
+  const json w = c.value("step_writes", json::object());
+  std::snprintf(line, sizeof line,
+                "    writes over the step (L2 holds some past their op's end): %.2f MB against "
+                "the model's %.2f MB, %.2f\n",
+                num(w, "dram_write_bytes") / 1e6, num(w, "model_write_bytes") / 1e6,
+                num(w, "ratio"));
+  return text + line;
 }
 
 std::string differ_lines(const json& c) {
@@ -150,7 +157,7 @@ std::string differ_lines(const json& c) {
   char pct_text[16];
   std::snprintf(pct_text, sizeof pct_text, "%.0f", kDramBytesTolerance * 100);
   std::string text =
-      "  DRAM bytes differ from the cost model by more than " + std::string(pct_text) + " %:";
+      "  DRAM reads differ from the cost model by more than " + std::string(pct_text) + " %:";
   char item[160];
   for (const json& d : c["dram_bytes_differ"]) {
     std::snprintf(item, sizeof item, " %s (%.2fx)", d["op"].get<std::string>().c_str(),

@@ -188,10 +188,13 @@ double CounterSum::dram_bytes() const {
   return or_zero(get(Metric::DramRead)) + or_zero(get(Metric::DramWrite));
 }
 
-double CounterSum::dram_bytes_cold_reads() const {
+double CounterSum::dram_write_bytes() const {
+  return or_zero(get(Metric::DramWrite));
+}
+
+double CounterSum::cold_dram_read_bytes() const {
   const double replayed = get(Metric::DramReadReplayed);
-  return or_zero(std::isnan(replayed) ? get(Metric::DramRead) : replayed) +
-         or_zero(get(Metric::DramWrite));
+  return or_zero(std::isnan(replayed) ? get(Metric::DramRead) : replayed);
 }
 
 double CounterSum::seconds() const {

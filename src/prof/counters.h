@@ -98,9 +98,10 @@ struct CounterSum {
   void add(const MetricValues& launch);
 
   double dram_bytes() const;  // read + written
-  // Read as every input came from DRAM (DramReadReplayed, else DramRead) +
-  // written: what the cost model's bytes count.
-  double dram_bytes_cold_reads() const;
+  double dram_write_bytes() const;
+  // Read as every input came from DRAM (DramReadReplayed, else DramRead):
+  // what the cost model's reads count.
+  double cold_dram_read_bytes() const;
   double dram_gbps() const;        // dram_bytes over the kernels' replay time, GB/s
   double fp32_flops() const;       // 2 FFMA + FADD + FMUL
   double tensor_flops() const;     // every tensor math op (one op = one FLOP: ncu's roofline)

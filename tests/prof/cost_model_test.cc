@@ -53,6 +53,8 @@ TEST(CostModel, FusedGemmsMatchHandCounts) {
   EXPECT_EQ(qkv.kind, OpKind::Gemm);
   EXPECT_EQ(qkv.flops, 2 * 6 * 8 * 16);
   EXPECT_EQ(qkv.bytes, (48 + 128 + 96) * 4);
+  EXPECT_EQ(qkv.write_bytes, 96 * 4);
+  EXPECT_EQ(qkv.read_bytes(), (48 + 128) * 4);
   EXPECT_EQ(qkv.gemm_calls, 1);
   // dgrad reads dy [6,16] and W, writes dx [6,8]; wgrad reads dy and x, writes dW.
   EXPECT_EQ(op(c, "backward/layer0/qkv_gemm_dgrad").flops, 1536);
@@ -76,9 +78,12 @@ TEST(CostModel, UnfusedGemmsReadTheirInputOncePerSliceAndAccumulateDgrad) {
   // The k and v dgrads accumulate into dx (beta = 1): they read it too.
   EXPECT_EQ(op(c, "backward/layer0/qkv_gemm_dgrad").bytes,
             (48 + 64 + 48) * 4 + 2 * ((24 + 32 + 48) * 4 + 48 * 4));
+  EXPECT_EQ(op(c, "backward/layer0/qkv_gemm_dgrad").write_bytes, 3 * 48 * 4);
   // Unfused SwiGLU writes silu(g) and reads it back: 5 tensors of [6,12].
   EXPECT_EQ(op(c, "forward/layer0/swiglu").bytes, 5 * 6 * 12 * 4);
+  EXPECT_EQ(op(c, "forward/layer0/swiglu").write_bytes, 2 * 6 * 12 * 4);
   EXPECT_EQ(op(c, "backward/layer0/swiglu").bytes, 9 * 6 * 12 * 4);
+  EXPECT_EQ(op(c, "backward/layer0/swiglu").write_bytes, 3 * 6 * 12 * 4);
 }
 
 TEST(CostModel, CausalAttentionCountsHalfTheSquare) {
@@ -89,6 +94,7 @@ TEST(CostModel, CausalAttentionCountsHalfTheSquare) {
   EXPECT_EQ(op(flash, "backward/layer0/attention").flops, 576);
   // Reads q [6,8], k, v [6,4], writes out [6,8] and lse [B*H, S] (fp32).
   EXPECT_EQ(op(flash, "forward/layer0/attention").bytes, (96 + 48) * 4 + 12 * 4);
+  EXPECT_EQ(op(flash, "forward/layer0/attention").write_bytes, (48 + 12) * 4);
   // Materialised attention also saves the probabilities [B*H*S, S].
   const StepCost mat =
       step_cost(tiny(), kTinyShape, plan_of(level_preset("v1"), Precision::fp32()));
@@ -100,18 +106,22 @@ TEST(CostModel, CausalAttentionCountsHalfTheSquare) {
 // uniform ids over 10 touch in expectation, 10 (1 - 0.9^6) = 4.69 -> 5; over
 // a vocabulary of 2, 2 (1 - 0.5^6) = 1.97 -> 2 (the whole table, not 6 rows).
 TEST(CostModel, TheEmbeddingMovesEachTouchedRowOnce) {
-  const auto bytes = [](int vocab, const char* path) {
+  const auto cost = [](int vocab, const char* path) {
     ModelConfig cfg = tiny();
     cfg.vocab_size = vocab;
     const StepPlan plan = graph_plan(level_preset("v1"), Precision::fp32(), cfg, kTinyShape);
-    return op(step_cost(cfg, kTinyShape, plan), path).bytes;
+    return op(step_cost(cfg, kTinyShape, plan), path);
   };
+  const auto bytes = [&](int vocab, const char* path) { return cost(vocab, path).bytes; };
   // ids 6 x 4; rows read 5 x 8 x 4; out written 6 x 8 x 4.
   EXPECT_EQ(bytes(10, "forward/embedding"), 24 + 5 * 32 + 6 * 32);
   // ids; dout read 6 x 8 x 4; 5 gradient rows read and written.
   EXPECT_EQ(bytes(10, "backward/embedding"), 24 + 6 * 32 + 2 * 5 * 32);
   EXPECT_EQ(bytes(2, "forward/embedding"), 24 + 2 * 32 + 6 * 32);
   EXPECT_EQ(bytes(2, "backward/embedding"), 24 + 6 * 32 + 2 * 2 * 32);
+  // Written: out; the touched gradient rows.
+  EXPECT_EQ(cost(10, "forward/embedding").write_bytes, 6 * 32);
+  EXPECT_EQ(cost(10, "backward/embedding").write_bytes, 5 * 32);
 }
 
 TEST(CostModel, OptimizerAndPrecisionDependentOps) {
@@ -120,6 +130,7 @@ TEST(CostModel, OptimizerAndPrecisionDependentOps) {
   // 584 parameters: embedding 80, layer 496 (norms 16, Wqkv 128, Wo 64,
   // Wgu 192, Wdown 96), final norm 8; AdamW reads 4 and writes 3 fp32 tensors.
   EXPECT_EQ(op(fp32, "optimizer/adamw").bytes, 7 * 584 * 4);
+  EXPECT_EQ(op(fp32, "optimizer/adamw").write_bytes, 3 * 584 * 4);
   EXPECT_EQ(op(fp32, "optimizer/adamw").kind, OpKind::Optimizer);
   EXPECT_EQ(fp32.find("optimizer/refresh_weights"), nullptr);
   EXPECT_EQ(fp32.find("backward/overflow_check"), nullptr);
@@ -136,6 +147,7 @@ TEST(CostModel, OptimizerAndPrecisionDependentOps) {
   const std::int64_t total = layout.total();
   const std::int64_t layer = layout.layer_span(0).size();
   EXPECT_EQ(op(bf16, "backward/layer0/adamw").bytes, 7 * layer * 4 + layer * 2);
+  EXPECT_EQ(op(bf16, "backward/layer0/adamw").write_bytes, 3 * layer * 4 + layer * 2);
   // A sweep's nominal FLOPs are per element it passes, padding included;
   // the per-tensor updates pass the 584 parameters only.
   EXPECT_EQ(op(bf16, "backward/layer0/adamw").flops, 12 * layer);
@@ -186,6 +198,10 @@ TEST(CostModel, ChunkedLossReadsRowsOnceWhereABlockHoldsThem) {
   EXPECT_EQ(logit_bytes(50257, Precision::fp32()), 2 * 6 * 50257 * 4) << "201 KB: staged";
   EXPECT_EQ(logit_bytes(60000, Precision::fp32()), 3 * 6 * 60000 * 4)
       << "240 KB: more than a Hopper block's shared memory";
+  // Written: the gradient over the logits, in place, and the losses.
+  const StepPlan plan = graph_plan(level_preset("v3"), Precision::fp32(), tiny(), kTinyShape);
+  EXPECT_EQ(op(step_cost(tiny(), kTinyShape, plan), "forward/cross_entropy").write_bytes,
+            6 * 10 * 4 + 6 * 4);
 }
 
 // RMSNorm's backward writes its weight gradient as partial rows (at most
@@ -201,6 +217,7 @@ TEST(CostModel, NormBackwardCountsItsPartialRows) {
   // weight read and its gradient written (2 x 32), rstd read (24), and the
   // 6 partial rows written and read (2 x 192).
   EXPECT_EQ(op(fp32, "backward/final_norm").bytes, 3 * 192 + 2 * 32 + 24 + 2 * 192);
+  EXPECT_EQ(op(fp32, "backward/final_norm").write_bytes, 192 + 32 + 192);
 }
 
 TEST(CostModel, WholeStepIsSixNTPlusTheAttentionTerm) {

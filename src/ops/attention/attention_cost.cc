@@ -15,7 +15,8 @@ CallCost attention_forward_cost(const Mat& out, const Mat& lse, const Mat& probs
                                 const Mat& k, const Mat& v, const AttentionShape& shape) {
   CallCost cost;
   cost.flops = 2 * causal_square(shape);
-  cost.bytes = mat_bytes({q, k, v, out, lse, probs});
+  cost.write_bytes = mat_bytes({out, lse, probs});
+  cost.bytes = mat_bytes({q, k, v}) + cost.write_bytes;
   cost.kind = OpKind::Attention;
   return cost;
 }
@@ -28,7 +29,8 @@ CallCost attention_backward_cost(const Mat& dq, const Mat& dk, const Mat& dv, co
   // Materialised attention reads the saved probabilities instead of out.
   const std::int64_t reads =
       mat_bytes({dout, q, k, v, lse, probs}) + (probs.empty() ? mat_bytes(out) : 0);
-  cost.bytes = reads + mat_bytes({dq, dk, dv});
+  cost.write_bytes = mat_bytes({dq, dk, dv});
+  cost.bytes = reads + cost.write_bytes;
   cost.kind = OpKind::Attention;
   return cost;
 }

@@ -14,7 +14,8 @@ CallCost cross_entropy_fused_cost(const Mat& losses, const Mat& logits) {
   const std::int64_t reads = cuda::cross_entropy_row_fits_on_hopper(row_bytes) ? 1 : 2;
   CallCost cost;
   cost.flops = 2 * kCrossEntropyFlops * logits.rows * logits.cols;
-  cost.bytes = (reads + 1) * mat_bytes(logits) + logits.rows * kTokenBytes + mat_bytes(losses);
+  cost.write_bytes = mat_bytes({logits, losses});  // the gradient over the logits, in place
+  cost.bytes = reads * mat_bytes(logits) + logits.rows * kTokenBytes + cost.write_bytes;
   return cost;
 }
 
