@@ -94,8 +94,9 @@ void execution_flags(CLI::App* cmd, TrainArgs& a) {
   value(cmd, "--fp8-scaling", a.fp8_scaling, "{current,delayed}",
         "under --amp-dtype float8: how each FP8 tensor's scale is found. delayed: from the "
         "largest amax of the 16 steps before, which the casts record, so each cast is one pass "
-        "(Transformer Engine's recipe; the first step scales as current does; under --gpus it "
-        "falls back to current); current: from the tensor's own amax, a pass before each cast")
+        "(Transformer Engine's recipe; the first step scales as current does; under --gpus the "
+        "ranks keep one history, each step's amaxes the largest over the ranks); current: from "
+        "the tensor's own amax, a pass before each cast")
       ->group("Execution");
   toggle(cmd, "qkv-fusion", a.toggles.qkv_fusion, "the single Q/K/V GEMM");
   toggle(cmd, "swiglu-fusion", a.toggles.swiglu_fusion, "the fused gate/up GEMM and silu*mul");

@@ -15,7 +15,7 @@
 
 namespace tinyllama {
 
-enum class ReduceOp { Sum, Mean };
+enum class ReduceOp { Sum, Mean, Max };
 
 class Collectives {
  public:

@@ -119,15 +119,20 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
   stop_vote_ = static_cast<std::int32_t*>(backend_.allocate(sizeof(std::int32_t)));
   backend_.fill_zero(stop_vote_, sizeof(std::int32_t));
   step_scalars_ = static_cast<StepScalars*>(backend_.allocate(sizeof(StepScalars)));
+  if (reduces_fp8_amaxes()) {
+    fp8_amaxes_ =
+        static_cast<float*>(backend_.allocate(fp8_scaling_floats() / kFp8Block * sizeof(float)));
+  }
   const StepScalars initial = make_step_scalars(hyper_, loss_scale_, shape_.tokens());
   backend_.upload(step_scalars_, &initial, sizeof initial);
 }
 
 Model::~Model() {
-  for (void* p : {state_, compute_params_, arena_, static_cast<void*>(token_blocks_),
-                  static_cast<void*>(overflow_flag_), static_cast<void*>(stop_vote_),
-                  static_cast<void*>(step_scalars_), step_losses_, grad_accum_,
-                  static_cast<void*>(norm_acc_), static_cast<void*>(grad_norm_)}) {
+  for (void* p :
+       {state_, compute_params_, arena_, static_cast<void*>(token_blocks_),
+        static_cast<void*>(overflow_flag_), static_cast<void*>(stop_vote_),
+        static_cast<void*>(step_scalars_), step_losses_, grad_accum_, static_cast<void*>(norm_acc_),
+        static_cast<void*>(grad_norm_), static_cast<void*>(fp8_amaxes_)}) {
     if (p != nullptr) backend_.release(p);
   }
 }

@@ -340,6 +340,14 @@ class Model {
   // that records amaxes (any but evaluate()'s) with a history, the scales
   // updated from it.
   void begin_fp8_pass(bool records);
+  // Data parallel under delayed scaling, at the end of each pass that
+  // records amaxes: every block's amax becomes the largest over the ranks,
+  // so all ranks keep one history (the global batch's) and scale alike,
+  // and a checkpoint's (rank 0's) is every rank's.
+  void reduce_fp8_amaxes();
+  bool reduces_fp8_amaxes() const {
+    return delayed_fp8() && comm_ != nullptr && comm_->world() > 1;
+  }
   bool delayed_fp8() const { return acts_.fp8.used() && plan_.fp8.scaling == Fp8Scaling::Delayed; }
   // y = x W^T, in FP8 or bf16.
   void linear_forward(LinearKind kind, int l, Mat y, Mat x, Mat w, Fp8Made made = {});
@@ -438,6 +446,7 @@ class Model {
   std::int32_t* overflow_flag_ = nullptr;  // set by flag_nonfinite (device)
   std::int32_t* stop_vote_ = nullptr;      // data parallel: stage_stop_vote (device)
   StepScalars* step_scalars_ = nullptr;    // the staged per-step values (device)
+  float* fp8_amaxes_ = nullptr;            // reduce_fp8_amaxes: every block's amax, packed (device)
   float loss_scale_ = 1.0f;                // staged by the last stage_step
   bool check_overflow_ = false;            // whether backward_pass scans
   // The scaling of the FP8 tensors the current pass quantises afresh

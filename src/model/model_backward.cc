@@ -46,6 +46,7 @@ void Model::backward_pass(bool update_layers) {
   WgradTickets tickets;
   for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch, tickets);
   backend_.join_side_gemms();  // every weight gradient is complete from here on
+  reduce_fp8_amaxes();         // the pass's last FP8 cast is behind
   ops.next("embedding");
   backend_.embedding_backward(grad(emb), tokens_, d_out);
   ops.close();

@@ -8,6 +8,8 @@
 
 #include "model/model.h"
 
+#include "core/op_marker.h"
+
 namespace tinyllama {
 
 // Delayed scaling: a training pass with a history first updates every
@@ -32,6 +34,29 @@ void Model::begin_fp8_pass(bool records) {
     fp8_fresh_ = Fp8ScaleFrom::History;
   }
   fp8_history_warm_ = true;
+}
+
+// The amaxes sit one per block (kFp8Amax), among the scales and the
+// history, which are alike on every rank already; a reduction of whole
+// blocks would take the largest scale too, which belongs to the smallest
+// amax. So the amaxes are gathered into one packed row (the strided
+// conversion), reduced once, and put back.
+void Model::reduce_fp8_amaxes() {
+  if (!reduces_fp8_amaxes()) return;
+  const OpScope op("fp8_amax_reduce");
+  const auto each_block_group = [&](auto&& fn) {
+    std::int64_t at = 0;
+    for (const Fp8ScalarBlocks& b : acts_.fp8.scalar_blocks(arena_)) {
+      fn(Mat(b.blocks + kFp8Amax, DType::F32, b.count, 1, kFp8Block),
+         Mat(fp8_amaxes_ + at, DType::F32, b.count, 1));
+      at += b.count;
+    }
+    return at;
+  };
+  const std::int64_t count =
+      each_block_group([&](Mat in_blocks, Mat packed) { backend_.convert(packed, in_blocks); });
+  comm_->all_reduce(fp8_amaxes_, count, DType::F32, ReduceOp::Max, backend_.main_stream_handle());
+  each_block_group([&](Mat in_blocks, Mat packed) { backend_.convert(in_blocks, packed); });
 }
 
 std::size_t Model::fp8_scaling_floats() const {

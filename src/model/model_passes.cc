@@ -28,6 +28,7 @@ ExerciseOps& exercise_ops_for(Backend& backend, const char* fault, const char* l
 void Model::forward() {
   begin_fp8_pass(/*records=*/true);
   run_forward(/*training=*/false);
+  reduce_fp8_amaxes();
   if (comm_ != nullptr) reduce_losses(/*beside_backward=*/false);
 }
 

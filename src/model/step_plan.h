@@ -344,9 +344,8 @@ struct PlanRequest {
   // --amp-dtype float8: which linear GEMMs (--fp8-gemms).
   Fp8Choice fp8_gemms = Fp8Choice::Auto;
   Fp8Scaling fp8_scaling = Fp8Scaling::Delayed;  // --fp8-scaling
-  // The run is data parallel (--gpus): delayed FP8 scaling falls back to
-  // current, since each rank would keep its own amax history and a
-  // checkpoint holds one.
+  // The run is data parallel (--gpus): the FP8 master-weight casts are
+  // left out, since ZeRO-1 gathers the bf16 copies.
   bool data_parallel = false;
 };
 

@@ -51,13 +51,9 @@ void resolve_fp8(StepPlan& plan, const PlanRequest& request, const DeviceCaps& c
     plan.fallbacks.push_back({"linear_gemms", "float8", "bfloat16", why});
     return;
   }
-  Fp8Scaling scaling = request.fp8_scaling;
-  if (scaling == Fp8Scaling::Delayed && request.data_parallel) {
-    plan.fallbacks.push_back(
-        {"fp8_scaling", "delayed", "current",
-         "data parallel: each rank would keep its own amax history, and a checkpoint holds one"});
-    scaling = Fp8Scaling::Current;
-  }
+  // Data parallel runs keep delayed scaling: the ranks' amaxes are reduced
+  // after each pass (Model::reduce_fp8_amaxes), so they share one history.
+  const Fp8Scaling scaling = request.fp8_scaling;
   Fp8Producers producers;
   producers.swiglu = ops.swiglu != SwigluImpl::Separate;
   producers.forward_norms = ops.epilogue == GemmEpilogue::Residual;

@@ -85,7 +85,10 @@ class ThreadCollectives : public Collectives {
     hub_.publish(rank_, data);
     std::vector<double> sum(static_cast<std::size_t>(count), 0.0);
     for (int k = 0; k < world(); ++k) {
-      for (std::int64_t i = 0; i < count; ++i) sum[i] += load(hub_.buffer(k), begin + i, dtype);
+      for (std::int64_t i = 0; i < count; ++i) {
+        const double v = load(hub_.buffer(k), begin + i, dtype);
+        sum[i] = op != ReduceOp::Max ? sum[i] + v : k == 0 ? v : std::max(sum[i], v);
+      }
     }
     hub_.wait();
     for (std::int64_t i = 0; i < count; ++i) {

@@ -44,8 +44,15 @@ ncclDataType_t nccl_type(DType t) {
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
-  // ncclAvg (NCCL 2.10+) divides inside the reduction: no extra pass.
-  return op == ReduceOp::Mean ? ncclAvg : ncclSum;
+  switch (op) {
+    case ReduceOp::Mean:
+      return ncclAvg;  // NCCL 2.10+ divides inside the reduction: no extra pass
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Sum:
+      break;
+  }
+  return ncclSum;
 }
 
 char* offset(void* data, std::int64_t elements, DType t) {
