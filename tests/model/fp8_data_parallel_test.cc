@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "fp8_test_config.h"
 #include "model/data_parallel.h"
 #include "model/fp8_plan.h"
 #include "model/init.h"
@@ -27,17 +28,7 @@
 namespace tinyllama {
 namespace {
 
-// Every linear dimension and each rank's token count multiples of 16.
-ModelConfig fp8_config() {
-  ModelConfig c;
-  c.vocab_size = 61;
-  c.hidden_dim = 64;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.ffn_dim = 96;
-  return c;
-}
+// Each rank's token count (kLocalBatch x kSeq) a multiple of 16 too.
 constexpr int kWorld = 2;
 constexpr int kLocalBatch = 2;
 constexpr int kSeq = 16;
@@ -49,7 +40,7 @@ using States = std::vector<std::vector<float>>;
 // `history`: a scaling state every model starts from (else none).
 States run(int batch, const DataParallel& dp, Collectives* comm, const std::vector<float>& history,
            int steps = kSteps) {
-  const ModelConfig cfg = fp8_config();
+  const ModelConfig cfg = fp8_test_config();
   const BatchShape shape{batch, kSeq};
   CpuBackend cpu;
   StepPlan plan = test_plan("v4", Precision::fp64(), cpu, cfg, shape);
@@ -85,6 +76,7 @@ std::vector<States> run_ranks(const std::vector<float>& history) {
   std::vector<States> ranks(kWorld);
   std::vector<std::string> errors(kWorld);
   std::vector<std::thread> threads;
+  threads.reserve(kWorld);
   for (int r = 0; r < kWorld; ++r) {
     threads.emplace_back([&, r] {
       ThreadCollectives comm(hub, r);
@@ -115,7 +107,7 @@ TEST(Fp8DataParallel, RanksKeepOneDelayedScalingHistoryTheWholeBatchs) {
   const std::vector<float>& dp = ranks[0][0];
   const std::vector<float>& whole = one[0];
   ASSERT_EQ(dp.size(), whole.size());
-  const ModelConfig cfg = fp8_config();
+  const ModelConfig cfg = fp8_test_config();
   const int forward_blocks = cfg.num_layers * kLinearKinds * 2;  // x's and W's (E4M3), first
   for (int b = 0; b < forward_blocks; ++b) {
     const float want = whole[static_cast<std::size_t>(b) * kFp8Block + kFp8Amax];

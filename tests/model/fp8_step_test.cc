@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "fp8_test_config.h"
 #include "model/fp8_plan.h"
 #include "model/init.h"
 #include "model/model.h"
@@ -22,18 +23,7 @@
 namespace tinyllama {
 namespace {
 
-// Every linear dimension and the token count multiples of 16.
-ModelConfig fp8_config() {
-  ModelConfig c;
-  c.vocab_size = 61;
-  c.hidden_dim = 64;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.ffn_dim = 96;
-  return c;
-}
-constexpr BatchShape kShape{2, 16};
+constexpr BatchShape kShape{2, 16};  // the token count a multiple of 16 too
 
 struct Step {
   double loss = 0;
@@ -41,7 +31,7 @@ struct Step {
 };
 
 Step run(const std::string& level, bool fp8) {
-  const ModelConfig cfg = fp8_config();
+  const ModelConfig cfg = fp8_test_config();
   CpuBackend cpu;
   StepPlan plan = test_plan(level, Precision::fp64(), cpu, cfg, kShape);
   if (fp8) {
@@ -61,7 +51,7 @@ Step run(const std::string& level, bool fp8) {
 // Per weight matrix (norm weights aside), ||a - b|| / ||b||: the worst.
 double worst_matrix_error(const std::vector<double>& a, const std::vector<double>& b) {
   CpuBackend cpu;
-  const ModelConfig cfg = fp8_config();
+  const ModelConfig cfg = fp8_test_config();
   const Model m(cfg, kShape, test_plan("v2", Precision::fp64(), cpu, cfg, kShape), cpu);
   double worst = 0;
   for (const ParamSlot& s : m.layout().slots()) {
@@ -173,15 +163,15 @@ class DelayedRun {
   explicit DelayedRun(Fp8Scaling scaling, bool producer_casts = false,
                       ActivationsImpl activations = ActivationsImpl::Stored,
                       bool grad_codes_only = false, bool output_codes_only = false)
-      : plan_(test_plan("v4", Precision::fp64(), cpu_, fp8_config(), kShape)) {
-    plan_.fp8 = choose_fp8_linears(fp8_config(), kShape, Fp8Choice::All, scaling,
+      : plan_(test_plan("v4", Precision::fp64(), cpu_, fp8_test_config(), kShape)) {
+    plan_.fp8 = choose_fp8_linears(fp8_test_config(), kShape, Fp8Choice::All, scaling,
                                    Fp8Producers{producer_casts});
     plan_.fp8.norm_casts = producer_casts && scaling == Fp8Scaling::Delayed;
     plan_.fp8.swiglu_grad_codes_only = grad_codes_only;
     plan_.fp8.swiglu_keeps_codes = output_codes_only;
     if (plan_.ops.swiglu == SwigluImpl::Gemm) plan_.ops.swiglu = SwigluImpl::Fused;
     plan_.ops.activations = activations;
-    model_ = std::make_unique<Model>(fp8_config(), kShape, plan_, cpu_);
+    model_ = std::make_unique<Model>(fp8_test_config(), kShape, plan_, cpu_);
     model_->set_params(initial_weights(model_->layout(), 21));
   }
   Model& model() { return *model_; }
@@ -192,7 +182,7 @@ class DelayedRun {
   // Step `n` (1-based): its batch, forward and backward; the update unless
   // `update` is false. Returns the loss and gradients.
   Step step(int n, bool update = true) {
-    model_->set_batch(random_rows(kShape.batch, kShape.seq, fp8_config().vocab_size, 40 + n));
+    model_->set_batch(random_rows(kShape.batch, kShape.seq, fp8_test_config().vocab_size, 40 + n));
     model_->forward();
     Step s{model_->loss(), {}};
     model_->backward(1.0f, false);
@@ -241,7 +231,7 @@ TEST(Fp8Step, EvaluationLeavesTheDelayedScalingStateAsItWas) {
   run.step(1);
   run.step(2);
   const std::vector<float> before = run.model().fp8_scaling_state();
-  run.model().set_batch(random_rows(kShape.batch, kShape.seq, fp8_config().vocab_size, 99));
+  run.model().set_batch(random_rows(kShape.batch, kShape.seq, fp8_test_config().vocab_size, 99));
   run.model().evaluate();
   EXPECT_TRUE(std::isfinite(run.model().loss()));
   EXPECT_EQ(run.model().fp8_scaling_state(), before);
@@ -301,7 +291,7 @@ TEST(Fp8Step, TheSwigluWritingItsCodesGivesTheSameSteps) {
     EXPECT_EQ(fused.model().fp8_scaling_state(), plain.model().fp8_scaling_state());
     // Per step and layer: the SwiGLU's forward and backward and the two
     // forward norms; recomputed, the SwiGLU's and the two norms' recompute.
-    const int per_step = fp8_config().num_layers * (a == ActivationsImpl::Stored ? 4 : 7);
+    const int per_step = fp8_test_config().num_layers * (a == ActivationsImpl::Stored ? 4 : 7);
     EXPECT_EQ(fused.fused_swiglu_calls(), 3 * per_step);
   }
 }
@@ -314,10 +304,10 @@ TEST(Fp8Step, TheSwigluWritingItsCodesGivesTheSameSteps) {
 TEST(Fp8Step, TheGateUpGradientAsCodesOnlyGivesTheSameSteps) {
   DelayedRun plain(Fp8Scaling::Delayed, true),
       codes(Fp8Scaling::Delayed, true, ActivationsImpl::Stored, true);
-  const ActivationPlan with(fp8_config(), kShape, plain.plan());
-  const ActivationPlan without(fp8_config(), kShape, codes.plan());
+  const ActivationPlan with(fp8_test_config(), kShape, plain.plan());
+  const ActivationPlan without(fp8_test_config(), kShape, codes.plan());
   ASSERT_FALSE(without.d_gate_up.used());
-  EXPECT_EQ(with.bytes - without.bytes, kShape.tokens() * 2 * fp8_config().ffn_dim * 8)
+  EXPECT_EQ(with.bytes - without.bytes, kShape.tokens() * 2 * fp8_test_config().ffn_dim * 8)
       << "one [tokens, 2F] buffer of the compute dtype (fp64 here) less";
   for (int n = 1; n <= 3; ++n) {
     const Step p = plain.step(n), c = codes.step(n);
@@ -325,7 +315,7 @@ TEST(Fp8Step, TheGateUpGradientAsCodesOnlyGivesTheSameSteps) {
     EXPECT_EQ(c.loss, p.loss) << "step " << n;
     EXPECT_EQ(c.grads, p.grads) << "step " << n;
   }
-  EXPECT_EQ(codes.shape_only_grads(), 3 * fp8_config().num_layers);
+  EXPECT_EQ(codes.shape_only_grads(), 3 * fp8_test_config().num_layers);
 }
 
 // The SwiGLU output kept only as the down projection's transposed codes
@@ -336,13 +326,13 @@ TEST(Fp8Step, TheGateUpGradientAsCodesOnlyGivesTheSameSteps) {
 TEST(Fp8Step, TheSwigluOutputAsCodesOnlyGivesTheSameSteps) {
   DelayedRun plain(Fp8Scaling::Delayed, true),
       codes(Fp8Scaling::Delayed, true, ActivationsImpl::Stored, false, true);
-  const ActivationPlan with(fp8_config(), kShape, plain.plan());
-  const ActivationPlan without(fp8_config(), kShape, codes.plan());
-  const int layers = fp8_config().num_layers;
+  const ActivationPlan with(fp8_test_config(), kShape, plain.plan());
+  const ActivationPlan without(fp8_test_config(), kShape, codes.plan());
+  const int layers = fp8_test_config().num_layers;
   ASSERT_FALSE(without.layers[0].ffn_hidden.used());
   ASSERT_EQ(static_cast<int>(without.fp8.down_x_t.size()), layers);
   ASSERT_FALSE(without.fp8.x_t[static_cast<int>(LinearKind::Down)].used());
-  const std::int64_t elems = kShape.tokens() * fp8_config().ffn_dim;
+  const std::int64_t elems = kShape.tokens() * fp8_test_config().ffn_dim;
   const std::int64_t code_bytes = without.fp8.down_x_t[0].bytes;
   EXPECT_EQ(code_bytes, elems);
   EXPECT_EQ(with.bytes - without.bytes, layers * elems * 8 - (layers - 1) * code_bytes)
