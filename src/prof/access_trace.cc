@@ -6,6 +6,7 @@
 #include <cmath>
 #include <new>
 
+#include "ops/embedding/embedding_chunks.h"
 #include "ops/norm/rmsnorm_partials.h"
 
 namespace tinyllama::prof {
@@ -45,6 +46,7 @@ void AccessTraceBackend::prepare(const ModelConfig& cfg, BatchShape, const StepP
   workspace_bytes_ = plan.workspace_bytes();
   vocab_ = cfg.vocab_size;
   padded_vocab_ = cfg.padded_vocab();
+  sorted_embedding_grad_ = plan.ops.embedding_grad == EmbeddingGradImpl::Sorted;
 }
 
 // The head's three GEMMs have the padded vocabulary as one of M (weight
@@ -250,13 +252,22 @@ void AccessTraceBackend::embedding_forward(Mat out, const std::int32_t*, Mat tab
 }
 
 // A scatter-add: dout read once, each touched row of the table gradient
-// read and written once. Not counted: the sorted form's sort of the ids and
-// its per-chunk partial sums (two rows a chunk at most), which stay in L2.
+// read and written once; the sorted form also writes and reads back its
+// runs' partial sums where they cross chunks (embedding_chunks.h). Not
+// counted: the sort of the ids (8 bytes a position a pass).
 void AccessTraceBackend::embedding_backward(Mat dtable, const std::int32_t*, Mat dout) {
   reads({dout, dtable});
   writes({dtable});
   const Mat rows = touched_rows(dtable, vocab_, dout.rows);
-  charge(elementwise_cost({dout, rows}, {rows}, 1, dout) + read_cost(dout.rows * kTokenBytes));
+  CallCost cost =
+      elementwise_cost({dout, rows}, {rows}, 1, dout) + read_cost(dout.rows * kTokenBytes);
+  if (sorted_embedding_grad_) {
+    const auto partial_bytes = static_cast<std::int64_t>(
+        std::llround(embedding_partial_rows(dout.rows, static_cast<double>(rows.rows)) *
+                     static_cast<double>(dtable.cols) * sizeof(float)));
+    cost += read_cost(partial_bytes) + write_cost(partial_bytes);
+  }
+  charge(cost);
 }
 
 void AccessTraceBackend::rmsnorm_forward(Mat out, Mat rstd, Mat x, Mat weight, double) {

@@ -182,6 +182,8 @@ class AccessTraceBackend final : public Backend, public ExerciseOps, private OpO
   // The LM head's GEMMs run over the table's padded rows; the cost counts
   // the vocabulary's (head_gemm_cost).
   std::int64_t vocab_ = 0, padded_vocab_ = 0;
+  bool sorted_embedding_grad_ = false;  // EmbeddingGradImpl::Sorted: its partial sums
+
   CallCost head_gemm_cost(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float beta);
   bool charging_ = true;
   struct Reservation {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "model/init.h"
 #include "model/model.h"
 #include "model/test_plans.h"
+#include "ops/embedding/embedding_chunks.h"
 #include "ops/norm/rmsnorm_partials.h"
 #include "prof/host_ranges.h"
 
@@ -102,15 +104,21 @@ TEST(CostModel, CausalAttentionCountsHalfTheSquare) {
   EXPECT_EQ(attention_training_flops(tiny(), kTinyShape), 864);
 }
 
+// The embedding's cost at the tiny config, its gradient by `grad`.
+OpCost embedding_cost(int vocab, const char* path, EmbeddingGradImpl grad) {
+  ModelConfig cfg = tiny();
+  cfg.vocab_size = vocab;
+  StepPlan plan = graph_plan(level_preset("v1"), Precision::fp32(), cfg, kTinyShape);
+  plan.ops.embedding_grad = grad;
+  return op(step_cost(cfg, kTinyShape, plan), path);
+}
+
 // Each touched table row moves once, forward and backward: the rows 6
 // uniform ids over 10 touch in expectation, 10 (1 - 0.9^6) = 4.69 -> 5; over
 // a vocabulary of 2, 2 (1 - 0.5^6) = 1.97 -> 2 (the whole table, not 6 rows).
 TEST(CostModel, TheEmbeddingMovesEachTouchedRowOnce) {
   const auto cost = [](int vocab, const char* path) {
-    ModelConfig cfg = tiny();
-    cfg.vocab_size = vocab;
-    const StepPlan plan = graph_plan(level_preset("v1"), Precision::fp32(), cfg, kTinyShape);
-    return op(step_cost(cfg, kTinyShape, plan), path);
+    return embedding_cost(vocab, path, EmbeddingGradImpl::Scan);
   };
   const auto bytes = [&](int vocab, const char* path) { return cost(vocab, path).bytes; };
   // ids 6 x 4; rows read 5 x 8 x 4; out written 6 x 8 x 4.
@@ -122,6 +130,25 @@ TEST(CostModel, TheEmbeddingMovesEachTouchedRowOnce) {
   // Written: out; the touched gradient rows.
   EXPECT_EQ(cost(10, "forward/embedding").write_bytes, 6 * 32);
   EXPECT_EQ(cost(10, "backward/embedding").write_bytes, 5 * 32);
+}
+
+// The sorted gradient's runs that cross chunks leave partial rows, written
+// and read back: 2 x boundaries x the share of equal neighbours. At the
+// workshop's B32 S1024 over a 1 000-row vocabulary, 32 768 positions in
+// 1 024 chunks of 32 touch 1 000 rows: 2 x 1 023 x 31 768 / 32 767 = 1 983.6
+// rows, nearly two a chunk.
+TEST(CostModel, TheSortedEmbeddingGradientCountsItsPartialRows) {
+  EXPECT_EQ(embedding_chunk_rows(32768), 32);
+  EXPECT_NEAR(embedding_partial_rows(32768, 1000), 2.0 * 1023 * 31768 / 32767, 1e-9);
+  EXPECT_EQ(embedding_partial_rows(1, 1), 0.0);
+  EXPECT_EQ(embedding_partial_rows(4096, 4096), 0.0) << "no id twice: no run crosses a chunk";
+  // The tiny config: 6 positions in chunks of 4 (one boundary), 5 rows.
+  EXPECT_EQ(embedding_chunk_rows(6), 4);
+  const OpCost scan = embedding_cost(10, "backward/embedding", EmbeddingGradImpl::Scan);
+  const OpCost sorted = embedding_cost(10, "backward/embedding", EmbeddingGradImpl::Sorted);
+  const auto partial = static_cast<std::int64_t>(std::llround(2.0 * 1 * (6 - 5) / 5.0 * 8 * 4));
+  EXPECT_EQ(sorted.write_bytes - scan.write_bytes, partial);
+  EXPECT_EQ(sorted.read_bytes() - scan.read_bytes(), partial);
 }
 
 TEST(CostModel, OptimizerAndPrecisionDependentOps) {

@@ -23,6 +23,7 @@
 #include "device/cuda_launch.cuh"
 #include "device/cuda_vec.cuh"
 #include "ops/embedding/cuda_embedding.h"
+#include "ops/embedding/embedding_chunks.h"
 
 namespace tinyllama::cuda {
 namespace {
@@ -31,22 +32,6 @@ using Key = std::uint32_t;
 // Neither a token id nor the sentinel (ids are int32): "no such position".
 constexpr Key kNoKey = 0xffffffffu;
 
-// Sorted positions per chunk. 32 keeps a thread's serial work short (32 row
-// loads) with the blocks many (1024 chunks at B32 S1024). A small step, up
-// to kShortChunksUpTo positions, cuts chunks of 4 or 8 rows (one or two
-// rounds of kRowsInFlight loads), kSpreadChunks of them at most: at the
-// workshop's 1024 positions 32-row chunks made 32 chunks, 16 blocks of 128
-// threads on a GPU of 132 SMs, each thread adding 32 rows one after another
-// (kernel bench: 30.8 us for the gradient, 16.3 with chunks of 4; at 8192
-// positions 16-row chunks measured slower than 32, 118.5 against 111.8 us;
-// docs/log/2026-11-25.md). Larger batches grow the chunks past 32
-// instead, so that the partial sums (two rows of dim floats per chunk) stay
-// within kMaxChunks rows each.
-constexpr std::int64_t kMinChunkRows = 4;
-constexpr std::int64_t kFullChunkRows = 32;
-constexpr std::int64_t kSpreadChunks = 512;
-constexpr std::int64_t kShortChunksUpTo = 4096;
-constexpr std::int64_t kMaxChunks = 4096;
 constexpr int kRowsInFlight = 4;  // row loads a thread issues before adding them
 constexpr int kChunkThreads = 128;
 // The combine kernel: one warp over 32 column vectors, 8 groups over the
@@ -64,13 +49,6 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
 
 std::int64_t round_up(std::int64_t a, std::int64_t b) {
   return ceil_div(a, b) * b;
-}
-
-std::int64_t chunk_rows_for(std::int64_t n) {
-  if (n <= kShortChunksUpTo) {
-    return std::max(kMinChunkRows, round_up(ceil_div(n, kSpreadChunks), kMinChunkRows));
-  }
-  return std::max(kFullChunkRows, round_up(ceil_div(n, kMaxChunks), kFullChunkRows));
 }
 
 // The most chunks a call of up to `positions` rows cuts. Not chunks of
@@ -415,7 +393,7 @@ void embedding_grad_accumulate(Mat dtable, Mat dout, const EmbeddingGradScratch&
   const ScratchParts p = parts_of(scratch);
   const std::int64_t pitch = partial_pitch(scratch.dim);
   const Key sentinel = static_cast<Key>(dtable.rows);
-  const std::int64_t chunk_rows = chunk_rows_for(n);
+  const std::int64_t chunk_rows = embedding_chunk_rows(n);
   const std::int64_t chunks = ceil_div(n, chunk_rows);
   dispatch_float(dout.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
