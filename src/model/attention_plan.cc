@@ -3,6 +3,8 @@
 // fastest pairing of the passes (flash, cudnn, cudnn+flash), the saved
 // choice a resumed run takes, and the line that says what auto chose.
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -70,18 +72,55 @@ bool reuse_attention(StepPlan& plan, const SavedAttentionChoice& saved, const st
   return false;
 }
 
-// Of two timed implementations, the fastest pairing of their passes:
-// flash, cudnn, or cuDNN's forward with our backward. Not our forward with
-// cuDNN's backward: our backward rotates dq and dk for RoPE in its
-// epilogues (rope fused), cuDNN's leaves a pass over them.
-AttentionImpl fastest_attention(const AttentionAuto& a) {
-  const double mixed = a.cudnn.forward_ms + a.flash.backward_ms;
-  if (mixed < a.flash.total_ms() && mixed < a.cudnn.total_ms()) return AttentionImpl::CudnnFlash;
-  return a.cudnn.total_ms() < a.flash.total_ms() ? AttentionImpl::Cudnn : AttentionImpl::Flash;
+// Two pairings this close in time are a tie: about the spread of the
+// start-up timing from one run to the next (one 1 B run timed cuDNN's
+// forward with our backward at 0.529 ms a layer against cuDNN's 0.530,
+// another ranked them the other way).
+constexpr double kAttentionTimeTie = 0.01;
+
+struct AttentionCandidate {
+  AttentionImpl impl;
+  double ms;
+  std::int64_t workspace_bytes;
+};
+
+// The pairings of two timed implementations' passes: flash, cudnn, or
+// cuDNN's forward with our backward (one block of the larger workspace, as
+// the step keeps). Not our forward with cuDNN's backward: our backward
+// rotates dq and dk for RoPE in its epilogues (rope fused), cuDNN's leaves
+// a pass over them.
+std::array<AttentionCandidate, 3> attention_candidates(const AttentionAuto& a) {
+  return {{{AttentionImpl::Flash, a.flash.total_ms(), a.flash.workspace_bytes},
+           {AttentionImpl::Cudnn, a.cudnn.total_ms(), a.cudnn.workspace_bytes},
+           {AttentionImpl::CudnnFlash, a.cudnn.forward_ms + a.flash.backward_ms,
+            std::max(a.cudnn.forward_workspace_bytes, a.flash.workspace_bytes)}}};
+}
+
+AttentionCandidate fastest_of(const std::array<AttentionCandidate, 3>& c) {
+  return *std::min_element(
+      c.begin(), c.end(),
+      [](const AttentionCandidate& x, const AttentionCandidate& y) { return x.ms < y.ms; });
+}
+
+// The fastest pairing; of those tied with it, the one with the smallest
+// workspace (memory a step keeps for nothing else), then the fastest.
+AttentionCandidate chosen_attention(const AttentionAuto& a) {
+  const std::array<AttentionCandidate, 3> c = attention_candidates(a);
+  const double limit = fastest_of(c).ms * (1 + kAttentionTimeTie);
+  AttentionCandidate best = fastest_of(c);
+  for (const AttentionCandidate& x : c) {
+    if (x.ms > limit) continue;
+    if (x.workspace_bytes < best.workspace_bytes ||
+        (x.workspace_bytes == best.workspace_bytes && x.ms < best.ms)) {
+      best = x;
+    }
+  }
+  return best;
 }
 
 // attention=auto: the candidates that can run, timed when there are two;
-// the fastest pairing is kept. Neither: materialised, the one that runs anything.
+// the fastest pairing is kept (of those tied with it, the smallest
+// workspace). Neither: materialised, the one that runs anything.
 // On resume, the checkpoint's choice instead, untimed.
 void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig& cfg,
                       const std::optional<SavedAttentionChoice>& saved) {
@@ -108,7 +147,7 @@ void choose_attention(StepPlan& plan, const DeviceCaps& caps, const ModelConfig&
     a.flash = *caps.flash_timing;
     a.cudnn = *caps.cudnn_timing;
     a.flash_timed = a.cudnn_timed = true;
-    choice = fastest_attention(a);
+    choice = chosen_attention(a).impl;
   }
 }
 
@@ -176,6 +215,20 @@ std::string AttentionAuto::describe(AttentionImpl chosen) const {
     }
     out += cudnn_first ? part("cudnn", cudnn) + ", " + part("flash", flash)
                        : part("flash", flash) + ", " + part("cudnn", cudnn);
+  }
+  if (flash_timed && cudnn_timed) {
+    const AttentionCandidate fastest = fastest_of(attention_candidates(*this));
+    const AttentionCandidate picked = chosen_attention(*this);
+    if (picked.impl == chosen && fastest.impl != chosen) {
+      char tie[200];
+      std::snprintf(tie, sizeof tie,
+                    "; within %.0f %% of the fastest (%s), the smaller workspace: %.1f MB "
+                    "against %.1f MB",
+                    kAttentionTimeTie * 100, impl_name(fastest.impl),
+                    static_cast<double>(picked.workspace_bytes) / 1e6,
+                    static_cast<double>(fastest.workspace_bytes) / 1e6);
+      out += tie;
+    }
   }
   for (const std::string& n : notes) out += "; " + n;
   return out;

@@ -214,10 +214,14 @@ struct Workspace {
 
 struct StepPlan;
 
-// One layer's attention, forward and backward, timed on the device.
+// One layer's attention, forward and backward, timed on the device, and
+// the workspace the implementation asks for (its forward's alone, and the
+// two passes'; the step keeps one block of the larger).
 struct AttentionTiming {
   double forward_ms = 0;
   double backward_ms = 0;
+  std::int64_t forward_workspace_bytes = 0;
+  std::int64_t workspace_bytes = 0;
   double total_ms() const { return forward_ms + backward_ms; }
 };
 

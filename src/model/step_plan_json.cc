@@ -75,8 +75,11 @@ nlohmann::json attention_choice_json(const StepPlan& plan) {
   const AttentionAuto& a = plan.attention_auto;
   auto timing = [](bool timed, const AttentionTiming& t) -> nlohmann::json {
     if (!timed) return nullptr;
-    return {
-        {"forward_ms", t.forward_ms}, {"backward_ms", t.backward_ms}, {"total_ms", t.total_ms()}};
+    return {{"forward_ms", t.forward_ms},
+            {"backward_ms", t.backward_ms},
+            {"total_ms", t.total_ms()},
+            {"forward_workspace_bytes", t.forward_workspace_bytes},
+            {"workspace_bytes", t.workspace_bytes}};
   };
   return {{"chosen", impl_name(plan.ops.attention)},
           {"flash", timing(a.flash_timed, a.flash)},
@@ -104,7 +107,12 @@ SavedAttentionChoice attention_choice_from_json(const nlohmann::json& j, const s
     auto timing = [&](const char* key, bool& timed, AttentionTiming& t) {
       const nlohmann::json& v = j.at(key);
       timed = !v.is_null();
-      if (timed) t = {v.at("forward_ms").get<double>(), v.at("backward_ms").get<double>()};
+      // Checkpoints written before the workspaces were recorded have none.
+      if (timed) {
+        t = {v.at("forward_ms").get<double>(), v.at("backward_ms").get<double>(),
+             v.value("forward_workspace_bytes", std::int64_t{0}),
+             v.value("workspace_bytes", std::int64_t{0})};
+      }
     };
     timing("flash", s.how.flash_timed, s.how.flash);
     timing("cudnn", s.how.cudnn_timed, s.how.cudnn);

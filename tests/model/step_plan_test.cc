@@ -251,6 +251,38 @@ TEST(StepPlan, AutoTimesFlashAndCudnnAndKeepsTheFaster) {
   EXPECT_DOUBLE_EQ(j["attention_auto"]["cudnn"]["total_ms"].get<double>(), 0.70);
 }
 
+// Pairings within 1 % of the fastest are a tie, settled by the workspace
+// the step would keep for them; outside it the fastest wins whatever it
+// takes.
+TEST(StepPlan, AutoTakesTheSmallerWorkspaceOfTiedTimings) {
+  const Precision bf16 = Precision::amp(DType::BF16);
+  TimedCaps t;
+  t.flash = {0.40, 0.60, 0, 134'000'000};
+  t.cudnn = {0.40, 0.605, 1'000'000, 4'000'000};  // 0.5 % slower, a 4 MB workspace
+  StepPlan plan = t.plan(with_attention(AttentionImpl::Auto), bf16, with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Cudnn);
+  const std::string line = plan.attention_auto.describe(plan.ops.attention);
+  EXPECT_NE(line.find("within 1 % of the fastest (flash), the smaller workspace: 4.0 MB against "
+                      "134.0 MB"),
+            std::string::npos)
+      << line;
+  const nlohmann::json j = plan_json(plan);
+  EXPECT_EQ(j["attention_auto"]["cudnn"]["workspace_bytes"], 4'000'000);
+  // A checkpoint keeps the workspaces; one written before they were kept
+  // reads as none.
+  nlohmann::json saved = attention_choice_json(plan);
+  EXPECT_EQ(attention_choice_from_json(saved, "ck").how.cudnn.workspace_bytes, 4'000'000);
+  saved["cudnn"].erase("workspace_bytes");
+  saved["cudnn"].erase("forward_workspace_bytes");
+  EXPECT_EQ(attention_choice_from_json(saved, "old").how.cudnn.workspace_bytes, 0);
+
+  t.cudnn = {0.40, 0.62, 1'000'000, 4'000'000};  // 2 % slower: no tie
+  plan = t.plan(with_attention(AttentionImpl::Auto), bf16, with_head_dim(64), {2, 16});
+  EXPECT_EQ(plan.ops.attention, AttentionImpl::Flash);
+  EXPECT_EQ(plan.attention_auto.describe(plan.ops.attention).find("smaller workspace"),
+            std::string::npos);
+}
+
 TEST(StepPlan, AutoWithOneCandidateTakesItUntimedAndSaysWhy) {
   TimedCaps t;
   // fp32: cuDNN is out, flash runs.

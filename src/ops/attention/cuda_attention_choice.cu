@@ -151,7 +151,12 @@ AttentionTiming time_attention(AttentionImpl impl, const ModelConfig& cfg, Batch
     fwd.push_back(timer->elapsed_ms(0, 1));
     bwd.push_back(timer->elapsed_ms(1, 2));
   }
-  return {median(fwd), median(bwd)};
+  if (sdpa != nullptr) {
+    return {median(fwd), median(bwd), static_cast<std::int64_t>(sdpa->forward_workspace_bytes()),
+            static_cast<std::int64_t>(sdpa->workspace_bytes())};
+  }
+  return {median(fwd), median(bwd), 0,
+          static_cast<std::int64_t>(flash_attention_scratch_bytes(as, kernels))};
 }
 
 }  // namespace tinyllama::cuda
