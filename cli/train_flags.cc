@@ -114,7 +114,8 @@ void op_choice_flags(CLI::App* cmd, TrainArgs& a) {
         "attention implementation, overriding the preset: materialized (S x S scores, v1), "
         "flash (our kernels, v2), cudnn (cuDNN's fused SDPA; bf16/fp16 on CUDA), cudnn+flash "
         "(cuDNN's forward, our backward), auto (times flash and cudnn at start-up, each pass "
-        "apart, and keeps the fastest of the three)")
+        "apart, and keeps the fastest of the three; of those within 1 % of the fastest, the one "
+        "with the smallest workspace)")
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--norm", a.toggles.norm, "{plain,fused}",
