@@ -106,8 +106,8 @@ AttentionCandidate fastest_of(const std::array<AttentionCandidate, 3>& c) {
 // workspace (memory a step keeps for nothing else), then the fastest.
 AttentionCandidate chosen_attention(const AttentionAuto& a) {
   const std::array<AttentionCandidate, 3> c = attention_candidates(a);
-  const double limit = fastest_of(c).ms * (1 + kAttentionTimeTie);
   AttentionCandidate best = fastest_of(c);
+  const double limit = best.ms * (1 + kAttentionTimeTie);
   for (const AttentionCandidate& x : c) {
     if (x.ms > limit) continue;
     if (x.workspace_bytes < best.workspace_bytes ||

@@ -185,7 +185,7 @@ void CounterSum::add(const MetricValues& launch) {
 }
 
 double CounterSum::dram_bytes() const {
-  return or_zero(get(Metric::DramRead)) + or_zero(get(Metric::DramWrite));
+  return or_zero(get(Metric::DramRead)) + dram_write_bytes();
 }
 
 double CounterSum::dram_write_bytes() const {

@@ -43,14 +43,6 @@ constexpr int kCombineThreads = kCombineLanes * kCombineGroups;
 constexpr int kCombineVec = 4;  // the combine kernel reads float32 only: 16-byte vectors
 constexpr std::size_t kAlign = 256;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  return (a + b - 1) / b;
-}
-
-std::int64_t round_up(std::int64_t a, std::int64_t b) {
-  return ceil_div(a, b) * b;
-}
-
 // The most chunks a call of up to `positions` rows cuts. Not chunks of
 // `positions` itself: 4097 * 32 rows make 2049 chunks of 64, 4096 * 32
 // rows 4096 chunks of 32; 2048 rows make 512 chunks of 4, 2049 rows 257 of 8.

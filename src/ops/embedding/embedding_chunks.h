@@ -27,9 +27,16 @@ inline constexpr std::int64_t kSpreadChunks = 512;
 inline constexpr std::int64_t kShortChunksUpTo = 4096;
 inline constexpr std::int64_t kMaxChunks = 4096;
 
+// The chunking arithmetic, which the kernel file uses for its launches too.
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+inline std::int64_t round_up(std::int64_t a, std::int64_t b) {
+  return ceil_div(a, b) * b;
+}
+
 inline std::int64_t embedding_chunk_rows(std::int64_t positions) {
-  const auto round_up = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b * b; };
-  const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
   if (positions <= kShortChunksUpTo) {
     return std::max(kMinChunkRows, round_up(ceil_div(positions, kSpreadChunks), kMinChunkRows));
   }
@@ -46,7 +53,7 @@ inline std::int64_t embedding_chunk_rows(std::int64_t positions) {
 inline double embedding_partial_rows(std::int64_t positions, double distinct) {
   if (positions < 2) return 0.0;
   const std::int64_t chunk_rows = embedding_chunk_rows(positions);
-  const std::int64_t boundaries = (positions + chunk_rows - 1) / chunk_rows - 1;
+  const std::int64_t boundaries = ceil_div(positions, chunk_rows) - 1;
   const double equal_neighbours =
       std::max(0.0, static_cast<double>(positions) - distinct) / static_cast<double>(positions - 1);
   return 2.0 * static_cast<double>(boundaries) * equal_neighbours;
