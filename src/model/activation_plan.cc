@@ -61,25 +61,34 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   residual_out = take(n, d, act);
   final_norm = take(n, d, act);
   final_rstd = take(n, 1, st);
+  losses = take(n, 1, st);
+  // The backward scratch the head or the loss writes, or that the last
+  // layer's backward writes before it joins the head's weight gradient.
+  d_residual_a = take(n, d, act);
+  d_norm_out = take(n, d, act);
+  d_ffn_hidden = take(n, f, act);
   // Chunked: one chunk's rows, reused by every chunk.
   const std::int64_t logit_rows = plan.ops.loss == LossImpl::Chunked ? plan.loss_chunk_rows : n;
+  const std::int64_t head_start = bytes;
   logits = take(logit_rows, cfg.vocab_size, act, cfg.padded_vocab());
-  losses = take(n, 1, st);
-
-  d_residual_a = take(n, d, act);
+  const std::int64_t logits_end = bytes;
+  // The rest of the scratch is first written after the last layer's backward
+  // joins the head's weight gradient (the last reader of the logits), before
+  // its SwiGLU backward (Model::backward_pass): it can take the logits' bytes.
+  scratch_over_logits = plan.scratch_over_logits;
+  if (scratch_over_logits) bytes = head_start;
   d_residual_b = take(n, d, act);
-  d_norm_out = take(n, d, act);
   if (plan.ops.norm == NormImpl::Plain) d_norm_in = take(n, d, act);
   d_qkv = take(n, cfg.qkv_dim(), act);
   d_attn = take(n, cfg.q_dim(), act);
   // Only its FP8 codes under swiglu_grad_codes_only: its shape, no memory.
   d_gate_up =
       plan.fp8.swiglu_grad_codes_only ? Slot{-1, n, 2 * f, act, 2 * f} : take(n, 2 * f, act);
-  d_ffn_hidden = take(n, f, act);
   if (separate_swiglu) d_silu_gate = take(n, f, act);
   const bool separate_gemms = plan.ops.qkv_gemm == GemmGrouping::Separate ||
                               plan.ops.gate_up_gemm == GemmGrouping::Separate;
   if (separate_gemms && precision.mixed()) d_norm_sum = take(n, d, DType::F32);
+  bytes = std::max(bytes, logits_end);
   if (plan.fp8.any()) plan_fp8(cfg, shape, plan.fp8);
 }
 
@@ -268,20 +277,24 @@ std::vector<ActivationBuffer> ActivationPlan::buffers() const {
   add("final_rstd", "norm_stats", final_rstd);
   add("logits", "logits", logits);
   add("losses", "losses", losses);
-  const std::pair<const char*, const Slot*> scratch[] = {{"d_residual_a", &d_residual_a},
-                                                         {"d_residual_b", &d_residual_b},
-                                                         {"d_norm_out", &d_norm_out},
-                                                         {"d_norm_in", &d_norm_in},
-                                                         {"d_qkv", &d_qkv},
-                                                         {"d_attn", &d_attn},
-                                                         {"d_gate_up", &d_gate_up},
-                                                         {"d_ffn_hidden", &d_ffn_hidden},
-                                                         {"d_silu_gate", &d_silu_gate},
-                                                         {"d_norm_sum", &d_norm_sum}};
-  for (const auto& [name, slot] : scratch) add(name, "backward_scratch", *slot);
+  add("d_residual_a", "backward_scratch", d_residual_a);
+  add("d_norm_out", "backward_scratch", d_norm_out);
+  add("d_ffn_hidden", "backward_scratch", d_ffn_hidden);
+  const std::pair<const char*, const Slot*> over_logits[] = {{"d_residual_b", &d_residual_b},
+                                                             {"d_norm_in", &d_norm_in},
+                                                             {"d_qkv", &d_qkv},
+                                                             {"d_attn", &d_attn},
+                                                             {"d_gate_up", &d_gate_up},
+                                                             {"d_silu_gate", &d_silu_gate},
+                                                             {"d_norm_sum", &d_norm_sum}};
+  for (const auto& [name, slot] : over_logits) {
+    add(name, "backward_scratch", *slot);
+    if (slot->used()) out.back().over_logits = scratch_over_logits;
+  }
   add_fp8_buffers(fp8, out);
+  // By offset; where the scratch starts over the logits, the logits first.
   std::sort(out.begin(), out.end(), [](const ActivationBuffer& a, const ActivationBuffer& b) {
-    return a.slot.offset < b.slot.offset;
+    return std::pair(a.slot.offset, a.over_logits) < std::pair(b.slot.offset, b.over_logits);
   });
   return out;
 }

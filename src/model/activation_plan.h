@@ -97,6 +97,9 @@ struct ActivationBuffer {
   const char* kind = "";
   Slot slot;
   std::int64_t bytes = 0;  // reserved in the arena, alignment included
+  // Backward scratch over the logits' bytes (ActivationPlan::scratch_over_logits):
+  // only the layers' backward touches it, and never the logits.
+  bool over_logits = false;
 };
 
 // The kinds of ActivationBuffer, in the order reports list them.
@@ -133,13 +136,17 @@ struct ActivationPlan {
   // ActivationsImpl::RecomputeNormsSwiglu: every layer's ffn_hidden is one
   // shared slot too, remade by the backward pass.
   bool hidden_shared = false;
+  // StepPlan::scratch_over_logits: d_residual_b, d_norm_in, d_qkv, d_attn,
+  // d_gate_up, d_silu_gate and d_norm_sum lie over the logits.
+  bool scratch_over_logits = false;
   std::int64_t bytes = 0;
 
   Mat view(void* arena, const Slot& s) const;
   // view(), or for an unused slot with a shape, that shape with no memory
   // (data null): an op told to keep nothing there writes nothing there.
   Mat shaped(void* arena, const Slot& s) const;
-  // Every used slot, by offset: their bytes tile the arena (sum to bytes).
+  // Every used slot, by offset: together they cover the arena, and only the
+  // buffers over_logits share bytes (with the logits).
   std::vector<ActivationBuffer> buffers() const;
 
  private:

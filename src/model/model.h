@@ -245,7 +245,7 @@ class Model {
   // Side GEMM tickets (Backend::side_gemm) of the weight gradients whose
   // inputs a later layer's backward overwrites: it joins each one first.
   struct WgradTickets {
-    std::int64_t gate_up = -1;   // reads d_gate_up
+    std::int64_t gate_up = -1;   // reads d_gate_up (first: the head, reading the logits)
     std::int64_t out_proj = -1;  // reads d_residual_b
     std::int64_t qkv = -1;       // reads d_qkv
   };
@@ -429,6 +429,10 @@ class Model {
   // it; -1: none in this backward pass.
   std::array<std::int64_t, 2> slot_sweeps_{-1, -1};
   bool head_backward_done_ = false;  // by forward_pass (Chunked), for backward_pass
+  // The side GEMM ticket of the head's last weight-gradient GEMM, the
+  // logits' last reader: the layers' backward joins it before it writes the
+  // scratch laid over them (ActivationPlan::scratch_over_logits).
+  std::int64_t head_wgrad_ticket_ = -1;
   void* arena_ = nullptr;
   // Every micro-batch's [inputs | targets] block, back to back (device).
   std::int32_t* token_blocks_ = nullptr;

@@ -44,6 +44,9 @@ void Model::backward_pass(bool update_layers) {
       compute_weight(layout_.final_norm()), acts_.view(arena_, acts_.final_rstd));
   ops.close();
   WgradTickets tickets;
+  // The scratch over the logits is first written after the last layer's
+  // down projection, where it joins tickets.gate_up: the head is done there.
+  if (acts_.scratch_over_logits) tickets.gate_up = head_wgrad_ticket_;
   for (int l = cfg_.num_layers - 1; l >= 0; --l) backward_layer(l, d_out, d_scratch, tickets);
   backend_.join_side_gemms();  // every weight gradient is complete from here on
   reduce_fp8_amaxes();         // the pass's last FP8 cast is behind

@@ -60,7 +60,8 @@ void Model::loss_backward() {
   backend_.gemm(acts_.view(arena_, acts_.d_norm_out), padded_logits(logits), false,
                 lm_head_weight(), false, 1.0f, 0.0f);
   ops.next("lm_head_gemm_wgrad");
-  backend_.side_gemm_from_fork(lm_head_grad(), padded_logits(logits), true, nf, false, 1.0f, 0.0f);
+  head_wgrad_ticket_ = backend_.side_gemm_from_fork(lm_head_grad(), padded_logits(logits), true, nf,
+                                                    false, 1.0f, 0.0f);
 }
 
 void Model::chunked_head(bool head_gradients) {
@@ -93,6 +94,7 @@ void Model::chunked_head(bool head_gradients) {
     reader = backend_.side_gemm_from_fork(lm_head_grad(), padded_logits(logits), true, x, false,
                                           1.0f, r0 == 0 ? 0.0f : 1.0f);
   }
+  if (head_gradients) head_wgrad_ticket_ = reader;
 }
 
 }  // namespace tinyllama

@@ -384,6 +384,11 @@ struct StepPlan {
   UpdateRecipe update;
   // The kernel families inside the ops (flash attention's, the SwiGLU GEMM's).
   KernelChoices kernels;
+  // The activation arena lays the scratch that only the layers' backward
+  // touches over the LM head's logits: the head is done with them (its
+  // weight gradient joined) before the first layer's backward writes there
+  // (ActivationPlan). Off only to compare the two layouts (tests).
+  bool scratch_over_logits = true;
 
   bool captured() const { return ops.execution == Execution::Graph; }
   bool updates_layers_in_backward() const { return ops.optimizer == OptimizerImpl::FusedPerLayer; }

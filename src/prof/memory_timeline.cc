@@ -29,14 +29,34 @@ bool covers(std::vector<std::pair<std::int64_t, std::int64_t>> ranges, std::int6
   return reach >= extent;
 }
 
-// The buffer (index into `buffers`, sorted by offset) holding arena byte `at`.
-int buffer_at(const std::vector<ActivationBuffer>& buffers, std::int64_t at) {
+// Whether op `name` is inside a layer's backward ("backward/layer3/swiglu"):
+// the only ops that touch the scratch laid over the logits.
+bool in_layer_backward(const std::string& name) {
+  return name.rfind("backward/layer", 0) == 0;
+}
+
+// The buffer (index into `buffers`, sorted by offset) holding arena byte
+// `at`, or -1. Where the scratch lies over the logits, an op inside a
+// layer's backward touches the scratch and any other op the logits.
+int buffer_at(const std::vector<ActivationBuffer>& buffers, std::int64_t at, bool layer_backward) {
   auto it =
       std::upper_bound(buffers.begin(), buffers.end(), at,
                        [](std::int64_t v, const ActivationBuffer& b) { return v < b.slot.offset; });
-  if (it == buffers.begin()) return -1;
-  --it;
-  return at < it->slot.offset + it->bytes ? static_cast<int>(it - buffers.begin()) : -1;
+  int found = -1;
+  // Back from the last buffer starting at or before `at`, over the scratch
+  // that lies over the logits (disjoint among itself), to the first buffer
+  // that does not (disjoint from the rest).
+  while (it != buffers.begin()) {
+    --it;
+    if (at >= it->slot.offset + it->bytes) {
+      if (!it->over_logits) break;  // below the logits: nothing further back holds `at`
+      continue;
+    }
+    const int i = static_cast<int>(it - buffers.begin());
+    if (found < 0 || it->over_logits == layer_backward) found = i;
+    if (!it->over_logits) break;
+  }
+  return found;
 }
 
 void note_write(Touch& t, const ActivationBuffer& b, std::int64_t rel, const MemoryAccess& a) {
@@ -97,15 +117,18 @@ MemoryTimeline analyse_accesses(const std::vector<TracedOp>& ops, const char* ar
                                 std::vector<TimelineBuffer> extra) {
   const int n_ops = static_cast<int>(ops.size());
   const std::size_t n_buf = buffers.size();
-  const std::int64_t arena_bytes =
-      buffers.empty() ? 0 : buffers.back().slot.offset + buffers.back().bytes;
+  std::int64_t arena_bytes = 0;
+  for (const ActivationBuffer& b : buffers) {
+    arena_bytes = std::max(arena_bytes, b.slot.offset + b.bytes);
+  }
   // touches[op][buffer]
   std::vector<std::vector<Touch>> touches(ops.size(), std::vector<Touch>(n_buf));
   for (int i = 0; i < n_ops; ++i) {
     for (const MemoryAccess& a : ops[static_cast<std::size_t>(i)].accesses) {
       const std::int64_t rel = a.data - arena;
       if (rel < 0 || rel >= arena_bytes) continue;  // parameters, gradients, state
-      const int bi = buffer_at(buffers, rel);
+      const int bi =
+          buffer_at(buffers, rel, in_layer_backward(ops[static_cast<std::size_t>(i)].name));
       if (bi < 0) throw std::logic_error("memory timeline: an access between arena buffers");
       const ActivationBuffer& b = buffers[static_cast<std::size_t>(bi)];
       const std::int64_t end = rel + (a.rows - 1) * a.stride_bytes + a.row_bytes;
@@ -125,6 +148,8 @@ MemoryTimeline analyse_accesses(const std::vector<TracedOp>& ops, const char* ar
 
   MemoryTimeline tl;
   tl.arena_bytes = arena_bytes;
+  for (const ActivationBuffer& b : buffers) tl.shared_bytes += b.bytes;
+  tl.shared_bytes -= arena_bytes;
   for (std::size_t bi = 0; bi < n_buf; ++bi) {
     const ActivationBuffer& b = buffers[bi];
     std::vector<bool> live(ops.size(), false);

@@ -44,6 +44,10 @@ struct MemoryTimeline {
   std::vector<TimelineOp> ops;
   std::vector<TimelineBuffer> buffers;
   std::int64_t arena_bytes = 0;
+  // Arena bytes two buffers count: the backward scratch laid over the
+  // logits (ActivationBuffer::over_logits). The buffers' bytes add up to
+  // arena_bytes + shared_bytes.
+  std::int64_t shared_bytes = 0;
   MemoryBreakdown allocated;  // what the run holds all along (Model::estimate_memory)
   int peak_op = -1;           // the first op with the most live bytes
   std::int64_t peak_live_bytes = 0;

@@ -38,7 +38,9 @@ nlohmann::json activation_breakdown_json(const MemoryTimeline& tl) {
   }
   nlohmann::json ops = nlohmann::json::array();
   for (const TimelineOp& op : tl.ops) ops.push_back(op.name);
-  return {{"activations_bytes", total},
+  // The scratch over the logits is in two kinds' bytes, once in the total.
+  return {{"activations_bytes", total - tl.shared_bytes},
+          {"shared_bytes", tl.shared_bytes},
           {"by_kind", by_kind_json(kinds, bytes)},
           {"buffers", buffers},
           {"ops", ops}};
@@ -86,6 +88,7 @@ nlohmann::json memory_timeline_json(const MemoryTimeline& tl,
         {"total_bytes", m.total()}}},
       {"persistent_bytes", m.parameters + m.gradients + m.optimizer + m.workspaces},
       {"arena_bytes", tl.arena_bytes},
+      {"shared_bytes", tl.shared_bytes},
       {"peak",
        {{"op_index", tl.peak_op},
         {"op", peak != nullptr ? nlohmann::json(peak->name) : nlohmann::json(nullptr)},

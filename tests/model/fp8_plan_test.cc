@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "arena_cover.h"
 #include "model/activation_plan.h"
 #include "model/model.h"
 #include "model/step_plan.h"
@@ -166,9 +167,7 @@ TEST(Fp8Plan, TheArenaHoldsTheCopiesTheChosenGemmsRead) {
   const std::int64_t hidden = 8 * t * 2048 * 2 - 7 * t * 2048;
   EXPECT_GE(a.bytes - b.bytes, 2 * dy + x_t + shared - d_gate_up - hidden);
   // Every buffer is listed, and they tile the arena.
-  std::int64_t listed = 0;
-  for (const ActivationBuffer& buf : a.buffers()) listed += buf.bytes;
-  EXPECT_EQ(listed, a.bytes);
+  EXPECT_EQ(covered_bytes(a.buffers()), a.bytes);
 }
 
 // A data-parallel run keeps delayed scaling (its ranks reduce their amaxes
@@ -303,10 +302,14 @@ TEST(Fp8Plan, TheGateUpGradientIsKeptAsCodesWhereTheTilesFit) {
   EXPECT_TRUE(p.fp8.swiglu_grad_codes_only);
   EXPECT_NE(p.fp8.describe().find("FP8 codes only"), std::string::npos);
   EXPECT_FALSE(ActivationPlan(cfg, shape, p).d_gate_up.used());
-  StepPlan kept = p;
+  // The whole buffer, with the scratch apart from the logits (over them, the
+  // logits' bytes would hide part of it).
+  StepPlan codes = p;
+  codes.scratch_over_logits = false;
+  StepPlan kept = codes;
   kept.fp8.swiglu_grad_codes_only = false;
   EXPECT_EQ(Model::estimate_memory(cfg, shape, kept).activations -
-                Model::estimate_memory(cfg, shape, p).activations,
+                Model::estimate_memory(cfg, shape, codes).activations,
             std::int64_t{8192} * 16384 * 2);
   const StepPlan odd = resolve_plan(fp8_request(), fp8_caps(), cfg, BatchShape{8, 1026});
   ASSERT_TRUE(odd.fp8.swiglu_casts && odd.fp8.at(LinearKind::GateUp, LinearPass::Wgrad));

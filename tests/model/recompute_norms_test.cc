@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "arena_cover.h"
 #include "core/rng.h"
 #include "model/model.h"
 #include "model/test_plans.h"
@@ -113,9 +114,7 @@ TEST(RecomputeNorms, TheArenaKeepsOneNormOfEachKind) {
   EXPECT_EQ(stored.bytes - shared.bytes, 2 * (cfg.num_layers - 1) * norm_bytes);
   EXPECT_EQ(shared.layers[0].norm1.offset, shared.layers[2].norm1.offset);
   EXPECT_NE(shared.layers[0].norm1.offset, shared.layers[0].norm2.offset);
-  std::int64_t tiled = 0;
-  for (const ActivationBuffer& b : shared.buffers()) tiled += b.bytes;
-  EXPECT_EQ(tiled, shared.bytes);
+  EXPECT_EQ(covered_bytes(shared.buffers()), shared.bytes);
 }
 
 // The SwiGLU output too is one slot for all layers: [tokens, F] per layer
@@ -142,10 +141,8 @@ TEST(RecomputeSwiglu, TheArenaKeepsOneSwigluOutput) {
     EXPECT_NE(all.layers[0].ffn_hidden.offset, all.layers[0].gate_up.offset);
     // The shared slot is listed once, by its own name, and the buffers still
     // tile the arena.
-    std::int64_t tiled = 0;
     int hidden_buffers = 0;
     for (const ActivationBuffer& b : all.buffers()) {
-      tiled += b.bytes;
       // "ffn_hidden" or "layerN.ffn_hidden", not the gradient "d_ffn_hidden".
       const bool saved_hidden =
           b.name == "ffn_hidden" || b.name.find(".ffn_hidden") != std::string::npos;
@@ -157,7 +154,7 @@ TEST(RecomputeSwiglu, TheArenaKeepsOneSwigluOutput) {
       }
     }
     EXPECT_EQ(hidden_buffers, 1) << level;
-    EXPECT_EQ(tiled, all.bytes) << level;
+    EXPECT_EQ(covered_bytes(all.buffers()), all.bytes) << level;
   }
 }
 

@@ -84,6 +84,32 @@ TEST(MemoryTimeline, ColumnBlocksTogetherMakeAFullWrite) {
   EXPECT_EQ(tl.buffers[0].lifetimes, (Ranges{{0, 1}, {3, 4}}));
 }
 
+// Scratch laid over the logits (ActivationBuffer::over_logits): an access
+// to the shared bytes is the scratch's inside a layer's backward and the
+// logits' anywhere else; the bytes past the logits are the scratch's only.
+TEST(MemoryTimeline, SharedBytesGoToTheScratchOnlyInsideALayersBackward) {
+  static char arena[768];
+  std::vector<ActivationBuffer> bufs = three_buffers();
+  bufs[1].name = "logits";
+  bufs[2] = {"d_qkv", "backward_scratch", Slot{256, 64, 2, DType::F32, 2}, 512, true};
+  const char* shared = arena + 256;
+  const char* past_logits = arena + 512;
+  std::vector<TracedOp> ops{
+      {"forward/lm_head_gemm", {{shared, 4, 8, 8, true}}, {}},                  // 0: the logits
+      {"forward/lm_head_gemm_wgrad", {{shared, 4, 8, 8, false}}, {}},           // 1
+      {"backward/layer1/swiglu", {{shared, 64, 8, 8, true}}, {}},               // 2: the scratch
+      {"backward/layer0/qkv_gemm_dgrad", {{past_logits, 4, 8, 8, false}}, {}},  // 3
+  };
+  const MemoryTimeline tl = analyse_accesses(ops, arena, bufs, {});
+  using Ranges = std::vector<std::pair<int, int>>;
+  ASSERT_EQ(tl.buffers.size(), 3u);
+  EXPECT_EQ(tl.arena_bytes, 768);
+  EXPECT_EQ(tl.buffers[1].lifetimes, (Ranges{{0, 1}}));
+  EXPECT_EQ(tl.buffers[2].lifetimes, (Ranges{{2, 3}}));
+  EXPECT_EQ(tl.ops[1].live_bytes, 256);
+  EXPECT_EQ(tl.ops[2].live_bytes, 512);
+}
+
 struct Traced {
   ModelConfig cfg;
   BatchShape shape{2, 8};
@@ -159,8 +185,10 @@ TEST(MemoryTimeline, TracedStepsKeepSavedTensorsFromForwardToBackward) {
               << b.name << " first at " << first;
         }
       }
-      // The arena and the token ids: the activations the memory check counts.
-      EXPECT_EQ(sum, tl.allocated.activations);
+      // The arena and the token ids: the activations the memory check counts
+      // (the scratch over the logits shares their bytes).
+      EXPECT_GT(tl.shared_bytes, 0);
+      EXPECT_EQ(sum - tl.shared_bytes, tl.allocated.activations);
       // Layer 0's input is needed until layer 0's backward pass.
       const TimelineBuffer& x0 = named(tl, "layer0.residual_in");
       EXPECT_TRUE(
@@ -209,8 +237,11 @@ TEST(MemoryTimeline, JsonBreaksTheActivationsDownByKind) {
   const nlohmann::json a = activation_breakdown_json(t.tl);
   std::int64_t sum = 0;
   for (const auto& [kind, bytes] : a["by_kind"].items()) sum += bytes.get<std::int64_t>();
-  EXPECT_EQ(sum, a["activations_bytes"].get<std::int64_t>());
-  EXPECT_EQ(sum, t.tl.allocated.activations);
+  // Each kind counts its buffers' bytes; the total counts the bytes the
+  // scratch over the logits shares with them once.
+  EXPECT_EQ(a["shared_bytes"].get<std::int64_t>(), t.tl.shared_bytes);
+  EXPECT_EQ(sum - t.tl.shared_bytes, a["activations_bytes"].get<std::int64_t>());
+  EXPECT_EQ(sum - t.tl.shared_bytes, t.tl.allocated.activations);
   EXPECT_GT(a["by_kind"]["attention_probs"].get<std::int64_t>(), 0);  // v1 keeps them
   EXPECT_EQ(a["buffers"].size(), t.tl.buffers.size());
   for (const nlohmann::json& b : a["buffers"]) {
