@@ -22,7 +22,9 @@ Timing: --warmup-steps untimed steps, then --num-steps steps each timed with
 CUDA events (wall clock on the CPU); the median is reported. Memory: the
 peak is reset before the first warm-up step and read after the last step,
 so compilation and the CUDA-graph pool (which holds the activations and
-gradients a peak taken over replays alone would miss) are counted.
+gradients a peak taken over replays alone would miss) are counted. peak_mb
+is in decimal megabytes (1e6 bytes), as tinyllama's; before 2026-11-29 it
+was in MiB.
 
 Writes one JSON object to --json (and prints it); exit 1 with one line on
 stderr on failure (out of memory included).
@@ -211,7 +213,7 @@ def run(a):
             loss = step(i)
             times.append((time.perf_counter() - t0) * 1e3)
         losses.append(float(loss.detach()))
-    peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+    peak = torch.cuda.max_memory_allocated() / 1e6 if cuda else None  # MB, as tinyllama's
     if not all(math.isfinite(x) for x in losses):
         raise RuntimeError("the loss is not finite")
     return {
