@@ -11,54 +11,25 @@
 #include <tuple>
 #include <vector>
 
-#include "gpu_model_util.h"
 #include "gpu_test_util.h"
-#include "model/model.h"
-#include "train/step_runner.h"
+#include "gpu_trained_run.h"
 
 namespace tinyllama::gpu_test {
 namespace {
 
 ModelConfig config() {
-  ModelConfig c;
-  c.vocab_size = 101;
-  c.hidden_dim = 192;
-  c.num_layers = 3;
-  c.num_heads = 6;
-  c.num_kv_heads = 3;
-  c.ffn_dim = 200;
-  return c;
+  return trained_run_config();
 }
 
-constexpr BatchShape kShape{3, 37};
+constexpr BatchShape kShape = kTrainedRunShape;
 
-struct Trained {
-  std::vector<double> losses;
-  std::vector<double> params;
-};
-
-Trained train(DType t, const std::string& level, ActivationsImpl activations) {
+TrainedRun train(DType t, const std::string& level, ActivationsImpl activations) {
   const ModelConfig cfg = config();
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
   OpChoices ops = level_preset(level);
   ops.activations = activations;
   const StepPlan plan = test_plan(ops, precision_for(t), *backend, cfg, kShape);
-  Model model(cfg, kShape, plan, *backend);
-  model.set_params(weights(model.layout()));
-  LossScaler scaler(plan.loss_scaling == LossScaling::Dynamic, 1024.0, 2000);
-  AdamWHyper hp;
-  hp.lr = 1e-3f;
-  StepRunner runner(model, scaler, hp);
-  Trained out;
-  for (int i = 0; i < 5; ++i) {
-    const std::vector<std::int32_t> rows =
-        random_rows(kShape.batch, kShape.seq, cfg.vocab_size, 300 + static_cast<std::uint64_t>(i));
-    while (!runner.can_launch()) out.losses.push_back(runner.finish().loss);
-    runner.launch(rows);
-  }
-  while (runner.in_flight() > 0) out.losses.push_back(runner.finish().loss);
-  out.params = model.params();
-  return out;
+  return train_in_flight(cfg, kShape, plan, *backend, 5, 300);
 }
 
 using RecomputeParam = std::tuple<DType, std::string>;
@@ -67,8 +38,8 @@ class GpuRecomputeNorms : public GpuParamTest<RecomputeParam> {};
 
 TEST_P(GpuRecomputeNorms, TrainsToTheSameBitsAsStoredNorms) {
   const auto [t, level] = GetParam();
-  const Trained stored = train(t, level, ActivationsImpl::Stored);
-  const Trained recomputed = train(t, level, ActivationsImpl::RecomputeNorms);
+  const TrainedRun stored = train(t, level, ActivationsImpl::Stored);
+  const TrainedRun recomputed = train(t, level, ActivationsImpl::RecomputeNorms);
   ASSERT_EQ(stored.losses.size(), 5u);
   EXPECT_EQ(stored.losses, recomputed.losses);
   EXPECT_EQ(stored.params, recomputed.params);
@@ -76,8 +47,8 @@ TEST_P(GpuRecomputeNorms, TrainsToTheSameBitsAsStoredNorms) {
 
 TEST_P(GpuRecomputeNorms, TrainsToTheSameBitsWithTheSwigluOutputRecomputed) {
   const auto [t, level] = GetParam();
-  const Trained stored = train(t, level, ActivationsImpl::Stored);
-  const Trained recomputed = train(t, level, ActivationsImpl::RecomputeNormsSwiglu);
+  const TrainedRun stored = train(t, level, ActivationsImpl::Stored);
+  const TrainedRun recomputed = train(t, level, ActivationsImpl::RecomputeNormsSwiglu);
   ASSERT_EQ(stored.losses.size(), 5u);
   EXPECT_EQ(stored.losses, recomputed.losses);
   EXPECT_EQ(stored.params, recomputed.params);

@@ -4,63 +4,37 @@
 // side branch), so a run with it trains to the same bits as a run with the
 // scratch apart -- losses and weights, step after step, captured graphs with
 // parallel branches and steps in flight as the trainer runs them, the loss
-// in several chunks and a vocabulary large enough that the head's weight
-// gradient is still running when the layers' backward starts.
+// in several chunks and a large vocabulary (the head's weight gradient the
+// step's longest GEMM).
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "gpu_model_util.h"
 #include "gpu_test_util.h"
-#include "model/model.h"
-#include "train/step_runner.h"
+#include "gpu_trained_run.h"
 
 namespace tinyllama::gpu_test {
 namespace {
 
+// A large vocabulary: the head's weight gradient, which the last layer's
+// backward waits for, is the step's longest GEMM.
 ModelConfig config() {
-  ModelConfig c;
+  ModelConfig c = trained_run_config();
   c.vocab_size = 6007;
-  c.hidden_dim = 192;
-  c.num_layers = 3;
-  c.num_heads = 6;
-  c.num_kv_heads = 3;
-  c.ffn_dim = 200;
   return c;
 }
 
-constexpr BatchShape kShape{3, 37};
+constexpr BatchShape kShape = kTrainedRunShape;
 
-struct Trained {
-  std::vector<double> losses;
-  std::vector<double> params;
-};
-
-Trained train(DType t, const std::string& level, bool over_logits) {
+TrainedRun train(DType t, const std::string& level, bool over_logits) {
   const ModelConfig cfg = config();
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
-  OpChoices ops = level_preset(level);
-  StepPlan plan = test_plan(ops, precision_for(t), *backend, cfg, kShape);
+  StepPlan plan = test_plan(level_preset(level), precision_for(t), *backend, cfg, kShape);
   // Four chunks of the 111 tokens where the loss is chunked.
   if (plan.ops.loss == LossImpl::Chunked) plan.loss_chunk_rows = 32;
   plan.scratch_over_logits = over_logits;
-  Model model(cfg, kShape, plan, *backend);
-  model.set_params(weights(model.layout()));
-  LossScaler scaler(plan.loss_scaling == LossScaling::Dynamic, 1024.0, 2000);
-  AdamWHyper hp;
-  hp.lr = 1e-3f;
-  StepRunner runner(model, scaler, hp);
-  Trained out;
-  for (int i = 0; i < 5; ++i) {
-    const std::vector<std::int32_t> rows =
-        random_rows(kShape.batch, kShape.seq, cfg.vocab_size, 500 + static_cast<std::uint64_t>(i));
-    while (!runner.can_launch()) out.losses.push_back(runner.finish().loss);
-    runner.launch(rows);
-  }
-  while (runner.in_flight() > 0) out.losses.push_back(runner.finish().loss);
-  out.params = model.params();
-  return out;
+  return train_in_flight(cfg, kShape, plan, *backend, 5, 500);
 }
 
 using OverLogitsParam = std::tuple<DType, std::string>;
@@ -69,8 +43,8 @@ class GpuScratchOverLogits : public GpuParamTest<OverLogitsParam> {};
 
 TEST_P(GpuScratchOverLogits, TrainsToTheSameBitsAsTheScratchApart) {
   const auto [t, level] = GetParam();
-  const Trained apart = train(t, level, false);
-  const Trained over = train(t, level, true);
+  const TrainedRun apart = train(t, level, false);
+  const TrainedRun over = train(t, level, true);
   ASSERT_EQ(apart.losses.size(), 5u);
   EXPECT_EQ(apart.losses, over.losses);
   EXPECT_EQ(apart.params, over.params);

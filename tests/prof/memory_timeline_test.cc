@@ -295,7 +295,8 @@ TEST(MemoryTimeline, RecomputedSwigluOutputLivesOncePerLayerAndPass) {
       const auto [fwd_from, fwd_to] = hidden.lifetimes[static_cast<std::size_t>(l)];
       EXPECT_EQ(op(fwd_from), fwd + "swiglu");
       EXPECT_EQ(op(fwd_to), fwd + "down_gemm");
-      const auto [bwd_from, bwd_to] = hidden.lifetimes[static_cast<std::size_t>(layers + l)];
+      const auto [bwd_from, bwd_to] =
+          hidden.lifetimes[static_cast<std::size_t>(layers) + static_cast<std::size_t>(l)];
       EXPECT_EQ(op(bwd_from), bwd + "swiglu_recompute");
       EXPECT_EQ(op(bwd_to), bwd + "down_gemm_wgrad");
     }
