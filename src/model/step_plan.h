@@ -386,7 +386,7 @@ struct StepPlan {
   KernelChoices kernels;
   // The activation arena lays the scratch that only the layers' backward
   // touches over the LM head's logits: the head is done with them (its
-  // weight gradient joined) before the first layer's backward writes there
+  // weight gradient joined) before the layers' backward first writes there
   // (ActivationPlan). Off only to compare the two layouts (tests).
   bool scratch_over_logits = true;
 

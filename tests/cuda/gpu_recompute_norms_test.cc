@@ -17,19 +17,13 @@
 namespace tinyllama::gpu_test {
 namespace {
 
-ModelConfig config() {
-  return trained_run_config();
-}
-
-constexpr BatchShape kShape = kTrainedRunShape;
-
 TrainedRun train(DType t, const std::string& level, ActivationsImpl activations) {
-  const ModelConfig cfg = config();
+  const ModelConfig cfg = trained_run_config();
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
   OpChoices ops = level_preset(level);
   ops.activations = activations;
-  const StepPlan plan = test_plan(ops, precision_for(t), *backend, cfg, kShape);
-  return train_in_flight(cfg, kShape, plan, *backend, 5, 300);
+  const StepPlan plan = test_plan(ops, precision_for(t), *backend, cfg, kTrainedRunShape);
+  return train_in_flight(cfg, kTrainedRunShape, plan, *backend, 5, 300);
 }
 
 using RecomputeParam = std::tuple<DType, std::string>;

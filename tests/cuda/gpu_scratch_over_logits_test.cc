@@ -25,16 +25,14 @@ ModelConfig config() {
   return c;
 }
 
-constexpr BatchShape kShape = kTrainedRunShape;
-
 TrainedRun train(DType t, const std::string& level, bool over_logits) {
   const ModelConfig cfg = config();
   const std::unique_ptr<Backend> backend = make_cuda_backend(precision_for(t));
-  StepPlan plan = test_plan(level_preset(level), precision_for(t), *backend, cfg, kShape);
+  StepPlan plan = test_plan(level_preset(level), precision_for(t), *backend, cfg, kTrainedRunShape);
   // Four chunks of the 111 tokens where the loss is chunked.
   if (plan.ops.loss == LossImpl::Chunked) plan.loss_chunk_rows = 32;
   plan.scratch_over_logits = over_logits;
-  return train_in_flight(cfg, kShape, plan, *backend, 5, 500);
+  return train_in_flight(cfg, kTrainedRunShape, plan, *backend, 5, 500);
 }
 
 using OverLogitsParam = std::tuple<DType, std::string>;

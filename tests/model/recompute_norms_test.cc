@@ -20,12 +20,8 @@
 namespace tinyllama {
 namespace {
 
-ModelConfig small_config() {
-  return small_trained_config();
-}
-
 TrainedSteps train_steps(const OpChoices& ops, Precision precision) {
-  const ModelConfig cfg = small_config();
+  const ModelConfig cfg = small_trained_config();
   const BatchShape shape{2, 6};
   return train_cpu_steps(cfg, shape, graph_plan(ops, precision, cfg, shape), 3, 21, 100);
 }
@@ -93,7 +89,7 @@ TEST(RecomputeNorms, ApplyGivesTheForwardOutputToTheBit) {
 }
 
 TEST(RecomputeNorms, TheArenaKeepsOneNormOfEachKind) {
-  const ModelConfig cfg = small_config();
+  const ModelConfig cfg = small_trained_config();
   const BatchShape shape{2, 6};
   OpChoices ops = level_preset("v2");
   const ActivationPlan stored(cfg, shape, graph_plan(ops, Precision::fp32(), cfg, shape));
@@ -110,7 +106,7 @@ TEST(RecomputeNorms, TheArenaKeepsOneNormOfEachKind) {
 // The SwiGLU output too is one slot for all layers: [tokens, F] per layer
 // less than recompute_norms, both norms' copies less than stored.
 TEST(RecomputeSwiglu, TheArenaKeepsOneSwigluOutput) {
-  const ModelConfig cfg = small_config();
+  const ModelConfig cfg = small_trained_config();
   const BatchShape shape{2, 6};
   for (const char* level : {"v1", "v2", "v3"}) {
     OpChoices ops = level_preset(level);

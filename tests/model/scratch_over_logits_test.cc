@@ -18,15 +18,11 @@
 namespace tinyllama {
 namespace {
 
-ModelConfig small_config() {
-  return small_trained_config();
-}
-
 constexpr BatchShape kShape{2, 6};
 
 StepPlan plan_with(const OpChoices& ops, Precision precision, bool over_logits,
                    std::int64_t chunk_rows = 0) {
-  StepPlan plan = graph_plan(ops, precision, small_config(), kShape);
+  StepPlan plan = graph_plan(ops, precision, small_trained_config(), kShape);
   plan.scratch_over_logits = over_logits;
   if (chunk_rows > 0) plan.loss_chunk_rows = chunk_rows;
   return plan;
@@ -57,7 +53,7 @@ std::int64_t reserved(const ActivationBuffer& b) {
 TEST(ScratchOverLogits, TheArenaIsSmallerByTheLesserOfTheTwo) {
   for (const Variant& v : variants()) {
     for (const Precision p : {Precision::fp32(), Precision::amp(DType::BF16)}) {
-      const ModelConfig cfg = small_config();
+      const ModelConfig cfg = small_trained_config();
       const ActivationPlan apart(cfg, kShape, plan_with(v.ops, p, false, v.chunk_rows));
       const ActivationPlan over(cfg, kShape, plan_with(v.ops, p, true, v.chunk_rows));
       std::int64_t logits = 0, scratch = 0;
@@ -77,7 +73,7 @@ TEST(ScratchOverLogits, TheArenaIsSmallerByTheLesserOfTheTwo) {
 TEST(ScratchOverLogits, TrainsToTheSameBitsAsTheScratchApart) {
   for (const Variant& v : variants()) {
     for (const Precision p : {Precision::fp32(), Precision::fp64()}) {
-      const ModelConfig cfg = small_config();
+      const ModelConfig cfg = small_trained_config();
       const TrainedSteps a =
           train_cpu_steps(cfg, kShape, plan_with(v.ops, p, false, v.chunk_rows), 3, 21, 100);
       const TrainedSteps b =
@@ -96,12 +92,13 @@ TEST(ScratchOverLogits, TrainsToTheSameBitsAsTheScratchApart) {
 TEST(ScratchOverLogits, NoOpHasTheLogitsAndTheScratchOverThemLive) {
   for (const Variant& v : variants()) {
     const StepPlan plan = plan_with(v.ops, Precision::amp(DType::BF16), true, v.chunk_rows);
-    const ActivationPlan acts(small_config(), kShape, plan);
+    const ActivationPlan acts(small_trained_config(), kShape, plan);
     std::vector<std::string> over;
     for (const ActivationBuffer& b : acts.buffers()) {
       if (b.over_logits) over.push_back(b.name);
     }
-    const prof::MemoryTimeline tl = prof::trace_memory_timeline(small_config(), kShape, plan);
+    const prof::MemoryTimeline tl =
+        prof::trace_memory_timeline(small_trained_config(), kShape, plan);
     const prof::TimelineBuffer* logits = nullptr;
     std::vector<const prof::TimelineBuffer*> scratch;
     for (const prof::TimelineBuffer& b : tl.buffers) {
