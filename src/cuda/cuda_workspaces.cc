@@ -1,6 +1,8 @@
 #include "cuda/cuda_workspaces.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "core/errors.h"
 #include "ops/attention/cuda_attention.h"
@@ -19,14 +21,31 @@ constexpr std::int64_t kGemmWorkspaceBytes = 32 << 20;
 // Smallest GEMM autotune scratch: covers small GEMMs outside the model (tests).
 constexpr std::int64_t kMinGemmTuneScratchBytes = 1 << 20;
 
+// Each stream's cuBLASLt workspace: kGemmWorkspaceBytes, or
+// TINYLLAMA_GEMM_WORKSPACE_MIB, the knob that measures what a smaller one
+// costs (the runners choose among the algorithms that fit; with
+// TINYLLAMA_GEMM_VERBOSE=1 they print what their choices need).
+std::int64_t gemm_workspace_bytes() {
+  const char* v = std::getenv("TINYLLAMA_GEMM_WORKSPACE_MIB");
+  if (v == nullptr || *v == '\0') return kGemmWorkspaceBytes;
+  char* end = nullptr;
+  const long mib = std::strtol(v, &end, 10);
+  if (*end != '\0' || mib < 0 || mib > 1024) {
+    throw UsageError(std::string("TINYLLAMA_GEMM_WORKSPACE_MIB: expected a whole number of MiB "
+                                 "from 0 to 1024, got \"") +
+                     v + "\"");
+  }
+  return static_cast<std::int64_t>(mib) << 20;
+}
+
 }  // namespace
 
 CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan,
                                    bool gemm_autotune) {
   CudaWorkspaceSizes w;
-  w.gemm = kGemmWorkspaceBytes;
+  w.gemm = gemm_workspace_bytes();
   // Two GEMMs in flight must not share one workspace.
-  if (plan.parallel_branches) w.side_gemm = kGemmWorkspaceBytes;
+  if (plan.parallel_branches) w.side_gemm = w.gemm;
   // Autotuning times accumulating (beta != 0) GEMMs into this scratch, never
   // into their real output. The model accumulates only the input gradients
   // of separate qkv / gate_up projections (tokens x hidden, fp32 at most).

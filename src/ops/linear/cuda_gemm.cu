@@ -122,6 +122,9 @@ void GemmRunner::set_stream(cudaStream_t stream) {
 
 GemmRunner::~GemmRunner() {
   // Destructors must not throw: errors while tearing down are ignored.
+  if (verbose_ && !plans_.empty()) {
+    report_workspace_needed("gemm", plans_.size(), workspace_needed(), workspace_bytes_);
+  }
   for (auto& [key, plan] : plans_) {
     destroy_lt_plan(plan);
   }
@@ -384,6 +387,14 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
     plan.settled = !autotune_;
   }
   return plans_.emplace(key, plan).first->second;
+}
+
+std::int64_t GemmRunner::workspace_needed() const {
+  std::int64_t most = 0;
+  for (const auto& [key, plan] : plans_) {
+    most = std::max(most, algo_workspace_bytes(problem(plan, key), plan.algo));
+  }
+  return most;
 }
 
 GemmProblemDesc GemmRunner::problem(const Plan& plan, const Key& key) const {

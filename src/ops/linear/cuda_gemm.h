@@ -79,6 +79,11 @@ class GemmRunner {
   bool autotune() const { return autotune_; }
   // Problems this runner has chosen an algorithm for by timing.
   int tuned_problems() const { return tuned_problems_; }
+  // The most workspace the algorithms this runner runs need (the chosen
+  // ones; rank 0 where a problem is not tuned yet): the workspace could be
+  // that small without changing a choice. TINYLLAMA_GEMM_VERBOSE=1 prints
+  // it when the runner is destroyed.
+  std::int64_t workspace_needed() const;
   // Drops the process-wide choices (tests): a runner created later times
   // each problem again at its first use.
   static void forget_tuned_choices();

@@ -8,6 +8,7 @@
 
 #include "core/errors.h"
 #include "device/cuda_check.h"
+#include "device/cuda_env.h"
 #include "ops/linear/cuda_gemm_search.h"
 #include "ops/linear/cuda_lt_layout.h"
 
@@ -130,10 +131,14 @@ std::string fp8_gemm_problem_error(const Mat& c, const Fp8Operand& a, const Fp8O
 Fp8GemmRunner::Fp8GemmRunner() {
   CUDA_CHECK(cudaGetDevice(&device_));
   CUBLAS_CHECK(cublasLtCreate(&handle_));
+  verbose_ = env_flag(std::getenv("TINYLLAMA_GEMM_VERBOSE"), false);
 }
 
 Fp8GemmRunner::~Fp8GemmRunner() {
   // Destructors must not throw: errors while tearing down are ignored.
+  if (verbose_ && !plans_.empty()) {
+    report_workspace_needed("gemm_fp8", plans_.size(), workspace_needed(), workspace_bytes_);
+  }
   for (auto& [key, plan] : plans_) {
     destroy_lt_plan(plan);
   }
@@ -221,9 +226,15 @@ Fp8GemmRunner::Plan& Fp8GemmRunner::plan_for(const Key& key, const Fp8GemmOption
   return plans_.emplace(key, plan).first->second;
 }
 
-// The heuristic's best candidate that adds split-K parts (if any) in fp32,
-// or its rank 0 when none does.
-void Fp8GemmRunner::choose_algo(Plan& plan, const Key& key) {
+std::int64_t Fp8GemmRunner::workspace_needed() const {
+  std::int64_t most = 0;
+  for (const auto& [key, plan] : plans_) {
+    most = std::max(most, algo_workspace_bytes(problem(plan, key), plan.algo));
+  }
+  return most;
+}
+
+GemmProblemDesc Fp8GemmRunner::problem(const Plan& plan, const Key& key) const {
   GemmProblemDesc p;
   p.handle = handle_;
   p.desc = plan.desc;
@@ -236,7 +247,13 @@ void Fp8GemmRunner::choose_algo(Plan& plan, const Key& key) {
   p.align_b = static_cast<std::uint32_t>(key[kAlignA]);
   p.align_c = static_cast<std::uint32_t>(key[kAlignC]);
   p.workspace_bytes = static_cast<std::size_t>(key[kWorkspace]);
-  const std::vector<cublasLtMatmulAlgo_t> ranked = heuristic_algos(p, kCandidates);
+  return p;
+}
+
+// The heuristic's best candidate that adds split-K parts (if any) in fp32,
+// or its rank 0 when none does.
+void Fp8GemmRunner::choose_algo(Plan& plan, const Key& key) {
+  const std::vector<cublasLtMatmulAlgo_t> ranked = heuristic_algos(problem(plan, key), kCandidates);
   if (ranked.empty()) {
     throw RuntimeFailure("gemm_fp8: cuBLASLt has no FP8 algorithm for m=" +
                          std::to_string(key[kM]) + " n=" + std::to_string(key[kN]) +

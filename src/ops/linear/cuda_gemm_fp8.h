@@ -63,6 +63,7 @@
 #include <string>
 
 #include "core/mat.h"
+#include "ops/linear/cuda_gemm_search.h"
 #include "ops/linear/fp8_format.h"
 
 namespace tinyllama::cuda {
@@ -112,6 +113,8 @@ class Fp8GemmRunner {
   }
   // Distinct problems seen (plans made) so far.
   int plans() const { return static_cast<int>(plans_.size()); }
+  // As GemmRunner's: the most workspace the chosen algorithms need.
+  std::int64_t workspace_needed() const;
 
   // c[M, N] = a[M, K] . b[N, K]^T * (*a.dequant) * (*b.dequant), plus c's
   // old value with options.accumulate. Throws RuntimeFailure with
@@ -131,6 +134,7 @@ class Fp8GemmRunner {
   Plan& plan_for(const Key& key, const Fp8GemmOptions& options, const Fp8Operand& a,
                  const Fp8Operand& b);
   void choose_algo(Plan& plan, const Key& key);
+  GemmProblemDesc problem(const Plan& plan, const Key& key) const;
   void set_pointers(const Plan& plan, const Fp8Operand& a, const Fp8Operand& b);
 
   cublasLtHandle_t handle_ = nullptr;
@@ -138,6 +142,7 @@ class Fp8GemmRunner {
   int device_ = 0;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  bool verbose_ = false;  // TINYLLAMA_GEMM_VERBOSE
   std::map<Key, Plan> plans_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <set>
 
 #include "device/cuda_check.h"
@@ -41,12 +42,8 @@ ConfigKey config_key(const cublasLtMatmulAlgo_t& algo) {
 // Whether the library accepts the configuration for this problem, within
 // the workspace.
 bool runnable(const GemmProblemDesc& p, const cublasLtMatmulAlgo_t& algo) {
-  cublasLtMatmulHeuristicResult_t result{};
-  if (cublasLtMatmulAlgoCheck(p.handle, p.desc, p.a, p.b, p.c, p.c, &algo, &result) !=
-      CUBLAS_STATUS_SUCCESS) {
-    return false;
-  }
-  return result.state == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= p.workspace_bytes;
+  const std::int64_t needed = algo_workspace_bytes(p, algo);
+  return needed >= 0 && static_cast<std::size_t>(needed) <= p.workspace_bytes;
 }
 
 // Collects candidates in order, without duplicates, up to a limit.
@@ -67,6 +64,24 @@ class CandidateList {
 };
 
 }  // namespace
+
+std::int64_t algo_workspace_bytes(const GemmProblemDesc& p, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t result{};
+  if (cublasLtMatmulAlgoCheck(p.handle, p.desc, p.a, p.b, p.c, p.c, &algo, &result) !=
+          CUBLAS_STATUS_SUCCESS ||
+      result.state != CUBLAS_STATUS_SUCCESS) {
+    return -1;
+  }
+  return static_cast<std::int64_t>(result.workspaceSize);
+}
+
+void report_workspace_needed(const char* runner, std::size_t problems, std::int64_t needed,
+                             std::size_t workspace_bytes) {
+  std::fprintf(stderr,
+               "[%s workspace] %zu problems: their algorithms need at most %lld of the %zu "
+               "workspace bytes\n",
+               runner, problems, static_cast<long long>(needed), workspace_bytes);
+}
 
 bool reduces_in_fp32(const cublasLtMatmulAlgo_t& algo) {
   const auto splitk = config<std::int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);

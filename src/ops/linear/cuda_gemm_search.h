@@ -35,6 +35,15 @@ struct GemmProblemDesc {
 std::vector<cublasLtMatmulAlgo_t> heuristic_algos(const GemmProblemDesc& p, int max_count,
                                                   int only_algo_id = -1);
 
+// The workspace bytes cuBLASLt says `algo` needs for this problem, or -1
+// where it does not accept the configuration.
+std::int64_t algo_workspace_bytes(const GemmProblemDesc& p, const cublasLtMatmulAlgo_t& algo);
+
+// One line to stderr (TINYLLAMA_GEMM_VERBOSE=1): how much of its workspace
+// a runner's chosen algorithms need over its problems.
+void report_workspace_needed(const char* runner, std::size_t problems, std::int64_t needed,
+                             std::size_t workspace_bytes);
+
 // Whether the algorithm adds its split-K partial sums in fp32. INPLACE and
 // OUTPUT_TYPE reductions add them in c's dtype: extra bf16/fp16 roundings.
 bool reduces_in_fp32(const cublasLtMatmulAlgo_t& algo);
