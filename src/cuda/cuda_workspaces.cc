@@ -10,24 +10,22 @@
 #include "ops/attention/flash/flash_attention.h"
 #include "ops/elementwise/cuda_elementwise.h"
 #include "ops/embedding/cuda_embedding.h"
+#include "ops/linear/gemm_workspace.h"
 #include "ops/norm/cuda_rmsnorm.h"
 #include "ops/rope/cuda_rope.h"
 
 namespace tinyllama::cuda {
 namespace {
 
-// cuBLASLt's recommended workspace on Hopper.
-constexpr std::int64_t kGemmWorkspaceBytes = 32 << 20;
 // Smallest GEMM autotune scratch: covers small GEMMs outside the model (tests).
 constexpr std::int64_t kMinGemmTuneScratchBytes = 1 << 20;
 
-// Each stream's cuBLASLt workspace: kGemmWorkspaceBytes, or
-// TINYLLAMA_GEMM_WORKSPACE_MIB, the knob that measures what a smaller one
-// costs (the runners choose among the algorithms that fit; with
-// TINYLLAMA_GEMM_VERBOSE=1 they print what their choices need).
-std::int64_t gemm_workspace_bytes() {
+// TINYLLAMA_GEMM_WORKSPACE_MIB: both streams' cuBLASLt workspace in MiB,
+// the knob that measures what a size costs (with TINYLLAMA_GEMM_VERBOSE=1
+// the runners print what their chosen algorithms need); -1 when unset.
+std::int64_t gemm_workspace_override() {
   const char* v = std::getenv("TINYLLAMA_GEMM_WORKSPACE_MIB");
-  if (v == nullptr || *v == '\0') return kGemmWorkspaceBytes;
+  if (v == nullptr || *v == '\0') return -1;
   char* end = nullptr;
   const long mib = std::strtol(v, &end, 10);
   if (*end != '\0' || mib < 0 || mib > 1024) {
@@ -38,14 +36,49 @@ std::int64_t gemm_workspace_bytes() {
   return static_cast<std::int64_t>(mib) << 20;
 }
 
+// Elements of the largest output of the step's forward and data-gradient
+// GEMMs (the main stream's), and of its weight-gradient GEMMs.
+struct LargestGemmOutputs {
+  std::int64_t forward = 0;
+  std::int64_t weight_gradient = 0;
+};
+
+LargestGemmOutputs largest_gemm_outputs(const ModelConfig& cfg, BatchShape shape,
+                                        const StepPlan& plan) {
+  const std::int64_t n = shape.tokens();
+  const std::int64_t d = cfg.hidden_dim, f = cfg.ffn_dim, q = cfg.q_dim(), qkv = cfg.qkv_dim();
+  const std::int64_t v = cfg.padded_vocab();
+  const std::int64_t head_rows = plan.ops.loss == LossImpl::Chunked ? plan.loss_chunk_rows : n;
+  LargestGemmOutputs out;
+  // QKV, out projection, gate/up (both halves at most), down, the LM head;
+  // the data gradients' outputs are the inputs' shapes, all among these.
+  out.forward = std::max({n * qkv, n * q, n * 2 * f, n * d, head_rows * v});
+  if (plan.ops.attention == AttentionImpl::Materialized) {
+    out.forward = std::max(out.forward, static_cast<std::int64_t>(shape.batch) * cfg.num_heads *
+                                            shape.seq * shape.seq);
+  }
+  out.weight_gradient = std::max({qkv * d, d * q, 2 * f * d, d * f, v * d});
+  return out;
+}
+
 }  // namespace
 
 CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan,
                                    bool gemm_autotune) {
   CudaWorkspaceSizes w;
-  w.gemm = gemm_workspace_bytes();
-  // Two GEMMs in flight must not share one workspace.
-  if (plan.parallel_branches) w.side_gemm = w.gemm;
+  // The weight gradients run on the side stream with parallel branches, on
+  // the main one without; two GEMMs in flight must not share a workspace.
+  const LargestGemmOutputs out = largest_gemm_outputs(cfg, shape, plan);
+  const std::int64_t forward =
+      forward_gemm_workspace_bytes(out.forward, plan.precision.compute == DType::F32);
+  const std::int64_t weight_gradient = weight_gradient_gemm_workspace_bytes(out.weight_gradient);
+  w.gemm = plan.parallel_branches ? forward : std::max(forward, weight_gradient);
+  if (plan.parallel_branches) w.side_gemm = weight_gradient;
+  const std::int64_t override_bytes = gemm_workspace_override();
+  if (override_bytes >= 0) {
+    w.gemm = override_bytes;
+    if (plan.parallel_branches) w.side_gemm = override_bytes;
+  }
   // Autotuning times accumulating (beta != 0) GEMMs into this scratch, never
   // into their real output. The model accumulates only the input gradients
   // of separate qkv / gate_up projections (tokens x hidden, fp32 at most).

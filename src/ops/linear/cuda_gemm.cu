@@ -123,7 +123,7 @@ void GemmRunner::set_stream(cudaStream_t stream) {
 GemmRunner::~GemmRunner() {
   // Destructors must not throw: errors while tearing down are ignored.
   if (verbose_ && !plans_.empty()) {
-    report_workspace_needed("gemm", plans_.size(), workspace_needed(), workspace_bytes_);
+    report_workspace_needed("gemm", plans_.size(), workspace_needed());
   }
   for (auto& [key, plan] : plans_) {
     destroy_lt_plan(plan);

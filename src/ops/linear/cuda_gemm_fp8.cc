@@ -137,7 +137,7 @@ Fp8GemmRunner::Fp8GemmRunner() {
 Fp8GemmRunner::~Fp8GemmRunner() {
   // Destructors must not throw: errors while tearing down are ignored.
   if (verbose_ && !plans_.empty()) {
-    report_workspace_needed("gemm_fp8", plans_.size(), workspace_needed(), workspace_bytes_);
+    report_workspace_needed("gemm_fp8", plans_.size(), workspace_needed());
   }
   for (auto& [key, plan] : plans_) {
     destroy_lt_plan(plan);

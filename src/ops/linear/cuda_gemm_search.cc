@@ -75,12 +75,9 @@ std::int64_t algo_workspace_bytes(const GemmProblemDesc& p, const cublasLtMatmul
   return static_cast<std::int64_t>(result.workspaceSize);
 }
 
-void report_workspace_needed(const char* runner, std::size_t problems, std::int64_t needed,
-                             std::size_t workspace_bytes) {
-  std::fprintf(stderr,
-               "[%s workspace] %zu problems: their algorithms need at most %lld of the %zu "
-               "workspace bytes\n",
-               runner, problems, static_cast<long long>(needed), workspace_bytes);
+void report_workspace_needed(const char* runner, std::size_t problems, std::int64_t needed) {
+  std::fprintf(stderr, "[%s workspace] %zu problems: their algorithms need at most %lld bytes\n",
+               runner, problems, static_cast<long long>(needed));
 }
 
 bool reduces_in_fp32(const cublasLtMatmulAlgo_t& algo) {

@@ -41,8 +41,7 @@ std::int64_t algo_workspace_bytes(const GemmProblemDesc& p, const cublasLtMatmul
 
 // One line to stderr (TINYLLAMA_GEMM_VERBOSE=1): how much of its workspace
 // a runner's chosen algorithms need over its problems.
-void report_workspace_needed(const char* runner, std::size_t problems, std::int64_t needed,
-                             std::size_t workspace_bytes);
+void report_workspace_needed(const char* runner, std::size_t problems, std::int64_t needed);
 
 // Whether the algorithm adds its split-K partial sums in fp32. INPLACE and
 // OUTPUT_TYPE reductions add them in c's dtype: extra bf16/fp16 roundings.
