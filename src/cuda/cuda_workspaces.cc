@@ -36,29 +36,11 @@ std::int64_t gemm_workspace_override() {
   return static_cast<std::int64_t>(mib) << 20;
 }
 
-// Elements of the largest output of the step's forward and data-gradient
-// GEMMs (the main stream's), and of its weight-gradient GEMMs.
-struct LargestGemmOutputs {
-  std::int64_t forward = 0;
-  std::int64_t weight_gradient = 0;
-};
-
-LargestGemmOutputs largest_gemm_outputs(const ModelConfig& cfg, BatchShape shape,
-                                        const StepPlan& plan) {
-  const std::int64_t n = shape.tokens();
-  const std::int64_t d = cfg.hidden_dim, f = cfg.ffn_dim, q = cfg.q_dim(), qkv = cfg.qkv_dim();
-  const std::int64_t v = cfg.padded_vocab();
-  const std::int64_t head_rows = plan.ops.loss == LossImpl::Chunked ? plan.loss_chunk_rows : n;
-  LargestGemmOutputs out;
-  // QKV, out projection, gate/up (both halves at most), down, the LM head;
-  // the data gradients' outputs are the inputs' shapes, all among these.
-  out.forward = std::max({n * qkv, n * q, n * 2 * f, n * d, head_rows * v});
-  if (plan.ops.attention == AttentionImpl::Materialized) {
-    out.forward = std::max(out.forward, static_cast<std::int64_t>(shape.batch) * cfg.num_heads *
-                                            shape.seq * shape.seq);
-  }
-  out.weight_gradient = std::max({qkv * d, d * q, 2 * f * d, d * f, v * d});
-  return out;
+// Elements of the largest output of the step's weight-gradient GEMMs:
+// QKV, out projection, gate/up (both halves), down and the LM head.
+std::int64_t largest_weight_gradient(const ModelConfig& cfg) {
+  const std::int64_t d = cfg.hidden_dim, f = cfg.ffn_dim;
+  return std::max({cfg.qkv_dim() * d, d * cfg.q_dim(), 2 * f * d, d * f, cfg.padded_vocab() * d});
 }
 
 }  // namespace
@@ -68,10 +50,10 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
   CudaWorkspaceSizes w;
   // The weight gradients run on the side stream with parallel branches, on
   // the main one without; two GEMMs in flight must not share a workspace.
-  const LargestGemmOutputs out = largest_gemm_outputs(cfg, shape, plan);
-  const std::int64_t forward =
-      forward_gemm_workspace_bytes(out.forward, plan.precision.compute == DType::F32);
-  const std::int64_t weight_gradient = weight_gradient_gemm_workspace_bytes(out.weight_gradient);
+  const bool fp32 = plan.precision.compute == DType::F32;
+  const std::int64_t forward = forward_gemm_workspace_bytes(fp32);
+  const std::int64_t weight_gradient =
+      weight_gradient_gemm_workspace_bytes(largest_weight_gradient(cfg), fp32);
   w.gemm = plan.parallel_branches ? forward : std::max(forward, weight_gradient);
   if (plan.parallel_branches) w.side_gemm = weight_gradient;
   const std::int64_t override_bytes = gemm_workspace_override();

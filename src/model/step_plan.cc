@@ -255,21 +255,28 @@ std::string StepPlan::describe() const {
 namespace {
 
 // ActivationsImpl::Auto: recompute the norms and SwiGLU where the kept
-// activations would be large.
+// activations would be large, the norms alone where they are mid-sized.
 void resolve_activations(StepPlan& plan, const ModelConfig& cfg, BatchShape shape) {
   OpChoices& ops = plan.ops;
-  if (ops.activations == ActivationsImpl::Auto) {
-    const std::int64_t size = shape.tokens() * cfg.hidden_dim;
-    const bool wide = cfg.hidden_dim >= kRecomputeFromHidden;
-    const bool large = size >= kRecomputeFromTokenHidden;
-    ops.activations =
-        wide && large ? ActivationsImpl::RecomputeNormsSwiglu : ActivationsImpl::Stored;
-    plan.activations_auto = std::string("auto chose ") + impl_name(ops.activations) + ": hidden " +
-                            std::to_string(cfg.hidden_dim) + (wide ? " >= " : " < ") +
-                            std::to_string(kRecomputeFromHidden) + ", " +
-                            std::to_string(shape.tokens()) + " tokens x hidden " +
-                            (large ? ">= " : "< ") + std::to_string(kRecomputeFromTokenHidden);
+  if (ops.activations != ActivationsImpl::Auto) return;
+  const std::int64_t size = shape.tokens() * cfg.hidden_dim;
+  const bool wide = cfg.hidden_dim >= kRecomputeFromHidden;
+  const bool large = size >= kRecomputeFromTokenHidden;
+  const bool mid = size >= kRecomputeNormsFromTokenHidden;
+  if (wide && large) {
+    ops.activations = ActivationsImpl::RecomputeNormsSwiglu;
+  } else {
+    ops.activations = mid ? ActivationsImpl::RecomputeNorms : ActivationsImpl::Stored;
   }
+  const std::string size_vs =
+      large
+          ? ">= " + std::to_string(kRecomputeFromTokenHidden)
+          : (mid ? "< " + std::to_string(kRecomputeFromTokenHidden) + ", >= " : std::string("< ")) +
+                std::to_string(kRecomputeNormsFromTokenHidden);
+  plan.activations_auto = std::string("auto chose ") + impl_name(ops.activations) + ": hidden " +
+                          std::to_string(cfg.hidden_dim) + (wide ? " >= " : " < ") +
+                          std::to_string(kRecomputeFromHidden) + ", " +
+                          std::to_string(shape.tokens()) + " tokens x hidden " + size_vs;
 }
 
 // The fused forms whose conditions are the attention's and the device's:

@@ -110,15 +110,19 @@ enum class Execution { Eager, Graph };  // Graph: one captured step replayed
 // gradient reads it: [tokens, F] per layer less, one more elementwise pass.
 // Auto is a request only (v3, v4): resolve_plan takes RecomputeNormsSwiglu
 // where the hidden size is at least kRecomputeFromHidden and the step has at
-// least kRecomputeFromTokenHidden tokens x hidden, Stored elsewhere. The
+// least kRecomputeFromTokenHidden tokens x hidden, RecomputeNorms elsewhere
+// from kRecomputeNormsFromTokenHidden tokens x hidden, Stored below. The
 // extra passes are elementwise (bytes ~ tokens x (D + F)) beside GEMMs
 // whose work grows with D^2: measured on the H100 they cost 1.7 % of the
 // 1 B step (D 2048) for 6.5 GB less, but 4.5 % at the GPT-2 size (D 768)
-// and 7 % at D 512, B32 S1024, where the memory was not short; a small
-// step is launch-bound, and each extra pass costs its launch.
+// and 7 % at D 512, B32 S1024, where the SwiGLU's pass is most of it. The
+// norms alone cost 0.3-0.8 % on an H200 (D 1024 B16 S128, D 1152 B8 S512,
+// D 512 B32 S1024 in FP8) for 2 x [tokens, D] per layer; a smaller step
+// is launch-bound, each extra pass costs its launch, and keeps its norms.
 enum class ActivationsImpl { Stored, RecomputeNorms, RecomputeNormsSwiglu, Auto };
 inline constexpr int kRecomputeFromHidden = 2048;
 inline constexpr std::int64_t kRecomputeFromTokenHidden = std::int64_t{1} << 22;
+inline constexpr std::int64_t kRecomputeNormsFromTokenHidden = std::int64_t{1} << 20;
 // What an ActivationsImpl remakes in the backward pass.
 inline bool recomputes_norms(ActivationsImpl a) {
   return a == ActivationsImpl::RecomputeNorms || a == ActivationsImpl::RecomputeNormsSwiglu;

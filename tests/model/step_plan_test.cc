@@ -173,18 +173,32 @@ namespace tinyllama {
 namespace {
 
 // v3's activations auto: recompute where hidden >= 2048 and tokens x
-// hidden >= 2^22, stored elsewhere; the plan says which and why, in the
-// header line and the JSON.
-TEST(StepPlan, ActivationsAutoRecomputesOnlyWideLargeSteps) {
+// hidden >= 2^22, the norms alone elsewhere from tokens x hidden >= 2^20,
+// stored below; the plan says which and why, in the header line and the
+// JSON.
+TEST(StepPlan, ActivationsAutoRecomputesBySize) {
   ModelConfig narrow = with_head_dim(64);
   narrow.hidden_dim = 512;
   narrow.num_heads = 8;
   narrow.num_kv_heads = 4;
   const StepPlan big_narrow =
       plan_for_level("v3", Precision::fp32(), gpu_like_caps(), narrow, {32, 1024});
-  EXPECT_EQ(big_narrow.ops.activations, ActivationsImpl::Stored);
+  EXPECT_EQ(big_narrow.ops.activations, ActivationsImpl::RecomputeNorms);
   EXPECT_EQ(big_narrow.activations_auto,
-            "auto chose stored: hidden 512 < 2048, 32768 tokens x hidden >= 4194304");
+            "auto chose recompute_norms: hidden 512 < 2048, 32768 tokens x hidden >= 4194304");
+  // 2048 tokens x 512 = 2^20 exactly: inclusive.
+  const StepPlan mid_narrow =
+      plan_for_level("v3", Precision::fp32(), gpu_like_caps(), narrow, {16, 128});
+  EXPECT_EQ(mid_narrow.ops.activations, ActivationsImpl::RecomputeNorms);
+  EXPECT_EQ(mid_narrow.activations_auto,
+            "auto chose recompute_norms: hidden 512 < 2048, 2048 tokens x hidden < 4194304, >= "
+            "1048576");
+  // The workshop step, B8 S128: launch-bound, its norms kept.
+  const StepPlan workshop =
+      plan_for_level("v3", Precision::fp32(), gpu_like_caps(), narrow, {8, 128});
+  EXPECT_EQ(workshop.ops.activations, ActivationsImpl::Stored);
+  EXPECT_EQ(workshop.activations_auto,
+            "auto chose stored: hidden 512 < 2048, 1024 tokens x hidden < 1048576");
   ModelConfig wide = with_head_dim(64);
   wide.hidden_dim = 2048;
   wide.num_heads = 32;
