@@ -58,7 +58,6 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
     }
     layers.push_back(a);
   }
-  residual_out = take(n, d, act);
   final_norm = take(n, d, act);
   final_rstd = take(n, 1, st);
   losses = take(n, 1, st);
@@ -67,16 +66,21 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   d_residual_a = take(n, d, act);
   d_norm_out = take(n, d, act);
   d_ffn_hidden = take(n, f, act);
-  // Chunked: one chunk's rows, reused by every chunk.
+  // What is dead once the last layer's backward joins the head's weight
+  // gradient, before its SwiGLU backward (Model::backward_pass): the block
+  // output (the final norm's backward, before the layers', read it last),
+  // the logits (that weight gradient is their last reader; chunked: one
+  // chunk's rows, reused by every chunk) and the FP8 forward copies.
+  const std::int64_t region_start = bytes;
+  residual_out = take(n, d, act);
   const std::int64_t logit_rows = plan.ops.loss == LossImpl::Chunked ? plan.loss_chunk_rows : n;
-  const std::int64_t head_start = bytes;
   logits = take(logit_rows, cfg.vocab_size, act, cfg.padded_vocab());
-  const std::int64_t logits_end = bytes;
-  // The rest of the scratch is first written after the last layer's backward
-  // joins the head's weight gradient (the last reader of the logits), before
-  // its SwiGLU backward (Model::backward_pass): it can take the logits' bytes.
+  if (plan.fp8.any()) plan_fp8_forward(cfg, shape, plan.fp8);
+  const std::int64_t dead_end = bytes;
+  // The rest of the scratch is first written after that join: it can take
+  // those bytes.
   scratch_over_logits = plan.scratch_over_logits;
-  if (scratch_over_logits) bytes = head_start;
+  if (scratch_over_logits) bytes = region_start;
   d_residual_b = take(n, d, act);
   if (plan.ops.norm == NormImpl::Plain) d_norm_in = take(n, d, act);
   d_qkv = take(n, cfg.qkv_dim(), act);
@@ -88,40 +92,63 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   const bool separate_gemms = plan.ops.qkv_gemm == GemmGrouping::Separate ||
                               plan.ops.gate_up_gemm == GemmGrouping::Separate;
   if (separate_gemms && precision.mixed()) d_norm_sum = take(n, d, DType::F32);
-  bytes = std::max(bytes, logits_end);
-  if (plan.fp8.any()) plan_fp8(cfg, shape, plan.fp8);
+  if (plan.fp8.any()) plan_fp8_backward(cfg, shape, plan.fp8, /*after_join=*/true);
+  bytes = std::max(bytes, dead_end);
+  if (plan.fp8.any()) plan_fp8_backward(cfg, shape, plan.fp8, /*after_join=*/false);
 }
 
-// The code buffers of the linears and passes `use` puts in FP8, each sized
-// for the largest tensor it holds.
-void ActivationPlan::plan_fp8(const ModelConfig& cfg, BatchShape shape, const Fp8Linears& use) {
-  fp8.scalars = take(cfg.num_layers, kLinearKinds * 2 * kFp8Block, DType::F32);
-  fp8.grad_scalars = take(cfg.num_layers, kLinearKinds * kFp8Block, DType::F32);
-  std::int64_t x = 0, w = 0, w_t = 0;
+// The FP8 forward's copies of x and W, scratch each FP8 forward GEMM
+// remakes, each sized for the largest tensor it holds.
+void ActivationPlan::plan_fp8_forward(const ModelConfig& cfg, BatchShape shape,
+                                      const Fp8Linears& use) {
+  std::int64_t x = 0, w = 0;
   for (int k = 0; k < kLinearKinds; ++k) {
     const auto kind = static_cast<LinearKind>(k);
+    if (!use.at(kind, LinearPass::Forward)) continue;
     const LinearShape s = linear_shape(cfg, shape, kind);
-    if (use.at(kind, LinearPass::Forward)) {
-      x = std::max(x, s.tokens * s.in);
-      w = std::max(w, s.out * s.in);
-    }
-    if (use.at(kind, LinearPass::Dgrad)) {
-      w_t = std::max(w_t, s.out * s.in);
-      fp8.dy[k] = take_codes(s.tokens * s.out);
-    }
-    if (use.at(kind, LinearPass::Wgrad)) {
-      fp8.dy_t[k] = take_codes(s.tokens * s.out);
-      if (kind == LinearKind::Down && use.swiglu_keeps_codes) {
-        for (int l = 0; l < cfg.num_layers; ++l)
-          fp8.down_x_t.push_back(take_codes(s.tokens * s.in));
-      } else {
-        fp8.x_t[k] = take_codes(s.tokens * s.in);
-      }
-    }
+    x = std::max(x, s.tokens * s.in);
+    w = std::max(w, s.out * s.in);
   }
   if (x > 0) fp8.x = take_codes(x);
   if (w > 0) fp8.w = take_codes(w);
-  if (w_t > 0) fp8.w_t = take_codes(w_t);
+}
+
+namespace {
+
+// Whether a linear's backward copies (dy, dy^T, x^T) are first written after
+// the last layer's backward joins the head's weight gradient: all but the
+// down projection's, whose data gradient comes before that join.
+bool fp8_copies_after_join(LinearKind kind) {
+  return kind != LinearKind::Down;
+}
+
+}  // namespace
+
+// The backward's code buffers of the linears `use` puts in FP8: those first
+// written after that join (after_join) or the others, with the scalars.
+void ActivationPlan::plan_fp8_backward(const ModelConfig& cfg, BatchShape shape,
+                                       const Fp8Linears& use, bool after_join) {
+  if (!after_join) {
+    fp8.scalars = take(cfg.num_layers, kLinearKinds * 2 * kFp8Block, DType::F32);
+    fp8.grad_scalars = take(cfg.num_layers, kLinearKinds * kFp8Block, DType::F32);
+  }
+  std::int64_t w_t = 0;
+  for (int k = 0; k < kLinearKinds; ++k) {
+    const auto kind = static_cast<LinearKind>(k);
+    const LinearShape s = linear_shape(cfg, shape, kind);
+    if (use.at(kind, LinearPass::Dgrad)) w_t = std::max(w_t, s.out * s.in);
+    if (fp8_copies_after_join(kind) != after_join) continue;
+    if (use.at(kind, LinearPass::Dgrad)) fp8.dy[k] = take_codes(s.tokens * s.out);
+    if (!use.at(kind, LinearPass::Wgrad)) continue;
+    fp8.dy_t[k] = take_codes(s.tokens * s.out);
+    if (kind == LinearKind::Down && use.swiglu_keeps_codes) {
+      for (int l = 0; l < cfg.num_layers; ++l) fp8.down_x_t.push_back(take_codes(s.tokens * s.in));
+    } else {
+      fp8.x_t[k] = take_codes(s.tokens * s.in);
+    }
+  }
+  // W^T: every data gradient's, the down projection's (before the join) first.
+  if (!after_join && w_t > 0) fp8.w_t = take_codes(w_t);
 }
 
 CodeSlot ActivationPlan::take_codes(std::int64_t size) {
@@ -215,12 +242,15 @@ std::int64_t reserved_bytes(const Slot& s) {
 // The FP8 buffers as ActivationBuffers. DType has no byte type: a code
 // buffer is one row of bytes / 2 two-byte elements (its bytes are even: the
 // FP8 GEMMs' dimensions are multiples of 16).
-void add_fp8_buffers(const Fp8Activations& fp8, std::vector<ActivationBuffer>& out) {
-  auto add_codes = [&](std::string name, const CodeSlot& s) {
+// over_logits: the copies first written after the join lie over the logits.
+void add_fp8_buffers(const Fp8Activations& fp8, bool over_logits,
+                     std::vector<ActivationBuffer>& out) {
+  auto add_codes = [&](std::string name, const CodeSlot& s, bool over = false) {
     if (!s.used()) return;
     const std::int64_t halves = (s.bytes + 1) / 2;
     out.push_back({std::move(name), "fp8_operands", Slot{s.offset, 1, halves, DType::BF16, halves},
                    aligned_size(s.bytes)});
+    out.back().over_logits = over;
   };
   auto add_slot = [&](std::string name, const Slot& s) {
     if (s.used()) out.push_back({std::move(name), "fp8_operands", s, reserved_bytes(s)});
@@ -231,10 +261,12 @@ void add_fp8_buffers(const Fp8Activations& fp8, std::vector<ActivationBuffer>& o
   add_codes("fp8.w", fp8.w);
   add_codes("fp8.w_t", fp8.w_t);
   for (int k = 0; k < kLinearKinds; ++k) {
-    const std::string p = std::string("fp8.") + linear_name(static_cast<LinearKind>(k)) + ".";
-    add_codes(p + "dy", fp8.dy[k]);
-    add_codes(p + "dy_t", fp8.dy_t[k]);
-    add_codes(p + "x_t", fp8.x_t[k]);
+    const auto kind = static_cast<LinearKind>(k);
+    const std::string p = std::string("fp8.") + linear_name(kind) + ".";
+    const bool over = over_logits && fp8_copies_after_join(kind);
+    add_codes(p + "dy", fp8.dy[k], over);
+    add_codes(p + "dy_t", fp8.dy_t[k], over);
+    add_codes(p + "x_t", fp8.x_t[k], over);
   }
   for (std::size_t l = 0; l < fp8.down_x_t.size(); ++l) {
     add_codes("layer" + std::to_string(l) + ".fp8.down.x_t", fp8.down_x_t[l]);
@@ -291,7 +323,7 @@ std::vector<ActivationBuffer> ActivationPlan::buffers() const {
     add(name, "backward_scratch", *slot);
     if (slot->used()) out.back().over_logits = scratch_over_logits;
   }
-  add_fp8_buffers(fp8, out);
+  add_fp8_buffers(fp8, scratch_over_logits, out);
   // By offset; where the scratch starts over the logits, the logits first.
   std::sort(out.begin(), out.end(), [](const ActivationBuffer& a, const ActivationBuffer& b) {
     return std::pair(a.slot.offset, a.over_logits) < std::pair(b.slot.offset, b.over_logits);

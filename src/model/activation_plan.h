@@ -97,8 +97,9 @@ struct ActivationBuffer {
   const char* kind = "";
   Slot slot;
   std::int64_t bytes = 0;  // reserved in the arena, alignment included
-  // Backward scratch over the logits' bytes (ActivationPlan::scratch_over_logits):
-  // only the layers' backward touches it, and never the logits.
+  // Backward scratch over the logits' bytes and those of the other buffers
+  // dead by then (ActivationPlan::scratch_over_logits): only the layers'
+  // backward touches it, and never what lies under it.
   bool over_logits = false;
 };
 
@@ -137,7 +138,10 @@ struct ActivationPlan {
   // shared slot too, remade by the backward pass.
   bool hidden_shared = false;
   // StepPlan::scratch_over_logits: d_residual_b, d_norm_in, d_qkv, d_attn,
-  // d_gate_up, d_silu_gate and d_norm_sum lie over the logits.
+  // d_gate_up, d_silu_gate, d_norm_sum and the FP8 backward copies of every
+  // linear but the down projection lie over the buffers dead before the
+  // last layer's SwiGLU backward: residual_out, the logits and the FP8
+  // forward copies (fp8.x, fp8.w).
   bool scratch_over_logits = false;
   std::int64_t bytes = 0;
 
@@ -146,14 +150,17 @@ struct ActivationPlan {
   // (data null): an op told to keep nothing there writes nothing there.
   Mat shaped(void* arena, const Slot& s) const;
   // Every used slot, by offset: together they cover the arena, and only the
-  // buffers over_logits share bytes (with the logits).
+  // buffers over_logits share bytes (with residual_out, the logits and the
+  // FP8 forward copies).
   std::vector<ActivationBuffer> buffers() const;
 
  private:
   // ld: the row stride in elements (0: cols, rows packed).
   Slot take(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t ld = 0);
   CodeSlot take_codes(std::int64_t bytes);
-  void plan_fp8(const ModelConfig& cfg, BatchShape shape, const Fp8Linears& use);
+  void plan_fp8_forward(const ModelConfig& cfg, BatchShape shape, const Fp8Linears& use);
+  void plan_fp8_backward(const ModelConfig& cfg, BatchShape shape, const Fp8Linears& use,
+                         bool after_join);
 };
 
 }  // namespace tinyllama

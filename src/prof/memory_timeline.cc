@@ -35,26 +35,15 @@ bool in_layer_backward(const std::string& name) {
   return name.rfind("backward/layer", 0) == 0;
 }
 
-// The buffer (index into `buffers`, sorted by offset) holding arena byte
-// `at`, or -1. Where the scratch lies over the logits, an op inside a
-// layer's backward touches the scratch and any other op the logits.
+// The buffer (index into `buffers`) holding arena byte `at`, or -1. Where
+// the scratch lies over the buffers dead by then, an op inside a layer's
+// backward touches the scratch and any other op what lies under it.
 int buffer_at(const std::vector<ActivationBuffer>& buffers, std::int64_t at, bool layer_backward) {
-  auto it =
-      std::upper_bound(buffers.begin(), buffers.end(), at,
-                       [](std::int64_t v, const ActivationBuffer& b) { return v < b.slot.offset; });
   int found = -1;
-  // Back from the last buffer starting at or before `at`, over the scratch
-  // that lies over the logits (disjoint among itself), to the first buffer
-  // that does not (disjoint from the rest).
-  while (it != buffers.begin()) {
-    --it;
-    if (at >= it->slot.offset + it->bytes) {
-      if (!it->over_logits) break;  // below the logits: nothing further back holds `at`
-      continue;
-    }
-    const int i = static_cast<int>(it - buffers.begin());
-    if (found < 0 || it->over_logits == layer_backward) found = i;
-    if (!it->over_logits) break;
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const ActivationBuffer& b = buffers[i];
+    if (at < b.slot.offset || at >= b.slot.offset + b.bytes) continue;
+    if (found < 0 || b.over_logits == layer_backward) found = static_cast<int>(i);
   }
   return found;
 }

@@ -1,11 +1,12 @@
 // StepPlan::scratch_over_logits on the GPU: the backward scratch laid over
-// the LM head's logits is first written after the last layer's backward
-// joins the head's last weight-gradient GEMM (which reads the logits on the
-// side branch), so a run with it trains to the same bits as a run with the
-// scratch apart -- losses and weights, step after step, captured graphs with
-// parallel branches and steps in flight as the trainer runs them, the loss
-// in several chunks and a large vocabulary (the head's weight gradient the
-// step's longest GEMM).
+// the last block's output, the LM head's logits and the FP8 forward copies
+// is first written after the last layer's backward joins the head's last
+// weight-gradient GEMM (which reads the logits on the side branch), so a
+// run with it trains to the same bits as a run with the scratch apart --
+// losses and weights, step after step, captured graphs with parallel
+// branches and steps in flight as the trainer runs them, the loss in
+// several chunks and a large vocabulary (the head's weight gradient the
+// step's longest GEMM), and in FP8 with the FP8 backward copies over them.
 #include <memory>
 #include <string>
 #include <tuple>
@@ -13,6 +14,7 @@
 
 #include "gpu_test_util.h"
 #include "gpu_trained_run.h"
+#include "model/fp8_plan.h"
 
 namespace tinyllama::gpu_test {
 namespace {
@@ -55,6 +57,56 @@ INSTANTIATE_TEST_SUITE_P(Levels, GpuScratchOverLogits,
                            return dtype_label(std::get<0>(info.param)) + "_" +
                                   std::get<1>(info.param);
                          });
+
+// FP8 (every linear GEMM, delayed scaling, the producers writing their
+// codes and the lean buffers, as resolve_plan sets them): the FP8 forward
+// copies lie under the scratch, and the backward copies of every linear but
+// the down projection over them. Dimensions and tokens multiples of 16.
+TrainedRun train_fp8(const std::string& level, ActivationsImpl activations, bool over_logits) {
+  ModelConfig cfg = config();
+  cfg.hidden_dim = 256;
+  cfg.num_layers = 2;
+  cfg.num_heads = 4;
+  cfg.num_kv_heads = 2;
+  cfg.ffn_dim = 192;
+  constexpr BatchShape kShape{2, 64};
+  const std::unique_ptr<Backend> backend = make_cuda_backend(Precision::amp_fp8());
+  OpChoices ops = level_preset(level);
+  ops.activations = activations;
+  StepPlan plan = test_plan(ops, Precision::amp_fp8(), *backend, cfg, kShape);
+  plan.fp8 = choose_fp8_linears(cfg, kShape, Fp8Choice::All, Fp8Scaling::Delayed,
+                                Fp8Producers{plan.ops.swiglu != SwigluImpl::Separate});
+  plan.fp8.norm_casts = true;
+  plan.fp8.master_weights = true;
+  plan.fp8.swiglu_grad_codes_only = true;
+  plan.fp8.swiglu_keeps_codes = !recomputes_swiglu(plan.ops.activations);
+  if (plan.ops.swiglu == SwigluImpl::Gemm) plan.ops.swiglu = SwigluImpl::Fused;
+  if (plan.ops.loss == LossImpl::Chunked) plan.loss_chunk_rows = 32;
+  plan.scratch_over_logits = over_logits;
+  return train_in_flight(cfg, kShape, plan, *backend, 5, 700);
+}
+
+using Fp8OverLogitsParam = std::tuple<std::string, ActivationsImpl>;
+
+class GpuScratchOverLogitsFp8 : public GpuParamTest<Fp8OverLogitsParam> {};
+
+TEST_P(GpuScratchOverLogitsFp8, TrainsToTheSameBitsAsTheScratchApart) {
+  const auto [level, activations] = GetParam();
+  const TrainedRun apart = train_fp8(level, activations, false);
+  const TrainedRun over = train_fp8(level, activations, true);
+  ASSERT_EQ(apart.losses.size(), 5u);
+  EXPECT_EQ(apart.losses, over.losses);
+  EXPECT_EQ(apart.params, over.params);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fp8, GpuScratchOverLogitsFp8,
+    ::testing::Combine(::testing::Values("v2", "v4"),
+                       ::testing::Values(ActivationsImpl::Stored, ActivationsImpl::RecomputeNorms,
+                                         ActivationsImpl::RecomputeNormsSwiglu)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + impl_name(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace tinyllama::gpu_test

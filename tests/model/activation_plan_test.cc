@@ -91,14 +91,15 @@ TEST(ActivationPlan, SlotsAreDisjointAndInsideTheArena) {
   auto end = [](const Slot& s) {
     return s.offset + s.rows * s.ld * static_cast<std::int64_t>(dtype_size(s.dtype));
   };
-  // The logits (index 2) may share bytes with the scratch laid over them.
+  // The block output and the logits (indices 0 and 2) may share bytes with
+  // the scratch laid over them.
   const std::vector<bool> over_logits{false, false, false, false, true, true, true};
   for (std::size_t i = 0; i < slots.size(); ++i) {
     ASSERT_TRUE(slots[i].used());
     EXPECT_LE(end(slots[i]), plan.bytes);
     for (std::size_t j = i + 1; j < slots.size(); ++j) {
       const bool apart = end(slots[i]) <= slots[j].offset || end(slots[j]) <= slots[i].offset;
-      const bool may_share = i == 2 && j < over_logits.size() && over_logits[j];
+      const bool may_share = (i == 0 || i == 2) && j < over_logits.size() && over_logits[j];
       EXPECT_TRUE(apart || may_share) << "slots " << i << " and " << j << " overlap";
     }
   }
@@ -106,14 +107,15 @@ TEST(ActivationPlan, SlotsAreDisjointAndInsideTheArena) {
 
 // The named buffers the reports break the activations down by: every used
 // slot once, back to back from offset 0 (the scratch over the logits back to
-// back from the logits' offset), so that they cover the arena, each with a
-// kind the reports know.
+// back from where the block output, the logits and the FP8 forward copies
+// start: the block output's offset), so that they cover the arena, each
+// with a kind the reports know.
 TEST(ActivationPlan, NamedBuffersTileTheArena) {
   for (const char* level : {"v1", "v2", "v3"}) {
     for (const Precision p : {Precision::fp32(), Precision::amp(DType::BF16)}) {
       const ActivationPlan plan = plan_for(level_preset(level), p);
       const std::vector<ActivationBuffer> buffers = plan.buffers();
-      std::int64_t next = 0, next_over = plan.logits.offset;
+      std::int64_t next = 0, next_over = plan.residual_out.offset;
       std::set<std::string> names;
       for (const ActivationBuffer& b : buffers) {
         std::int64_t& expected = b.over_logits ? next_over : next;
