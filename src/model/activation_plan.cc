@@ -19,14 +19,13 @@ std::int64_t aligned_size(std::int64_t size) {
 }  // namespace
 
 ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan) {
-  const Precision precision = plan.precision;
   const bool materialized = plan.ops.attention == AttentionImpl::Materialized;
   const bool separate_swiglu = plan.ops.swiglu == SwigluImpl::Separate;
   const std::int64_t n = shape.tokens();
   const std::int64_t d = cfg.hidden_dim;
   const std::int64_t f = cfg.ffn_dim;
-  const DType act = precision.compute;
-  const DType st = precision.stats();
+  const DType act = plan.precision.compute;
+  const DType st = plan.precision.stats();
   const std::int64_t bh = static_cast<std::int64_t>(shape.batch) * cfg.num_heads;
 
   // RecomputeNorms: one normalised input of each kind for all layers (the
@@ -58,7 +57,8 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
     }
     layers.push_back(a);
   }
-  final_norm = take(n, d, act);
+  final_norm_under_scratch = plan.scratch_over_logits && !plan.keeps_final_norm;
+  if (!final_norm_under_scratch) final_norm = take(n, d, act);
   final_rstd = take(n, 1, st);
   losses = take(n, 1, st);
   // The backward scratch the head or the loss writes, or that the last
@@ -69,10 +69,12 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   // What is dead once the last layer's backward joins the head's weight
   // gradient, before its SwiGLU backward (Model::backward_pass): the block
   // output (the final norm's backward, before the layers', read it last),
-  // the logits (that weight gradient is their last reader; chunked: one
-  // chunk's rows, reused by every chunk) and the FP8 forward copies.
+  // the final norm's output and the logits (that weight gradient is their
+  // last reader; chunked: one chunk's rows, reused by every chunk) and the
+  // FP8 forward copies.
   const std::int64_t region_start = bytes;
   residual_out = take(n, d, act);
+  if (final_norm_under_scratch) final_norm = take(n, d, act);
   const std::int64_t logit_rows = plan.ops.loss == LossImpl::Chunked ? plan.loss_chunk_rows : n;
   logits = take(logit_rows, cfg.vocab_size, act, cfg.padded_vocab());
   if (plan.fp8.any()) plan_fp8_forward(cfg, shape, plan.fp8);
@@ -91,7 +93,7 @@ ActivationPlan::ActivationPlan(const ModelConfig& cfg, BatchShape shape, const S
   if (separate_swiglu) d_silu_gate = take(n, f, act);
   const bool separate_gemms = plan.ops.qkv_gemm == GemmGrouping::Separate ||
                               plan.ops.gate_up_gemm == GemmGrouping::Separate;
-  if (separate_gemms && precision.mixed()) d_norm_sum = take(n, d, DType::F32);
+  if (separate_gemms && plan.precision.mixed()) d_norm_sum = take(n, d, DType::F32);
   if (plan.fp8.any()) plan_fp8_backward(cfg, shape, plan.fp8, /*after_join=*/true);
   bytes = std::max(bytes, dead_end);
   if (plan.fp8.any()) plan_fp8_backward(cfg, shape, plan.fp8, /*after_join=*/false);

@@ -140,9 +140,12 @@ struct ActivationPlan {
   // StepPlan::scratch_over_logits: d_residual_b, d_norm_in, d_qkv, d_attn,
   // d_gate_up, d_silu_gate, d_norm_sum and the FP8 backward copies of every
   // linear but the down projection lie over the buffers dead before the
-  // last layer's SwiGLU backward: residual_out, the logits and the FP8
-  // forward copies (fp8.x, fp8.w).
+  // last layer's SwiGLU backward: residual_out, final_norm (unless the plan
+  // keeps it), the logits and the FP8 forward copies (fp8.x, fp8.w).
   bool scratch_over_logits = false;
+  // The final norm's output lies under that scratch too (nothing reads it
+  // after the step: StepPlan::keeps_final_norm).
+  bool final_norm_under_scratch = false;
   std::int64_t bytes = 0;
 
   Mat view(void* arena, const Slot& s) const;
@@ -150,8 +153,8 @@ struct ActivationPlan {
   // (data null): an op told to keep nothing there writes nothing there.
   Mat shaped(void* arena, const Slot& s) const;
   // Every used slot, by offset: together they cover the arena, and only the
-  // buffers over_logits share bytes (with residual_out, the logits and the
-  // FP8 forward copies).
+  // buffers over_logits share bytes (with residual_out, final_norm, the
+  // logits and the FP8 forward copies).
   std::vector<ActivationBuffer> buffers() const;
 
  private:

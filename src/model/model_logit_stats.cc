@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "core/narrow_float.h"
@@ -12,6 +13,11 @@
 namespace tinyllama {
 
 LogitStats Model::logit_stats() {
+  if (acts_.final_norm_under_scratch) {
+    throw std::logic_error(
+        "Model::logit_stats: the final norm's output lies under the backward scratch (resolve "
+        "the plan with PlanRequest::final_norm_reader)");
+  }
   const Mat nf = acts_.view(arena_, acts_.final_norm);
   const Mat buffer = padded_logits(acts_.view(arena_, acts_.logits));
   const std::size_t element = dtype_size(buffer.dtype);

@@ -391,6 +391,7 @@ StepPlan resolve_plan(const PlanRequest& request, const DeviceCaps& caps, const 
   // an eager step would pay two event calls per GEMM on the host.
   plan.parallel_branches = plan.captured() && caps.parallel_branches;
   plan.update = request.update;
+  plan.keeps_final_norm = !request.final_norm_reader.empty();
   resolve_optimizer(plan, request, device);
   resolve_grad_buffers(plan, request);
   resolve_kernel_launch(plan, caps);

@@ -346,6 +346,10 @@ struct PlanRequest {
   // gradients"); "" when nothing does. GradBuffers::Ring keeps only two
   // layers' gradients, so such a run falls back to Full with this reason.
   std::string whole_gradient_reader;
+  // Who reads the final norm's output after a step ("--log-logit-stats");
+  // "" when nothing does: it then lies under the backward scratch with the
+  // logits (StepPlan::keeps_final_norm).
+  std::string final_norm_reader;
   UpdateRecipe update;
   // Kernel families asked for instead of the defaults (the kernel bench, the tests).
   KernelPins kernel_pins;
@@ -393,6 +397,10 @@ struct StepPlan {
   // weight gradient joined) before the layers' backward first writes there
   // (ActivationPlan). Off only to compare the two layouts (tests).
   bool scratch_over_logits = true;
+  // The final norm's output keeps bytes of its own, because something
+  // reads it after the step (PlanRequest::final_norm_reader); else it lies
+  // under that scratch too, dead once the head's weight gradient is joined.
+  bool keeps_final_norm = false;
 
   bool captured() const { return ops.execution == Execution::Graph; }
   bool updates_layers_in_backward() const { return ops.optimizer == OptimizerImpl::FusedPerLayer; }

@@ -51,6 +51,8 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
   } else if (!opts.dump_dir.empty()) {
     request.whole_gradient_reader = "--dump-dir writes step 1's gradients";
   }
+  // What reads the final norm's output after a step (else the backward's scratch lies over it).
+  if (opts.log_logit_stats) request.final_norm_reader = "--log-logit-stats";
   opts.plan = plan_for_run(request, device, opts.model, opts.shape);
   opts.plan.faults = opts.faults;
   // noncontiguous-kv replaces the flash forward: its backward reads the lse.

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "core/errors.h"
@@ -30,17 +32,29 @@ ModelConfig small_config() {
 
 constexpr BatchShape kShape{3, 7};
 
-LogitStats stats_of(LossImpl loss, double final_norm_scale) {
-  const ModelConfig cfg = small_config();
+// A model after its forward pass, or after its backward pass too (as the
+// trainer takes the statistics, after the step). reader: the plan is
+// resolved with the final norm's reader declared, as --log-logit-stats
+// does; without, the final norm's output lies under the backward scratch.
+struct StatsModel {
   CpuBackend backend;
+  std::unique_ptr<Model> model;
+};
+
+std::unique_ptr<StatsModel> stats_model(LossImpl loss, double final_norm_scale, bool reader,
+                                        bool after_backward) {
+  const ModelConfig cfg = small_config();
+  auto out = std::make_unique<StatsModel>();
   PlanRequest request;
   request.level = "custom";
   request.ops = level_preset("v2");
   request.ops.loss = loss;
   request.precision = Precision::fp64();
   request.loss_chunk_rows = 5;  // 21 rows: chunks of 5, the last of 1
+  if (reader) request.final_norm_reader = "the logit statistics";
   const StepPlan plan = resolve_plan(request, DeviceCaps::cpu(), cfg, kShape);
-  Model model(cfg, kShape, plan, backend);
+  out->model = std::make_unique<Model>(cfg, kShape, plan, out->backend);
+  Model& model = *out->model;
   std::vector<double> w = initial_weights(model.layout(), 3);
   const ParamSlot& fn = model.layout().final_norm();
   for (std::int64_t i = 0; i < fn.numel(); ++i) w[fn.offset + i] *= final_norm_scale;
@@ -50,7 +64,30 @@ LogitStats stats_of(LossImpl loss, double final_norm_scale) {
   for (auto& t : rows) t = static_cast<std::int32_t>(1 + rng.below(36));
   model.set_batch(rows);
   model.forward();
-  return model.logit_stats();
+  if (after_backward) model.backward(1.0f, false);
+  return out;
+}
+
+LogitStats stats_of(LossImpl loss, double final_norm_scale, bool after_backward = false) {
+  return stats_model(loss, final_norm_scale, true, after_backward)->model->logit_stats();
+}
+
+// The trainer takes them after the step: the final norm's output, which
+// they read, keeps its bytes through the backward pass where the plan was
+// told of the reader.
+TEST(LogitStats, TheSameAfterTheBackwardPassAsAfterTheForward) {
+  for (const LossImpl loss : {LossImpl::FullLogits, LossImpl::Chunked}) {
+    const LogitStats forward = stats_of(loss, 1.0);
+    const LogitStats step = stats_of(loss, 1.0, /*after_backward=*/true);
+    EXPECT_EQ(step.mean, forward.mean);
+    EXPECT_EQ(step.std, forward.std);
+    EXPECT_EQ(step.max, forward.max);
+  }
+}
+
+TEST(LogitStats, RefusedWhereTheFinalNormLiesUnderTheBackwardScratch) {
+  const auto m = stats_model(LossImpl::Chunked, 1.0, /*reader=*/false, true);
+  EXPECT_THROW(m->model->logit_stats(), std::logic_error);
 }
 
 TEST(LogitStats, ScaleExactlyWithTheFinalNormWeight) {

@@ -1,6 +1,7 @@
 // StepPlan::scratch_over_logits: the backward scratch that only the layers'
 // backward touches lies over what is dead by then in the arena (the last
-// block's output, the LM head's logits and the FP8 forward copies). The
+// block's output, the final norm's, the LM head's logits and the FP8
+// forward copies). The
 // arena is smaller by the lesser of the two, and nothing else changes: the
 // same losses, gradients and weights to the bit, at every level, with the
 // loss in one pass or in chunks, and with emulated FP8 GEMMs; a traced step
@@ -65,7 +66,8 @@ StepPlan fp8_plan(const OpChoices& ops, bool over_logits) {
 // What lies under the scratch: dead once the last layer's backward joins
 // the head's weight gradient.
 bool under_scratch(const std::string& name) {
-  return name == "residual_out" || name == "logits" || name == "fp8.x" || name == "fp8.w";
+  return name == "residual_out" || name == "final_norm" || name == "logits" || name == "fp8.x" ||
+         name == "fp8.w";
 }
 
 // The bytes under the scratch and the scratch's.
@@ -110,6 +112,25 @@ TEST(ScratchOverLogits, TheArenaIsSmallerByTheLesserOfTheTwo) {
           << v.name << " " << name;
     }
   }
+}
+
+// Where something reads the final norm's output after the step
+// (--log-logit-stats), it keeps bytes of its own, below the scratch.
+TEST(ScratchOverLogits, AFinalNormReadAfterTheStepKeepsItsBytes) {
+  StepPlan plan = plan_with(level_preset("v3"), Precision::amp(DType::BF16), true);
+  plan.keeps_final_norm = true;
+  const ActivationPlan kept(small_trained_config(), kShape, plan);
+  EXPECT_FALSE(kept.final_norm_under_scratch);
+  EXPECT_LT(kept.final_norm.offset, kept.residual_out.offset);
+  for (const ActivationBuffer& b : kept.buffers()) {
+    if (b.over_logits) {
+      EXPECT_GE(b.slot.offset, kept.residual_out.offset) << b.name;
+    }
+  }
+  plan.keeps_final_norm = false;
+  const ActivationPlan under(small_trained_config(), kShape, plan);
+  EXPECT_TRUE(under.final_norm_under_scratch);
+  EXPECT_GT(under.final_norm.offset, under.residual_out.offset);
 }
 
 TEST(ScratchOverLogits, TrainsToTheSameBitsAsTheScratchApart) {
