@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "gpu_fp8_plans.h"
 #include "gpu_model_util.h"
 #include "gpu_test_util.h"
 #include "model/fp8_plan.h"
@@ -31,18 +32,7 @@
 namespace tinyllama::gpu_test {
 namespace {
 
-// Every linear dimension and the token count multiples of 16: all GEMMs FP8.
-ModelConfig fp8_config() {
-  ModelConfig c;
-  c.vocab_size = 97;
-  c.hidden_dim = 256;  // head_dim 64
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.ffn_dim = 192;
-  return c;
-}
-constexpr BatchShape kShape{2, 64};
+constexpr BatchShape kShape = kFp8Shape;
 
 // The level's plan with every linear GEMM in FP8 (and the SwiGLU epilogue,
 // which FP8 GEMMs do not have, given up as resolve_plan does).
@@ -145,14 +135,8 @@ struct TrainedState {
 TrainedState train_fp8(const std::string& level, bool lean) {
   const ModelConfig cfg = fp8_config();
   const std::unique_ptr<Backend> backend = make_cuda_backend(Precision::amp_fp8());
-  StepPlan plan = test_plan(level, Precision::amp_fp8(), *backend, cfg, kShape);
-  plan.fp8 = choose_fp8_linears(cfg, kShape, Fp8Choice::All, Fp8Scaling::Delayed,
-                                Fp8Producers{plan.ops.swiglu != SwigluImpl::Separate});
-  plan.fp8.norm_casts = true;
-  plan.fp8.master_weights = lean;
-  plan.fp8.swiglu_grad_codes_only = lean;
-  plan.fp8.swiglu_keeps_codes = lean && !recomputes_swiglu(plan.ops.activations);
-  if (plan.ops.swiglu == SwigluImpl::Gemm) plan.ops.swiglu = SwigluImpl::Fused;
+  const StepPlan plan = all_fp8_delayed(
+      test_plan(level, Precision::amp_fp8(), *backend, cfg, kShape), cfg, kShape, lean);
   Model model(cfg, kShape, plan, *backend);
   model.set_params(weights(model.layout()));
   LossScaler scaler(false);

@@ -12,9 +12,9 @@
 #include <tuple>
 #include <vector>
 
+#include "gpu_fp8_plans.h"
 #include "gpu_test_util.h"
 #include "gpu_trained_run.h"
-#include "model/fp8_plan.h"
 
 namespace tinyllama::gpu_test {
 namespace {
@@ -41,13 +41,15 @@ using OverLogitsParam = std::tuple<DType, std::string>;
 
 class GpuScratchOverLogits : public GpuParamTest<OverLogitsParam> {};
 
-TEST_P(GpuScratchOverLogits, TrainsToTheSameBitsAsTheScratchApart) {
-  const auto [t, level] = GetParam();
-  const TrainedRun apart = train(t, level, false);
-  const TrainedRun over = train(t, level, true);
+void expect_same_run(const TrainedRun& apart, const TrainedRun& over) {
   ASSERT_EQ(apart.losses.size(), 5u);
   EXPECT_EQ(apart.losses, over.losses);
   EXPECT_EQ(apart.params, over.params);
+}
+
+TEST_P(GpuScratchOverLogits, TrainsToTheSameBitsAsTheScratchApart) {
+  const auto [t, level] = GetParam();
+  expect_same_run(train(t, level, false), train(t, level, true));
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, GpuScratchOverLogits,
@@ -63,27 +65,16 @@ INSTANTIATE_TEST_SUITE_P(Levels, GpuScratchOverLogits,
 // copies lie under the scratch, and the backward copies of every linear but
 // the down projection over them. Dimensions and tokens multiples of 16.
 TrainedRun train_fp8(const std::string& level, ActivationsImpl activations, bool over_logits) {
-  ModelConfig cfg = config();
-  cfg.hidden_dim = 256;
-  cfg.num_layers = 2;
-  cfg.num_heads = 4;
-  cfg.num_kv_heads = 2;
-  cfg.ffn_dim = 192;
-  constexpr BatchShape kShape{2, 64};
+  ModelConfig cfg = fp8_config();
+  cfg.vocab_size = config().vocab_size;
   const std::unique_ptr<Backend> backend = make_cuda_backend(Precision::amp_fp8());
   OpChoices ops = level_preset(level);
   ops.activations = activations;
-  StepPlan plan = test_plan(ops, Precision::amp_fp8(), *backend, cfg, kShape);
-  plan.fp8 = choose_fp8_linears(cfg, kShape, Fp8Choice::All, Fp8Scaling::Delayed,
-                                Fp8Producers{plan.ops.swiglu != SwigluImpl::Separate});
-  plan.fp8.norm_casts = true;
-  plan.fp8.master_weights = true;
-  plan.fp8.swiglu_grad_codes_only = true;
-  plan.fp8.swiglu_keeps_codes = !recomputes_swiglu(plan.ops.activations);
-  if (plan.ops.swiglu == SwigluImpl::Gemm) plan.ops.swiglu = SwigluImpl::Fused;
+  StepPlan plan = all_fp8_delayed(test_plan(ops, Precision::amp_fp8(), *backend, cfg, kFp8Shape),
+                                  cfg, kFp8Shape, /*lean=*/true);
   if (plan.ops.loss == LossImpl::Chunked) plan.loss_chunk_rows = 32;
   plan.scratch_over_logits = over_logits;
-  return train_in_flight(cfg, kShape, plan, *backend, 5, 700);
+  return train_in_flight(cfg, kFp8Shape, plan, *backend, 5, 700);
 }
 
 using Fp8OverLogitsParam = std::tuple<std::string, ActivationsImpl>;
@@ -92,11 +83,7 @@ class GpuScratchOverLogitsFp8 : public GpuParamTest<Fp8OverLogitsParam> {};
 
 TEST_P(GpuScratchOverLogitsFp8, TrainsToTheSameBitsAsTheScratchApart) {
   const auto [level, activations] = GetParam();
-  const TrainedRun apart = train_fp8(level, activations, false);
-  const TrainedRun over = train_fp8(level, activations, true);
-  ASSERT_EQ(apart.losses.size(), 5u);
-  EXPECT_EQ(apart.losses, over.losses);
-  EXPECT_EQ(apart.params, over.params);
+  expect_same_run(train_fp8(level, activations, false), train_fp8(level, activations, true));
 }
 
 INSTANTIATE_TEST_SUITE_P(
