@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "model/fp8_plan.h"
 #include "ops/attention/cuda_attention.h"
 #include "ops/attention/cuda_attention_choice.h"
 #include "ops/attention/flash/flash_attention.h"
@@ -36,11 +37,15 @@ std::int64_t gemm_workspace_override() {
   return static_cast<std::int64_t>(mib) << 20;
 }
 
-// Elements of the largest output of the step's weight-gradient GEMMs:
-// QKV, out projection, gate/up (both halves), down and the LM head.
-std::int64_t largest_weight_gradient(const ModelConfig& cfg) {
-  const std::int64_t d = cfg.hidden_dim, f = cfg.ffn_dim;
-  return std::max({cfg.qkv_dim() * d, d * cfg.q_dim(), 2 * f * d, d * f, cfg.padded_vocab() * d});
+// Elements of the largest output of the step's weight-gradient GEMMs: the
+// linears' ([out, in] each) and the LM head's.
+std::int64_t largest_weight_gradient(const ModelConfig& cfg, BatchShape shape) {
+  std::int64_t most = cfg.padded_vocab() * cfg.hidden_dim;
+  for (int k = 0; k < kLinearKinds; ++k) {
+    const LinearShape s = linear_shape(cfg, shape, static_cast<LinearKind>(k));
+    most = std::max(most, s.out * s.in);
+  }
+  return most;
 }
 
 }  // namespace
@@ -53,7 +58,7 @@ CudaWorkspaceSizes workspace_sizes(const ModelConfig& cfg, BatchShape shape, con
   const bool fp32 = plan.precision.compute == DType::F32;
   const std::int64_t forward = forward_gemm_workspace_bytes(fp32);
   const std::int64_t weight_gradient =
-      weight_gradient_gemm_workspace_bytes(largest_weight_gradient(cfg), fp32);
+      weight_gradient_gemm_workspace_bytes(largest_weight_gradient(cfg, shape), fp32);
   w.gemm = plan.parallel_branches ? forward : std::max(forward, weight_gradient);
   if (plan.parallel_branches) w.side_gemm = weight_gradient;
   const std::int64_t override_bytes = gemm_workspace_override();

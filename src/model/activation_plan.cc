@@ -138,7 +138,7 @@ void ActivationPlan::plan_fp8_backward(const ModelConfig& cfg, BatchShape shape,
   for (int k = 0; k < kLinearKinds; ++k) {
     const auto kind = static_cast<LinearKind>(k);
     const LinearShape s = linear_shape(cfg, shape, kind);
-    if (use.at(kind, LinearPass::Dgrad)) w_t = std::max(w_t, s.out * s.in);
+    if (!after_join && use.at(kind, LinearPass::Dgrad)) w_t = std::max(w_t, s.out * s.in);
     if (fp8_copies_after_join(kind) != after_join) continue;
     if (use.at(kind, LinearPass::Dgrad)) fp8.dy[k] = take_codes(s.tokens * s.out);
     if (!use.at(kind, LinearPass::Wgrad)) continue;

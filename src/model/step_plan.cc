@@ -268,11 +268,11 @@ void resolve_activations(StepPlan& plan, const ModelConfig& cfg, BatchShape shap
   } else {
     ops.activations = mid ? ActivationsImpl::RecomputeNorms : ActivationsImpl::Stored;
   }
-  const std::string size_vs =
-      large
-          ? ">= " + std::to_string(kRecomputeFromTokenHidden)
-          : (mid ? "< " + std::to_string(kRecomputeFromTokenHidden) + ", >= " : std::string("< ")) +
-                std::to_string(kRecomputeNormsFromTokenHidden);
+  std::string size_vs = ">= " + std::to_string(kRecomputeFromTokenHidden);
+  if (!large) {
+    size_vs = (mid ? "< " + std::to_string(kRecomputeFromTokenHidden) + ", >= " : "< ") +
+              std::to_string(kRecomputeNormsFromTokenHidden);
+  }
   plan.activations_auto = std::string("auto chose ") + impl_name(ops.activations) + ": hidden " +
                           std::to_string(cfg.hidden_dim) + (wide ? " >= " : " < ") +
                           std::to_string(kRecomputeFromHidden) + ", " +

@@ -227,11 +227,8 @@ Fp8GemmRunner::Plan& Fp8GemmRunner::plan_for(const Key& key, const Fp8GemmOption
 }
 
 std::int64_t Fp8GemmRunner::workspace_needed() const {
-  std::int64_t most = 0;
-  for (const auto& [key, plan] : plans_) {
-    most = std::max(most, algo_workspace_bytes(problem(plan, key), plan.algo));
-  }
-  return most;
+  return most_workspace_needed(plans_,
+                               [this](const Plan& p, const Key& k) { return problem(p, k); });
 }
 
 GemmProblemDesc Fp8GemmRunner::problem(const Plan& plan, const Key& key) const {

@@ -12,6 +12,7 @@
 // Every candidate passes cublasLtMatmulAlgoCheck before it is returned.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -38,6 +39,17 @@ std::vector<cublasLtMatmulAlgo_t> heuristic_algos(const GemmProblemDesc& p, int 
 // The workspace bytes cuBLASLt says `algo` needs for this problem, or -1
 // where it does not accept the configuration.
 std::int64_t algo_workspace_bytes(const GemmProblemDesc& p, const cublasLtMatmulAlgo_t& algo);
+
+// The most workspace the algorithms of a runner's plans (a map from key to
+// a plan with an `algo`) need, problem(plan, key) describing each.
+template <class Plans, class Describe>
+std::int64_t most_workspace_needed(const Plans& plans, Describe problem) {
+  std::int64_t most = 0;
+  for (const auto& [key, plan] : plans) {
+    most = std::max(most, algo_workspace_bytes(problem(plan, key), plan.algo));
+  }
+  return most;
+}
 
 // One line to stderr (TINYLLAMA_GEMM_VERBOSE=1): how much of its workspace
 // a runner's chosen algorithms need over its problems.
