@@ -137,7 +137,8 @@ void op_choice_flags(CLI::App* cmd, TrainArgs& a) {
         "remade from the saved gate/up output by the forward's own op, bit-identical: "
         "[tokens, FFN] per layer less again) or auto (recompute where hidden >= 2048 and "
         "tokens x hidden >= 2^22, where it costs ~2 % of the step; recompute_norms elsewhere "
-        "from tokens x hidden >= 2^20, for 0.3-0.8 %; stored below: v3, v4)")
+        "from tokens x hidden >= 2^20, for 0.3-0.8 %; stored below; in fp32 (no AMP) "
+        "recompute from tokens x hidden >= 2^19, for 0.6-2.5 %: v3, v4)")
       ->default_str("the preset's")
       ->group("Level toggles");
   value(cmd, "--gemm-epilogue", a.toggles.gemm_epilogue, "{none,residual}",

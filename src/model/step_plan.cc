@@ -255,11 +255,21 @@ std::string StepPlan::describe() const {
 namespace {
 
 // ActivationsImpl::Auto: recompute the norms and SwiGLU where the kept
-// activations would be large, the norms alone where they are mid-sized.
+// activations would be large (or the step is fp32 and not tiny), the norms
+// alone where they are mid-sized.
 void resolve_activations(StepPlan& plan, const ModelConfig& cfg, BatchShape shape) {
   OpChoices& ops = plan.ops;
   if (ops.activations != ActivationsImpl::Auto) return;
   const std::int64_t size = shape.tokens() * cfg.hidden_dim;
+  const std::string tokens_x_hidden = std::to_string(shape.tokens()) + " tokens x hidden ";
+  if (plan.precision.compute == DType::F32) {
+    const bool fp32_large = size >= kRecomputeFp32FromTokenHidden;
+    ops.activations = fp32_large ? ActivationsImpl::RecomputeNormsSwiglu : ActivationsImpl::Stored;
+    plan.activations_auto = std::string("auto chose ") + impl_name(ops.activations) +
+                            ": fp32 step, " + tokens_x_hidden + (fp32_large ? ">= " : "< ") +
+                            std::to_string(kRecomputeFp32FromTokenHidden);
+    return;
+  }
   const bool wide = cfg.hidden_dim >= kRecomputeFromHidden;
   const bool large = size >= kRecomputeFromTokenHidden;
   const bool mid = size >= kRecomputeNormsFromTokenHidden;
@@ -275,8 +285,7 @@ void resolve_activations(StepPlan& plan, const ModelConfig& cfg, BatchShape shap
   }
   plan.activations_auto = std::string("auto chose ") + impl_name(ops.activations) + ": hidden " +
                           std::to_string(cfg.hidden_dim) + (wide ? " >= " : " < ") +
-                          std::to_string(kRecomputeFromHidden) + ", " +
-                          std::to_string(shape.tokens()) + " tokens x hidden " + size_vs;
+                          std::to_string(kRecomputeFromHidden) + ", " + tokens_x_hidden + size_vs;
 }
 
 // The fused forms whose conditions are the attention's and the device's:

@@ -119,10 +119,16 @@ enum class Execution { Eager, Graph };  // Graph: one captured step replayed
 // norms alone cost 0.3-0.8 % on an H200 (D 1024 B16 S128, D 1152 B8 S512,
 // D 512 B32 S1024 in FP8) for 2 x [tokens, D] per layer; a smaller step
 // is launch-bound, each extra pass costs its launch, and keeps its norms.
+// An fp32 step (no AMP) recomputes both from kRecomputeFp32FromTokenHidden
+// at any hidden size: its GEMMs run on the CUDA cores, about 5x the 16-bit
+// step's time, and its activations take twice the bytes. Measured on an
+// H200: +2.5 % at the workshop's B8 S128 (88 MB less, below the compiled
+// peer's peak), +0.6 % at D 768 B8 S1024 (1.06 GB less).
 enum class ActivationsImpl { Stored, RecomputeNorms, RecomputeNormsSwiglu, Auto };
 inline constexpr int kRecomputeFromHidden = 2048;
 inline constexpr std::int64_t kRecomputeFromTokenHidden = std::int64_t{1} << 22;
 inline constexpr std::int64_t kRecomputeNormsFromTokenHidden = std::int64_t{1} << 20;
+inline constexpr std::int64_t kRecomputeFp32FromTokenHidden = std::int64_t{1} << 19;
 // What an ActivationsImpl remakes in the backward pass.
 inline bool recomputes_norms(ActivationsImpl a) {
   return a == ActivationsImpl::RecomputeNorms || a == ActivationsImpl::RecomputeNormsSwiglu;

@@ -181,21 +181,19 @@ TEST(StepPlan, ActivationsAutoRecomputesBySize) {
   narrow.hidden_dim = 512;
   narrow.num_heads = 8;
   narrow.num_kv_heads = 4;
-  const StepPlan big_narrow =
-      plan_for_level("v3", Precision::fp32(), gpu_like_caps(), narrow, {32, 1024});
+  const Precision bf16 = Precision::amp(DType::BF16);
+  const StepPlan big_narrow = plan_for_level("v3", bf16, gpu_like_caps(), narrow, {32, 1024});
   EXPECT_EQ(big_narrow.ops.activations, ActivationsImpl::RecomputeNorms);
   EXPECT_EQ(big_narrow.activations_auto,
             "auto chose recompute_norms: hidden 512 < 2048, 32768 tokens x hidden >= 4194304");
   // 2048 tokens x 512 = 2^20 exactly: inclusive.
-  const StepPlan mid_narrow =
-      plan_for_level("v3", Precision::fp32(), gpu_like_caps(), narrow, {16, 128});
+  const StepPlan mid_narrow = plan_for_level("v3", bf16, gpu_like_caps(), narrow, {16, 128});
   EXPECT_EQ(mid_narrow.ops.activations, ActivationsImpl::RecomputeNorms);
   EXPECT_EQ(mid_narrow.activations_auto,
             "auto chose recompute_norms: hidden 512 < 2048, 2048 tokens x hidden < 4194304, >= "
             "1048576");
   // The workshop step, B8 S128: launch-bound, its norms kept.
-  const StepPlan workshop =
-      plan_for_level("v3", Precision::fp32(), gpu_like_caps(), narrow, {8, 128});
+  const StepPlan workshop = plan_for_level("v3", bf16, gpu_like_caps(), narrow, {8, 128});
   EXPECT_EQ(workshop.ops.activations, ActivationsImpl::Stored);
   EXPECT_EQ(workshop.activations_auto,
             "auto chose stored: hidden 512 < 2048, 1024 tokens x hidden < 1048576");
@@ -204,17 +202,41 @@ TEST(StepPlan, ActivationsAutoRecomputesBySize) {
   wide.num_heads = 32;
   wide.num_kv_heads = 16;
   // 2048 tokens x 2048 = 2^22 exactly: both thresholds are inclusive.
-  const StepPlan large = plan_for_level("v3", Precision::fp32(), gpu_like_caps(), wide, {2, 1024});
+  const StepPlan large = plan_for_level("v3", bf16, gpu_like_caps(), wide, {2, 1024});
   EXPECT_EQ(large.ops.activations, ActivationsImpl::RecomputeNormsSwiglu);
   EXPECT_EQ(large.activations_auto,
             "auto chose recompute: hidden 2048 >= 2048, 2048 tokens x hidden >= 4194304");
   EXPECT_EQ(plan_json(large)["activations_auto"], large.activations_auto);
-  const StepPlan small = plan_for_level("v3", Precision::fp32(), gpu_like_caps(), wide, {1, 128});
+  const StepPlan small = plan_for_level("v3", bf16, gpu_like_caps(), wide, {1, 128});
   EXPECT_EQ(small.ops.activations, ActivationsImpl::Stored);
   // An explicit choice is kept and says nothing.
-  const StepPlan v2 = plan_for_level("v2", Precision::fp32(), gpu_like_caps(), wide, {2, 1024});
+  const StepPlan v2 = plan_for_level("v2", bf16, gpu_like_caps(), wide, {2, 1024});
   EXPECT_EQ(v2.ops.activations, ActivationsImpl::Stored);
   EXPECT_TRUE(v2.activations_auto.empty());
+}
+
+// An fp32 step recomputes the norms and the SwiGLU output from 2^19 tokens x
+// hidden at any hidden size (its GEMMs are on the CUDA cores), and keeps
+// them below.
+TEST(StepPlan, ActivationsAutoRecomputesFp32FromHalfTheSize) {
+  ModelConfig narrow = with_head_dim(64);
+  narrow.hidden_dim = 512;
+  narrow.num_heads = 8;
+  narrow.num_kv_heads = 4;
+  // The workshop step, B8 S128: 1024 x 512 = 2^19 exactly, inclusive.
+  const StepPlan workshop =
+      plan_for_level("v4", Precision::fp32(), gpu_like_caps(), narrow, {8, 128});
+  EXPECT_EQ(workshop.ops.activations, ActivationsImpl::RecomputeNormsSwiglu);
+  EXPECT_EQ(workshop.activations_auto,
+            "auto chose recompute: fp32 step, 1024 tokens x hidden >= 524288");
+  const StepPlan smaller =
+      plan_for_level("v4", Precision::fp32(), gpu_like_caps(), narrow, {8, 64});
+  EXPECT_EQ(smaller.ops.activations, ActivationsImpl::Stored);
+  EXPECT_EQ(smaller.activations_auto, "auto chose stored: fp32 step, 512 tokens x hidden < 524288");
+  // The same workshop step in bf16 keeps its activations.
+  const StepPlan bf16 =
+      plan_for_level("v4", Precision::amp(DType::BF16), gpu_like_caps(), narrow, {8, 128});
+  EXPECT_EQ(bf16.ops.activations, ActivationsImpl::Stored);
 }
 
 }  // namespace
