@@ -8,6 +8,7 @@
 // side_collective_stream / main_stream_handle): the op is enqueued there
 // and may be captured into the step's graph. A backend that runs ops at
 // once (the CPU) passes nullptr and the op completes before returning.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -44,6 +45,15 @@ class Collectives {
   // attention=auto -- which every rank must make alike, or a run resumed
   // with rank 0's recorded choices would round differently on the others.
   virtual std::string text_from_rank0(const std::string& text) = 0;
+
+  // `bytes` of device memory that every rank's collectives reach directly,
+  // for a buffer the ranks all-gather into (NCCL: a symmetric window, so
+  // the gathers can run on the copy engines and take no SMs from the
+  // kernels beside them). Every rank calls it alike, in the same order;
+  // nullptr where these collectives offer no such memory (the caller
+  // allocates as usual). release_window frees it, on every rank alike.
+  virtual void* allocate_window(std::size_t /*bytes*/) { return nullptr; }
+  virtual void release_window(void* /*window*/) {}
 };
 
 }  // namespace tinyllama

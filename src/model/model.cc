@@ -86,8 +86,13 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
   // that the optimizer can sweep whole blocks.
   backend_.fill_zero(state_, state_bytes);
   if (plan_.precision.mixed()) {
-    compute_params_ = backend_.allocate(static_cast<std::size_t>(compute_copy_.total()) *
-                                        dtype_size(plan_.precision.compute));
+    // The ranks all-gather the compute copy: in the collectives' own memory
+    // where they offer it.
+    const auto bytes =
+        static_cast<std::size_t>(compute_copy_.total()) * dtype_size(plan_.precision.compute);
+    if (comm_ != nullptr) compute_params_in_window_ = comm_->allocate_window(bytes);
+    compute_params_ =
+        compute_params_in_window_ != nullptr ? compute_params_in_window_ : backend_.allocate(bytes);
   }
   arena_ = backend_.allocate(static_cast<std::size_t>(acts_.bytes));
   // FP8 scalar blocks start at zero: delayed scaling's history is read
@@ -128,6 +133,10 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
 }
 
 Model::~Model() {
+  if (compute_params_in_window_ != nullptr) {
+    comm_->release_window(compute_params_in_window_);
+    compute_params_ = nullptr;
+  }
   for (void* p :
        {state_, compute_params_, arena_, static_cast<void*>(token_blocks_),
         static_cast<void*>(overflow_flag_), static_cast<void*>(stop_vote_),

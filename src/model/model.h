@@ -423,7 +423,9 @@ class Model {
   // master weights of other ranks' shards are stale after a step.
   mutable bool master_stale_ = false;
   void* compute_params_ = nullptr;  // low-precision copy under AMP (compute_copy_), else null
-  bool layers_updated_ = false;     // by the last backward_pass, for optimizer_pass
+  // compute_params_ when it lies in the collectives' window (released there).
+  void* compute_params_in_window_ = nullptr;
+  bool layers_updated_ = false;  // by the last backward_pass, for optimizer_pass
   // GradBuffers::Ring: per slot, the ticket of the last sweep that reads it
   // (Backend::side_adamw_fused), joined before the slot's next layer writes
   // it; -1: none in this backward pass.

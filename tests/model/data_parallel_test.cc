@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -258,6 +259,53 @@ TEST(DataParallelTraining, AllReducedGradientsMatchOneModelOnTheGlobalBatch) {
 
 TEST(DataParallelTraining, ShardedLevelThreeMatches) {
   check_against_one_model("v3", 2, /*shard=*/true);
+}
+
+// Collectives that offer windows (NCCL's symmetric memory, where the
+// all-gathers can run on the copy engines): here plain host memory,
+// counted.
+class WindowedThreadCollectives : public ThreadCollectives {
+ public:
+  using ThreadCollectives::ThreadCollectives;
+  void* allocate_window(std::size_t bytes) override {
+    windows_.push_back(std::make_unique<std::vector<char>>(bytes));
+    return windows_.back()->data();
+  }
+  void release_window(void* window) override {
+    for (const auto& w : windows_) released_ += static_cast<int>(w->data() == window);
+  }
+  int allocated() const { return static_cast<int>(windows_.size()); }
+  int released() const { return released_; }
+
+ private:
+  std::vector<std::unique_ptr<std::vector<char>>> windows_;
+  int released_ = 0;
+};
+
+// Under AMP the ranks all-gather the compute copy: it lies in the
+// collectives' window where they offer one, and is released there when the
+// model goes. (The CPU backend cannot train with a compute copy; that the
+// window trains to the same bits is checked on GPUs, scripts/dp-check.)
+TEST(DataParallelTraining, TheComputeCopyLiesInTheCollectivesWindow) {
+  const ModelConfig cfg = small_config();
+  const BatchShape shape{2, kSeq};
+  CpuBackend backend;
+  StepPlan plan = graph_plan(level_preset("v2"), Precision{DType::F64, DType::F32}, cfg, shape);
+  plan.parallel = DataParallel{2, true, true};
+  ThreadHub hub(2);
+  WindowedThreadCollectives comm(hub, 0);
+  {
+    const Model model(cfg, shape, plan, backend, &comm);
+    EXPECT_EQ(comm.allocated(), 1);
+    EXPECT_EQ(comm.released(), 0);
+  }
+  EXPECT_EQ(comm.released(), 1);
+  // Without a compute copy (fp64 throughout) no window is asked for.
+  StepPlan full = graph_plan(level_preset("v2"), Precision::fp64(), cfg, shape);
+  full.parallel = plan.parallel;
+  WindowedThreadCollectives full_comm(hub, 0);
+  { const Model model(cfg, shape, full, backend, &full_comm); }
+  EXPECT_EQ(full_comm.allocated(), 0);
 }
 
 // A signal reaches one rank; every rank must learn of it after the same

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -55,6 +56,11 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
 char* offset(void* data, std::int64_t elements, DType t) {
   return static_cast<char*>(data) + elements * static_cast<std::int64_t>(dtype_size(t));
 }
@@ -69,10 +75,18 @@ class NcclCollectives : public Collectives {
                            " bytes, not a unique id of " + std::to_string(sizeof uid.internal));
     }
     std::memcpy(uid.internal, id.data(), sizeof uid.internal);
-    NCCL_CHECK(ncclCommInitRank(&comm_, world, uid, rank), nullptr);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    // Zero CTAs: every collective NCCL can run on the copy engines does
+    // (2.28: all-gathers between symmetric windows on one NVLink domain).
+    if (zero_cta_) config.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+    NCCL_CHECK(ncclCommInitRankConfig(&comm_, world, uid, rank, &config), nullptr);
   }
   ~NcclCollectives() override {
     if (comm_ == nullptr) return;
+    for (auto& [window, handle] : windows_) {
+      ncclCommWindowDeregister(comm_, handle);
+      ncclMemFree(window);
+    }
     // Work still queued would be waited for; a failed run aborts instead.
     if (ncclCommFinalize(comm_) != ncclSuccess) {
       ncclCommAbort(comm_);
@@ -111,6 +125,28 @@ class NcclCollectives : public Collectives {
         ncclAllReduce(flag, flag, 1, ncclInt32, ncclMax, comm_, static_cast<cudaStream_t>(stream)),
         comm_);
   }
+  void* allocate_window(std::size_t bytes) override {
+    if (!zero_cta_) return nullptr;
+    void* window = nullptr;
+    NCCL_CHECK(ncclMemAlloc(&window, bytes), comm_);
+    ncclWindow_t handle{};
+    const ncclResult_t r =
+        ncclCommWindowRegister(comm_, window, bytes, &handle, NCCL_WIN_COLL_SYMMETRIC);
+    if (r != ncclSuccess) {
+      ncclMemFree(window);
+      nccl_failure("ncclCommWindowRegister", r, comm_);
+    }
+    windows_.emplace(window, handle);
+    return window;
+  }
+  void release_window(void* window) override {
+    const auto it = windows_.find(window);
+    if (it == windows_.end()) return;
+    // Called from destructors: nothing to throw to; a failure leaves the
+    // memory to the process's end.
+    if (ncclCommWindowDeregister(comm_, it->second) == ncclSuccess) ncclMemFree(window);
+    windows_.erase(it);
+  }
   std::string text_from_rank0(const std::string& text) override {
     std::int64_t size = rank_ == 0 ? static_cast<std::int64_t>(text.size()) : 0;
     broadcast(&size, sizeof size);
@@ -145,7 +181,12 @@ class NcclCollectives : public Collectives {
 
   int rank_;
   int world_;
+  // The all-gathered buffers in symmetric windows and the communicator's CTA
+  // policy zero, so the gathers run on the copy engines (docs/
+  // DATA_PARALLEL.md); TINYLLAMA_NCCL_ZERO_CTA=0 keeps NCCL's kernels.
+  bool zero_cta_ = !env_is("TINYLLAMA_NCCL_ZERO_CTA", "0");
   ncclComm_t comm_ = nullptr;
+  std::map<void*, ncclWindow_t> windows_;
 };
 
 }  // namespace
