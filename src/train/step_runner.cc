@@ -1,6 +1,7 @@
 #include "train/step_runner.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <stdexcept>
@@ -40,6 +41,8 @@ StepRunner::StepRunner(Model& model, LossScaler& scaler, const AdamWHyper& hyper
       timer_(model.backend().make_timer(kMarks * kGraphSlots)),
       graphs_wanted_(model.plan().captured()) {
   learning_rate_ = hyper.lr;
+  const char* capture = std::getenv("TINYLLAMA_GRAPH_CAPTURE");
+  capture_skipped_ = graphs_wanted_ && capture != nullptr && std::string(capture) == "0";
   if (graphs_wanted_ && !backend_.supports_graphs()) {
     throw std::logic_error("StepRunner: the plan captures graphs, the " + backend_.name() +
                            " backend cannot (a plan resolved for another device)");
@@ -59,7 +62,8 @@ std::string StepRunner::note() const {
   std::string out;
   auto add = [&out](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
   if (capture_failed_) add("CUDA graph capture failed, steps run eagerly: " + capture_error_);
-  if (graphs_wanted_ && !capture_failed_ && state_ != State::Replay) {
+  if (capture_skipped_) add("TINYLLAMA_GRAPH_CAPTURE=0: the captured plan's steps run eagerly");
+  if (graphs_wanted_ && !capture_failed_ && !capture_skipped_ && state_ != State::Replay) {
     add("no graph captured: the first " + std::to_string(kEagerStepsBeforeCapture) +
         " step(s) run eagerly before the capture");
   }
@@ -217,7 +221,7 @@ void StepRunner::launch(const std::vector<std::int32_t>& rows, bool stop_vote) {
   host_marks_[slot][kEnd] = host_now_ms();
   in_flight_.push_back(step);
   ++steps_run_;
-  if (graphs_wanted_ && !capture_failed_ && state_ == State::Eager &&
+  if (graphs_wanted_ && !capture_failed_ && !capture_skipped_ && state_ == State::Eager &&
       steps_run_ >= kEagerStepsBeforeCapture) {
     state_ = State::CaptureNext;
   }

@@ -128,6 +128,9 @@ class StepRunner {
   int applied_updates_ = 0;
   bool capture_failed_ = false;
   std::string capture_error_;
+  // TINYLLAMA_GRAPH_CAPTURE=0: the captured plan's steps run eagerly (the
+  // same streams and branches, no graph), to measure what capture changes.
+  bool capture_skipped_ = false;
   bool phases_timed_ = true;
   std::string timing_error_;
   std::string count_error_;

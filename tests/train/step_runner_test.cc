@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <vector>
 
@@ -309,6 +310,34 @@ TEST(StepRunner, AnOpThatCannotBeCapturedFallsBackToEagerSteps) {
   EXPECT_TRUE(runner.capture_failed());
   EXPECT_FALSE(runner.launches().has_value());
   expect_same_run(eager, graphed);
+}
+
+// TINYLLAMA_GRAPH_CAPTURE=0: a captured plan's steps run eagerly, never
+// captured, and the note says so.
+TEST(StepRunner, CaptureSkippedByTheEnvironmentRunsEagerly) {
+  const std::vector<double> w = weights();
+  CpuBackend cpu;
+  const RunResult eager = train_steps(cpu, false, 4, 0, w);
+
+  ::setenv("TINYLLAMA_GRAPH_CAPTURE", "0", 1);
+  FakeGraphBackend fake;
+  Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
+  model.set_params(w);
+  LossScaler scaler(false);
+  AdamWHyper hp;
+  hp.lr = 1e-2f;
+  StepRunner runner(model, scaler, hp);
+  ::unsetenv("TINYLLAMA_GRAPH_CAPTURE");
+  RunResult skipped;
+  for (int i = 0; i < 4; ++i) skipped.steps.push_back(runner.run(batch(i)));
+  skipped.params = model.params();
+
+  EXPECT_FALSE(runner.replaying());
+  EXPECT_FALSE(runner.capture_failed());
+  EXPECT_EQ(fake.replays, 0);
+  EXPECT_NE(runner.note().find("TINYLLAMA_GRAPH_CAPTURE=0"), std::string::npos) << runner.note();
+  EXPECT_EQ(runner.note().find("no graph captured"), std::string::npos) << runner.note();
+  expect_same_run(eager, skipped);
 }
 
 TEST(StepRunner, GraphStepsCountTheirLaunchesAndTimeTheirPhases) {

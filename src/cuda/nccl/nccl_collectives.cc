@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "device/cuda_check.h"
+#include "device/cuda_env.h"
 
 namespace tinyllama {
 namespace {
@@ -54,11 +55,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
       break;
   }
   return ncclSum;
-}
-
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, value) == 0;
 }
 
 char* offset(void* data, std::int64_t elements, DType t) {
@@ -183,8 +179,8 @@ class NcclCollectives : public Collectives {
   int world_;
   // The all-gathered buffers in symmetric windows and the communicator's CTA
   // policy zero, so the gathers run on the copy engines (docs/
-  // DATA_PARALLEL.md); TINYLLAMA_NCCL_ZERO_CTA=0 keeps NCCL's kernels.
-  bool zero_cta_ = !env_is("TINYLLAMA_NCCL_ZERO_CTA", "0");
+  // DATA_PARALLEL.md); TINYLLAMA_NCCL_ZERO_CTA=0 (or off) keeps NCCL's kernels.
+  bool zero_cta_ = cuda::env_flag(std::getenv("TINYLLAMA_NCCL_ZERO_CTA"), true);
   ncclComm_t comm_ = nullptr;
   std::map<void*, ncclWindow_t> windows_;
 };
