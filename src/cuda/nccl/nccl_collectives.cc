@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -121,16 +122,24 @@ class NcclCollectives : public Collectives {
         ncclAllReduce(flag, flag, 1, ncclInt32, ncclMax, comm_, static_cast<cudaStream_t>(stream)),
         comm_);
   }
+  // Where NCCL cannot make the window (no cuMem, windows disabled), the
+  // caller's ordinary memory serves: the gathers then run as kernels.
   void* allocate_window(std::size_t bytes) override {
     if (!zero_cta_) return nullptr;
     void* window = nullptr;
-    NCCL_CHECK(ncclMemAlloc(&window, bytes), comm_);
+    ncclResult_t r = ncclMemAlloc(&window, bytes);
     ncclWindow_t handle{};
-    const ncclResult_t r =
-        ncclCommWindowRegister(comm_, window, bytes, &handle, NCCL_WIN_COLL_SYMMETRIC);
+    if (r == ncclSuccess) {
+      r = ncclCommWindowRegister(comm_, window, bytes, &handle, NCCL_WIN_COLL_SYMMETRIC);
+      if (r != ncclSuccess) ncclMemFree(window);
+    }
     if (r != ncclSuccess) {
-      ncclMemFree(window);
-      nccl_failure("ncclCommWindowRegister", r, comm_);
+      std::fprintf(stderr,
+                   "note: NCCL could not make a symmetric window (%s): the all-gathers run as "
+                   "NCCL kernels on ordinary memory\n",
+                   ncclGetErrorString(r));
+      zero_cta_ = false;
+      return nullptr;
     }
     windows_.emplace(window, handle);
     return window;
