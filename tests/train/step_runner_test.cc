@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
 #include <vector>
 
@@ -266,6 +267,23 @@ TEST(StepRunner, SkippedUpdatesUnderReplayDoNotAdvanceTheStepCount) {
   EXPECT_GE(applied, 1) << "every step overflowed: the test lost its point";
 }
 
+// Four unscaled steps of v2's captured plan on `fake` from weights `w`;
+// `check` sees the runner after them.
+RunResult four_graph_plan_steps(FakeGraphBackend& fake, const std::vector<double>& w,
+                                const std::function<void(const StepRunner&)>& check) {
+  Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
+  model.set_params(w);
+  LossScaler scaler(false);
+  AdamWHyper hp;
+  hp.lr = 1e-2f;
+  StepRunner runner(model, scaler, hp);
+  RunResult out;
+  for (int i = 0; i < 4; ++i) out.steps.push_back(runner.run(batch(i)));
+  out.params = model.params();
+  check(runner);
+  return out;
+}
+
 TEST(StepRunner, FailedInstantiationFallsBackToEagerSteps) {
   const std::vector<double> w = weights();
   CpuBackend cpu;
@@ -273,21 +291,13 @@ TEST(StepRunner, FailedInstantiationFallsBackToEagerSteps) {
 
   FakeGraphBackend fake;
   fake.fail_instantiate = true;
-  Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
-  model.set_params(w);
-  LossScaler scaler(false);
-  AdamWHyper hp;
-  hp.lr = 1e-2f;
-  StepRunner runner(model, scaler, hp);
-  RunResult graphed;
-  for (int i = 0; i < 4; ++i) graphed.steps.push_back(runner.run(batch(i)));
-  graphed.params = model.params();
-
-  EXPECT_TRUE(runner.capture_failed());
-  EXPECT_FALSE(runner.replaying());
+  const RunResult graphed = four_graph_plan_steps(fake, w, [](const StepRunner& runner) {
+    EXPECT_TRUE(runner.capture_failed());
+    EXPECT_FALSE(runner.replaying());
+    EXPECT_NE(runner.note().find("capture failed"), std::string::npos) << runner.note();
+    EXPECT_NE(runner.note().find("instantiation refused"), std::string::npos) << runner.note();
+  });
   EXPECT_EQ(fake.replays, 0);
-  EXPECT_NE(runner.note().find("capture failed"), std::string::npos) << runner.note();
-  EXPECT_NE(runner.note().find("instantiation refused"), std::string::npos) << runner.note();
   expect_same_run(eager, graphed);
 }
 
@@ -319,24 +329,17 @@ TEST(StepRunner, CaptureSkippedByTheEnvironmentRunsEagerly) {
   CpuBackend cpu;
   const RunResult eager = train_steps(cpu, false, 4, 0, w);
 
+  // Read when the runner is made.
   ::setenv("TINYLLAMA_GRAPH_CAPTURE", "0", 1);
   FakeGraphBackend fake;
-  Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
-  model.set_params(w);
-  LossScaler scaler(false);
-  AdamWHyper hp;
-  hp.lr = 1e-2f;
-  StepRunner runner(model, scaler, hp);
+  const RunResult skipped = four_graph_plan_steps(fake, w, [](const StepRunner& runner) {
+    EXPECT_FALSE(runner.replaying());
+    EXPECT_FALSE(runner.capture_failed());
+    EXPECT_NE(runner.note().find("TINYLLAMA_GRAPH_CAPTURE=0"), std::string::npos) << runner.note();
+    EXPECT_EQ(runner.note().find("no graph captured"), std::string::npos) << runner.note();
+  });
   ::unsetenv("TINYLLAMA_GRAPH_CAPTURE");
-  RunResult skipped;
-  for (int i = 0; i < 4; ++i) skipped.steps.push_back(runner.run(batch(i)));
-  skipped.params = model.params();
-
-  EXPECT_FALSE(runner.replaying());
-  EXPECT_FALSE(runner.capture_failed());
   EXPECT_EQ(fake.replays, 0);
-  EXPECT_NE(runner.note().find("TINYLLAMA_GRAPH_CAPTURE=0"), std::string::npos) << runner.note();
-  EXPECT_EQ(runner.note().find("no graph captured"), std::string::npos) << runner.note();
   expect_same_run(eager, skipped);
 }
 
