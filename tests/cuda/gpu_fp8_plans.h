@@ -1,19 +1,16 @@
 #pragma once
 // The FP8 model and plans the GPU tests train: every linear dimension and
 // the token count multiples of 16, so that every GEMM may run in FP8.
+#include "gpu_model_util.h"
 #include "model/config.h"
 #include "model/fp8_plan.h"
 #include "model/step_plan.h"
 
 namespace tinyllama::gpu_test {
 
+// The whole-step tests' model with an FFN width that is a multiple of 16.
 inline ModelConfig fp8_config() {
-  ModelConfig c;
-  c.vocab_size = 97;
-  c.hidden_dim = 256;  // head_dim 64
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
+  ModelConfig c = small_gqa_config();
   c.ffn_dim = 192;
   return c;
 }

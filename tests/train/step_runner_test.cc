@@ -267,18 +267,20 @@ TEST(StepRunner, SkippedUpdatesUnderReplayDoNotAdvanceTheStepCount) {
   EXPECT_GE(applied, 1) << "every step overflowed: the test lost its point";
 }
 
-// Four unscaled steps of v2's captured plan on `fake` from weights `w`;
-// `check` sees the runner after them.
-RunResult four_graph_plan_steps(FakeGraphBackend& fake, const std::vector<double>& w,
-                                const std::function<void(const StepRunner&)>& check) {
+// `steps` steps of v2's captured plan on `fake` from weights `w`, with
+// fp16-style loss scaling when scaler_initial > 0 (as train_steps); `check`
+// sees the runner after them.
+RunResult graph_plan_steps(FakeGraphBackend& fake, const std::vector<double>& w, int steps,
+                           double scaler_initial,
+                           const std::function<void(const StepRunner&)>& check) {
   Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
   model.set_params(w);
-  LossScaler scaler(false);
+  LossScaler scaler(scaler_initial > 0, scaler_initial > 0 ? scaler_initial : 1.0, 2);
   AdamWHyper hp;
   hp.lr = 1e-2f;
   StepRunner runner(model, scaler, hp);
   RunResult out;
-  for (int i = 0; i < 4; ++i) out.steps.push_back(runner.run(batch(i)));
+  for (int i = 0; i < steps; ++i) out.steps.push_back(runner.run(batch(i)));
   out.params = model.params();
   check(runner);
   return out;
@@ -291,7 +293,7 @@ TEST(StepRunner, FailedInstantiationFallsBackToEagerSteps) {
 
   FakeGraphBackend fake;
   fake.fail_instantiate = true;
-  const RunResult graphed = four_graph_plan_steps(fake, w, [](const StepRunner& runner) {
+  const RunResult graphed = graph_plan_steps(fake, w, 4, 0, [](const StepRunner& runner) {
     EXPECT_TRUE(runner.capture_failed());
     EXPECT_FALSE(runner.replaying());
     EXPECT_NE(runner.note().find("capture failed"), std::string::npos) << runner.note();
@@ -308,17 +310,10 @@ TEST(StepRunner, AnOpThatCannotBeCapturedFallsBackToEagerSteps) {
 
   FakeGraphBackend fake;
   fake.fail_op_during_capture = true;
-  Model model(small_config(), kShape, plan_on(fake, "v2", true), fake);
-  model.set_params(w);
-  LossScaler scaler(true, 1024.0, 2);
-  AdamWHyper hp;
-  hp.lr = 1e-2f;
-  StepRunner runner(model, scaler, hp);
-  RunResult graphed;
-  for (int i = 0; i < 3; ++i) graphed.steps.push_back(runner.run(batch(i)));
-  graphed.params = model.params();
-  EXPECT_TRUE(runner.capture_failed());
-  EXPECT_FALSE(runner.launches().has_value());
+  const RunResult graphed = graph_plan_steps(fake, w, 3, 1024.0, [](const StepRunner& runner) {
+    EXPECT_TRUE(runner.capture_failed());
+    EXPECT_FALSE(runner.launches().has_value());
+  });
   expect_same_run(eager, graphed);
 }
 
@@ -332,7 +327,7 @@ TEST(StepRunner, CaptureSkippedByTheEnvironmentRunsEagerly) {
   // Read when the runner is made.
   ::setenv("TINYLLAMA_GRAPH_CAPTURE", "0", 1);
   FakeGraphBackend fake;
-  const RunResult skipped = four_graph_plan_steps(fake, w, [](const StepRunner& runner) {
+  const RunResult skipped = graph_plan_steps(fake, w, 4, 0, [](const StepRunner& runner) {
     EXPECT_FALSE(runner.replaying());
     EXPECT_FALSE(runner.capture_failed());
     EXPECT_NE(runner.note().find("TINYLLAMA_GRAPH_CAPTURE=0"), std::string::npos) << runner.note();
