@@ -16,7 +16,7 @@
 
 namespace tinyllama {
 
-enum class ReduceOp { Sum, Mean, Max };
+enum class ReduceOp { Sum, Max };
 
 class Collectives {
  public:
@@ -47,9 +47,10 @@ class Collectives {
   virtual std::string text_from_rank0(const std::string& text) = 0;
 
   // `bytes` of device memory that every rank's collectives reach directly,
-  // for a buffer the ranks all-gather into (NCCL: a symmetric window, so
-  // the gathers can run on the copy engines and take no SMs from the
-  // kernels beside them). Every rank calls it alike, in the same order;
+  // for a buffer the ranks reduce or gather in place (NCCL: a symmetric
+  // window, so the gathers can run on the copy engines and the sums on
+  // NCCL's symmetric kernels, which take few SMs from the kernels beside
+  // them). Every rank calls it alike, in the same order;
   // nullptr where these collectives offer no such memory (the caller
   // allocates as usual). release_window frees it, on every rank alike.
   virtual void* allocate_window(std::size_t /*bytes*/) { return nullptr; }

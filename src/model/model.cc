@@ -76,7 +76,9 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
   const auto moment_bytes =
       static_cast<std::size_t>(plan_.parallel.moment_elements(layout_.total())) * elem;
   const std::size_t state_bytes = master_bytes + grad_bytes + 2 * moment_bytes;
-  state_ = backend_.allocate(state_bytes);
+  // The ranks reduce-scatter the gradients in place and gather the fp32
+  // masters (without AMP): in the collectives' own memory where they offer it.
+  state_ = allocate_exchanged(state_bytes, state_in_window_);
   auto* base = static_cast<char*>(state_);
   params_ = base;
   grads_ = base + master_bytes;
@@ -90,9 +92,7 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
     // where they offer it.
     const auto bytes =
         static_cast<std::size_t>(compute_copy_.total()) * dtype_size(plan_.precision.compute);
-    if (comm_ != nullptr) compute_params_in_window_ = comm_->allocate_window(bytes);
-    compute_params_ =
-        compute_params_in_window_ != nullptr ? compute_params_in_window_ : backend_.allocate(bytes);
+    compute_params_ = allocate_exchanged(bytes, compute_params_in_window_);
   }
   arena_ = backend_.allocate(static_cast<std::size_t>(acts_.bytes));
   // FP8 scalar blocks start at zero: delayed scaling's history is read
@@ -133,17 +133,33 @@ Model::Model(const ModelConfig& cfg, BatchShape shape, const StepPlan& plan, Bac
 }
 
 Model::~Model() {
-  if (compute_params_in_window_ != nullptr) {
-    comm_->release_window(compute_params_in_window_);
-    compute_params_ = nullptr;
-  }
-  for (void* p :
-       {state_, compute_params_, arena_, static_cast<void*>(token_blocks_),
-        static_cast<void*>(overflow_flag_), static_cast<void*>(stop_vote_),
-        static_cast<void*>(step_scalars_), step_losses_, grad_accum_, static_cast<void*>(norm_acc_),
-        static_cast<void*>(grad_norm_), static_cast<void*>(fp8_amaxes_)}) {
+  release_exchanged(state_, state_in_window_);
+  release_exchanged(compute_params_, compute_params_in_window_);
+  for (void* p : {arena_, static_cast<void*>(token_blocks_), static_cast<void*>(overflow_flag_),
+                  static_cast<void*>(stop_vote_), static_cast<void*>(step_scalars_), step_losses_,
+                  grad_accum_, static_cast<void*>(norm_acc_), static_cast<void*>(grad_norm_),
+                  static_cast<void*>(fp8_amaxes_)}) {
     if (p != nullptr) backend_.release(p);
   }
+}
+
+void* Model::allocate_exchanged(std::size_t bytes, bool& in_window) {
+  void* window = comm_ != nullptr ? comm_->allocate_window(bytes) : nullptr;
+  in_window = window != nullptr;
+  return in_window ? window : backend_.allocate(bytes);
+}
+
+void Model::release_exchanged(void* block, bool in_window) {
+  if (block == nullptr) return;
+  if (in_window) {
+    comm_->release_window(block);
+  } else {
+    backend_.release(block);
+  }
+}
+
+int Model::summed_ranks() const {
+  return comm_ != nullptr ? comm_->world() : 1;
 }
 
 MemoryBreakdown Model::estimate_memory(const ModelConfig& cfg, BatchShape shape,
@@ -246,7 +262,13 @@ std::vector<double> Model::grads() const {
   std::vector<char> raw(static_cast<std::size_t>(layout_.total()) *
                         dtype_size(plan_.precision.master));
   backend_.download(raw.data(), grads_, raw.size());
-  return unpack(raw.data(), raw.size(), plan_.precision.master);
+  std::vector<double> g = unpack(raw.data(), raw.size(), plan_.precision.master);
+  // The ranks' sum (exchange_gradients) as the global batch's gradient.
+  const double ranks = summed_ranks();
+  if (ranks != 1) {
+    for (double& v : g) v /= ranks;
+  }
+  return g;
 }
 
 std::vector<double> Model::adam_m() const {
@@ -348,6 +370,8 @@ void Model::stage_step(float loss_scale, bool check_overflow, const AdamWHyper& 
   // Only a scanned (fp16) step divides its loss scale out in the update.
   AdamWHyper effective = hyper_;
   if (check_overflow) effective.grad_scale = loss_scale;
+  // Data parallel: the exchange summed the ranks' mean gradients.
+  effective.grad_scale *= static_cast<float>(summed_ranks());
   // The mean loss of the whole step: every micro-batch's positions.
   const StepScalars s = make_step_scalars(effective, loss_scale, shape_.tokens() * micro_batches());
   backend_.upload_async(step_scalars_, &s, sizeof s);

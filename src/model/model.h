@@ -266,11 +266,22 @@ class Model {
   std::int64_t sweep_adamw(ParamSpan span, const AdamWHyper& hp, bool beside_backward);
   // The same over one rank's shard of a bucket (model_parallel.cc).
   std::int64_t sweep_shard(const BucketShard& shard, const AdamWHyper& hp, bool beside_backward);
-  // model_parallel.cc, data-parallel runs only. exchange_gradients averages
+  // model_parallel.cc, data-parallel runs only. exchange_gradients sums
   // a bucket's gradients over the ranks (into this rank's shard under
   // ZeRO-1) beside the backward pass; update_bucket sweeps this rank's
   // shard and gathers the weights it updated from every rank.
   void exchange_gradients(ParamSpan bucket);
+  // The ranks whose gradients exchange_gradients sums (1 in one process):
+  // the step's scalars divide it out with the loss scale, where every
+  // reader of the gradient (the updates, the norm) already unscales. A sum
+  // is what NCCL's symmetric kernels reduce (an average is not, in 2.28);
+  // they run a reduce-scatter on a few thread blocks, leaving the SMs to
+  // the backward pass beside it.
+  int summed_ranks() const;
+  // `bytes` of backend memory that the ranks exchange: in the collectives'
+  // window where they offer one (in_window set), else an ordinary block.
+  void* allocate_exchanged(std::size_t bytes, bool& in_window);
+  void release_exchanged(void* block, bool in_window);
   void update_bucket(ParamSpan bucket, const AdamWHyper& hp);
   void parallel_optimizer_pass(const AdamWHyper& hp);
   // The global gradient norm into grad_norm_ and clipping's coefficient
@@ -423,8 +434,10 @@ class Model {
   // master weights of other ranks' shards are stale after a step.
   mutable bool master_stale_ = false;
   void* compute_params_ = nullptr;  // low-precision copy under AMP (compute_copy_), else null
-  // compute_params_ when it lies in the collectives' window (released there).
-  void* compute_params_in_window_ = nullptr;
+  // Whether state_ and compute_params_ lie in the collectives' window
+  // (allocate_exchanged; released there).
+  bool state_in_window_ = false;
+  bool compute_params_in_window_ = false;
   bool layers_updated_ = false;  // by the last backward_pass, for optimizer_pass
   // GradBuffers::Ring: per slot, the ticket of the last sweep that reads it
   // (Backend::side_adamw_fused), joined before the slot's next layer writes

@@ -61,9 +61,9 @@ void Model::exchange_gradients(ParamSpan bucket) {
   void* stream = backend_.begin_side_collective();
   if (plan_.parallel.shard_optimizer) {
     comm_->reduce_scatter(at(grads_, bucket.begin, m), bucket.size() / comm_->world(), m,
-                          ReduceOp::Mean, stream);
+                          ReduceOp::Sum, stream);
   } else {
-    comm_->all_reduce(at(grads_, bucket.begin, m), bucket.size(), m, ReduceOp::Mean, stream);
+    comm_->all_reduce(at(grads_, bucket.begin, m), bucket.size(), m, ReduceOp::Sum, stream);
   }
   backend_.end_side_collective();
 }

@@ -123,6 +123,7 @@ std::vector<std::int32_t> random_rows(int batch, int seq, int vocab, std::uint64
 struct RunResult {
   std::vector<double> losses;
   std::vector<std::uint8_t> params, m, v;  // canonical layout (state_bytes)
+  std::vector<double> first_grads;         // Model::grads() after step 1's backward pass
 };
 
 constexpr int kSteps = 3;
@@ -132,6 +133,13 @@ AdamWHyper test_hyper() {
   AdamWHyper hp;
   hp.lr = 1e-2f;
   return hp;
+}
+
+// A block in the model's layout (its ranks' padding) in the canonical one.
+std::vector<double> canonical(const Model& model, const std::vector<double>& block) {
+  std::vector<double> out(static_cast<std::size_t>(model.state_layout().total()), 0.0);
+  copy_slots(model.layout(), block.data(), model.state_layout(), out.data(), sizeof(double));
+  return out;
 }
 
 // One model's steps on its rows of each global batch.
@@ -156,12 +164,19 @@ RunResult run_rank(const std::string& level, BatchShape shape, const DataParalle
     model.stage_step(1.0f, false, hp);
     model.forward_pass();
     model.backward_pass(/*update_layers=*/true);
+    if (step == 0) out.first_grads = canonical(model, model.grads());
     model.optimizer_pass();
     out.losses.push_back(model.loss());
   }
   out.params = model.state_bytes(Model::StateBlock::Params);
   out.m = model.state_bytes(Model::StateBlock::AdamM);
   out.v = model.state_bytes(Model::StateBlock::AdamV);
+  return out;
+}
+
+std::vector<std::uint8_t> to_bytes(const std::vector<double>& values) {
+  std::vector<std::uint8_t> out(values.size() * sizeof(double));
+  std::memcpy(out.data(), values.data(), out.size());
   return out;
 }
 
@@ -190,6 +205,7 @@ void expect_close(const std::vector<std::uint8_t>& a, const std::vector<std::uin
 void check_against_one_model(const std::string& level, int world, bool shard) {
   const int local_batch = 2;
   std::vector<std::vector<std::int32_t>> batches;
+  batches.reserve(kSteps);
   for (int s = 0; s < kSteps; ++s) {
     batches.push_back(random_rows(world * local_batch, kSeq, small_config().vocab_size, 40 + s));
   }
@@ -210,6 +226,7 @@ void check_against_one_model(const std::string& level, int world, bool shard) {
   std::vector<RunResult> ranks(static_cast<std::size_t>(world));
   std::vector<std::string> errors(static_cast<std::size_t>(world));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(world));
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       ThreadCollectives comm(hub, r);
@@ -233,6 +250,12 @@ void check_against_one_model(const std::string& level, int world, bool shard) {
     expect_close(got.params, one.params, tolerance, name + " params rank " + std::to_string(r));
     expect_close(got.m, one.m, tolerance, name + " adam m rank " + std::to_string(r));
     expect_close(got.v, one.v, tolerance, name + " adam v rank " + std::to_string(r));
+    // The ranks sum their gradients; grads() is the global batch's (the
+    // whole of it where every rank holds it all).
+    if (!shard) {
+      expect_close(to_bytes(got.first_grads), to_bytes(one.first_grads), tolerance,
+                   name + " step 1 gradient rank " + std::to_string(r));
+    }
   }
   // The steps moved the weights: a comparison of untouched state proves nothing.
   const RunResult start = [&] {
@@ -282,11 +305,12 @@ class WindowedThreadCollectives : public ThreadCollectives {
   int released_ = 0;
 };
 
-// Under AMP the ranks all-gather the compute copy: it lies in the
-// collectives' window where they offer one, and is released there when the
-// model goes. (The CPU backend cannot train with a compute copy; that the
-// window trains to the same bits is checked on GPUs, scripts/dp-check.)
-TEST(DataParallelTraining, TheComputeCopyLiesInTheCollectivesWindow) {
+// The ranks reduce-scatter the gradients in place and, under AMP,
+// all-gather the compute copy: the state block and the copy lie in the
+// collectives' window where they offer one, and are released there when
+// the model goes. (The CPU backend cannot train with a compute copy; that
+// the windows train to the same bits is checked on GPUs, scripts/dp-check.)
+TEST(DataParallelTraining, TheStateAndComputeCopyLieInTheCollectivesWindow) {
   const ModelConfig cfg = small_config();
   const BatchShape shape{2, kSeq};
   CpuBackend backend;
@@ -296,16 +320,17 @@ TEST(DataParallelTraining, TheComputeCopyLiesInTheCollectivesWindow) {
   WindowedThreadCollectives comm(hub, 0);
   {
     const Model model(cfg, shape, plan, backend, &comm);
-    EXPECT_EQ(comm.allocated(), 1);
+    EXPECT_EQ(comm.allocated(), 2);
     EXPECT_EQ(comm.released(), 0);
   }
-  EXPECT_EQ(comm.released(), 1);
-  // Without a compute copy (fp64 throughout) no window is asked for.
+  EXPECT_EQ(comm.released(), 2);
+  // Without a compute copy (fp64 throughout) only the state is exchanged.
   StepPlan full = graph_plan(level_preset("v2"), Precision::fp64(), cfg, shape);
   full.parallel = plan.parallel;
   WindowedThreadCollectives full_comm(hub, 0);
   { const Model model(cfg, shape, full, backend, &full_comm); }
-  EXPECT_EQ(full_comm.allocated(), 0);
+  EXPECT_EQ(full_comm.allocated(), 1);
+  EXPECT_EQ(full_comm.released(), 1);
 }
 
 // A signal reaches one rank; every rank must learn of it after the same
@@ -317,6 +342,7 @@ TEST(DataParallelTraining, AStopVoteOfOneRankReachesEveryRankAfterThatStep) {
   std::vector<std::vector<bool>> agreed(static_cast<std::size_t>(world));
   std::vector<std::string> errors(static_cast<std::size_t>(world));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(world));
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       try {

@@ -92,8 +92,7 @@ class ThreadCollectives : public Collectives {
     }
     hub_.wait();
     for (std::int64_t i = 0; i < count; ++i) {
-      const double v = op == ReduceOp::Mean ? sum[i] / world() : sum[i];
-      store(data, begin + i, dtype, v);
+      store(data, begin + i, dtype, sum[i]);
     }
     hub_.wait();
   }

@@ -48,8 +48,6 @@ ncclDataType_t nccl_type(DType t) {
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Mean:
-      return ncclAvg;  // NCCL 2.10+ divides inside the reduction: no extra pass
     case ReduceOp::Max:
       return ncclMax;
     case ReduceOp::Sum:
@@ -135,8 +133,8 @@ class NcclCollectives : public Collectives {
     }
     if (r != ncclSuccess) {
       std::fprintf(stderr,
-                   "note: NCCL could not make a symmetric window (%s): the all-gathers run as "
-                   "NCCL kernels on ordinary memory\n",
+                   "note: NCCL could not make a symmetric window (%s): the collectives run as "
+                   "NCCL's ring kernels on ordinary memory\n",
                    ncclGetErrorString(r));
       zero_cta_ = false;
       return nullptr;
