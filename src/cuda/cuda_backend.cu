@@ -30,6 +30,23 @@ bool stream_priorities_enabled() {
   return env_flag(std::getenv("TINYLLAMA_STREAM_PRIORITIES"), true);
 }
 
+// The SMs the backward pass's GEMMs leave to the gradient exchange that a
+// data-parallel step on several ranks runs beside them (GemmRunner::
+// set_sm_margin): NCCL 2.28's symmetric reduce-scatter, over gradients in
+// its window (model/collectives.h), takes 9 thread blocks on Hopper, its
+// cost model's fewest within 2.5 % of peak. At 1 B on 2 x H200 this took
+// the step from 109.66 to 108.42 ms; leaving 18 lost, and so did leaving
+// them in the forward pass, which runs beside no kernel of NCCL's (docs/
+// log/2026-11-30.md). One process: none. TINYLLAMA_GEMM_SM_MARGIN=N
+// overrides it (0: every SM).
+int exchange_sm_margin(const StepPlan& plan) {
+  if (const char* env = std::getenv("TINYLLAMA_GEMM_SM_MARGIN"); env != nullptr && *env != '\0') {
+    return std::max(0, std::atoi(env));
+  }
+  constexpr int kSymmetricReduceScatterBlocks = 9;
+  return plan.parallel.enabled && plan.parallel.world > 1 ? kSymmetricReduceScatterBlocks : 0;
+}
+
 void* device_alloc(std::size_t bytes, const char* what) {
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, bytes);
@@ -178,6 +195,8 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
   };
   gemm_workspace_ = take(w.gemm, "the cuBLASLt workspace");
   gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
+  gemm_->set_sm_margin(exchange_sm_margin(plan));
+  side_gemm_->set_sm_margin(exchange_sm_margin(plan));
   fp8_gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
   set_kernel_launch(plan.ops.kernel_launch == KernelLaunch::Pdl);
   side_enabled_ = plan.parallel_branches;
@@ -191,20 +210,7 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
     gemm_tune_scratch_ = take(w.gemm_tune, "the GEMM autotune scratch");
     gemm_->set_autotune_scratch(gemm_tune_scratch_, static_cast<std::size_t>(w.gemm_tune));
   }
-  // One set of kRmsnormPartialRows rows of hidden_dim floats, or two
-  // (workspace_sizes: where the side branch sums them).
-  const std::int64_t partial_floats =
-      (w.rms_partials - kRmsnormCounterBytes) / static_cast<std::int64_t>(sizeof(float));
-  rms_partial_sets_ =
-      partial_floats >= 2 * kRmsnormPartialRows * static_cast<std::int64_t>(cfg.hidden_dim) ? 2 : 1;
-  rms_partial_capacity_ = partial_floats / rms_partial_sets_;
-  rms_sum_tickets_ = {-1, -1};
-  rms_next_set_ = 0;
-  rms_partials_ = static_cast<float*>(take(w.rms_partials, "RMSNorm partial sums"));
-  rms_counters_ = reinterpret_cast<unsigned*>(reinterpret_cast<char*>(rms_partials_) +
-                                              (w.rms_partials - kRmsnormCounterBytes));
-  // Zero once; every backward call that counts leaves them zero again.
-  CUDA_CHECK(cudaMemsetAsync(rms_counters_, 0, kRmsnormCounterBytes, stream_));
+  assign_rms_partials(take(w.rms_partials, "RMSNorm partial sums"), w.rms_partials, cfg.hidden_dim);
 
   kernels_ = plan.kernels;
   const AttentionShape as = attention_shape(cfg, shape);
@@ -239,6 +245,23 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
                             shape.seq, cfg.head_dim(), cfg.rope_theta};
     rope_table(rope_table_.cos_sin, shape.seq, cfg.head_dim(), cfg.rope_theta, stream_);
   }
+}
+
+void CudaBackend::assign_rms_partials(void* block, std::int64_t bytes, int hidden_dim) {
+  // One set of kRmsnormPartialRows rows of hidden_dim floats, or two
+  // (workspace_sizes: where the side branch sums them).
+  const std::int64_t partial_floats =
+      (bytes - kRmsnormCounterBytes) / static_cast<std::int64_t>(sizeof(float));
+  rms_partial_sets_ =
+      partial_floats >= 2 * kRmsnormPartialRows * static_cast<std::int64_t>(hidden_dim) ? 2 : 1;
+  rms_partial_capacity_ = partial_floats / rms_partial_sets_;
+  rms_sum_tickets_ = {-1, -1};
+  rms_next_set_ = 0;
+  rms_partials_ = static_cast<float*>(block);
+  rms_counters_ =
+      reinterpret_cast<unsigned*>(static_cast<char*>(block) + (bytes - kRmsnormCounterBytes));
+  // Zero once; every backward call that counts leaves them zero again.
+  CUDA_CHECK(cudaMemsetAsync(rms_counters_, 0, kRmsnormCounterBytes, stream_));
 }
 
 // The plan's kernel_launch, for every kernel this backend's streams carry:

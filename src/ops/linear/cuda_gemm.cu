@@ -14,6 +14,7 @@
 #include "device/cuda_env.h"
 #include "device/cuda_event_timer.h"
 #include "device/cuda_graph.h"
+#include "device/cuda_launch.h"
 #include "ops/linear/cuda_gemm_search.h"
 #include "ops/linear/cuda_gemm_timing.h"
 #include "ops/linear/cuda_lt_layout.h"
@@ -129,6 +130,14 @@ GemmRunner::~GemmRunner() {
     destroy_lt_plan(plan);
   }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+void GemmRunner::set_sm_margin(int sms) {
+  if (sms == sm_margin_) return;
+  // The plans hold the old target in their descriptors: made again at next use.
+  for (auto& [key, plan] : plans_) destroy_lt_plan(plan);
+  plans_.clear();
+  sm_margin_ = std::max(0, sms);
 }
 
 void GemmRunner::run(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta,
@@ -361,6 +370,14 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  // The backward pass's forms (dY W, dY^T X: not X W^T) run beside another
+  // kernel: the cuBLASLt grid is sized to the SMs that kernel leaves.
+  const bool forward_form = key[kTransA] == 0 && key[kTransB] != 0;
+  if (sm_margin_ > 0 && !forward_form) {
+    const std::int32_t target = std::max(1, current_device_sm_count() - sm_margin_);
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                                                &target, sizeof(target)));
+  }
   // Stored (un-transposed) row-major shapes: our a is rows_a x (ld-bounded)
   // cols; recover cols from m/k and the transpose flag.
   const std::int64_t a_rows = key[kRowsA];

@@ -97,6 +97,17 @@ class GemmRunner {
   static std::string export_tuned_choices();
   static std::string import_tuned_choices(const std::string& text);
 
+  // SMs that the GEMMs of the backward pass's forms (dY W and dY^T X; not
+  // the forward's X W^T) leave to a kernel running beside them: a data-
+  // parallel step's gradient reduce-scatter. cuBLASLt's persistent kernels
+  // size their grid to the SMs they target
+  // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET); a grid of every SM beside a
+  // kernel that holds some waits for them with part of its tiles. 0 (the
+  // default): every SM. A change remakes the runner's plans at next use;
+  // the tuned algorithms are kept.
+  void set_sm_margin(int sms);
+  int sm_margin() const { return sm_margin_; }
+
   // Whether tuning times the wide candidate list (cuda_gemm_search.h) rather
   // than the heuristic's ranking alone. Initially on when
   // TINYLLAMA_GEMM_AUTOTUNE=wide.
@@ -139,6 +150,7 @@ class GemmRunner {
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
   bool autotune_ = true;
+  int sm_margin_ = 0;
   bool wide_search_ = false;
   bool verbose_ = false;
   bool graph_timing_ =

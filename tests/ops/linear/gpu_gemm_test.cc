@@ -72,6 +72,31 @@ TEST_P(GpuGemm, MatchesReference) {
   }
 }
 
+// GEMMs that leave SMs to a kernel beside them (a data-parallel step's
+// gradient reduce-scatter; GemmRunner::set_sm_margin): the backward pass's
+// forms run on a grid sized for fewer SMs, and must compute the same
+// product. A shape of many tiles, where the grid is the SM count.
+TEST_P(GpuGemm, LeavingSmsToAnotherKernelMatchesReference) {
+  const auto [ab_type, c_type, ta, tb] = GetParam();
+  Harness h(ab_type);
+  h.prepare(ModelConfig{}, BatchShape{2, 16}, "v1");  // one process: no margin
+  cuda::GemmRunner& runner = h.gpu().gemm_runner();
+  ASSERT_EQ(runner.sm_margin(), 0);
+  runner.set_sm_margin(9);
+  const double tol = tolerance(c_type);
+  for (const GemmShape& s : {GemmShape{1031, 777, 515}, kShapes[3]}) {
+    SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                 " k=" + std::to_string(s.k));
+    const Twin a = operand(h, ta, s.m, s.k, ab_type);
+    const Twin b = operand(h, tb, s.k, s.n, ab_type);
+    const Twin c = h.input(s.m, s.n, c_type, 1.0, 1);
+    cpu::gemm(c.cpu, a.cpu, ta, b.cpu, tb, 0.75, 0.5);
+    h.gpu().gemm(c.gpu, a.gpu, ta, b.gpu, tb, 0.75f, 0.5f);
+    h.expect_close(c, tol, "gemm with 9 SMs left");
+  }
+  runner.set_sm_margin(0);
+}
+
 std::string gemm_name(const ::testing::TestParamInfo<GemmParam>& info) {
   const auto [ab, c, ta, tb] = info.param;
   return dtype_label(ab) + "_to_" + dtype_label(c) + (ta ? "_aT" : "_aN") + (tb ? "_bT" : "_bN");
