@@ -230,7 +230,7 @@ void Model::backward_layer(int l, Mat d_out, Mat d_scratch, WgradTickets& ticket
   const std::int64_t down_ticket = backward_ffn_block(l, d_out, d_scratch, tickets, ops);
   backward_attention_block(l, d_out, d_scratch, down_ticket, tickets, ops);
   if (exchanges_in_backward()) {
-    // Data parallel: this layer's gradients averaged over the ranks while
+    // Data parallel: this layer's gradients summed over the ranks while
     // the layers below are computed.
     ops.next("grad_exchange");
     exchange_gradients(layout_.layer_span(l));
@@ -374,8 +374,9 @@ void Model::compute_grad_norm() {
   const DType m = plan_.precision.master;
   backend_.fill_zero(norm_acc_, sizeof(double));
   if (comm_ != nullptr && plan_.parallel.shard_optimizer) {
-    // Each rank holds its shards of the averaged gradient: partial sums,
-    // combined over the ranks.
+    // Each rank holds its shards of the summed gradient: partial sums of
+    // squares, combined over the ranks (clip_by_norm's unscale divides
+    // the ranks out with the loss scale).
     backend_.join_side_updates();  // the exchanges
     for_each_grad_shard([&](Mat shard) { backend_.sum_squares(shard, norm_acc_); });
     comm_->all_reduce(norm_acc_, 1, DType::F64, ReduceOp::Sum, backend_.main_stream_handle());
