@@ -94,7 +94,14 @@ class NcclCollectives : public Collectives {
 
   int rank() const override { return rank_; }
   int world() const override { return world_; }
-  std::string description() const override { return "nccl " + nccl_version(); }
+  // "in symmetric windows" once the model's buffers lie in them: the
+  // reduce-scatters on NCCL's symmetric kernels, the gathers on the copy
+  // engines (else ring kernels on ordinary memory).
+  std::string description() const override {
+    std::string out = "nccl " + nccl_version();
+    if (!windows_.empty()) out += " in symmetric windows";
+    return out;
+  }
 
   void all_reduce(void* data, std::int64_t count, DType dtype, ReduceOp op, void* stream) override {
     NCCL_CHECK(ncclAllReduce(data, data, static_cast<std::size_t>(count), nccl_type(dtype),
