@@ -40,9 +40,8 @@ bool stream_priorities_enabled() {
 // log/2026-11-30.md). One process: none. TINYLLAMA_GEMM_SM_MARGIN=N
 // overrides it (0: every SM).
 int exchange_sm_margin(const StepPlan& plan) {
-  if (const char* env = std::getenv("TINYLLAMA_GEMM_SM_MARGIN"); env != nullptr && *env != '\0') {
-    return std::max(0, std::atoi(env));
-  }
+  const long override = env_whole_number("TINYLLAMA_GEMM_SM_MARGIN", 64);
+  if (override >= 0) return static_cast<int>(override);
   constexpr int kSymmetricReduceScatterBlocks = 9;
   return plan.parallel.enabled && plan.parallel.world > 1 ? kSymmetricReduceScatterBlocks : 0;
 }
@@ -195,8 +194,9 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
   };
   gemm_workspace_ = take(w.gemm, "the cuBLASLt workspace");
   gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
-  gemm_->set_sm_margin(exchange_sm_margin(plan));
-  side_gemm_->set_sm_margin(exchange_sm_margin(plan));
+  const int sm_margin = exchange_sm_margin(plan);
+  gemm_->set_sm_margin(sm_margin);
+  side_gemm_->set_sm_margin(sm_margin);
   fp8_gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
   set_kernel_launch(plan.ops.kernel_launch == KernelLaunch::Pdl);
   side_enabled_ = plan.parallel_branches;

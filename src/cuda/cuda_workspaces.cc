@@ -1,10 +1,8 @@
 #include "cuda/cuda_workspaces.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
-#include "core/errors.h"
+#include "device/cuda_env.h"
 #include "model/fp8_plan.h"
 #include "ops/attention/cuda_attention.h"
 #include "ops/attention/cuda_attention_choice.h"
@@ -25,16 +23,8 @@ constexpr std::int64_t kMinGemmTuneScratchBytes = 1 << 20;
 // the knob that measures what a size costs (with TINYLLAMA_GEMM_VERBOSE=1
 // the runners print what their chosen algorithms need); -1 when unset.
 std::int64_t gemm_workspace_override() {
-  const char* v = std::getenv("TINYLLAMA_GEMM_WORKSPACE_MIB");
-  if (v == nullptr || *v == '\0') return -1;
-  char* end = nullptr;
-  const long mib = std::strtol(v, &end, 10);
-  if (*end != '\0' || mib < 0 || mib > 1024) {
-    throw UsageError(std::string("TINYLLAMA_GEMM_WORKSPACE_MIB: expected a whole number of MiB "
-                                 "from 0 to 1024, got \"") +
-                     v + "\"");
-  }
-  return static_cast<std::int64_t>(mib) << 20;
+  const long mib = env_whole_number("TINYLLAMA_GEMM_WORKSPACE_MIB", 1024);
+  return mib < 0 ? -1 : static_cast<std::int64_t>(mib) << 20;
 }
 
 // Elements of the largest output of the step's weight-gradient GEMMs: the

@@ -424,8 +424,7 @@ double Model::mean_of_losses(const void* raw, std::size_t bytes) const {
   for (double v : values) sum += v;
   // Data parallel: the losses were summed over the ranks (reduce_losses),
   // whose shares of the batch are equal, so this is the global batch's mean.
-  const double ranks = comm_ != nullptr ? comm_->world() : 1;
-  return sum / static_cast<double>(values.size()) / ranks;
+  return sum / static_cast<double>(values.size()) / summed_ranks();
 }
 
 bool Model::overflowed() const {
