@@ -32,13 +32,14 @@ bool stream_priorities_enabled() {
 
 // The SMs the backward pass's GEMMs leave to the gradient exchange that a
 // data-parallel step on several ranks runs beside them (GemmRunner::
-// set_sm_margin): NCCL 2.28's symmetric reduce-scatter, over gradients in
-// its window (model/collectives.h), takes 9 thread blocks on Hopper, its
-// cost model's fewest within 2.5 % of peak. At 1 B on 2 x H200 this took
-// the step from 109.66 to 108.42 ms; leaving 18 lost, and so did leaving
-// them in the forward pass, which runs beside no kernel of NCCL's (docs/
-// log/2026-11-30.md). One process: none. TINYLLAMA_GEMM_SM_MARGIN=N
-// overrides it (0: every SM).
+// set_sm_margin; the FP8 GEMMs take the runner's through Fp8GemmOptions):
+// NCCL 2.28's symmetric reduce-scatter, over gradients in its window
+// (model/collectives.h), takes 9 thread blocks on Hopper, its cost model's
+// fewest within 2.5 % of peak. At 1 B on 2 x H200 this took the bf16 step
+// from 109.66 to 108.42 ms and the FP8 step from 83.16 to 81.40; leaving 18
+// lost, and so did leaving them in the forward pass, which runs beside no
+// kernel of NCCL's (docs/log/2026-11-30.md). One process: none.
+// TINYLLAMA_GEMM_SM_MARGIN=N overrides it (0: every SM).
 int exchange_sm_margin(const StepPlan& plan) {
   const long override = env_whole_number("TINYLLAMA_GEMM_SM_MARGIN", 64);
   if (override >= 0) return static_cast<int>(override);

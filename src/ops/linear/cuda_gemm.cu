@@ -370,10 +370,9 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  // The backward pass's forms (dY W, dY^T X: not X W^T) run beside another
-  // kernel: the cuBLASLt grid is sized to the SMs that kernel leaves.
-  const bool forward_form = key[kTransA] == 0 && key[kTransB] != 0;
-  if (sm_margin_ > 0 && !forward_form) {
+  // The backward pass's forms run beside another kernel: the cuBLASLt grid
+  // is sized to the SMs that kernel leaves.
+  if (sm_margin_ > 0 && !forward_form(key[kTransA] != 0, key[kTransB] != 0)) {
     const std::int32_t target = std::max(1, current_device_sm_count() - sm_margin_);
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
                                                 &target, sizeof(target)));

@@ -56,6 +56,14 @@ struct BatchStrides {
 // unset, "on" or "wide" (every GemmRunner starts with it).
 bool gemm_autotune_enabled();
 
+// Whether c = op(a) op(b) has the forward pass's form X W^T. The backward
+// pass's forms (dY W, dY^T X) are the GEMMs that run beside a data-parallel
+// step's gradient exchange and leave it SMs (GemmRunner::set_sm_margin,
+// Fp8GemmOptions::sm_margin); the forward pass runs beside no NCCL kernel.
+inline bool forward_form(bool trans_a, bool trans_b) {
+  return !trans_a && trans_b;
+}
+
 class GemmRunner {
  public:
   GemmRunner();

@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "device/cuda_check.h"
 #include "device/cuda_env.h"
+#include "device/cuda_launch.h"
 #include "ops/linear/cuda_gemm_search.h"
 #include "ops/linear/cuda_lt_layout.h"
 
@@ -34,6 +35,7 @@ enum Fp8KeyField {
   kAlignC,
   kWorkspace,
   kDevice,
+  kSmMargin,
   kFp8KeyFields
 };
 
@@ -104,7 +106,7 @@ std::string layout_error(const Mat& c, const Fp8Operand& a, const Fp8Operand& b)
 
 }  // namespace
 
-static_assert(kFp8KeyFields == std::tuple_size_v<std::array<std::int64_t, 17>>,
+static_assert(kFp8KeyFields == std::tuple_size_v<std::array<std::int64_t, 18>>,
               "Fp8GemmRunner::Key has one entry per Fp8KeyField");
 
 bool fp8_gemm_supported(int device) {
@@ -189,6 +191,7 @@ Fp8GemmRunner::Key Fp8GemmRunner::key_for(const Mat& c, const Fp8Operand& a, con
   }
   key[kWorkspace] = static_cast<std::int64_t>(workspace_bytes_);
   key[kDevice] = device_;
+  key[kSmMargin] = std::max(0, options.sm_margin);
   return key;
 }
 
@@ -213,6 +216,11 @@ Fp8GemmRunner::Plan& Fp8GemmRunner::plan_for(const Key& key, const Fp8GemmOption
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);  // on our a
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
              static_cast<std::int8_t>(options.fast_accum ? 1 : 0));
+    if (key[kSmMargin] > 0) {
+      const auto target = static_cast<std::int32_t>(
+          std::max<std::int64_t>(1, current_device_sm_count() - key[kSmMargin]));
+      set_attr(plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, target);
+    }
     // The heuristic sees the scale pointers set as the launches will.
     set_pointers(plan, a, b);
     plan.a = row_major_layout(key[kFormatB], key[kN], key[kK], key[kLdB]);  // our b, [N, K]

@@ -87,6 +87,11 @@ struct Fp8GemmOptions {
   const void* addend = nullptr;
   // CUBLASLT_MATMUL_DESC_FAST_ACCUM: no periodic promotion to fp32.
   bool fast_accum = false;
+  // SMs left to a kernel running beside this GEMM (a data-parallel step's
+  // gradient reduce-scatter): cuBLASLt's grid is sized to the others
+  // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), as GemmRunner::set_sm_margin
+  // does for the 16-bit GEMMs. 0: every SM.
+  int sm_margin = 0;
 };
 
 // Whether `device` has FP8 tensor cores (sm_89 or newer).
@@ -128,7 +133,7 @@ class Fp8GemmRunner {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A, B, C (= D)
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::array<std::int64_t, 17>;  // cuda_gemm_fp8.cc's Fp8KeyField order
+  using Key = std::array<std::int64_t, 18>;  // cuda_gemm_fp8.cc's Fp8KeyField order
   Key key_for(const Mat& c, const Fp8Operand& a, const Fp8Operand& b,
               const Fp8GemmOptions& options) const;
   Plan& plan_for(const Key& key, const Fp8GemmOptions& options, const Fp8Operand& a,

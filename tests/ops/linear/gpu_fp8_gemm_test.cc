@@ -275,6 +275,35 @@ TEST_P(GpuFp8Gemm, SmallIntegersExactWithAccumulate) {
   }
 }
 
+// GEMMs that leave SMs to a kernel beside them (Fp8GemmOptions::sm_margin:
+// the backward pass of a data-parallel step, beside the gradient
+// reduce-scatter) run on a grid sized for fewer SMs and must compute the
+// same product: exact on small integers, within the bound on random codes.
+// The largest shape has more tiles than SMs, so the grid is the SM count.
+TEST_P(GpuFp8Gemm, LeavingSmsToAnotherKernelKeepsTheProduct) {
+  const auto [pair, out, s] = GetParam();
+  Rng rng(31 + static_cast<std::uint64_t>(s.m));
+  Operand a(s.m, s.k, s.k, pair.a);
+  Operand b(s.n, s.k, s.k, pair.b);
+  fill_small_integers(a, rng, 8.0f);
+  fill_small_integers(b, rng, 0.25f);
+  const Expected exact = reference(s, a, b);
+  DeviceMem c(static_cast<std::size_t>(s.m * s.n) * dtype_size(out));
+  cuda::Fp8GemmOptions options;
+  options.sm_margin = 9;
+  runner_->run(Mat(c.get(), out, s.m, s.n), a.gpu(), b.gpu(), options);
+  const std::vector<double> got = download_output(c, s.m, s.n, out);
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) wrong += got[i] != round_to(exact.exact[i], out);
+  EXPECT_EQ(wrong, 0) << "elements differing from the exact product, 9 SMs left";
+
+  fill_random(a, rng);
+  fill_random(b, rng);
+  const Expected e = reference(s, a, b);
+  runner_->run(Mat(c.get(), out, s.m, s.n), a.gpu(), b.gpu(), options);
+  expect_within_bound(download_output(c, s.m, s.n, out), e, s.k, false, out, "9 SMs left");
+}
+
 std::string gemm_name(const ::testing::TestParamInfo<GemmParam>& info) {
   const auto& [pair, out, s] = info.param;
   return std::string(format_label(pair.a)) + "x" + format_label(pair.b) + "_to_" +
