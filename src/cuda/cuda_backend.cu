@@ -30,23 +30,6 @@ bool stream_priorities_enabled() {
   return env_flag(std::getenv("TINYLLAMA_STREAM_PRIORITIES"), true);
 }
 
-// The SMs the backward pass's GEMMs leave to the gradient exchange that a
-// data-parallel step on several ranks runs beside them (GemmRunner::
-// set_sm_margin; the FP8 GEMMs take the runner's through Fp8GemmOptions):
-// NCCL 2.28's symmetric reduce-scatter, over gradients in its window
-// (model/collectives.h), takes 9 thread blocks on Hopper, its cost model's
-// fewest within 2.5 % of peak. At 1 B on 2 x H200 this took the bf16 step
-// from 109.66 to 108.42 ms and the FP8 step from 83.16 to 81.40; leaving 18
-// lost, and so did leaving them in the forward pass, which runs beside no
-// kernel of NCCL's (docs/log/2026-11-30.md). One process: none.
-// TINYLLAMA_GEMM_SM_MARGIN=N overrides it (0: every SM).
-int exchange_sm_margin(const StepPlan& plan) {
-  const long override = env_whole_number("TINYLLAMA_GEMM_SM_MARGIN", 64);
-  if (override >= 0) return static_cast<int>(override);
-  constexpr int kSymmetricReduceScatterBlocks = 9;
-  return plan.parallel.enabled && plan.parallel.world > 1 ? kSymmetricReduceScatterBlocks : 0;
-}
-
 void* device_alloc(std::size_t bytes, const char* what) {
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, bytes);
@@ -195,9 +178,10 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
   };
   gemm_workspace_ = take(w.gemm, "the cuBLASLt workspace");
   gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
-  const int sm_margin = exchange_sm_margin(plan);
-  gemm_->set_sm_margin(sm_margin);
-  side_gemm_->set_sm_margin(sm_margin);
+  // The backward pass's GEMMs leave the exchange its SMs (the FP8 GEMMs
+  // take the runners' margin, cuda_backend_fp8.cc).
+  gemm_->set_sm_margin(plan.parallel.gemm_sm_margin);
+  side_gemm_->set_sm_margin(plan.parallel.gemm_sm_margin);
   fp8_gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
   set_kernel_launch(plan.ops.kernel_launch == KernelLaunch::Pdl);
   side_enabled_ = plan.parallel_branches;

@@ -5,6 +5,8 @@
 
 #include "core/errors.h"
 #include "cuda/cuda_entry.h"
+#include "device/cuda_env.h"
+#include "model/data_parallel.h"
 #include "model/step_plan_json.h"
 #include "train/backend_factory.h"
 #include "train/checkpoint.h"
@@ -84,6 +86,11 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
           "--zero-stage 1 needs a fused AdamW sweep; this level's per-tensor AdamW all-reduces "
           "the gradients and keeps the whole optimizer state on every rank");
     }
+  }
+  // TINYLLAMA_GEMM_SM_MARGIN=N: N SMs, on one GPU too (what they cost there).
+  if (device == DeviceKind::Cuda) {
+    opts.plan.parallel.gemm_sm_margin = gemm_sm_margin_for(
+        opts.plan.parallel, cuda::env_whole_number("TINYLLAMA_GEMM_SM_MARGIN", 64));
   }
   check_memory(opts.model, opts.shape, opts.plan);
   return notes;

@@ -63,6 +63,10 @@ TrainSummary initial_summary(const StepPlan& plan, Collectives* comm, int world,
   summary.ranks = world;
   summary.parallel =
       plan.parallel.describe() + (comm != nullptr ? " over " + comm->description() : std::string());
+  if (plan.parallel.gemm_sm_margin > 0) {
+    summary.parallel +=
+        "; the backward GEMMs leave it " + std::to_string(plan.parallel.gemm_sm_margin) + " SMs";
+  }
   summary.device_name = backend.device_description();
   summary.memory = model.memory();
   for (const ParamSlot& s : model.layout().slots()) summary.parameter_count += s.numel();

@@ -86,6 +86,24 @@ TEST(DataParallelLayout, OneRankKeepsThePlainLayout) {
     EXPECT_EQ(a.slots()[i].offset, b.slots()[i].offset);
 }
 
+// The backward pass's GEMMs leave the exchange 9 SMs on several ranks and
+// none on one (nothing to exchange); a requested margin
+// (TINYLLAMA_GEMM_SM_MARGIN) is taken as it is, 0 and one rank included.
+TEST(DataParallelShards, TheGemmsLeaveTheExchangeItsSmsOnSeveralRanksOnly) {
+  DataParallel dp;
+  EXPECT_EQ(gemm_sm_margin_for(dp), 0) << "one process";
+  dp.enabled = true;
+  EXPECT_EQ(gemm_sm_margin_for(dp), 0) << "--gpus 1";
+  dp.world = 2;
+  EXPECT_EQ(gemm_sm_margin_for(dp), 9);
+  dp.world = 4;
+  dp.shard_optimizer = true;
+  EXPECT_EQ(gemm_sm_margin_for(dp), 9);
+  EXPECT_EQ(gemm_sm_margin_for(dp, 0), 0);
+  EXPECT_EQ(gemm_sm_margin_for(dp, 18), 18);
+  EXPECT_EQ(gemm_sm_margin_for(DataParallel{}, 5), 5) << "a margin asked for on one GPU";
+}
+
 TEST(DataParallelShards, CoverEachBucketOnceAndPackTheMoments) {
   const ModelConfig cfg = small_config();
   for (int world : {1, 2, 3, 5}) {
