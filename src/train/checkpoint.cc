@@ -130,7 +130,7 @@ void append_block(const Model& model, const BlockName& b, NamedTensors& out) {
 std::map<std::string, TensorData> fitting_tensors(const std::string& path, const Model& model,
                                                   NamedTensors file) {
   std::map<std::string, TensorData> by_name;
-  for (auto& [name, t] : file) by_name.emplace(name, std::move(t));
+  for (auto& entry : file) by_name.emplace(entry.first, std::move(entry.second));
   std::size_t expected = 0;
   for (const BlockName& b : kBlocks) {
     for (const ParamSlot& slot : model.state_layout().slots()) {
