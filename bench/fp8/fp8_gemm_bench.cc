@@ -23,7 +23,7 @@
 // GemmRunner's autotuning; --no-autotune keeps the heuristic's choice, as
 // Fp8GemmRunner always does).
 //
-//   tinyllama_fp8_gemm_bench [--config 1b,1b-f5632,workshop,big]
+//   tinyllama_fp8_gemm_bench [--config 1b,1b-f5632,gpt2,workshop,big]
 //                            [--samples 15] [--reps 10] [--no-autotune]
 #include <cuda_runtime.h>
 
@@ -60,17 +60,28 @@ constexpr std::size_t kWorkspaceBytes = 32u << 20;
 
 // ---- shapes ---------------------------------------------------------------------
 
-// The bench presets (bench/shapes.h), and "1b-f5632": the 1 B config with
-// TinyLlama-1.1B's FFN width 5632 instead of the preset's 4 D = 8192.
+// The bench presets (bench/shapes.h); "1b-f5632": the 1 B config with
+// TinyLlama-1.1B's FFN width 5632 instead of the preset's 4 D = 8192; and
+// "gpt2": issue 45's GPT-2-size target (D768 H12 K12 F2048, B16 S1024;
+// scripts/fp8-check's gpt2 row).
 BenchShape shape_named(const std::string& name) {
+  ShapeOverrides o;
   if (name == "1b-f5632") {
-    ShapeOverrides o;
     o.ffn_dim = 5632;
-    BenchShape s = apply_overrides(parse_configs("1b").front(), o);
-    s.name = name;
-    return s;
+  } else if (name == "gpt2") {
+    o.hidden_dim = 768;
+    o.num_heads = 12;
+    o.num_kv_heads = 12;
+    o.ffn_dim = 2048;
+    o.vocab_size = 50257;
+    o.batch_size = 16;
+  } else {
+    return parse_configs(name).front();
   }
-  return parse_configs(name).front();
+  BenchShape s = apply_overrides(parse_configs(name == "gpt2" ? "big" : "1b").front(), o);
+  if (name == "gpt2") s.cfg.num_layers = 12;  // not an override: the table is per layer
+  s.name = name;
+  return s;
 }
 
 struct LinearShape {
@@ -346,7 +357,7 @@ Options parse(int argc, char** argv) {
       o.autotune = false;
     } else {
       throw UsageError("unknown argument " + arg +
-                       " (--config 1b,1b-f5632,workshop,big --samples N --reps N --no-autotune)");
+                       " (--config 1b,1b-f5632,gpt2,workshop,big --samples N --reps N --no-autotune)");
     }
   }
   return o;

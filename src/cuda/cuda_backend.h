@@ -99,6 +99,7 @@ class CudaBackend final : public Backend, public ExerciseOps {
   void join_side_updates() override;
   void* begin_side_collective() override;
   void end_side_collective() override;
+  void gemms_beside_exchange() override;
   void* main_stream_handle() override { return stream_; }
   void add(Mat out, Mat a, Mat b) override;
   void mul(Mat out, Mat a, Mat b) override;
@@ -195,6 +196,7 @@ class CudaBackend final : public Backend, public ExerciseOps {
   // that they wait neither for nor in front of the weight-gradient GEMMs.
   std::unique_ptr<SideBranch> updates_;
   bool side_enabled_ = false;  // both branches: StepPlan::parallel_branches
+  int exchange_sm_margin_ = 0;  // StepPlan::parallel.gemm_sm_margin: gemms_beside_exchange
 
   // prepare()'s allocations: cuBLASLt workspace, RMSNorm partial sums,
   // attention scratch, the sorted embedding gradient's scratch.

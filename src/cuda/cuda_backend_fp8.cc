@@ -47,12 +47,12 @@ float* recorded_amax(const Fp8Tensor& q, Fp8ScaleFrom from) {
   return from == Fp8ScaleFrom::History ? q.scalars + kFp8Amax : nullptr;
 }
 
-// The options of c = op(a) op(b): the backward pass's forms leave the SMs
-// the 16-bit GEMMs leave (CudaBackend::prepare sets one margin for both).
-cuda::Fp8GemmOptions fp8_options(bool accumulate, bool trans_a, bool trans_b, int sm_margin) {
+// The options of an FP8 GEMM: it leaves the SMs the 16-bit GEMMs of its
+// stream leave now (set while an exchange runs: gemms_beside_exchange).
+cuda::Fp8GemmOptions fp8_options(bool accumulate, int sm_margin) {
   cuda::Fp8GemmOptions o;
   o.accumulate = accumulate;
-  o.sm_margin = cuda::forward_form(trans_a, trans_b) ? 0 : sm_margin;
+  o.sm_margin = sm_margin;
   return o;
 }
 
@@ -159,7 +159,7 @@ void CudaBackend::fp8_update_scales(float* blocks, int count, Fp8Format f) {
 void CudaBackend::gemm_fp8(Mat c, const Fp8Tensor& a, bool trans_a, const Fp8Tensor& b,
                            bool trans_b, bool accumulate) {
   fp8_gemm_->run(c, fp8_operand(a, trans_a), fp8_operand(b, !trans_b),
-                 fp8_options(accumulate, trans_a, trans_b, gemm_->sm_margin()));
+                 fp8_options(accumulate, gemm_->sm_margin()));
 }
 
 // c as cuBLASLt's C where it has d's layout; else the copy, then the GEMM.
@@ -169,7 +169,7 @@ void CudaBackend::gemm_fp8_add(Mat d, const Fp8Tensor& a, bool trans_a, const Fp
     Backend::gemm_fp8_add(d, a, trans_a, b, trans_b, c);
     return;
   }
-  cuda::Fp8GemmOptions o = fp8_options(/*accumulate=*/true, trans_a, trans_b, gemm_->sm_margin());
+  cuda::Fp8GemmOptions o = fp8_options(/*accumulate=*/true, gemm_->sm_margin());
   o.addend = c.data;
   fp8_gemm_->run(d, fp8_operand(a, trans_a), fp8_operand(b, !trans_b), o);
 }
@@ -183,7 +183,7 @@ std::int64_t CudaBackend::side_gemm_fp8_from_fork(Mat c, const Fp8Tensor& a, boo
   }
   // The side stream already waits at the fork point (fork_side_gemms).
   side_fp8_gemm_->run(c, fp8_operand(a, trans_a), fp8_operand(b, !trans_b),
-                      fp8_options(accumulate, trans_a, trans_b, side_gemm_->sm_margin()));
+                      fp8_options(accumulate, side_gemm_->sm_margin()));
   return side_->mark();
 }
 

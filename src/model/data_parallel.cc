@@ -13,15 +13,17 @@ std::string DataParallel::describe() const {
          (shard_optimizer ? ", ZeRO-1 (AdamW state sharded)" : ", gradients all-reduced");
 }
 
-// Why 9 and only the backward pass (docs/log/2026-11-30.md): at 1 B on
+// Why 9 and only beside the exchange (docs/log/2026-11-30.md): at 1 B on
 // 2 x H200 the margin took the bf16 step from 109.66 to 108.42 ms and the
 // FP8 step from 83.16 to 81.40; leaving 18 lost, and so did leaving SMs in
 // the forward pass, which runs beside no kernel of NCCL's (its gathers run
-// on the copy engines). One process exchanges nothing.
+// on the copy engines). One process exchanges nothing: no GEMM runs beside
+// an exchange, whatever is asked.
 int gemm_sm_margin_for(const DataParallel& dp, long requested) {
+  if (!dp.enabled || dp.world <= 1) return 0;
   if (requested >= 0) return static_cast<int>(requested);
   constexpr int kSymmetricReduceScatterBlocks = 9;
-  return dp.enabled && dp.world > 1 ? kSymmetricReduceScatterBlocks : 0;
+  return kSymmetricReduceScatterBlocks;
 }
 
 BucketShard shard_of(ParamSpan bucket, const DataParallel& dp, int rank) {

@@ -23,8 +23,9 @@ struct DataParallel {
   int world = 1;                 // ranks (1: one process, or --gpus 1)
   bool shard_optimizer = false;  // ZeRO-1; else every rank updates everything
   bool enabled = false;          // collectives run (--gpus, or a launcher's environment)
-  // SMs the backward pass's GEMMs (16-bit and FP8) leave to the gradient
-  // exchange running beside them: cuBLASLt's grid is sized to the others
+  // SMs the GEMMs (16-bit and FP8) issued while a gradient exchange runs
+  // beside them leave to it (DeviceServices::gemms_beside_exchange):
+  // cuBLASLt's grid is sized to the others
   // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET). 0: every SM. The front end sets
   // it with the rest (gemm_sm_margin_for).
   int gemm_sm_margin = 0;
@@ -42,9 +43,9 @@ struct DataParallel {
   std::string describe() const;
 };
 
-// The SMs the backward pass's GEMMs leave to the exchange of `dp`:
-// `requested` where one is given (>= 0: TINYLLAMA_GEMM_SM_MARGIN), else 9
-// on several ranks and none on one. 9 is the thread blocks of NCCL 2.28's
+// The SMs the GEMMs beside the exchange of `dp` leave to it:
+// none on one rank; on several, `requested` where one is given (>= 0:
+// TINYLLAMA_GEMM_SM_MARGIN), else 9. 9 is the thread blocks of NCCL 2.28's
 // symmetric reduce-scatter on Hopper, its cost model's fewest within 2.5 %
 // of peak (model/collectives.h puts the gradients in its window).
 int gemm_sm_margin_for(const DataParallel& dp, long requested = -1);

@@ -147,6 +147,12 @@ class DeviceServices {
   // defaults (a backend that runs every op at once) return nullptr.
   virtual void* begin_side_collective() { return nullptr; }
   virtual void end_side_collective() {}
+  // A gradient exchange was just issued beside the backward pass: the ops
+  // issued from now until join_side_updates run beside it, and the GEMMs
+  // among them leave it the plan's SMs (DataParallel::gemm_sm_margin). The
+  // GEMMs before the first exchange of a step (the LM head's, the last
+  // layer's) and the forward pass's keep every SM.
+  virtual void gemms_beside_exchange() {}
   // The stream every other op runs on, as an opaque handle; nullptr by default.
   virtual void* main_stream_handle() { return nullptr; }
 };

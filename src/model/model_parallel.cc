@@ -66,6 +66,7 @@ void Model::exchange_gradients(ParamSpan bucket) {
     comm_->all_reduce(at(grads_, bucket.begin, m), bucket.size(), m, ReduceOp::Sum, stream);
   }
   backend_.end_side_collective();
+  backend_.gemms_beside_exchange();
 }
 
 void Model::update_bucket(ParamSpan bucket, const AdamWHyper& hp) {

@@ -87,7 +87,7 @@ std::vector<std::string> resolve_run(TrainOptions& opts) {
           "the gradients and keeps the whole optimizer state on every rank");
     }
   }
-  // TINYLLAMA_GEMM_SM_MARGIN=N: N SMs, on one GPU too (what they cost there).
+  // TINYLLAMA_GEMM_SM_MARGIN=N: N SMs beside the exchange (several ranks only).
   if (device == DeviceKind::Cuda) {
     opts.plan.parallel.gemm_sm_margin = gemm_sm_margin_for(
         opts.plan.parallel, cuda::env_whole_number("TINYLLAMA_GEMM_SM_MARGIN", 64));

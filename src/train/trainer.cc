@@ -65,7 +65,7 @@ TrainSummary initial_summary(const StepPlan& plan, Collectives* comm, int world,
       plan.parallel.describe() + (comm != nullptr ? " over " + comm->description() : std::string());
   if (plan.parallel.gemm_sm_margin > 0) {
     summary.parallel +=
-        "; the backward GEMMs leave " + std::to_string(plan.parallel.gemm_sm_margin) + " SMs free";
+        "; the GEMMs beside the exchange leave it " + std::to_string(plan.parallel.gemm_sm_margin) + " SMs";
   }
   summary.device_name = backend.device_description();
   summary.memory = model.memory();

@@ -6,9 +6,11 @@
 // separates them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -86,9 +88,9 @@ TEST(DataParallelLayout, OneRankKeepsThePlainLayout) {
     EXPECT_EQ(a.slots()[i].offset, b.slots()[i].offset);
 }
 
-// The backward pass's GEMMs leave the exchange 9 SMs on several ranks and
-// none on one (nothing to exchange); a requested margin
-// (TINYLLAMA_GEMM_SM_MARGIN) is taken as it is, 0 and one rank included.
+// The GEMMs beside the exchange leave it 9 SMs on several ranks and
+// none on one (nothing to exchange, whatever is asked); a requested margin
+// (TINYLLAMA_GEMM_SM_MARGIN) is taken as it is on several, 0 included.
 TEST(DataParallelShards, TheGemmsLeaveTheExchangeItsSmsOnSeveralRanksOnly) {
   DataParallel dp;
   EXPECT_EQ(gemm_sm_margin_for(dp), 0) << "one process";
@@ -101,7 +103,7 @@ TEST(DataParallelShards, TheGemmsLeaveTheExchangeItsSmsOnSeveralRanksOnly) {
   EXPECT_EQ(gemm_sm_margin_for(dp), 9);
   EXPECT_EQ(gemm_sm_margin_for(dp, 0), 0);
   EXPECT_EQ(gemm_sm_margin_for(dp, 18), 18);
-  EXPECT_EQ(gemm_sm_margin_for(DataParallel{}, 5), 5) << "a margin asked for on one GPU";
+  EXPECT_EQ(gemm_sm_margin_for(DataParallel{}, 5), 0) << "a margin asked for on one GPU";
 }
 
 TEST(DataParallelShards, CoverEachBucketOnceAndPackTheMoments) {
@@ -287,6 +289,117 @@ void check_against_one_model(const std::string& level, int world, bool shard) {
     return r;
   }();
   EXPECT_NE(start.params, one.params);
+}
+
+// A CPU backend that records, for each GEMM, whether the model had said a
+// gradient exchange runs beside it (gemms_beside_exchange, until
+// join_side_updates) and whether it is one of the LM head's.
+class ExchangeAwareGemms final : public CpuBackend {
+ public:
+  struct Call {
+    bool forward, head, beside;
+  };
+  explicit ExchangeAwareGemms(int vocab) : vocab_(vocab) {}
+  void gemm(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta) override {
+    // Only the head's operands have the (padded) vocabulary as a width.
+    calls.push_back({forward, c.cols >= vocab_ || a.cols >= vocab_, beside_});
+    CpuBackend::gemm(c, a, trans_a, b, trans_b, alpha, beta);
+  }
+  void gemms_beside_exchange() override { beside_ = true; }
+  void join_side_updates() override {
+    beside_ = false;
+    CpuBackend::join_side_updates();
+  }
+  bool forward = false;
+  std::vector<Call> calls;
+
+ private:
+  int vocab_;
+  bool beside_ = false;
+};
+
+// Two steps of one rank of `comm` (nullptr: one process) on its backend.
+void two_recorded_steps(ExchangeAwareGemms& backend, Collectives* comm, int world) {
+  const ModelConfig cfg = small_config();
+  const BatchShape shape{2, kSeq};
+  StepPlan plan = graph_plan(level_preset("v2"), Precision::fp64(), cfg, shape);
+  if (world > 1) plan.parallel = DataParallel{world, true, true};
+  Model model(cfg, shape, plan, backend, comm);
+  model.set_params(initial_weights(model.layout(), 3));
+  AdamWHyper hp = test_hyper();
+  for (int step = 0; step < 2; ++step) {
+    model.set_batch(random_rows(2, kSeq, cfg.vocab_size, 70 + step));
+    hp.step = step + 1;
+    model.stage_step(1.0f, false, hp);
+    backend.forward = true;
+    model.forward_pass();
+    backend.forward = false;
+    model.backward_pass(/*update_layers=*/true);
+    model.optimizer_pass();
+  }
+}
+
+// The GEMMs that leave SMs to the exchange (CudaBackend's margin) are those
+// issued while one runs: the backward pass's after the first layer's
+// gradients went out. The forward pass's, the LM head's and the last
+// layer's, which run before any exchange, keep every SM -- and in one
+// process none leaves any.
+TEST(DataParallelTraining, OnlyTheGemmsIssuedWhileAnExchangeRunsAreBesideIt) {
+  const int world = 2;
+  ThreadHub hub(world);
+  std::vector<std::unique_ptr<ExchangeAwareGemms>> backends;
+  for (int r = 0; r < world; ++r) {
+    backends.push_back(std::make_unique<ExchangeAwareGemms>(small_config().vocab_size));
+  }
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadCollectives comm(hub, r);
+      try {
+        two_recorded_steps(*backends[static_cast<std::size_t>(r)], &comm, world);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+    const auto& calls = backends[static_cast<std::size_t>(r)]->calls;
+    int beside = 0, heads = 0;
+    bool seen_beside = false;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const auto& c = calls[i];
+      heads += c.head ? 1 : 0;
+      if (c.forward || c.head) {
+        EXPECT_FALSE(c.beside) << "rank " << r << " GEMM " << i << (c.head ? " (head)" : "");
+      }
+      // Once beside, the rest of that backward pass is (no join between).
+      if (!c.forward && !c.head) {
+        if (seen_beside) {
+          EXPECT_TRUE(c.beside) << "rank " << r << " GEMM " << i;
+        }
+        seen_beside = c.beside;
+      }
+      if (c.forward) seen_beside = false;
+      beside += c.beside ? 1 : 0;
+    }
+    EXPECT_GT(heads, 0) << "the head's GEMMs were recognised";
+    // Of each step's backward block GEMMs, the last layer's keep every SM.
+    const auto backward_blocks = std::count_if(
+        calls.begin(), calls.end(), [](const auto& c) { return !c.forward && !c.head; });
+    EXPECT_GT(beside, 0);
+    EXPECT_LT(beside, backward_blocks);
+    EXPECT_EQ(backward_blocks % (2 * small_config().num_layers), 0)
+        << "each layer's backward issues as many block GEMMs";
+    EXPECT_EQ(beside, backward_blocks / small_config().num_layers *
+                          (small_config().num_layers - 1))
+        << "every layer's backward but the last layer's runs beside an exchange";
+  }
+  ExchangeAwareGemms alone(small_config().vocab_size);
+  two_recorded_steps(alone, nullptr, 1);
+  for (const auto& c : alone.calls) EXPECT_FALSE(c.beside) << "one process exchanges nothing";
 }
 
 TEST(DataParallelTraining, ShardedOptimizerMatchesOneModelOnTheGlobalBatch) {

@@ -132,14 +132,6 @@ GemmRunner::~GemmRunner() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-void GemmRunner::set_sm_margin(int sms) {
-  if (sms == sm_margin_) return;
-  // The plans hold the old target in their descriptors: made again at next use.
-  for (auto& [key, plan] : plans_) destroy_lt_plan(plan);
-  plans_.clear();
-  sm_margin_ = std::max(0, sms);
-}
-
 void GemmRunner::run(Mat c, Mat a, bool trans_a, Mat b, bool trans_b, float alpha, float beta,
                      BatchStrides batch, const Mat* c_in) {
   const char* name = "gemm";
@@ -353,7 +345,7 @@ void GemmRunner::adopt_imported(Plan& plan, const Key& key) {
 }
 
 GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
-  auto found = plans_.find(key);
+  auto found = plans_.find({key, sm_margin_});
   if (found != plans_.end()) {
     Plan& plan = found->second;
     if (autotune_ && plan.imports != tuned_gemm_algos().imports.load(std::memory_order_acquire)) {
@@ -370,9 +362,8 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  // The backward pass's forms run beside another kernel: the cuBLASLt grid
-  // is sized to the SMs that kernel leaves.
-  if (sm_margin_ > 0 && !forward_form(key[kTransA] != 0, key[kTransB] != 0)) {
+  // Beside another kernel, the cuBLASLt grid is sized to the SMs it leaves.
+  if (sm_margin_ > 0) {
     const std::int32_t target = std::max(1, current_device_sm_count() - sm_margin_);
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
                                                 &target, sizeof(target)));
@@ -402,12 +393,12 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
     }
     plan.settled = !autotune_;
   }
-  return plans_.emplace(key, plan).first->second;
+  return plans_.emplace(PlanKey{key, sm_margin_}, plan).first->second;
 }
 
 std::int64_t GemmRunner::workspace_needed() const {
-  return most_workspace_needed(plans_,
-                               [this](const Plan& p, const Key& k) { return problem(p, k); });
+  return most_workspace_needed(
+      plans_, [this](const Plan& p, const PlanKey& k) { return problem(p, k.first); });
 }
 
 GemmProblemDesc GemmRunner::problem(const Plan& plan, const Key& key) const {

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/mat.h"
@@ -55,14 +56,6 @@ struct BatchStrides {
 // Whether GEMM autotuning is on for this process: TINYLLAMA_GEMM_AUTOTUNE
 // unset, "on" or "wide" (every GemmRunner starts with it).
 bool gemm_autotune_enabled();
-
-// Whether c = op(a) op(b) has the forward pass's form X W^T. The backward
-// pass's forms (dY W, dY^T X) are the GEMMs that run beside a data-parallel
-// step's gradient exchange and leave it SMs (GemmRunner::set_sm_margin,
-// Fp8GemmOptions::sm_margin); the forward pass runs beside no NCCL kernel.
-inline bool forward_form(bool trans_a, bool trans_b) {
-  return !trans_a && trans_b;
-}
 
 class GemmRunner {
  public:
@@ -105,15 +98,14 @@ class GemmRunner {
   static std::string export_tuned_choices();
   static std::string import_tuned_choices(const std::string& text);
 
-  // SMs that the GEMMs of the backward pass's forms (dY W and dY^T X; not
-  // the forward's X W^T) leave to a kernel running beside them: a data-
-  // parallel step's gradient reduce-scatter. cuBLASLt's persistent kernels
-  // size their grid to the SMs they target
-  // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET); a grid of every SM beside a
-  // kernel that holds some waits for them with part of its tiles. 0 (the
-  // default): every SM. A change remakes the runner's plans at next use;
-  // the tuned algorithms are kept.
-  void set_sm_margin(int sms);
+  // SMs that the GEMMs issued from now on leave to a kernel running beside
+  // them: a data-parallel step's gradient exchange (CudaBackend sets it
+  // while one runs). cuBLASLt's persistent kernels size their grid to the
+  // SMs they target (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET); a grid of every
+  // SM beside a kernel that holds some waits for them with part of its
+  // tiles. 0 (the default): every SM. Each margin has its own plans, made
+  // at first use and kept; the tuned algorithms are shared.
+  void set_sm_margin(int sms) { sm_margin_ = sms > 0 ? sms : 0; }
   int sm_margin() const { return sm_margin_; }
 
   // Whether tuning times the wide candidate list (cuda_gemm_search.h) rather
@@ -141,6 +133,8 @@ class GemmRunner {
     std::uint64_t imports = 0;  // TunedGemmAlgos::imports when algo was last looked up
   };
   using Key = GemmTuningKey;
+  // A plan is made for a problem and the SMs it leaves (sm_margin_).
+  using PlanKey = std::pair<Key, int>;
   Plan& plan_for(const Key& key);
   void adopt_imported(Plan& plan, const Key& key);
   GemmProblemDesc problem(const Plan& plan, const Key& key) const;
@@ -165,7 +159,7 @@ class GemmRunner {
       true;  // TINYLLAMA_GEMM_TUNE_TIMING: graph (default: short problems) or events
   int tuned_problems_ = 0;
   std::unique_ptr<EventTimer> timer_;  // autotune timing, created at first use
-  std::map<Key, Plan> plans_;
+  std::map<PlanKey, Plan> plans_;
 };
 
 }  // namespace tinyllama::cuda

@@ -73,9 +73,10 @@ TEST_P(GpuGemm, MatchesReference) {
 }
 
 // GEMMs that leave SMs to a kernel beside them (a data-parallel step's
-// gradient reduce-scatter; GemmRunner::set_sm_margin): the backward pass's
-// forms run on a grid sized for fewer SMs, and must compute the same
-// product. A shape of many tiles, where the grid is the SM count.
+// gradient exchange; GemmRunner::set_sm_margin) run on a grid sized for
+// fewer SMs, and must compute the same product; so must the plans of every
+// SM, kept beside them. A shape of many tiles, where the grid is the SM
+// count.
 TEST_P(GpuGemm, LeavingSmsToAnotherKernelMatchesReference) {
   const auto [ab_type, c_type, ta, tb] = GetParam();
   Harness h(ab_type);
@@ -93,6 +94,12 @@ TEST_P(GpuGemm, LeavingSmsToAnotherKernelMatchesReference) {
     cpu::gemm(c.cpu, a.cpu, ta, b.cpu, tb, 0.75, 0.5);
     h.gpu().gemm(c.gpu, a.gpu, ta, b.gpu, tb, 0.75f, 0.5f);
     h.expect_close(c, tol, "gemm with 9 SMs left");
+    runner.set_sm_margin(0);
+    const Twin again = h.input(s.m, s.n, c_type, 1.0, 2);
+    cpu::gemm(again.cpu, a.cpu, ta, b.cpu, tb, 0.75, 0.5);
+    h.gpu().gemm(again.gpu, a.gpu, ta, b.gpu, tb, 0.75f, 0.5f);
+    h.expect_close(again, tol, "gemm with every SM after it");
+    runner.set_sm_margin(9);
   }
   runner.set_sm_margin(0);
 }
