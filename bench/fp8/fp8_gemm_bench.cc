@@ -356,8 +356,9 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--no-autotune") {
       o.autotune = false;
     } else {
-      throw UsageError("unknown argument " + arg +
-                       " (--config 1b,1b-f5632,gpt2,workshop,big --samples N --reps N --no-autotune)");
+      throw UsageError(
+          "unknown argument " + arg +
+          " (--config 1b,1b-f5632,gpt2,workshop,big --samples N --reps N --no-autotune)");
     }
   }
   return o;

@@ -195,7 +195,7 @@ class CudaBackend final : public Backend, public ExerciseOps {
   // Per-layer optimizer sweeps during the backward pass: a third stream, so
   // that they wait neither for nor in front of the weight-gradient GEMMs.
   std::unique_ptr<SideBranch> updates_;
-  bool side_enabled_ = false;  // both branches: StepPlan::parallel_branches
+  bool side_enabled_ = false;   // both branches: StepPlan::parallel_branches
   int exchange_sm_margin_ = 0;  // StepPlan::parallel.gemm_sm_margin: gemms_beside_exchange
 
   // prepare()'s allocations: cuBLASLt workspace, RMSNorm partial sums,

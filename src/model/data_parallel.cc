@@ -13,17 +13,24 @@ std::string DataParallel::describe() const {
          (shard_optimizer ? ", ZeRO-1 (AdamW state sharded)" : ", gradients all-reduced");
 }
 
-// Why 9 and only beside the exchange (docs/log/2026-11-30.md): at 1 B on
-// 2 x H200 the margin took the bf16 step from 109.66 to 108.42 ms and the
-// FP8 step from 83.16 to 81.40; leaving 18 lost, and so did leaving SMs in
-// the forward pass, which runs beside no kernel of NCCL's (its gathers run
-// on the copy engines). One process exchanges nothing: no GEMM runs beside
-// an exchange, whatever is asked.
+// Why 27 and only beside the exchange (docs/log/2026-11-30.md, tenth
+// session): the exchange's stream runs each layer's reduce-scatter (NCCL
+// 2.28's symmetric kernel, 9 thread blocks), then its AdamW sweep and its
+// gather, and the sweep needs SMs too. At 1 B on 2 x H200, with the GEMMs'
+// algorithms as cuBLASLt's heuristic ranks them, leaving 9 or 18 SMs
+// starved the sweeps (112.8 and 111.3 ms a step, 10 ms of them after the
+// backward pass); 27 ran 107.3, as the timed choices do with 9 -- which
+// fall into the same backlog in some processes (111.1). With the timed
+// choices 27 costs 0.3 ms (107.6-107.9 against 107.4); FP8 ran 80.5
+// against 80.7. The forward pass runs beside no kernel of NCCL's (its
+// gathers run on the copy engines). One process exchanges nothing: no
+// GEMM runs beside an exchange, whatever is asked.
 int gemm_sm_margin_for(const DataParallel& dp, long requested) {
   if (!dp.enabled || dp.world <= 1) return 0;
   if (requested >= 0) return static_cast<int>(requested);
-  constexpr int kSymmetricReduceScatterBlocks = 9;
-  return kSymmetricReduceScatterBlocks;
+  constexpr int kReduceScatterBlocks = 9;
+  constexpr int kSweepSms = 18;
+  return kReduceScatterBlocks + kSweepSms;
 }
 
 BucketShard shard_of(ParamSpan bucket, const DataParallel& dp, int rank) {

@@ -45,9 +45,10 @@ struct DataParallel {
 
 // The SMs the GEMMs beside the exchange of `dp` leave to it:
 // none on one rank; on several, `requested` where one is given (>= 0:
-// TINYLLAMA_GEMM_SM_MARGIN), else 9. 9 is the thread blocks of NCCL 2.28's
-// symmetric reduce-scatter on Hopper, its cost model's fewest within 2.5 %
-// of peak (model/collectives.h puts the gradients in its window).
+// TINYLLAMA_GEMM_SM_MARGIN), else 27: the 9 thread blocks of NCCL 2.28's
+// symmetric reduce-scatter on Hopper (its cost model's fewest within 2.5 %
+// of peak; model/collectives.h puts the gradients in its window) and 18
+// for the AdamW sweep that follows each exchange on its stream.
 int gemm_sm_margin_for(const DataParallel& dp, long requested = -1);
 
 // A rank's part of one bucket.

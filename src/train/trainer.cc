@@ -64,8 +64,8 @@ TrainSummary initial_summary(const StepPlan& plan, Collectives* comm, int world,
   summary.parallel =
       plan.parallel.describe() + (comm != nullptr ? " over " + comm->description() : std::string());
   if (plan.parallel.gemm_sm_margin > 0) {
-    summary.parallel +=
-        "; the GEMMs beside the exchange leave it " + std::to_string(plan.parallel.gemm_sm_margin) + " SMs";
+    summary.parallel += "; the GEMMs beside the exchange leave it " +
+                        std::to_string(plan.parallel.gemm_sm_margin) + " SMs";
   }
   summary.device_name = backend.device_description();
   summary.memory = model.memory();

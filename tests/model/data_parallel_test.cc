@@ -88,7 +88,7 @@ TEST(DataParallelLayout, OneRankKeepsThePlainLayout) {
     EXPECT_EQ(a.slots()[i].offset, b.slots()[i].offset);
 }
 
-// The GEMMs beside the exchange leave it 9 SMs on several ranks and
+// The GEMMs beside the exchange leave it 27 SMs on several ranks and
 // none on one (nothing to exchange, whatever is asked); a requested margin
 // (TINYLLAMA_GEMM_SM_MARGIN) is taken as it is on several, 0 included.
 TEST(DataParallelShards, TheGemmsLeaveTheExchangeItsSmsOnSeveralRanksOnly) {
@@ -97,10 +97,10 @@ TEST(DataParallelShards, TheGemmsLeaveTheExchangeItsSmsOnSeveralRanksOnly) {
   dp.enabled = true;
   EXPECT_EQ(gemm_sm_margin_for(dp), 0) << "--gpus 1";
   dp.world = 2;
-  EXPECT_EQ(gemm_sm_margin_for(dp), 9);
+  EXPECT_EQ(gemm_sm_margin_for(dp), 27);
   dp.world = 4;
   dp.shard_optimizer = true;
-  EXPECT_EQ(gemm_sm_margin_for(dp), 9);
+  EXPECT_EQ(gemm_sm_margin_for(dp), 27);
   EXPECT_EQ(gemm_sm_margin_for(dp, 0), 0);
   EXPECT_EQ(gemm_sm_margin_for(dp, 18), 18);
   EXPECT_EQ(gemm_sm_margin_for(DataParallel{}, 5), 0) << "a margin asked for on one GPU";
@@ -387,14 +387,13 @@ TEST(DataParallelTraining, OnlyTheGemmsIssuedWhileAnExchangeRunsAreBesideIt) {
     }
     EXPECT_GT(heads, 0) << "the head's GEMMs were recognised";
     // Of each step's backward block GEMMs, the last layer's keep every SM.
-    const auto backward_blocks = std::count_if(
-        calls.begin(), calls.end(), [](const auto& c) { return !c.forward && !c.head; });
+    const auto backward_blocks = std::count_if(calls.begin(), calls.end(),
+                                               [](const auto& c) { return !c.forward && !c.head; });
     EXPECT_GT(beside, 0);
     EXPECT_LT(beside, backward_blocks);
     EXPECT_EQ(backward_blocks % (2 * small_config().num_layers), 0)
         << "each layer's backward issues as many block GEMMs";
-    EXPECT_EQ(beside, backward_blocks / small_config().num_layers *
-                          (small_config().num_layers - 1))
+    EXPECT_EQ(beside, backward_blocks / small_config().num_layers * (small_config().num_layers - 1))
         << "every layer's backward but the last layer's runs beside an exchange";
   }
   ExchangeAwareGemms alone(small_config().vocab_size);
