@@ -348,11 +348,13 @@ TEST(DataParallelTraining, OnlyTheGemmsIssuedWhileAnExchangeRunsAreBesideIt) {
   const int world = 2;
   ThreadHub hub(world);
   std::vector<std::unique_ptr<ExchangeAwareGemms>> backends;
+  backends.reserve(world);
   for (int r = 0; r < world; ++r) {
     backends.push_back(std::make_unique<ExchangeAwareGemms>(small_config().vocab_size));
   }
   std::vector<std::string> errors(world);
   std::vector<std::thread> threads;
+  threads.reserve(world);
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       ThreadCollectives comm(hub, r);
