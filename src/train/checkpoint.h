@@ -21,6 +21,10 @@
 
 namespace tinyllama {
 
+// The implicit move assignment runs nlohmann::json's, whose destruction of
+// the old value may allocate; an allocation failure there ends the process,
+// as anywhere else.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 struct CheckpointState {
   int steps_done = 0;       // training steps, warm-up included
   int applied_updates = 0;  // AdamW's step count (fp16's skipped steps excluded)
