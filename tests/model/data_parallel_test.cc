@@ -11,7 +11,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/rng.h"
@@ -242,23 +241,12 @@ void check_against_one_model(const std::string& level, int world, bool shard) {
   const double tolerance = 1e-12 + 4 * scale_error;
 
   const DataParallel dp{world, shard, true};
-  ThreadHub hub(world);
   std::vector<RunResult> ranks(static_cast<std::size_t>(world));
-  std::vector<std::string> errors(static_cast<std::size_t>(world));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadCollectives comm(hub, r);
-      try {
-        ranks[static_cast<std::size_t>(r)] =
+  const std::vector<std::string> errors =
+      run_on_threads(world, [&](ThreadCollectives& comm, int rank) {
+        ranks[static_cast<std::size_t>(rank)] =
             run_rank(level, {local_batch, kSeq}, dp, &comm, batches);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();  // a failing rank would hang the others
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+      });
   const std::string name =
       level + " ranks " + std::to_string(world) + (shard ? " zero1" : " allreduce");
   for (int r = 0; r < world; ++r) {
@@ -346,26 +334,15 @@ void two_recorded_steps(ExchangeAwareGemms& backend, Collectives* comm, int worl
 // process none leaves any.
 TEST(DataParallelTraining, OnlyTheGemmsIssuedWhileAnExchangeRunsAreBesideIt) {
   const int world = 2;
-  ThreadHub hub(world);
   std::vector<std::unique_ptr<ExchangeAwareGemms>> backends;
   backends.reserve(world);
   for (int r = 0; r < world; ++r) {
     backends.push_back(std::make_unique<ExchangeAwareGemms>(small_config().vocab_size));
   }
-  std::vector<std::string> errors(world);
-  std::vector<std::thread> threads;
-  threads.reserve(world);
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadCollectives comm(hub, r);
-      try {
-        two_recorded_steps(*backends[static_cast<std::size_t>(r)], &comm, world);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> errors =
+      run_on_threads(world, [&](ThreadCollectives& comm, int rank) {
+        two_recorded_steps(*backends[static_cast<std::size_t>(rank)], &comm, world);
+      });
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
     const auto& calls = backends[static_cast<std::size_t>(r)]->calls;
@@ -470,15 +447,9 @@ TEST(DataParallelTraining, TheStateAndComputeCopyLieInTheCollectivesWindow) {
 TEST(DataParallelTraining, AStopVoteOfOneRankReachesEveryRankAfterThatStep) {
   const int world = 3, voter = 2, vote_step = 1;
   const BatchShape shape{2, kSeq};
-  ThreadHub hub(world);
   std::vector<std::vector<bool>> agreed(static_cast<std::size_t>(world));
-  std::vector<std::string> errors(static_cast<std::size_t>(world));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        ThreadCollectives comm(hub, r);
+  const std::vector<std::string> errors =
+      run_on_threads(world, [&](ThreadCollectives& comm, int r) {
         const ModelConfig cfg = small_config();
         CpuBackend backend;
         StepPlan plan = graph_plan(level_preset("v2"), Precision::fp64(), cfg, shape);
@@ -498,12 +469,7 @@ TEST(DataParallelTraining, AStopVoteOfOneRankReachesEveryRankAfterThatStep) {
           model.enqueue_stop_readback(*readback);
           agreed[static_cast<std::size_t>(r)].push_back(Model::stop_voted(*readback));
         }
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+      });
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
     EXPECT_EQ(agreed[static_cast<std::size_t>(r)], (std::vector<bool>{false, true, false}))

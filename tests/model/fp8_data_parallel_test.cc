@@ -11,7 +11,6 @@
 
 #include <cmath>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
@@ -72,22 +71,11 @@ States run(int batch, const DataParallel& dp, Collectives* comm, const std::vect
 }
 
 std::vector<States> run_ranks(const std::vector<float>& history) {
-  ThreadHub hub(kWorld);
   std::vector<States> ranks(kWorld);
-  std::vector<std::string> errors(kWorld);
-  std::vector<std::thread> threads;
-  threads.reserve(kWorld);
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadCollectives comm(hub, r);
-      try {
-        ranks[r] = run(kLocalBatch, DataParallel{kWorld, true, true}, &comm, history);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();  // a failing rank would hang the others
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> errors =
+      run_on_threads(kWorld, [&](ThreadCollectives& comm, int rank) {
+        ranks[rank] = run(kLocalBatch, DataParallel{kWorld, true, true}, &comm, history);
+      });
   for (const std::string& e : errors) EXPECT_EQ(e, "");
   return ranks;
 }

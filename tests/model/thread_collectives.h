@@ -8,9 +8,11 @@
 #include <barrier>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model/collectives.h"
@@ -112,5 +114,28 @@ class ThreadCollectives : public Collectives {
   ThreadHub& hub_;
   int rank_;
 };
+
+// Runs body(comm, rank) for each of `world` ranks, each on its own thread
+// with its own ThreadCollectives, and returns each rank's exception message
+// ("" where it threw nothing): an uncaught one would end the process.
+inline std::vector<std::string> run_on_threads(
+    int world, const std::function<void(ThreadCollectives& comm, int rank)>& body) {
+  ThreadHub hub(world);
+  std::vector<std::string> errors(static_cast<std::size_t>(world));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadCollectives comm(hub, r);
+      try {
+        body(comm, r);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
 
 }  // namespace tinyllama

@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "core/rng.h"
@@ -258,28 +257,17 @@ void check_ranks(int world, bool shard) {
       1e-12 +
       4 * std::abs(static_cast<float>(1.0 / global_tokens) - rank_scale / world) * global_tokens;
   const DataParallel dp{world, shard, true};
-  ThreadHub hub(world);
   std::vector<Trained> ranks(static_cast<std::size_t>(world));
-  std::vector<std::string> errors(static_cast<std::size_t>(world));
-  std::vector<std::thread> threads;
   const std::size_t block = static_cast<std::size_t>(local * micro * (kSeq + 1));
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadCollectives comm(hub, r);
-      std::vector<std::vector<std::int32_t>> mine;
-      for (const auto& b : batches) {
-        mine.emplace_back(b.begin() + static_cast<std::ptrdiff_t>(r * block),
-                          b.begin() + static_cast<std::ptrdiff_t>((r + 1) * block));
-      }
-      try {
-        ranks[static_cast<std::size_t>(r)] =
-            train_steps("v2", {local, kSeq}, ranked, mine, &comm, dp);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> errors = run_on_threads(world, [&](ThreadCollectives& comm,
+                                                                    int r) {
+    std::vector<std::vector<std::int32_t>> mine;
+    for (const auto& b : batches) {
+      mine.emplace_back(b.begin() + static_cast<std::ptrdiff_t>(r * block),
+                        b.begin() + static_cast<std::ptrdiff_t>((r + 1) * block));
+    }
+    ranks[static_cast<std::size_t>(r)] = train_steps("v2", {local, kSeq}, ranked, mine, &comm, dp);
+  });
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(errors[static_cast<std::size_t>(r)], "");
     const Trained& got = ranks[static_cast<std::size_t>(r)];
