@@ -107,6 +107,7 @@ Trained train_steps(const std::string& level, BatchShape shape, const UpdateReci
 
 std::vector<std::vector<std::int32_t>> step_rows(int rows) {
   std::vector<std::vector<std::int32_t>> out;
+  out.reserve(kSteps);
   for (int s = 0; s < kSteps; ++s)
     out.push_back(random_rows(rows, small_config().vocab_size, 70 + s));
   return out;
@@ -258,10 +259,11 @@ void check_ranks(int world, bool shard) {
       4 * std::abs(static_cast<float>(1.0 / global_tokens) - rank_scale / world) * global_tokens;
   const DataParallel dp{world, shard, true};
   std::vector<Trained> ranks(static_cast<std::size_t>(world));
-  const std::size_t block = static_cast<std::size_t>(local * micro * (kSeq + 1));
+  const std::size_t block = static_cast<std::size_t>(local) * micro * (kSeq + 1);
   const std::vector<std::string> errors = run_on_threads(world, [&](ThreadCollectives& comm,
                                                                     int r) {
     std::vector<std::vector<std::int32_t>> mine;
+    mine.reserve(batches.size());
     for (const auto& b : batches) {
       mine.emplace_back(b.begin() + static_cast<std::ptrdiff_t>(r * block),
                         b.begin() + static_cast<std::ptrdiff_t>((r + 1) * block));
