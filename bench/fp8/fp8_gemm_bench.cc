@@ -66,9 +66,13 @@ constexpr std::size_t kWorkspaceBytes = 32u << 20;
 // scripts/fp8-check's gpt2 row).
 BenchShape shape_named(const std::string& name) {
   ShapeOverrides o;
+  std::string preset = "1b";
+  int layers = 0;  // the preset's; not an override (the table is per layer)
   if (name == "1b-f5632") {
     o.ffn_dim = 5632;
   } else if (name == "gpt2") {
+    preset = "big";
+    layers = 12;
     o.hidden_dim = 768;
     o.num_heads = 12;
     o.num_kv_heads = 12;
@@ -78,8 +82,8 @@ BenchShape shape_named(const std::string& name) {
   } else {
     return parse_configs(name).front();
   }
-  BenchShape s = apply_overrides(parse_configs(name == "gpt2" ? "big" : "1b").front(), o);
-  if (name == "gpt2") s.cfg.num_layers = 12;  // not an override: the table is per layer
+  BenchShape s = apply_overrides(parse_configs(preset).front(), o);
+  if (layers > 0) s.cfg.num_layers = layers;
   s.name = name;
   return s;
 }

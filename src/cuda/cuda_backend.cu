@@ -180,8 +180,7 @@ void CudaBackend::prepare(const ModelConfig& cfg, BatchShape shape, const StepPl
   gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
   // Every SM until the model issues an exchange (gemms_beside_exchange).
   exchange_sm_margin_ = plan.parallel.gemm_sm_margin;
-  gemm_->set_sm_margin(0);
-  side_gemm_->set_sm_margin(0);
+  set_gemm_sm_margin(0);
   fp8_gemm_->set_workspace(gemm_workspace_, static_cast<std::size_t>(w.gemm));
   set_kernel_launch(plan.ops.kernel_launch == KernelLaunch::Pdl);
   side_enabled_ = plan.parallel_branches;
@@ -396,16 +395,18 @@ void CudaBackend::join_side_update(std::int64_t ticket) {
 
 void CudaBackend::join_side_updates() {
   if (side_enabled_) updates_->join_all(stream_);
-  // No exchange runs beside what follows. (The FP8 GEMMs take the runners'
-  // margin too, cuda_backend_fp8.cc.)
-  gemm_->set_sm_margin(0);
-  side_gemm_->set_sm_margin(0);
+  set_gemm_sm_margin(0);  // no exchange runs beside what follows
 }
 
 void CudaBackend::gemms_beside_exchange() {
   if (!side_enabled_) return;  // the exchange ran on the main stream, in order
-  gemm_->set_sm_margin(exchange_sm_margin_);
-  side_gemm_->set_sm_margin(exchange_sm_margin_);
+  set_gemm_sm_margin(exchange_sm_margin_);
+}
+
+// Both streams' runners; the FP8 GEMMs take theirs (cuda_backend_fp8.cc).
+void CudaBackend::set_gemm_sm_margin(int sms) {
+  gemm_->set_sm_margin(sms);
+  side_gemm_->set_sm_margin(sms);
 }
 
 // Collectives share the side-update stream with the per-layer sweeps, so a

@@ -173,6 +173,8 @@ class CudaBackend final : public Backend, public ExerciseOps {
   void norm_backward(Mat dx, Mat dweight, Mat dout, Mat x, Mat weight, Mat rstd, Mat dresidual);
   // KernelLaunch::Pdl on (or off) for the kernels of this backend's streams.
   void set_kernel_launch(bool programmatic);
+  // The SMs both streams' GEMM runners leave from now on (gemms_beside_exchange).
+  void set_gemm_sm_margin(int sms);
   // The RMSNorm weight-gradient partial sums and their counters in `block`
   // (`bytes`, workspace_sizes's rms_partials), for rows of hidden_dim.
   void assign_rms_partials(void* block, std::int64_t bytes, int hidden_dim);

@@ -14,7 +14,6 @@
 #include "device/cuda_env.h"
 #include "device/cuda_event_timer.h"
 #include "device/cuda_graph.h"
-#include "device/cuda_launch.h"
 #include "ops/linear/cuda_gemm_search.h"
 #include "ops/linear/cuda_gemm_timing.h"
 #include "ops/linear/cuda_lt_layout.h"
@@ -362,12 +361,7 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  // Beside another kernel, the cuBLASLt grid is sized to the SMs it leaves.
-  if (sm_margin_ > 0) {
-    const std::int32_t target = std::max(1, current_device_sm_count() - sm_margin_);
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
-                                                &target, sizeof(target)));
-  }
+  leave_sms(plan.desc, sm_margin_);
   // Stored (un-transposed) row-major shapes: our a is rows_a x (ld-bounded)
   // cols; recover cols from m/k and the transpose flag.
   const std::int64_t a_rows = key[kRowsA];

@@ -9,7 +9,6 @@
 #include "core/errors.h"
 #include "device/cuda_check.h"
 #include "device/cuda_env.h"
-#include "device/cuda_launch.h"
 #include "ops/linear/cuda_gemm_search.h"
 #include "ops/linear/cuda_lt_layout.h"
 
@@ -216,11 +215,7 @@ Fp8GemmRunner::Plan& Fp8GemmRunner::plan_for(const Key& key, const Fp8GemmOption
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);  // on our a
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
              static_cast<std::int8_t>(options.fast_accum ? 1 : 0));
-    if (key[kSmMargin] > 0) {
-      const auto target = static_cast<std::int32_t>(
-          std::max<std::int64_t>(1, current_device_sm_count() - key[kSmMargin]));
-      set_attr(plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, target);
-    }
+    leave_sms(plan.desc, key[kSmMargin]);
     // The heuristic sees the scale pointers set as the launches will.
     set_pointers(plan, a, b);
     plan.a = row_major_layout(key[kFormatB], key[kN], key[kK], key[kLdB]);  // our b, [N, K]

@@ -1,6 +1,9 @@
 #include "ops/linear/cuda_lt_layout.h"
 
+#include <algorithm>
+
 #include "device/cuda_check.h"
+#include "device/cuda_launch.h"
 
 namespace tinyllama::cuda {
 
@@ -42,6 +45,14 @@ cublasLtMatrixLayout_t row_major_layout(std::int64_t type, std::int64_t rows, st
         layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
   }
   return layout;
+}
+
+void leave_sms(cublasLtMatmulDesc_t desc, std::int64_t margin) {
+  if (margin <= 0) return;
+  const auto target =
+      static_cast<std::int32_t>(std::max<std::int64_t>(1, current_device_sm_count() - margin));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target,
+                                              sizeof(target)));
 }
 
 }  // namespace tinyllama::cuda

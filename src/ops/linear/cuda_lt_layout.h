@@ -1,8 +1,8 @@
 #pragma once
 // What both cuBLASLt GEMMs (cuda_gemm.h's and cuda_gemm_fp8.h's) say to
 // cuBLASLt the same way: a row-major matrix as its layout, the alignment
-// hint its heuristic is given, a 16/32-bit DType as cuBLASLt's type, and a
-// cached plan's release.
+// hint its heuristic is given, a 16/32-bit DType as cuBLASLt's type, the
+// SMs a GEMM leaves to a kernel beside it, and a cached plan's release.
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -25,6 +25,12 @@ std::int64_t lt_alignment(const void* p, std::int64_t row_bytes, std::int64_t ba
 cublasLtMatrixLayout_t row_major_layout(std::int64_t type, std::int64_t rows, std::int64_t cols,
                                         std::int64_t ld, std::int64_t batch = 1,
                                         std::int64_t stride = 0);
+
+// Sizes the GEMM's grid to the current device's SMs less `margin`
+// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; at least one): a persistent grid
+// of every SM, beside a kernel that holds some, waits for them with part of
+// its tiles. margin <= 0 leaves the descriptor as it is (every SM).
+void leave_sms(cublasLtMatmulDesc_t desc, std::int64_t margin);
 
 // Frees a cached plan's descriptor and three layouts (any may be null);
 // never throws, for destructors and the unwinding of a failed plan.
